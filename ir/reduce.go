@@ -1,0 +1,161 @@
+package ir
+
+import "math"
+
+// Reducer is the meaning of a reduction: how values combine into an
+// accumulator and how the accumulator becomes the result.
+type Reducer uint8
+
+// The reducers.
+const (
+	RSum Reducer = iota
+	RMean
+	RMax
+	RMin
+	RArgMax
+	RArgMin
+)
+
+var reducerNames = [...]string{"sum", "mean", "amax", "amin", "argmax", "argmin"}
+
+func (r Reducer) String() string { return reducerNames[r] }
+
+// IsArg reports whether the reducer yields an index rather than a value.
+func (r Reducer) IsArg() bool { return r == RArgMax || r == RArgMin }
+
+// Acc is a reduction's running state. Sums of floating values accumulate in
+// float64 and of integers in int64; max, min and the arg reductions keep
+// the best value and, for arg reductions, its index (the first one on ties;
+// NaN counts as greater than everything for max and less for min, and the
+// first NaN wins, as in PyTorch).
+type Acc struct {
+	F     float64
+	I     int64
+	Index int64
+	Count int64 // values seen
+	NaN   bool
+}
+
+// Init returns the identity accumulator.
+func (r Reducer) Init() Acc { return Acc{Index: -1} }
+
+// Accumulate folds the block x, whose first value has index base within the
+// reduced range, into acc.
+func Accumulate[T number](r Reducer, acc *Acc, x []T, base int64) {
+	if len(x) == 0 {
+		return
+	}
+	first := acc.Count == 0
+	acc.Count += int64(len(x))
+	var zero T
+	isInt := any(zero) == any(int64(0))
+	switch r {
+	case RSum, RMean:
+		if isInt {
+			var s int64
+			for _, v := range x {
+				s += int64(v)
+			}
+			acc.I += s
+			return
+		}
+		// Four partial sums: faster, and more accurate than one.
+		var s0, s1, s2, s3 float64
+		i := 0
+		for ; i+4 <= len(x); i += 4 {
+			s0 += float64(x[i])
+			s1 += float64(x[i+1])
+			s2 += float64(x[i+2])
+			s3 += float64(x[i+3])
+		}
+		for ; i < len(x); i++ {
+			s0 += float64(x[i])
+		}
+		acc.F += (s0 + s1) + (s2 + s3)
+	case RMax, RArgMax, RMin, RArgMin:
+		if acc.NaN {
+			return
+		}
+		greater := r == RMax || r == RArgMax
+		if first {
+			acc.Index = base
+			if isInt {
+				acc.I = int64(x[0])
+			} else {
+				acc.F = float64(x[0])
+			}
+		}
+		for i, v := range x {
+			if v != v {
+				acc.NaN = true
+				acc.F = math.NaN()
+				acc.Index = base + int64(i)
+				return
+			}
+			if isInt {
+				iv := int64(v)
+				if (greater && iv > acc.I) || (!greater && iv < acc.I) {
+					acc.I, acc.Index = iv, base+int64(i)
+				}
+			} else {
+				fv := float64(v)
+				if (greater && fv > acc.F) || (!greater && fv < acc.F) {
+					acc.F, acc.Index = fv, base+int64(i)
+				}
+			}
+		}
+	}
+}
+
+// Merge combines b, the accumulator of a later part of the reduced range,
+// into a.
+func (r Reducer) Merge(a *Acc, b Acc, isInt bool) {
+	if b.Count == 0 {
+		return
+	}
+	if a.Count == 0 {
+		*a = b
+		return
+	}
+	a.Count += b.Count
+	switch r {
+	case RSum, RMean:
+		a.F += b.F
+		a.I += b.I
+		return
+	}
+	if a.NaN {
+		return
+	}
+	if b.NaN {
+		a.NaN, a.F, a.Index = true, b.F, b.Index
+		return
+	}
+	greater := r == RMax || r == RArgMax
+	var better bool
+	if isInt {
+		better = (greater && b.I > a.I) || (!greater && b.I < a.I)
+	} else {
+		better = (greater && b.F > a.F) || (!greater && b.F < a.F)
+	}
+	if better {
+		a.F, a.I, a.Index = b.F, b.I, b.Index
+	}
+}
+
+// ResultF is the floating result of a value reduction over n values.
+func (r Reducer) ResultF(a Acc, n int) float64 {
+	if r == RMean {
+		return a.F / float64(n)
+	}
+	return a.F
+}
+
+// ResultI is the integer result: the value for integer inputs, the index for
+// arg reductions.
+func (r Reducer) ResultI(a Acc) int64 {
+	if r.IsArg() {
+		return a.Index
+	}
+	return a.I
+}

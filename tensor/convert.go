@@ -1,0 +1,157 @@
+package tensor
+
+import "gocompile/ir"
+
+// Conversions between storage types and compute kinds. Floating to integer
+// truncates toward zero; anything to bool tests for non-zero; float16 and
+// bfloat16 round to nearest even. These loops are the only place values
+// change representation.
+
+type storedNumber interface {
+	float32 | float64 | int32 | int64
+}
+
+// aliasVec returns storage [lo, hi) as a Vec of kind k when no conversion
+// is needed.
+func aliasVec(data any, dt DType, k ir.Kind, lo, hi int) (ir.Vec, bool) {
+	switch {
+	case dt == Float32 && k == ir.F32:
+		return ir.Vec{F32: data.([]float32)[lo:hi]}, true
+	case dt == Float64 && k == ir.F64:
+		return ir.Vec{F64: data.([]float64)[lo:hi]}, true
+	case dt == Int64 && k == ir.I64:
+		return ir.Vec{I64: data.([]int64)[lo:hi]}, true
+	}
+	return ir.Vec{}, false
+}
+
+func cvt[D, S storedNumber](d []D, s []S) {
+	for i := range d {
+		d[i] = D(s[i])
+	}
+}
+
+func cvtBool[D storedNumber](d []D, s []bool) {
+	for i := range d {
+		if s[i] {
+			d[i] = 1
+		} else {
+			d[i] = 0
+		}
+	}
+}
+
+func cvtHalf[D storedNumber](d []D, s []uint16, bf bool) {
+	if bf {
+		for i := range d {
+			d[i] = D(ir.BF16ToF32(s[i]))
+		}
+		return
+	}
+	for i := range d {
+		d[i] = D(ir.F16ToF32(s[i]))
+	}
+}
+
+func loadInto[D storedNumber](d []D, data any, dt DType, lo int) {
+	switch s := data.(type) {
+	case []float32:
+		cvt(d, s[lo:])
+	case []float64:
+		cvt(d, s[lo:])
+	case []int32:
+		cvt(d, s[lo:])
+	case []int64:
+		cvt(d, s[lo:])
+	case []bool:
+		cvtBool(d, s[lo:])
+	case []uint16:
+		cvtHalf(d, s[lo:], dt == BFloat16)
+	}
+}
+
+// convert loads n elements of storage starting at lo into buf, of kind k.
+func convert(buf ir.Vec, k ir.Kind, data any, dt DType, lo, n int) {
+	switch k {
+	case ir.F32:
+		loadInto(buf.F32[:n], data, dt, lo)
+	case ir.F64:
+		loadInto(buf.F64[:n], data, dt, lo)
+	default:
+		loadInto(buf.I64[:n], data, dt, lo)
+	}
+}
+
+// fillFrom fills n values of buf with the one storage element at off.
+func fillFrom(buf ir.Vec, k ir.Kind, data any, dt DType, off, n int) {
+	switch k {
+	case ir.F32:
+		loadInto(buf.F32[:1], data, dt, off)
+		fill(buf.F32[:n], buf.F32[0])
+	case ir.F64:
+		loadInto(buf.F64[:1], data, dt, off)
+		fill(buf.F64[:n], buf.F64[0])
+	default:
+		loadInto(buf.I64[:1], data, dt, off)
+		fill(buf.I64[:n], buf.I64[0])
+	}
+}
+
+func fill[T any](d []T, v T) {
+	for i := range d {
+		d[i] = v
+	}
+}
+
+func storeFrom[S storedNumber](data any, dt DType, lo int, s []S) {
+	switch d := data.(type) {
+	case []float32:
+		cvt(d[lo:lo+len(s)], s)
+	case []float64:
+		cvt(d[lo:lo+len(s)], s)
+	case []int32:
+		storeInt32(d[lo:lo+len(s)], s)
+	case []int64:
+		cvt(d[lo:lo+len(s)], s)
+	case []bool:
+		d = d[lo : lo+len(s)]
+		for i, v := range s {
+			d[i] = v != 0
+		}
+	case []uint16:
+		d = d[lo : lo+len(s)]
+		if dt == BFloat16 {
+			for i, v := range s {
+				d[i] = ir.F32ToBF16(float32(v))
+			}
+		} else {
+			for i, v := range s {
+				d[i] = ir.F32ToF16(float32(v))
+			}
+		}
+	}
+}
+
+// storeInt32 goes through int64 so that values wrap as integers do.
+func storeInt32[S storedNumber](d []int32, s []S) {
+	for i, v := range s {
+		d[i] = int32(int64(v))
+	}
+}
+
+// store writes n values of v (kind k) to storage starting at lo.
+func store(data any, dt DType, lo int, v ir.Vec, k ir.Kind, n int) {
+	switch k {
+	case ir.F32:
+		storeFrom(data, dt, lo, v.F32[:n])
+	case ir.F64:
+		storeFrom(data, dt, lo, v.F64[:n])
+	default:
+		storeFrom(data, dt, lo, v.I64[:n])
+	}
+}
+
+// vecOf wraps a slice of storage as a Vec when its type is a compute kind.
+func sameKind(dt DType, k ir.Kind) bool {
+	return (dt == Float32 && k == ir.F32) || (dt == Float64 && k == ir.F64) || (dt == Int64 && k == ir.I64)
+}

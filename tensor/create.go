@@ -1,0 +1,286 @@
+package tensor
+
+import (
+	"math"
+	"math/rand/v2"
+
+	"gocompile/ir"
+)
+
+// Element is a Go type FromSlice accepts; int is stored as Int64.
+type Element interface {
+	float32 | float64 | int32 | int64 | int | bool
+}
+
+// FromSlice returns a CPU tensor holding a copy of data in the given shape
+// (1-D if no shape is given). float32, float64, int32, int64 and bool give
+// tensors of that type; int gives Int64.
+func FromSlice[T Element](data []T, shape ...int) *Tensor {
+	if len(shape) == 0 {
+		shape = []int{len(data)}
+	}
+	for _, d := range shape {
+		if d < 0 {
+			throw("FromSlice", nil, "sizes must be non-negative", "shape %v has a negative size", shape)
+		}
+	}
+	if n := ir.Numel(shape); n != len(data) {
+		panic(ir.Errorf("FromSlice", [][]int{shape}, "pass as many values as the shape holds",
+			"shape holds %d elements but %d values were given", n, len(data)))
+	}
+	var t *Tensor
+	switch d := any(data).(type) {
+	case []float32:
+		t = newTensor(Float32, shape)
+		copy(t.st.data.([]float32), d)
+	case []float64:
+		t = newTensor(Float64, shape)
+		copy(t.st.data.([]float64), d)
+	case []int32:
+		t = newTensor(Int32, shape)
+		copy(t.st.data.([]int32), d)
+	case []int64:
+		t = newTensor(Int64, shape)
+		copy(t.st.data.([]int64), d)
+	case []int:
+		t = newTensor(Int64, shape)
+		dst := t.st.data.([]int64)
+		for i, v := range d {
+			dst[i] = int64(v)
+		}
+	case []bool:
+		t = newTensor(Bool, shape)
+		copy(t.st.data.([]bool), d)
+	}
+	return t
+}
+
+// Scalar returns a zero-dimensional tensor holding v.
+func Scalar(v float64, dt DType) *Tensor { return Full(v, dt) }
+
+func checkShape(op string, dt DType, shape []int) {
+	if !dt.Valid() {
+		throw(op, nil, "use one of the DType constants", "invalid dtype %v", dt)
+	}
+	for _, d := range shape {
+		if d < 0 {
+			throw(op, nil, "sizes must be non-negative", "shape %v has a negative size", shape)
+		}
+	}
+}
+
+// Zeros returns a tensor of zeros.
+func Zeros(dt DType, shape ...int) *Tensor {
+	checkShape("Zeros", dt, shape)
+	return newTensor(dt, shape)
+}
+
+// Ones returns a tensor of ones.
+func Ones(dt DType, shape ...int) *Tensor { return Full(1, dt, shape...) }
+
+// Full returns a tensor with every element v (converted to dt).
+func Full(v float64, dt DType, shape ...int) *Tensor {
+	checkShape("Full", dt, shape)
+	t := newTensor(dt, shape)
+	t.Fill(v)
+	return t
+}
+
+// ZerosLike returns zeros with t's shape and type.
+func ZerosLike(t *Tensor) *Tensor { return Zeros(t.dtype, t.shape...) }
+
+// OnesLike returns ones with t's shape and type.
+func OnesLike(t *Tensor) *Tensor { return Ones(t.dtype, t.shape...) }
+
+// FullLike returns v everywhere, with t's shape and type.
+func FullLike(t *Tensor, v float64) *Tensor { return Full(v, t.dtype, t.shape...) }
+
+// fromFloat64s builds a tensor of type dt from float64 values.
+func fromFloat64s(vals []float64, dt DType, shape ...int) *Tensor {
+	t := newTensor(dt, shape)
+	storeFrom(t.st.data, dt, 0, vals)
+	return t
+}
+
+// Arange returns start, start+step, … below end (above it for a negative
+// step), as torch.arange.
+func Arange(start, end, step float64, dt DType) *Tensor {
+	if step == 0 || math.IsNaN(step) || math.IsInf(start, 0) || math.IsInf(end, 0) {
+		throw("Arange", nil, "use a non-zero step and finite bounds", "arange(%g, %g, %g)", start, end, step)
+	}
+	n := int(math.Ceil((end - start) / step))
+	if n < 0 {
+		throw("Arange", nil, "make the step's sign match the direction from start to end",
+			"arange(%g, %g, %g) is empty in the wrong direction", start, end, step)
+	}
+	checkShape("Arange", dt, nil)
+	vals := make([]float64, n)
+	for i := range vals {
+		vals[i] = start + float64(i)*step
+	}
+	return fromFloat64s(vals, dt, n)
+}
+
+// Linspace returns steps values evenly spaced from start to end inclusive,
+// computed as torch.linspace does (from both ends toward the middle).
+func Linspace(start, end float64, steps int, dt DType) *Tensor {
+	if steps < 0 {
+		throw("Linspace", nil, "use a non-negative number of steps", "steps = %d", steps)
+	}
+	checkShape("Linspace", dt, nil)
+	vals := make([]float64, steps)
+	if steps == 1 {
+		vals[0] = start
+	} else if steps > 1 {
+		step := (end - start) / float64(steps-1)
+		half := steps / 2
+		for i := range vals {
+			if i < half {
+				vals[i] = start + float64(i)*step
+			} else {
+				vals[i] = end - float64(steps-1-i)*step
+			}
+		}
+	}
+	return fromFloat64s(vals, dt, steps)
+}
+
+// Eye returns the n×n identity matrix.
+func Eye(dt DType, n int) *Tensor {
+	t := Zeros(dt, n, n)
+	vals := make([]float64, n*n)
+	for i := range n {
+		vals[i*n+i] = 1
+	}
+	storeFrom(t.st.data, dt, 0, vals)
+	return t
+}
+
+// Generator is a seeded source of random tensors: the same seed gives the
+// same sequence of tensors on every machine and Go version (it uses PCG
+// and its own transforms).
+type Generator struct {
+	src *rand.PCG
+}
+
+// NewGenerator returns a generator seeded with seed.
+func NewGenerator(seed uint64) *Generator {
+	return &Generator{src: rand.NewPCG(seed, 0x9e3779b97f4a7c15)}
+}
+
+func (g *Generator) uniform() float64 { return float64(g.src.Uint64()>>11) / (1 << 53) }
+
+// Rand returns values uniform in [0, 1).
+func (g *Generator) Rand(dt DType, shape ...int) *Tensor {
+	checkShape("Rand", dt, shape)
+	vals := make([]float64, ir.Numel(shape))
+	for i := range vals {
+		vals[i] = g.uniform()
+	}
+	return fromFloat64s(vals, dt, shape...)
+}
+
+// Randn returns standard normal values (Box–Muller).
+func (g *Generator) Randn(dt DType, shape ...int) *Tensor {
+	checkShape("Randn", dt, shape)
+	vals := make([]float64, ir.Numel(shape))
+	for i := 0; i < len(vals); i += 2 {
+		u1 := 1 - g.uniform() // in (0, 1]
+		u2 := g.uniform()
+		r := math.Sqrt(-2 * math.Log(u1))
+		vals[i] = r * math.Cos(2*math.Pi*u2)
+		if i+1 < len(vals) {
+			vals[i+1] = r * math.Sin(2*math.Pi*u2)
+		}
+	}
+	return fromFloat64s(vals, dt, shape...)
+}
+
+// RandInt returns Int64 values uniform in [lo, hi).
+func (g *Generator) RandInt(lo, hi int64, shape ...int) *Tensor {
+	if hi <= lo {
+		throw("RandInt", nil, "use lo < hi", "empty range [%d, %d)", lo, hi)
+	}
+	checkShape("RandInt", Int64, shape)
+	t := newTensor(Int64, shape)
+	span := uint64(hi - lo)
+	for i, d := 0, t.st.data.([]int64); i < len(d); i++ {
+		d[i] = lo + int64(g.src.Uint64()%span)
+	}
+	return t
+}
+
+// Rand returns values uniform in [0, 1) from a generator seeded with seed.
+func Rand(seed uint64, dt DType, shape ...int) *Tensor { return NewGenerator(seed).Rand(dt, shape...) }
+
+// Randn returns standard normal values from a generator seeded with seed.
+func Randn(seed uint64, dt DType, shape ...int) *Tensor {
+	return NewGenerator(seed).Randn(dt, shape...)
+}
+
+// Fill sets every element of t (and so of every view that shares them) to
+// v, and returns t.
+func (t *Tensor) Fill(v float64) *Tensor {
+	src := fromFloat64s([]float64{v}, t.dtype)
+	copyInto(t, src)
+	return t
+}
+
+// Copy writes src (broadcast to t's shape, converted to t's type) into t's
+// elements in place, and returns t. Views of the same storage see the
+// change.
+func (t *Tensor) Copy(src *Tensor) *Tensor {
+	if !broadcastsTo(src.shape, t.shape) {
+		throw("Copy", []*Tensor{t, src}, "the source must broadcast to the destination's shape",
+			"cannot copy a tensor of shape %s into one of shape %s", ir.FormatShape(src.shape), ir.FormatShape(t.shape))
+	}
+	checkDevices(ir.OpCast, []ir.Value{t, src})
+	copyInto(t, src)
+	return t
+}
+
+// broadcastsTo reports whether shape from broadcasts to exactly shape to.
+func broadcastsTo(from, to []int) bool {
+	if len(from) > len(to) {
+		return false
+	}
+	off := len(to) - len(from)
+	for i, d := range from {
+		if d != 1 && d != to[off+i] {
+			return false
+		}
+	}
+	return true
+}
+
+// Set writes v at the given index (one per dim; negative counts from the
+// end).
+func (t *Tensor) Set(v float64, index ...int) {
+	off := t.elementOffset("Set", index)
+	storeFrom(t.st.data, t.dtype, off, []float64{v})
+}
+
+// At reads the element at the given index as a float64.
+func (t *Tensor) At(index ...int) float64 {
+	off := t.elementOffset("At", index)
+	var v [1]float64
+	loadInto(v[:], t.st.data, t.dtype, off)
+	return v[0]
+}
+
+func (t *Tensor) elementOffset(op string, index []int) int {
+	if len(index) != len(t.shape) {
+		throw(op, []*Tensor{t}, "give one index per dim", "%d indices for a rank-%d tensor", len(index), len(t.shape))
+	}
+	off := t.offset
+	for d, i := range index {
+		if i < -t.shape[d] || i >= t.shape[d] {
+			throw(op, []*Tensor{t}, "use an index in [-size, size)", "index %d is out of range for dim %d of size %d", i, d, t.shape[d])
+		}
+		if i < 0 {
+			i += t.shape[d]
+		}
+		off += i * t.strides[d]
+	}
+	return off
+}

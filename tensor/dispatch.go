@@ -1,0 +1,220 @@
+package tensor
+
+import (
+	"math"
+	"sync"
+
+	"gocompile/ir"
+)
+
+// apply runs op eagerly. It is the one entry point every method goes
+// through: the registry says what kind of op it is, and the kernel for that
+// kind derives the op's behaviour from the registry entry.
+func apply(op *ir.Op, a ir.Attrs, args ...ir.Value) *Tensor {
+	checkDevices(op, args)
+	switch op.Kind {
+	case ir.Pointwise:
+		return pointwise(op, a, args)
+	case ir.Reduction:
+		return reduce(op, a, args[0].(*Tensor))
+	case ir.View:
+		t := args[0].(*Tensor)
+		l, err := op.View(t.layout(), &a)
+		check(err, op.Title, t)
+		return t.withLayout(l)
+	case ir.Extern:
+		return externKernels[op.Name](op, a, args)
+	case ir.Composite:
+		v, err := op.Decompose(eager{}, a, args...)
+		check(err, op.Title, tensorsOf(args)...)
+		return v.(*Tensor)
+	}
+	panic("tensor: op " + op.Name + " has an unknown kind")
+}
+
+// eager is the ir.Builder that computes ops at once; decompositions of
+// composite ops run through it.
+type eager struct{}
+
+func (eager) Apply(op *ir.Op, a ir.Attrs, args ...ir.Value) ir.Value { return apply(op, a, args...) }
+func (eager) Shape(v ir.Value) []int                                 { return v.(*Tensor).shape }
+func (eager) DType(v ir.Value) ir.DType                              { return v.(*Tensor).dtype }
+
+// val passes an optional tensor to a decomposition: a nil *Tensor becomes a
+// nil Value.
+func val(t *Tensor) ir.Value {
+	if t == nil {
+		return nil
+	}
+	return t
+}
+
+func tensorsOf(args []ir.Value) []*Tensor {
+	var ts []*Tensor
+	for _, a := range args {
+		if t, ok := a.(*Tensor); ok {
+			ts = append(ts, t)
+		}
+	}
+	return ts
+}
+
+func checkDevices(op *ir.Op, args []ir.Value) {
+	var first *Tensor
+	for i, a := range args {
+		t, ok := a.(*Tensor)
+		if !ok {
+			continue
+		}
+		if t == nil {
+			throw(op.Title, nil, "pass a tensor", "operand %d is a nil *Tensor", i)
+		}
+		if first == nil {
+			first = t
+			continue
+		}
+		if t.st.dev != first.st.dev {
+			throw(op.Title, tensorsOf(args), "move them to one device with To(device)",
+				"operands are on different devices: operand 0 is on %v, operand %d on %v", first.st.dev, i, t.st.dev)
+		}
+	}
+	if first != nil && first.st.dev.Type != DeviceCPU {
+		throw(op.Title, tensorsOf(args), "move the tensors to the CPU with To(tensor.CPU)",
+			"no kernels are available for device %v", first.st.dev)
+	}
+}
+
+// scalarOf makes a Go number an operand, typed by its value as Python types
+// a literal: integral values are int scalars, others float scalars.
+func scalarOf(v float64) ir.Scalar {
+	if v == math.Trunc(v) && !math.IsInf(v, 0) {
+		return ir.Scalar{Value: v, DType: Int64}
+	}
+	return ir.Scalar{Value: v, DType: Float64}
+}
+
+type blockKey struct {
+	op      *ir.Op
+	args    [4]ir.Kind
+	compute ir.Kind
+}
+
+var blocks sync.Map // blockKey → *ir.Block
+
+func compiledBlock(op *ir.Op, args []ir.Kind, compute ir.Kind) *ir.Block {
+	key := blockKey{op: op, compute: compute}
+	copy(key.args[:], args)
+	if b, ok := blocks.Load(key); ok {
+		return b.(*ir.Block)
+	}
+	b, err := ir.CompileBlock(op.Expr, args, compute)
+	if err != nil {
+		panic("tensor: registry entry " + op.Name + " does not compile: " + err.Error())
+	}
+	blocks.Store(key, b)
+	return b
+}
+
+func pointwise(op *ir.Op, a ir.Attrs, args []ir.Value) *Tensor {
+	if op.Arity >= 0 && len(args) != op.Arity {
+		panic("tensor: " + op.Name + " called with the wrong number of operands")
+	}
+	tensors := tensorsOf(args)
+	types := make([]ir.Operand, 0, len(args)+len(a.Scalars))
+	for _, v := range args {
+		switch v := v.(type) {
+		case *Tensor:
+			types = append(types, ir.Operand{DType: v.dtype, Rank0: len(v.shape) == 0})
+		case ir.Scalar:
+			types = append(types, ir.Operand{DType: v.DType, Scalar: true})
+		}
+	}
+	if op.Rule == ir.Promote {
+		for _, s := range a.Scalars {
+			types = append(types, ir.Operand{DType: scalarOf(s).DType, Scalar: true})
+		}
+	}
+	compute, out, err := op.Types(types, &a)
+	check(err, op.Title, tensors...)
+
+	shapes := make([][]int, len(tensors))
+	for i, t := range tensors {
+		shapes[i] = t.shape
+	}
+	shape, err := ir.Broadcast(op.Title, shapes...)
+	check(err, op.Title, tensors...)
+
+	kinds := make([]ir.Kind, len(args))
+	for i := range args {
+		kinds[i] = compute.Compute()
+		for _, m := range op.Masks {
+			if m == i {
+				kinds[i] = ir.I64
+			}
+		}
+	}
+	blk := compiledBlock(op, kinds, compute.Compute())
+	res := newTensor(out, shape)
+	n := res.Numel()
+	if n == 0 {
+		return res
+	}
+
+	strides := [][]int{res.strides}
+	for _, t := range tensors {
+		strides = append(strides, ir.BroadcastStrides(t.shape, t.strides, shape))
+	}
+	cshape, cstrides := coalesce(shape, strides...)
+	operands := make([]*operand, len(args))
+	ti := 0
+	for i, v := range args {
+		if t, ok := v.(*Tensor); ok {
+			ti++
+			operands[i] = newOperand(t.st.data, t.dtype, cshape, cstrides[ti], t.offset)
+		}
+	}
+	outKind := blk.OutKind()
+	alias := sameKind(out, outKind) && blk.Computes()
+	parallelFor(n, minParallel, func(lo, hi int) {
+		f := blk.NewFrame(blockSize, a.Scalars)
+		local := make([]*operand, len(args))
+		for i, v := range args {
+			if !blk.Uses(i) {
+				continue
+			}
+			if s, ok := v.(ir.Scalar); ok {
+				buf := f.ArgBuf(i)
+				fillScalar(buf, f.ArgKind(i), s.Value)
+				f.SetArg(i, buf)
+				continue
+			}
+			local[i] = operands[i].clone()
+		}
+		for s := lo; s < hi; s += blockSize {
+			m := min(blockSize, hi-s)
+			for i, o := range local {
+				if o != nil {
+					f.SetArg(i, o.load(s, m, f.ArgKind(i), f.ArgBuf(i)))
+				}
+			}
+			if alias {
+				dst, _ := aliasVec(res.st.data, out, outKind, s, s+m)
+				f.Run(m, &dst)
+				continue
+			}
+			store(res.st.data, out, s, f.Run(m, nil), outKind, m)
+		}
+	})
+	return res
+}
+
+func fillScalar(buf ir.Vec, k ir.Kind, v float64) {
+	switch k {
+	case ir.F32:
+		fill(buf.F32, float32(v))
+	case ir.F64:
+		fill(buf.F64, v)
+	default:
+		fill(buf.I64, int64(v))
+	}
+}

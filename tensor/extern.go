@@ -1,0 +1,299 @@
+package tensor
+
+import (
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/gonum"
+
+	"gocompile/ir"
+)
+
+// externKernels are the CPU kernels of the registry's extern ops.
+var externKernels map[string]func(op *ir.Op, a ir.Attrs, args []ir.Value) *Tensor
+
+func init() {
+	externKernels = map[string]func(*ir.Op, ir.Attrs, []ir.Value) *Tensor{
+		"matmul":       matmulKernel,
+		"cat":          catKernel,
+		"stack":        stackKernel,
+		"gather":       gatherKernel,
+		"index_select": indexSelectKernel,
+		"embedding":    embeddingKernel,
+		"contiguous":   contiguousKernel,
+	}
+}
+
+// externTypes checks an extern op's shape and type rules.
+func externTypes(op *ir.Op, a *ir.Attrs, ts []*Tensor) (shape []int, compute, out DType) {
+	shapes := make([][]int, len(ts))
+	types := make([]ir.Operand, len(ts))
+	for i, t := range ts {
+		shapes[i] = t.shape
+		types[i] = ir.Operand{DType: t.dtype, Rank0: len(t.shape) == 0}
+	}
+	shape, err := op.Shape(shapes, a)
+	check(err, op.Title, ts...)
+	compute, out, err = op.Types(types, a)
+	check(err, op.Title, ts...)
+	return shape, compute, out
+}
+
+// copyInto writes src, broadcast to dst's shape and converted to dst's type,
+// into dst, which may be any view.
+func copyInto(dst, src *Tensor) {
+	n := dst.Numel()
+	if n == 0 {
+		return
+	}
+	sst := ir.BroadcastStrides(src.shape, src.strides, dst.shape)
+	cshape, cst := coalesce(dst.shape, dst.strides, sst)
+	k := dst.dtype.Compute()
+	if dst.dtype == Bool {
+		k = src.dtype.Compute() // test for non-zero in the source's kind
+	}
+	so := newOperand(src.st.data, src.dtype, cshape, cst[1], src.offset)
+	do := newOperand(dst.st.data, dst.dtype, cshape, cst[0], dst.offset)
+	parallelFor(n, minParallel, func(lo, hi int) {
+		s := so.clone()
+		buf := makeVec(k, blockSize)
+		var raw any
+		var idx []int
+		for b := lo; b < hi; b += blockSize {
+			m := min(blockSize, hi-b)
+			v := s.load(b, m, k, buf)
+			if do.dense {
+				store(dst.st.data, dst.dtype, do.offset+b, v, k, m)
+				continue
+			}
+			if raw == nil {
+				raw = allocData(dst.dtype, blockSize)
+			}
+			store(raw, dst.dtype, 0, v, k, m)
+			scatterAny(dst.st.data, raw, do.shape, do.strides, do.offset, b, m, &idx)
+		}
+	})
+}
+
+func scatterAny(dst, src any, shape, strides []int, offset, start, n int, idx *[]int) {
+	switch d := dst.(type) {
+	case []float32:
+		scatter(d, src.([]float32), shape, strides, offset, start, n, idx)
+	case []float64:
+		scatter(d, src.([]float64), shape, strides, offset, start, n, idx)
+	case []uint16:
+		scatter(d, src.([]uint16), shape, strides, offset, start, n, idx)
+	case []int32:
+		scatter(d, src.([]int32), shape, strides, offset, start, n, idx)
+	case []int64:
+		scatter(d, src.([]int64), shape, strides, offset, start, n, idx)
+	case []bool:
+		scatter(d, src.([]bool), shape, strides, offset, start, n, idx)
+	}
+}
+
+func contiguousKernel(_ *ir.Op, _ ir.Attrs, args []ir.Value) *Tensor {
+	t := args[0].(*Tensor)
+	if t.IsContiguous() {
+		return t
+	}
+	out := newTensor(t.dtype, t.shape)
+	copyInto(out, t)
+	return out
+}
+
+// asType returns t converted to dt, contiguous (t itself if it already is).
+func asType(t *Tensor, dt DType) *Tensor {
+	if t.dtype == dt && t.IsContiguous() {
+		return t
+	}
+	out := newTensor(dt, t.shape)
+	copyInto(out, t)
+	return out
+}
+
+func matmulKernel(op *ir.Op, a ir.Attrs, args []ir.Value) *Tensor {
+	x, y := args[0].(*Tensor), args[1].(*Tensor)
+	shape, compute, out := externTypes(op, &a, []*Tensor{x, y})
+	batch, m, k, n := ir.MatMulBatch(x.shape, y.shape)
+	work := compute
+	if compute == Float16 || compute == BFloat16 {
+		work = Float32
+	} else if compute == Int32 {
+		work = Int64
+	}
+	xs, ys := x, y
+	if len(xs.shape) == 1 {
+		xs = xs.Unsqueeze(0)
+	}
+	if len(ys.shape) == 1 {
+		ys = ys.Unsqueeze(-1)
+	}
+	xs = asType(xs.Expand(append(append([]int(nil), batch...), m, k)...), work)
+	ys = asType(ys.Expand(append(append([]int(nil), batch...), k, n)...), work)
+	res := newTensor(work, append(append([]int(nil), batch...), m, n))
+	nb := ir.Numel(batch)
+	if m*n > 0 {
+		parallelFor(nb, max(1, (1<<18)/max(m*n*k, 1)), func(lo, hi int) {
+			for b := lo; b < hi; b++ {
+				gemm(work, xs.st.data, b*m*k, ys.st.data, b*k*n, res.st.data, b*m*n, m, k, n)
+			}
+		})
+	}
+	r := res.Reshape(shape...)
+	if out != work {
+		r = asType(r, out)
+	}
+	return r
+}
+
+// gemm computes c = a·b for row-major a (m×k), b (k×n), c (m×n) at the
+// given element offsets.
+func gemm(dt DType, a any, ao int, b any, bo int, c any, co int, m, k, n int) {
+	impl := gonum.Implementation{}
+	switch dt {
+	case Float32:
+		impl.Sgemm(blas.NoTrans, blas.NoTrans, m, n, k, 1, a.([]float32)[ao:ao+m*k], max(k, 1),
+			b.([]float32)[bo:bo+k*n], max(n, 1), 0, c.([]float32)[co:co+m*n], max(n, 1))
+	case Float64:
+		impl.Dgemm(blas.NoTrans, blas.NoTrans, m, n, k, 1, a.([]float64)[ao:ao+m*k], max(k, 1),
+			b.([]float64)[bo:bo+k*n], max(n, 1), 0, c.([]float64)[co:co+m*n], max(n, 1))
+	default:
+		as, bs, cs := a.([]int64)[ao:], b.([]int64)[bo:], c.([]int64)[co:]
+		for i := range m {
+			row := cs[i*n : i*n+n]
+			for p := range k {
+				av := as[i*k+p]
+				br := bs[p*n : p*n+n]
+				for j := range row {
+					row[j] += av * br[j]
+				}
+			}
+		}
+	}
+}
+
+func catKernel(op *ir.Op, a ir.Attrs, args []ir.Value) *Tensor {
+	ts := tensorsOf(args)
+	shape, _, out := externTypes(op, &a, ts)
+	d := ts[0].normDim("Cat", a.Dim)
+	res := newTensor(out, shape)
+	at := 0
+	for _, t := range ts {
+		copyInto(res.Narrow(d, at, t.shape[d]), t)
+		at += t.shape[d]
+	}
+	return res
+}
+
+func stackKernel(op *ir.Op, a ir.Attrs, args []ir.Value) *Tensor {
+	ts := tensorsOf(args)
+	shape, _, out := externTypes(op, &a, ts)
+	d := a.Dim
+	if d < 0 {
+		d += len(shape)
+	}
+	res := newTensor(out, shape)
+	for i, t := range ts {
+		copyInto(res.Select(d, i), t)
+	}
+	return res
+}
+
+// indexAt reads index i of an int32 or int64 tensor's contiguous data.
+func indexValues(idx *Tensor) []int64 {
+	c := asType(idx, Int64)
+	return c.st.data.([]int64)[c.offset : c.offset+c.Numel()]
+}
+
+func checkIndex(op string, ts []*Tensor, v int64, size int) int {
+	if v < -int64(size) || v >= int64(size) {
+		throw(op, ts, "indices must lie in [-size, size)", "index %d is out of range for a dim of size %d", v, size)
+	}
+	if v < 0 {
+		v += int64(size)
+	}
+	return int(v)
+}
+
+func indexSelectKernel(op *ir.Op, a ir.Attrs, args []ir.Value) *Tensor {
+	x, idx := args[0].(*Tensor), args[1].(*Tensor)
+	shape, _, out := externTypes(op, &a, []*Tensor{x, idx})
+	res := newTensor(out, shape)
+	if len(x.shape) == 0 {
+		for _, v := range indexValues(idx) {
+			checkIndex(op.Title, []*Tensor{x, idx}, v, 1)
+		}
+		copyInto(res, x)
+		return res
+	}
+	d := x.normDim(op.Title, a.Dim)
+	for i, v := range indexValues(idx) {
+		j := checkIndex(op.Title, []*Tensor{x, idx}, v, x.shape[d])
+		copyInto(res.Select(d, i), x.Select(d, j))
+	}
+	return res
+}
+
+func embeddingKernel(op *ir.Op, a ir.Attrs, args []ir.Value) *Tensor {
+	idx, w := args[0].(*Tensor), args[1].(*Tensor)
+	shape, _, _ := externTypes(op, &a, []*Tensor{idx, w})
+	rows := apply(ir.OpIndexSelect, ir.Attrs{Dim: 0}, w, idx.Reshape(-1))
+	return rows.Reshape(shape...)
+}
+
+func gatherKernel(op *ir.Op, a ir.Attrs, args []ir.Value) *Tensor {
+	x, idx := args[0].(*Tensor), args[1].(*Tensor)
+	shape, _, out := externTypes(op, &a, []*Tensor{x, idx})
+	d := x.normDim(op.Title, a.Dim)
+	res := newTensor(out, shape)
+	n := res.Numel()
+	if n == 0 {
+		return res
+	}
+	iv := indexValues(idx)
+	src := make([]int, n) // storage offset in x of each output element
+	pos := make([]int, len(shape))
+	ts := []*Tensor{x, idx}
+	for e := range n {
+		off := x.offset
+		for dd := range shape {
+			i := pos[dd]
+			if dd == d {
+				i = checkIndex(op.Title, ts, iv[e], x.shape[d])
+			}
+			off += i * x.strides[dd]
+		}
+		src[e] = off
+		for dd := len(shape) - 1; dd >= 0; dd-- {
+			pos[dd]++
+			if pos[dd] < shape[dd] {
+				break
+			}
+			pos[dd] = 0
+		}
+	}
+	gatherOffsets(res.st.data, x.st.data, src)
+	return res
+}
+
+func gatherOffsets(dst, src any, offs []int) {
+	switch d := dst.(type) {
+	case []float32:
+		pick(d, src.([]float32), offs)
+	case []float64:
+		pick(d, src.([]float64), offs)
+	case []uint16:
+		pick(d, src.([]uint16), offs)
+	case []int32:
+		pick(d, src.([]int32), offs)
+	case []int64:
+		pick(d, src.([]int64), offs)
+	case []bool:
+		pick(d, src.([]bool), offs)
+	}
+}
+
+func pick[S any](d, s []S, offs []int) {
+	for i, o := range offs {
+		d[i] = s[o]
+	}
+}

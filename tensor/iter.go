@@ -1,0 +1,218 @@
+package tensor
+
+import (
+	"runtime"
+	"sync"
+
+	"gocompile/ir"
+)
+
+// blockSize is the number of elements a kernel processes per step: small
+// enough that a block program's registers stay in L1/L2.
+const blockSize = 1024
+
+// minParallel is the smallest number of elements worth a goroutine.
+const minParallel = 1 << 15
+
+// parallelFor splits [0, n) into ranges of at least grain elements (aligned
+// to blockSize) and runs fn on them on up to GOMAXPROCS goroutines.
+func parallelFor(n, grain int, fn func(lo, hi int)) {
+	workers := min(runtime.GOMAXPROCS(0), n/max(grain, 1))
+	if workers <= 1 {
+		fn(0, n)
+		return
+	}
+	chunk := (n + workers - 1) / workers
+	chunk = (chunk + blockSize - 1) / blockSize * blockSize
+	var wg sync.WaitGroup
+	for lo := 0; lo < n; lo += chunk {
+		hi := min(lo+chunk, n)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			fn(lo, hi)
+		}()
+	}
+	wg.Wait()
+}
+
+// coalesce merges adjacent dims that every operand steps through as one
+// (stride[i] == stride[i+1]*shape[i+1]) and drops size-1 dims, so that
+// contiguous operands become one long run. strides holds one stride list
+// per operand, aligned with shape; the results are new slices.
+func coalesce(shape []int, strides ...[]int) ([]int, [][]int) {
+	outShape := make([]int, 0, len(shape))
+	outStrides := make([][]int, len(strides))
+	for i := range strides {
+		outStrides[i] = make([]int, 0, len(shape))
+	}
+	for d := range shape {
+		if shape[d] == 1 {
+			continue
+		}
+		last := len(outShape) - 1
+		merge := last >= 0
+		for k := 0; merge && k < len(strides); k++ {
+			merge = outStrides[k][last] == strides[k][d]*shape[d]
+		}
+		if merge {
+			outShape[last] *= shape[d]
+			for k := range strides {
+				outStrides[k][last] = strides[k][d]
+			}
+			continue
+		}
+		outShape = append(outShape, shape[d])
+		for k := range strides {
+			outStrides[k] = append(outStrides[k], strides[k][d])
+		}
+	}
+	return outShape, outStrides
+}
+
+// operand is a strided view of a storage read by a kernel.
+type operand struct {
+	data    any
+	dtype   DType
+	shape   []int // the iteration shape (coalesced)
+	strides []int // aligned with shape; 0 on broadcast dims
+	offset  int
+	dense   bool // elements at offset+i for flat index i
+	idx     []int
+	raw     any // staging buffer of the storage type, for strided loads
+	conv    ir.Vec
+}
+
+func newOperand(data any, dt DType, shape, strides []int, offset int) *operand {
+	o := &operand{data: data, dtype: dt, shape: shape, strides: strides, offset: offset}
+	o.dense = len(shape) == 0 || (len(shape) == 1 && strides[0] == 1)
+	if len(shape) == 0 {
+		o.shape, o.strides = []int{1}, []int{0}
+	}
+	return o
+}
+
+// clone gives a copy with its own buffers, for another goroutine.
+func (o *operand) clone() *operand {
+	c := *o
+	c.idx, c.raw, c.conv = nil, nil, ir.Vec{}
+	return &c
+}
+
+// load returns elements [start, start+n) of the operand (in iteration
+// order) converted to kind k. It aliases storage when the operand is dense
+// and already of kind k; otherwise it fills buf.
+func (o *operand) load(start, n int, k ir.Kind, buf ir.Vec) ir.Vec {
+	if o.dense {
+		lo := o.offset + start
+		if v, ok := aliasVec(o.data, o.dtype, k, lo, lo+n); ok {
+			return v
+		}
+		convert(buf, k, o.data, o.dtype, lo, n)
+		return buf
+	}
+	if len(o.shape) == 1 && o.strides[0] == 0 {
+		fillFrom(buf, k, o.data, o.dtype, o.offset, n)
+		return buf
+	}
+	if o.raw == nil {
+		o.raw = allocData(o.dtype, blockSize)
+	}
+	gatherAny(o.raw, o.data, o.shape, o.strides, o.offset, start, n, &o.idx)
+	convert(buf, k, o.raw, o.dtype, 0, n)
+	return buf
+}
+
+// unravel writes the multi-index of flat (row-major over shape) into idx
+// and returns the storage offset it addresses.
+func unravel(flat int, shape, strides, idx []int) int {
+	off := 0
+	for d := len(shape) - 1; d >= 0; d-- {
+		i := flat % shape[d]
+		flat /= shape[d]
+		idx[d] = i
+		off += i * strides[d]
+	}
+	return off
+}
+
+func gatherAny(dst, src any, shape, strides []int, offset, start, n int, idx *[]int) {
+	switch s := src.(type) {
+	case []float32:
+		gather(dst.([]float32), s, shape, strides, offset, start, n, idx)
+	case []float64:
+		gather(dst.([]float64), s, shape, strides, offset, start, n, idx)
+	case []uint16:
+		gather(dst.([]uint16), s, shape, strides, offset, start, n, idx)
+	case []int32:
+		gather(dst.([]int32), s, shape, strides, offset, start, n, idx)
+	case []int64:
+		gather(dst.([]int64), s, shape, strides, offset, start, n, idx)
+	case []bool:
+		gather(dst.([]bool), s, shape, strides, offset, start, n, idx)
+	}
+}
+
+// gather copies n elements, starting at flat index start of a strided view,
+// into dst, walking the innermost dim in runs.
+func gather[S any](dst, src []S, shape, strides []int, offset, start, n int, idxp *[]int) {
+	r := len(shape)
+	if len(*idxp) < r {
+		*idxp = make([]int, r)
+	}
+	idx := (*idxp)[:r]
+	off := offset + unravel(start, shape, strides, idx)
+	inner, is := shape[r-1], strides[r-1]
+	for k := 0; k < n; {
+		run := min(inner-idx[r-1], n-k)
+		p := off
+		for j := range run {
+			dst[k+j] = src[p]
+			p += is
+		}
+		k += run
+		off += run * is
+		idx[r-1] += run
+		// carry into outer dims
+		for d := r - 1; d > 0 && idx[d] == shape[d]; d-- {
+			off -= idx[d] * strides[d]
+			idx[d] = 0
+			idx[d-1]++
+			off += strides[d-1]
+		}
+	}
+}
+
+// scatter is gather's inverse: it writes n elements of src to a strided view.
+func scatter[S any](dst, src []S, shape, strides []int, offset, start, n int, idxp *[]int) {
+	r := len(shape)
+	if r == 0 {
+		if n > 0 {
+			dst[offset] = src[0]
+		}
+		return
+	}
+	if len(*idxp) < r {
+		*idxp = make([]int, r)
+	}
+	idx := (*idxp)[:r]
+	off := offset + unravel(start, shape, strides, idx)
+	inner, is := shape[r-1], strides[r-1]
+	for k := 0; k < n; {
+		run := min(inner-idx[r-1], n-k)
+		p := off
+		for j := range run {
+			dst[p] = src[k+j]
+			p += is
+		}
+		k += run
+		off += run * is
+		idx[r-1] += run
+		for d := r - 1; d > 0 && idx[d] == shape[d]; d-- {
+			off -= idx[d] * strides[d]
+			idx[d] = 0
+			idx[d-1]++
+			off += strides[d-1]
+		}
+	}
+}

@@ -1,0 +1,306 @@
+package tensor
+
+import (
+	"math"
+
+	"gocompile/ir"
+)
+
+// Each method below runs one registry op; the op's entry in package ir says
+// what it computes and how types promote. Binary ops broadcast their
+// operands. Scalar variants take a Go number that promotes like a Python
+// literal: integral values (2, -1) keep an integer tensor integral,
+// fractional ones (0.5) make it Float32.
+
+func (t *Tensor) binary(op *ir.Op, u *Tensor) *Tensor { return apply(op, ir.Attrs{}, t, u) }
+func (t *Tensor) scalar(op *ir.Op, s float64) *Tensor {
+	return apply(op, ir.Attrs{}, t, scalarOf(s))
+}
+func (t *Tensor) unary(op *ir.Op) *Tensor { return apply(op, ir.Attrs{}, t) }
+
+// Add returns t + u.
+func (t *Tensor) Add(u *Tensor) *Tensor { return t.binary(ir.OpAdd, u) }
+
+// Sub returns t - u.
+func (t *Tensor) Sub(u *Tensor) *Tensor { return t.binary(ir.OpSub, u) }
+
+// Mul returns t * u.
+func (t *Tensor) Mul(u *Tensor) *Tensor { return t.binary(ir.OpMul, u) }
+
+// Div returns t / u, true division: integer operands give Float32.
+func (t *Tensor) Div(u *Tensor) *Tensor { return t.binary(ir.OpDiv, u) }
+
+// Pow returns t raised to the power u.
+func (t *Tensor) Pow(u *Tensor) *Tensor { return t.binary(ir.OpPow, u) }
+
+// Maximum returns the elementwise maximum; NaN propagates.
+func (t *Tensor) Maximum(u *Tensor) *Tensor { return t.binary(ir.OpMaximum, u) }
+
+// Minimum returns the elementwise minimum; NaN propagates.
+func (t *Tensor) Minimum(u *Tensor) *Tensor { return t.binary(ir.OpMinimum, u) }
+
+// AddScalar returns t + s.
+func (t *Tensor) AddScalar(s float64) *Tensor { return t.scalar(ir.OpAdd, s) }
+
+// SubScalar returns t - s.
+func (t *Tensor) SubScalar(s float64) *Tensor { return t.scalar(ir.OpSub, s) }
+
+// MulScalar returns t * s.
+func (t *Tensor) MulScalar(s float64) *Tensor { return t.scalar(ir.OpMul, s) }
+
+// DivScalar returns t / s.
+func (t *Tensor) DivScalar(s float64) *Tensor { return t.scalar(ir.OpDiv, s) }
+
+// PowScalar returns t raised to the power s.
+func (t *Tensor) PowScalar(s float64) *Tensor { return t.scalar(ir.OpPow, s) }
+
+// MaximumScalar returns max(t, s) elementwise.
+func (t *Tensor) MaximumScalar(s float64) *Tensor { return t.scalar(ir.OpMaximum, s) }
+
+// MinimumScalar returns min(t, s) elementwise.
+func (t *Tensor) MinimumScalar(s float64) *Tensor { return t.scalar(ir.OpMinimum, s) }
+
+// Neg returns -t.
+func (t *Tensor) Neg() *Tensor { return t.unary(ir.OpNeg) }
+
+// Abs returns |t|.
+func (t *Tensor) Abs() *Tensor { return t.unary(ir.OpAbs) }
+
+// Exp returns e**t.
+func (t *Tensor) Exp() *Tensor { return t.unary(ir.OpExp) }
+
+// Log returns the natural logarithm.
+func (t *Tensor) Log() *Tensor { return t.unary(ir.OpLog) }
+
+// Sqrt returns the square root.
+func (t *Tensor) Sqrt() *Tensor { return t.unary(ir.OpSqrt) }
+
+// Rsqrt returns 1/sqrt(t).
+func (t *Tensor) Rsqrt() *Tensor { return t.unary(ir.OpRsqrt) }
+
+// Sin returns the sine.
+func (t *Tensor) Sin() *Tensor { return t.unary(ir.OpSin) }
+
+// Cos returns the cosine.
+func (t *Tensor) Cos() *Tensor { return t.unary(ir.OpCos) }
+
+// Tanh returns the hyperbolic tangent.
+func (t *Tensor) Tanh() *Tensor { return t.unary(ir.OpTanh) }
+
+// Erf returns the error function.
+func (t *Tensor) Erf() *Tensor { return t.unary(ir.OpErf) }
+
+// Sigmoid returns 1/(1+exp(-t)).
+func (t *Tensor) Sigmoid() *Tensor { return t.unary(ir.OpSigmoid) }
+
+// ReLU returns max(t, 0).
+func (t *Tensor) ReLU() *Tensor { return t.unary(ir.OpReLU) }
+
+// GELU returns the exact GELU, t/2 * (1 + erf(t/sqrt(2))).
+func (t *Tensor) GELU() *Tensor { return t.unary(ir.OpGELU) }
+
+// GELUTanh returns GELU's tanh approximation (PyTorch's approximate="tanh").
+func (t *Tensor) GELUTanh() *Tensor { return t.unary(ir.OpGELUTanh) }
+
+// SiLU returns t * sigmoid(t).
+func (t *Tensor) SiLU() *Tensor { return t.unary(ir.OpSiLU) }
+
+// Eq returns the Bool tensor t == u.
+func (t *Tensor) Eq(u *Tensor) *Tensor { return t.binary(ir.OpEq, u) }
+
+// Ne returns the Bool tensor t != u.
+func (t *Tensor) Ne(u *Tensor) *Tensor { return t.binary(ir.OpNe, u) }
+
+// Lt returns the Bool tensor t < u.
+func (t *Tensor) Lt(u *Tensor) *Tensor { return t.binary(ir.OpLt, u) }
+
+// Le returns the Bool tensor t <= u.
+func (t *Tensor) Le(u *Tensor) *Tensor { return t.binary(ir.OpLe, u) }
+
+// Gt returns the Bool tensor t > u.
+func (t *Tensor) Gt(u *Tensor) *Tensor { return t.binary(ir.OpGt, u) }
+
+// Ge returns the Bool tensor t >= u.
+func (t *Tensor) Ge(u *Tensor) *Tensor { return t.binary(ir.OpGe, u) }
+
+// EqScalar returns the Bool tensor t == s.
+func (t *Tensor) EqScalar(s float64) *Tensor { return t.scalar(ir.OpEq, s) }
+
+// NeScalar returns the Bool tensor t != s.
+func (t *Tensor) NeScalar(s float64) *Tensor { return t.scalar(ir.OpNe, s) }
+
+// LtScalar returns the Bool tensor t < s.
+func (t *Tensor) LtScalar(s float64) *Tensor { return t.scalar(ir.OpLt, s) }
+
+// LeScalar returns the Bool tensor t <= s.
+func (t *Tensor) LeScalar(s float64) *Tensor { return t.scalar(ir.OpLe, s) }
+
+// GtScalar returns the Bool tensor t > s.
+func (t *Tensor) GtScalar(s float64) *Tensor { return t.scalar(ir.OpGt, s) }
+
+// GeScalar returns the Bool tensor t >= s.
+func (t *Tensor) GeScalar(s float64) *Tensor { return t.scalar(ir.OpGe, s) }
+
+// LogicalNot returns the Bool tensor t == 0.
+func (t *Tensor) LogicalNot() *Tensor { return t.unary(ir.OpLogicalNot) }
+
+// LogicalAnd returns the Bool tensor t != 0 && u != 0.
+func (t *Tensor) LogicalAnd(u *Tensor) *Tensor { return t.binary(ir.OpLogicalAnd, u) }
+
+// LogicalOr returns the Bool tensor t != 0 || u != 0.
+func (t *Tensor) LogicalOr(u *Tensor) *Tensor { return t.binary(ir.OpLogicalOr, u) }
+
+// Where returns x where cond is true and y elsewhere; cond must be Bool.
+func Where(cond, x, y *Tensor) *Tensor { return apply(ir.OpWhere, ir.Attrs{}, cond, x, y) }
+
+// Clamp limits t to [lo, hi]; pass math.Inf(-1) or math.Inf(1) to leave a
+// side open. NaN propagates; if lo > hi every element becomes hi.
+func (t *Tensor) Clamp(lo, hi float64) *Tensor {
+	switch {
+	case math.IsInf(lo, -1) && math.IsInf(hi, 1):
+		return apply(ir.OpCast, ir.Attrs{DType: t.dtype}, t)
+	case math.IsInf(lo, -1):
+		return apply(ir.OpClampMax, ir.Attrs{Scalars: []float64{hi}}, t)
+	case math.IsInf(hi, 1):
+		return apply(ir.OpClampMin, ir.Attrs{Scalars: []float64{lo}}, t)
+	}
+	return apply(ir.OpClamp, ir.Attrs{Scalars: []float64{lo, hi}}, t)
+}
+
+// MaskedFill returns t with value where mask (Bool, broadcast) is true.
+func (t *Tensor) MaskedFill(mask *Tensor, value float64) *Tensor {
+	return apply(ir.OpMaskedFill, ir.Attrs{Scalars: []float64{value}}, t, mask)
+}
+
+// To returns t converted to dt (t itself if it already has that type).
+// Floating to integer truncates toward zero; any type to Bool tests for
+// non-zero.
+func (t *Tensor) To(dt DType) *Tensor {
+	if dt == t.dtype {
+		return t
+	}
+	return apply(ir.OpCast, ir.Attrs{DType: dt}, t)
+}
+
+func (t *Tensor) reduction(op *ir.Op, keepDim bool, dims []int) *Tensor {
+	return apply(op, ir.Attrs{Dims: dims, KeepDim: keepDim}, t)
+}
+
+// Sum sums over dims (every dim if none are given). Integer and bool
+// tensors sum to Int64.
+func (t *Tensor) Sum(dims ...int) *Tensor { return t.reduction(ir.OpSum, false, dims) }
+
+// SumKeepDim is Sum keeping the reduced dims with size 1.
+func (t *Tensor) SumKeepDim(dims ...int) *Tensor { return t.reduction(ir.OpSum, true, dims) }
+
+// Mean averages over dims (every dim if none are given).
+func (t *Tensor) Mean(dims ...int) *Tensor { return t.reduction(ir.OpMean, false, dims) }
+
+// MeanKeepDim is Mean keeping the reduced dims with size 1.
+func (t *Tensor) MeanKeepDim(dims ...int) *Tensor { return t.reduction(ir.OpMean, true, dims) }
+
+// Max is the maximum over dims (every dim if none are given); NaN
+// propagates. Use ArgMax for the positions.
+func (t *Tensor) Max(dims ...int) *Tensor { return t.reduction(ir.OpAMax, false, dims) }
+
+// MaxKeepDim is Max keeping the reduced dims with size 1.
+func (t *Tensor) MaxKeepDim(dims ...int) *Tensor { return t.reduction(ir.OpAMax, true, dims) }
+
+// Min is the minimum over dims (every dim if none are given); NaN
+// propagates.
+func (t *Tensor) Min(dims ...int) *Tensor { return t.reduction(ir.OpAMin, false, dims) }
+
+// MinKeepDim is Min keeping the reduced dims with size 1.
+func (t *Tensor) MinKeepDim(dims ...int) *Tensor { return t.reduction(ir.OpAMin, true, dims) }
+
+// ArgMax returns the Int64 index of the first maximum along dim.
+func (t *Tensor) ArgMax(dim int, keepDim bool) *Tensor {
+	return t.reduction(ir.OpArgMax, keepDim, []int{t.normDim("ArgMax", dim)})
+}
+
+// ArgMin returns the Int64 index of the first minimum along dim.
+func (t *Tensor) ArgMin(dim int, keepDim bool) *Tensor {
+	return t.reduction(ir.OpArgMin, keepDim, []int{t.normDim("ArgMin", dim)})
+}
+
+// ArgMaxAll returns the index of the first maximum of the flattened tensor.
+func (t *Tensor) ArgMaxAll() *Tensor { return t.Reshape(-1).ArgMax(0, false) }
+
+// ArgMinAll returns the index of the first minimum of the flattened tensor.
+func (t *Tensor) ArgMinAll() *Tensor { return t.Reshape(-1).ArgMin(0, false) }
+
+// Var is the variance over dims (every dim if dims is empty) with the given
+// correction: 1 is the unbiased estimator (PyTorch's default), 0 the
+// population variance.
+func (t *Tensor) Var(dims []int, correction float64, keepDim bool) *Tensor {
+	return apply(ir.OpVar, ir.Attrs{Dims: dims, KeepDim: keepDim, Scalars: []float64{correction}}, t)
+}
+
+// Softmax normalises exp(t) along dim to sum to one.
+func (t *Tensor) Softmax(dim int) *Tensor { return apply(ir.OpSoftmax, ir.Attrs{Dim: dim}, t) }
+
+// LogSoftmax is the logarithm of Softmax, computed stably.
+func (t *Tensor) LogSoftmax(dim int) *Tensor { return apply(ir.OpLogSoftmax, ir.Attrs{Dim: dim}, t) }
+
+// LayerNorm normalises over the trailing dims normalizedShape to zero mean
+// and unit variance, then scales by weight and adds bias (either may be
+// nil, both have shape normalizedShape).
+func (t *Tensor) LayerNorm(normalizedShape []int, weight, bias *Tensor, eps float64) *Tensor {
+	return apply(ir.OpLayerNorm, ir.Attrs{Dims: normalizedShape, Scalars: []float64{eps}}, t, val(weight), val(bias))
+}
+
+// RMSNorm divides by the root mean square over the trailing dims
+// normalizedShape, then scales by weight (which may be nil).
+func (t *Tensor) RMSNorm(normalizedShape []int, weight *Tensor, eps float64) *Tensor {
+	return apply(ir.OpRMSNorm, ir.Attrs{Dims: normalizedShape, Scalars: []float64{eps}}, t, val(weight))
+}
+
+// MatMul is the matrix product with PyTorch's rules: 1-D operands are
+// vectors, dims before the last two are batch dims and broadcast.
+func (t *Tensor) MatMul(u *Tensor) *Tensor { return apply(ir.OpMatMul, ir.Attrs{}, t, u) }
+
+// Linear returns t @ weight^T + bias, with weight [out, in] as in
+// torch.nn.Linear; bias may be nil.
+func (t *Tensor) Linear(weight, bias *Tensor) *Tensor {
+	return apply(ir.OpLinear, ir.Attrs{}, t, weight, val(bias))
+}
+
+// Contiguous returns t if its elements are row-major without gaps, else a
+// row-major copy.
+func (t *Tensor) Contiguous() *Tensor { return apply(ir.OpContiguous, ir.Attrs{}, t) }
+
+// Cat concatenates tensors along dim; sizes must match in the other dims.
+func Cat(tensors []*Tensor, dim int) *Tensor {
+	args := make([]ir.Value, len(tensors))
+	for i, t := range tensors {
+		args[i] = t
+	}
+	return apply(ir.OpCat, ir.Attrs{Dim: dim}, args...)
+}
+
+// Stack joins same-shaped tensors along a new dim.
+func Stack(tensors []*Tensor, dim int) *Tensor {
+	args := make([]ir.Value, len(tensors))
+	for i, t := range tensors {
+		args[i] = t
+	}
+	return apply(ir.OpStack, ir.Attrs{Dim: dim}, args...)
+}
+
+// Gather picks, along dim, the elements of t at index (Int64 or Int32, the
+// same rank as t): out[i][j] = t[index[i][j]][j] for dim 0.
+func (t *Tensor) Gather(dim int, index *Tensor) *Tensor {
+	return apply(ir.OpGather, ir.Attrs{Dim: dim}, t, index)
+}
+
+// IndexSelect returns the entries of t along dim at the positions in the
+// 1-D index.
+func (t *Tensor) IndexSelect(dim int, index *Tensor) *Tensor {
+	return apply(ir.OpIndexSelect, ir.Attrs{Dim: dim}, t, index)
+}
+
+// Embedding looks up rows of weight [vocab, dim] at indices of any shape;
+// the result has shape indices.Shape() + [dim].
+func Embedding(indices, weight *Tensor) *Tensor {
+	return apply(ir.OpEmbedding, ir.Attrs{}, indices, weight)
+}

@@ -1,0 +1,41 @@
+package tensor
+
+import "gocompile/ir"
+
+// Reading values back. Each method returns a new slice in row-major order
+// of t's shape, whatever t's layout, converted to the slice's type.
+
+// Float32s returns the elements as float32.
+func (t *Tensor) Float32s() []float32 {
+	c := asType(t, Float32)
+	return append([]float32(nil), c.st.data.([]float32)[c.offset:c.offset+c.Numel()]...)
+}
+
+// Float64s returns the elements as float64.
+func (t *Tensor) Float64s() []float64 {
+	c := asType(t, Float64)
+	return append([]float64(nil), c.st.data.([]float64)[c.offset:c.offset+c.Numel()]...)
+}
+
+// Int64s returns the elements as int64 (floating values truncate toward
+// zero).
+func (t *Tensor) Int64s() []int64 {
+	c := asType(t, Int64)
+	return append([]int64(nil), c.st.data.([]int64)[c.offset:c.offset+c.Numel()]...)
+}
+
+// Bools returns the elements as bool (non-zero is true).
+func (t *Tensor) Bools() []bool {
+	c := asType(t, Bool)
+	return append([]bool(nil), c.st.data.([]bool)[c.offset:c.offset+c.Numel()]...)
+}
+
+// Item returns the value of a one-element tensor as a float64.
+func (t *Tensor) Item() float64 {
+	if t.Numel() != 1 {
+		panic(ir.Errorf("Item", [][]int{t.shape}, "reduce the tensor first (Sum, Max …) or index one element with At",
+			"only a one-element tensor has an item, this one has %d", t.Numel()))
+	}
+	idx := make([]int, len(t.shape))
+	return t.At(idx...)
+}

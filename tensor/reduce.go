@@ -1,0 +1,136 @@
+package tensor
+
+import (
+	"runtime"
+
+	"gocompile/ir"
+)
+
+// reduce runs a reduction op: the reduced dims are walked as one flat range
+// per output element, in blocks, and folded with the registry's Reducer.
+func reduce(op *ir.Op, a ir.Attrs, x *Tensor) *Tensor {
+	dims, err := ir.NormDims(op.Title, x.shape, a.Dims)
+	check(err, op.Title, x)
+	compute, out, err := op.Types([]ir.Operand{{DType: x.dtype}}, &a)
+	check(err, op.Title, x)
+	r := op.Reducer
+
+	isRed := make([]bool, len(x.shape))
+	for _, d := range dims {
+		isRed[d] = true
+	}
+	var keptShape, keptStrides, redShape, redStrides []int
+	for d := range x.shape {
+		if isRed[d] {
+			redShape = append(redShape, x.shape[d])
+			redStrides = append(redStrides, x.strides[d])
+		} else {
+			keptShape = append(keptShape, x.shape[d])
+			keptStrides = append(keptStrides, x.strides[d])
+		}
+	}
+	nRed := ir.Numel(redShape)
+	if nRed == 0 && r != ir.RSum && r != ir.RMean {
+		throw(op.Title, []*Tensor{x}, "reduce over non-empty dims, or check the input's size first",
+			"cannot take the %v over zero elements (dims %v)", r, dims)
+	}
+	res := newTensor(out, ir.ReduceShape(x.shape, dims, a.KeepDim))
+	nOut := ir.Numel(keptShape)
+	if nOut == 0 {
+		return res
+	}
+	k := compute.Compute()
+	rshape, rstrides := coalesce(redShape, redStrides)
+	rstride := []int(nil)
+	if len(rstrides) > 0 {
+		rstride = rstrides[0]
+	}
+	isInt := k == ir.I64
+
+	// fold reduces flat range [lo, hi) of the reduced dims of the row at off.
+	fold := func(o *operand, buf ir.Vec, off, lo, hi int) ir.Acc {
+		o.offset = off
+		acc := r.Init()
+		for s := lo; s < hi; s += blockSize {
+			m := min(blockSize, hi-s)
+			v := o.load(s, m, k, buf)
+			switch k {
+			case ir.F32:
+				ir.Accumulate(r, &acc, v.F32[:m], int64(s))
+			case ir.F64:
+				ir.Accumulate(r, &acc, v.F64[:m], int64(s))
+			default:
+				ir.Accumulate(r, &acc, v.I64[:m], int64(s))
+			}
+		}
+		return acc
+	}
+	newRowOperand := func() (*operand, ir.Vec) {
+		return newOperand(x.st.data, x.dtype, rshape, rstride, 0), makeVec(k, blockSize)
+	}
+	rowOffset := func(o int, idx []int) int {
+		if len(keptShape) == 0 {
+			return x.offset
+		}
+		return x.offset + unravel(o, keptShape, keptStrides, idx)
+	}
+	accs := make([]ir.Acc, nOut)
+	workers := runtime.GOMAXPROCS(0)
+	if nOut >= workers || nRed < 2*minParallel {
+		// Many rows: each goroutine reduces whole rows.
+		parallelFor(nOut, max(1, minParallel/max(nRed, 1)), func(lo, hi int) {
+			o, buf := newRowOperand()
+			idx := make([]int, len(keptShape))
+			for i := lo; i < hi; i++ {
+				accs[i] = fold(o, buf, rowOffset(i, idx), 0, nRed)
+			}
+		})
+	} else {
+		// Few long rows: split each row and merge the parts in order.
+		idx := make([]int, len(keptShape))
+		for i := range nOut {
+			off := rowOffset(i, idx)
+			chunk := (nRed + workers - 1) / workers
+			chunk = (chunk + blockSize - 1) / blockSize * blockSize
+			parts := make([]ir.Acc, (nRed+chunk-1)/chunk)
+			parallelFor(len(parts), 1, func(plo, phi int) {
+				o, buf := newRowOperand()
+				for p := plo; p < phi; p++ {
+					parts[p] = fold(o, buf, off, p*chunk, min((p+1)*chunk, nRed))
+				}
+			})
+			accs[i] = r.Init()
+			for _, p := range parts {
+				r.Merge(&accs[i], p, isInt)
+			}
+		}
+	}
+	writeResults(res, r, accs, isInt, nRed)
+	return res
+}
+
+func makeVec(k ir.Kind, n int) ir.Vec {
+	switch k {
+	case ir.F32:
+		return ir.Vec{F32: make([]float32, n)}
+	case ir.F64:
+		return ir.Vec{F64: make([]float64, n)}
+	}
+	return ir.Vec{I64: make([]int64, n)}
+}
+
+func writeResults(res *Tensor, r ir.Reducer, accs []ir.Acc, isInt bool, n int) {
+	if r.IsArg() || isInt {
+		vals := make([]int64, len(accs))
+		for i, acc := range accs {
+			vals[i] = r.ResultI(acc)
+		}
+		storeFrom(res.st.data, res.dtype, 0, vals)
+		return
+	}
+	vals := make([]float64, len(accs))
+	for i, acc := range accs {
+		vals[i] = r.ResultF(acc, n)
+	}
+	storeFrom(res.st.data, res.dtype, 0, vals)
+}

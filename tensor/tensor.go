@@ -1,0 +1,155 @@
+package tensor
+
+import (
+	"fmt"
+
+	"gocompile/ir"
+)
+
+// DType is the element type of a tensor.
+type DType = ir.DType
+
+// The element types. Float16 and BFloat16 are stored in 16 bits and
+// computed in float32.
+const (
+	Bool     = ir.Bool
+	Int32    = ir.Int32
+	Int64    = ir.Int64
+	Float16  = ir.Float16
+	BFloat16 = ir.BFloat16
+	Float32  = ir.Float32
+	Float64  = ir.Float64
+)
+
+// DeviceType says what kind of processor holds a tensor's storage.
+type DeviceType uint8
+
+// The device types.
+const (
+	DeviceCPU DeviceType = iota
+	DeviceCUDA
+)
+
+// Device is where a tensor's storage lives.
+type Device struct {
+	Type  DeviceType
+	Index int
+}
+
+// CPU is the host.
+var CPU = Device{Type: DeviceCPU}
+
+// CUDA is GPU number i.
+func CUDA(i int) Device { return Device{Type: DeviceCUDA, Index: i} }
+
+func (d Device) String() string {
+	if d.Type == DeviceCUDA {
+		return fmt.Sprintf("cuda:%d", d.Index)
+	}
+	return "cpu"
+}
+
+// Tensor is an n-dimensional array: a view (shape, strides and offset, in
+// elements) of a storage that other tensors may share. Views made by
+// Reshape, Transpose, Slice and the like alias their base: a write through
+// one is seen by the other.
+//
+// Tensors are immutable except through the explicit in-place methods (Copy,
+// Fill, Set); many goroutines may read one tensor at once.
+type Tensor struct {
+	st      *storage
+	shape   []int
+	strides []int
+	offset  int
+	dtype   DType
+}
+
+// storage is a typed slice on a device: []float32, []float64, []uint16
+// (float16 and bfloat16 bits), []int32, []int64 or []bool.
+type storage struct {
+	dev  Device
+	data any
+}
+
+// Shape returns a copy of the tensor's sizes.
+func (t *Tensor) Shape() []int { return append([]int(nil), t.shape...) }
+
+// Strides returns a copy of the tensor's strides, in elements.
+func (t *Tensor) Strides() []int { return append([]int(nil), t.strides...) }
+
+// Offset is the index of the tensor's first element in its storage.
+func (t *Tensor) Offset() int { return t.offset }
+
+// DType returns the element type.
+func (t *Tensor) DType() DType { return t.dtype }
+
+// Device returns where the tensor's storage lives.
+func (t *Tensor) Device() Device { return t.st.dev }
+
+// Dim is the number of dimensions (the rank).
+func (t *Tensor) Dim() int { return len(t.shape) }
+
+// Numel is the number of elements.
+func (t *Tensor) Numel() int { return ir.Numel(t.shape) }
+
+// Size returns the size of dim d (negative d counts from the end).
+func (t *Tensor) Size(d int) int {
+	d = t.normDim("Size", d)
+	if len(t.shape) == 0 {
+		return 1
+	}
+	return t.shape[d]
+}
+
+// IsContiguous reports whether the elements are laid out in row-major order
+// without gaps.
+func (t *Tensor) IsContiguous() bool { return ir.IsContiguous(t.shape, t.strides) }
+
+// SharesStorage reports whether t and u are views of the same storage.
+func (t *Tensor) SharesStorage(u *Tensor) bool { return t.st == u.st }
+
+func (t *Tensor) layout() ir.Layout {
+	return ir.Layout{Shape: t.shape, Strides: t.strides, Offset: t.offset}
+}
+
+// newTensor allocates a contiguous tensor of the given type and shape on the
+// CPU, filled with zeros.
+func newTensor(dt DType, shape []int) *Tensor {
+	shape = append([]int(nil), shape...)
+	return &Tensor{
+		st:      &storage{dev: CPU, data: allocData(dt, ir.Numel(shape))},
+		shape:   shape,
+		strides: ir.ContiguousStrides(shape),
+		dtype:   dt,
+	}
+}
+
+func allocData(dt DType, n int) any {
+	switch dt {
+	case Float32:
+		return make([]float32, n)
+	case Float64:
+		return make([]float64, n)
+	case Float16, BFloat16:
+		return make([]uint16, n)
+	case Int32:
+		return make([]int32, n)
+	case Int64:
+		return make([]int64, n)
+	case Bool:
+		return make([]bool, n)
+	}
+	panic(&Error{Op: "alloc", Reason: fmt.Sprintf("invalid dtype %v", dt), Fix: "use one of the DType constants"})
+}
+
+func (t *Tensor) withLayout(l ir.Layout) *Tensor {
+	return &Tensor{st: t.st, shape: l.Shape, strides: l.Strides, offset: l.Offset, dtype: t.dtype}
+}
+
+func (t *Tensor) normDim(op string, d int) int {
+	n, err := ir.NormDim(op, t.shape, d)
+	if err != nil {
+		panic(err)
+	}
+	return n
+}
