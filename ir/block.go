@@ -153,8 +153,13 @@ func fillVec(v *Vec, k Kind, x float64) {
 func (f *Frame) ArgKind(i int) Kind { return f.b.kinds[f.b.argReg[i]] }
 
 // SetArg makes operand i read from v (which the caller owns) for the next
-// Run; v must hold at least as many values as that Run's n.
-func (f *Frame) SetArg(i int, v Vec) { f.regs[f.b.argReg[i]] = v }
+// Run; v must hold at least as many values as that Run's n. Operands the
+// expression does not use are ignored.
+func (f *Frame) SetArg(i int, v Vec) {
+	if r := f.b.argReg[i]; r >= 0 {
+		f.regs[r] = v
+	}
+}
 
 // ArgBuf returns a buffer of Cap values, owned by the frame, in which the
 // caller may load operand i; pass it to SetArg.

@@ -191,6 +191,11 @@ func linearDecomp(b Builder, _ Attrs, args ...Value) (Value, error) {
 		return nil, Errorf("Linear", [][]int{b.Shape(x), ws}, "the weight is [out features, in features]",
 			"weight has %d dims", len(ws))
 	}
+	xs := b.Shape(x)
+	if len(xs) == 0 || xs[len(xs)-1] != ws[len(ws)-1] {
+		return nil, Errorf("Linear", [][]int{xs, ws}, "the input's last dim must equal the weight's in-features (its last dim)",
+			"input features %d, weight expects %d", lastOr(xs), ws[len(ws)-1])
+	}
 	wt := w
 	if len(ws) == 2 {
 		wt = b.Apply(OpTranspose, Attrs{Dim: 0, Dim2: 1}, w)

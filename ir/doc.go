@@ -1,0 +1,20 @@
+// Package ir is gocompile's intermediate representation and its op
+// registry: the one place where each op's meaning lives.
+//
+// An Op entry gives the op's name, arity, kind (pointwise, reduction, view,
+// extern, composite), type rule (PyTorch's promotion), shape rule
+// (broadcasting, reduction, view layouts) and semantics:
+//
+//   - a pointwise op's semantics is an Expr over primitives (Prim). Each
+//     primitive is defined once, as Go loops over blocks of values (see
+//     CompileBlock) and as C for generated CUDA code (see Expr.C and
+//     CPrelude), so CPU kernels and code generators cannot disagree;
+//   - a reduction's semantics is a Reducer (sum, mean, max, argmax …);
+//   - a view's is a layout rule from input shape and strides to output;
+//   - a composite op (softmax, layer norm, var, linear) is a decomposition
+//     into other ops, written once against the Builder interface, which both
+//     eager execution and tracing implement.
+//
+// Shape helpers (Broadcast, NormDim, ViewStrides, InferShape) and the type
+// rules (PromoteTypes, ResultType) are exported for the packages above.
+package ir

@@ -1,0 +1,30 @@
+// Package tensor is gocompile's public API: n-dimensional arrays with
+// PyTorch's semantics, computed eagerly.
+//
+// A Tensor has a shape, strides, an offset, an element type (DType) and a
+// device, over a storage that views share: Reshape, Transpose, Permute,
+// Expand, Squeeze, Unsqueeze, Slice, Narrow, Select, Split and Flatten move
+// no data, and Contiguous copies only when it must.
+//
+// Ops follow PyTorch: binary ops broadcast their operands (NumPy rules) and
+// promote their types (bool < integer < floating; float16 with bfloat16
+// gives float32; integer division and math functions give Float32).
+// Float16 and BFloat16 are stored in 16 bits and computed in float32.
+// Every op is described once, in package gocompile/ir's registry, and the
+// kernels here derive from that description.
+//
+// # Errors
+//
+// Misusing an op (shapes that do not broadcast, a dim out of range, an
+// unsupported dtype, operands on different devices) is a programming error:
+// the op panics with an *Error that names the op, the operands' shapes and
+// the fix. A service that builds tensors from requests wraps the work in Try
+// to turn such a panic into an error for that request alone.
+//
+// # Concurrency
+//
+// Tensors are safe to read from many goroutines. The in-place methods (Set,
+// Fill, Copy) write to shared storage and must not race with other use of
+// the same elements. Large ops split their work across GOMAXPROCS
+// goroutines.
+package tensor
