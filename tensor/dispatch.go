@@ -176,7 +176,7 @@ func pointwise(op *ir.Op, a ir.Attrs, args []ir.Value) *Tensor {
 	outKind := blk.OutKind()
 	alias := sameKind(out, outKind) && blk.Computes()
 	parallelFor(n, minParallel, func(lo, hi int) {
-		f := blk.NewFrame(blockSize, a.Scalars)
+		f := blk.NewFrame(min(blockSize, hi-lo), a.Scalars) // small ops get small frames
 		local := make([]*operand, len(args))
 		for i, v := range args {
 			if !blk.Uses(i) {

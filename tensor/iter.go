@@ -14,16 +14,23 @@ const blockSize = 1024
 // minParallel is the smallest number of elements worth a goroutine.
 const minParallel = 1 << 15
 
-// parallelFor splits [0, n) into ranges of at least grain elements (aligned
-// to blockSize) and runs fn on them on up to GOMAXPROCS goroutines.
-func parallelFor(n, grain int, fn func(lo, hi int)) {
+// parallelFor splits [0, n) elements into ranges of at least grain
+// elements, aligned to blockSize so that only the last block of the whole
+// range is partial, and runs fn on them on up to GOMAXPROCS goroutines.
+func parallelFor(n, grain int, fn func(lo, hi int)) { split(n, grain, blockSize, fn) }
+
+// parallelRows splits [0, n) rows (each a unit of work) into ranges of at
+// least grain rows and runs fn on them on up to GOMAXPROCS goroutines.
+func parallelRows(n, grain int, fn func(lo, hi int)) { split(n, grain, 1, fn) }
+
+func split(n, grain, align int, fn func(lo, hi int)) {
 	workers := min(runtime.GOMAXPROCS(0), n/max(grain, 1))
 	if workers <= 1 {
 		fn(0, n)
 		return
 	}
 	chunk := (n + workers - 1) / workers
-	chunk = (chunk + blockSize - 1) / blockSize * blockSize
+	chunk = (chunk + align - 1) / align * align
 	var wg sync.WaitGroup
 	for lo := 0; lo < n; lo += chunk {
 		hi := min(lo+chunk, n)
@@ -116,7 +123,7 @@ func (o *operand) load(start, n int, k ir.Kind, buf ir.Vec) ir.Vec {
 		return buf
 	}
 	if o.raw == nil {
-		o.raw = allocData(o.dtype, blockSize)
+		o.raw = allocData(o.dtype, min(blockSize, ir.Numel(o.shape)))
 	}
 	gatherAny(o.raw, o.data, o.shape, o.strides, o.offset, start, n, &o.idx)
 	convert(buf, k, o.raw, o.dtype, 0, n)

@@ -66,7 +66,7 @@ func reduce(op *ir.Op, a ir.Attrs, x *Tensor) *Tensor {
 		return acc
 	}
 	newRowOperand := func() (*operand, ir.Vec) {
-		return newOperand(x.st.data, x.dtype, rshape, rstride, 0), makeVec(k, blockSize)
+		return newOperand(x.st.data, x.dtype, rshape, rstride, 0), makeVec(k, min(blockSize, max(nRed, 1)))
 	}
 	rowOffset := func(o int, idx []int) int {
 		if len(keptShape) == 0 {
@@ -78,7 +78,7 @@ func reduce(op *ir.Op, a ir.Attrs, x *Tensor) *Tensor {
 	workers := runtime.GOMAXPROCS(0)
 	if nOut >= workers || nRed < 2*minParallel {
 		// Many rows: each goroutine reduces whole rows.
-		parallelFor(nOut, max(1, minParallel/max(nRed, 1)), func(lo, hi int) {
+		parallelRows(nOut, max(1, minParallel/max(nRed, 1)), func(lo, hi int) {
 			o, buf := newRowOperand()
 			idx := make([]int, len(keptShape))
 			for i := lo; i < hi; i++ {
@@ -93,7 +93,7 @@ func reduce(op *ir.Op, a ir.Attrs, x *Tensor) *Tensor {
 			chunk := (nRed + workers - 1) / workers
 			chunk = (chunk + blockSize - 1) / blockSize * blockSize
 			parts := make([]ir.Acc, (nRed+chunk-1)/chunk)
-			parallelFor(len(parts), 1, func(plo, phi int) {
+			parallelRows(len(parts), 1, func(plo, phi int) {
 				o, buf := newRowOperand()
 				for p := plo; p < phi; p++ {
 					parts[p] = fold(o, buf, off, p*chunk, min((p+1)*chunk, nRed))
