@@ -131,10 +131,12 @@ func matmulKernel(op *ir.Op, a ir.Attrs, args []ir.Value) *Tensor {
 	ys = asType(ys.Expand(append(append([]int(nil), batch...), k, n)...), work)
 	res := newTensor(work, append(append([]int(nil), batch...), m, n))
 	nb := ir.Numel(batch)
-	if m*n > 0 {
-		parallelFor(nb, max(1, (1<<18)/max(m*n*k, 1)), func(lo, hi int) {
+	// k == 0 leaves the zeros of res (an empty sum). asType may return a
+	// contiguous view with a non-zero offset: the operands start there.
+	if m*n > 0 && k > 0 {
+		parallelRows(nb, max(1, (1<<18)/max(m*n*k, 1)), func(lo, hi int) {
 			for b := lo; b < hi; b++ {
-				gemm(work, xs.st.data, b*m*k, ys.st.data, b*k*n, res.st.data, b*m*n, m, k, n)
+				gemm(work, xs.st.data, xs.offset+b*m*k, ys.st.data, ys.offset+b*k*n, res.st.data, b*m*n, m, k, n)
 			}
 		})
 	}
