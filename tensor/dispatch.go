@@ -85,9 +85,11 @@ func checkDevices(op *ir.Op, args []ir.Value) {
 }
 
 // scalarOf makes a Go number an operand, typed by its value as Python types
-// a literal: integral values are int scalars, others float scalars.
+// a literal: integral values are int scalars, others float scalars. An
+// integral value no int64 can hold (1e30) is a float scalar: as an int it
+// would overflow when the kernel fills it in.
 func scalarOf(v float64) ir.Scalar {
-	if v == math.Trunc(v) && !math.IsInf(v, 0) {
+	if v == math.Trunc(v) && v >= -0x1p63 && v < 0x1p63 {
 		return ir.Scalar{Value: v, DType: Int64}
 	}
 	return ir.Scalar{Value: v, DType: Float64}

@@ -127,16 +127,23 @@ func matmulKernel(op *ir.Op, a ir.Attrs, args []ir.Value) *Tensor {
 	if len(ys.shape) == 1 {
 		ys = ys.Unsqueeze(-1)
 	}
-	xs = asType(xs.Expand(append(append([]int(nil), batch...), m, k)...), work)
-	ys = asType(ys.Expand(append(append([]int(nil), batch...), k, n)...), work)
+	// A batch of rows times one matrix is one tall product: fold the batch
+	// into m when that needs no copy, as x·Wᵀ in Linear does.
+	if len(ys.shape) == 2 && len(xs.shape) > 2 {
+		if _, ok := ir.ViewStrides(xs.shape, xs.strides, []int{ir.Numel(xs.shape[:len(xs.shape)-1]), k}); ok {
+			batch, m = nil, ir.Numel(xs.shape[:len(xs.shape)-1])
+			xs = xs.View(m, k)
+		}
+	}
+	xm := blasOperand(xs.Expand(append(append([]int(nil), batch...), m, k)...), work)
+	ym := blasOperand(ys.Expand(append(append([]int(nil), batch...), k, n)...), work)
 	res := newTensor(work, append(append([]int(nil), batch...), m, n))
 	nb := ir.Numel(batch)
-	// k == 0 leaves the zeros of res (an empty sum). asType may return a
-	// contiguous view with a non-zero offset: the operands start there.
-	if m*n > 0 && k > 0 {
+	if m*n > 0 && k > 0 { // k == 0 leaves the zeros of res: an empty sum
 		parallelRows(nb, max(1, (1<<18)/max(m*n*k, 1)), func(lo, hi int) {
+			xi, yi := make([]int, len(batch)), make([]int, len(batch))
 			for b := lo; b < hi; b++ {
-				gemm(work, xs.st.data, xs.offset+b*m*k, ys.st.data, ys.offset+b*k*n, res.st.data, b*m*n, m, k, n)
+				gemm(work, xm.at(b, batch, xi), ym.at(b, batch, yi), matrix{t: res, ld: max(n, 1), off: b * m * n}, m, k, n)
 			}
 		})
 	}
@@ -147,26 +154,86 @@ func matmulKernel(op *ir.Op, a ir.Attrs, args []ir.Value) *Tensor {
 	return r
 }
 
-// gemm computes c = a·b for row-major a (m×k), b (k×n), c (m×n) at the
-// given element offsets.
-func gemm(dt DType, a any, ao int, b any, bo int, c any, co int, m, k, n int) {
+// matrix is a batch of matrices as BLAS reads them: each is row-major with
+// leading dimension ld, or column-major (trans) with leading dimension ld;
+// batch dims may have any strides, including 0 for broadcast ones.
+type matrix struct {
+	t     *Tensor
+	trans bool
+	ld    int
+	off   int // storage offset of the matrix at hand
+}
+
+// blasOperand returns t, of type work, as a BLAS-readable matrix batch,
+// copying only when its last two dims have no unit stride.
+func blasOperand(t *Tensor, work DType) matrix {
+	if t.dtype != work {
+		t = asType(t, work)
+	}
+	r := len(t.shape)
+	rows, cols := t.shape[r-2], t.shape[r-1]
+	rs, cs := t.strides[r-2], t.strides[r-1]
+	switch {
+	case cs == 1 || cols == 1:
+		if rows == 1 {
+			rs = max(rs, cols)
+		}
+		if rs >= max(cols, 1) {
+			return matrix{t: t, ld: rs}
+		}
+	case rs == 1 || rows == 1:
+		if cols == 1 {
+			cs = max(cs, rows)
+		}
+		if cs >= max(rows, 1) {
+			return matrix{t: t, trans: true, ld: cs}
+		}
+	}
+	return matrix{t: t.Contiguous(), ld: max(cols, 1)}
+}
+
+// at returns the matrix of batch element b.
+func (mt matrix) at(b int, batch, idx []int) matrix {
+	mt.off = mt.t.offset
+	if len(batch) > 0 {
+		mt.off += unravel(b, batch, mt.t.strides[:len(batch)], idx)
+	}
+	return mt
+}
+
+// gemm computes c = a·b for an m×k a and a k×n b into c (row-major).
+func gemm(dt DType, a, b, c matrix, m, k, n int) {
 	impl := gonum.Implementation{}
+	ta, tb := blas.NoTrans, blas.NoTrans
+	if a.trans {
+		ta = blas.Trans
+	}
+	if b.trans {
+		tb = blas.Trans
+	}
 	switch dt {
 	case Float32:
-		impl.Sgemm(blas.NoTrans, blas.NoTrans, m, n, k, 1, a.([]float32)[ao:ao+m*k], max(k, 1),
-			b.([]float32)[bo:bo+k*n], max(n, 1), 0, c.([]float32)[co:co+m*n], max(n, 1))
+		impl.Sgemm(ta, tb, m, n, k, 1, a.t.st.data.([]float32)[a.off:], a.ld,
+			b.t.st.data.([]float32)[b.off:], b.ld, 0, c.t.st.data.([]float32)[c.off:], c.ld)
 	case Float64:
-		impl.Dgemm(blas.NoTrans, blas.NoTrans, m, n, k, 1, a.([]float64)[ao:ao+m*k], max(k, 1),
-			b.([]float64)[bo:bo+k*n], max(n, 1), 0, c.([]float64)[co:co+m*n], max(n, 1))
+		impl.Dgemm(ta, tb, m, n, k, 1, a.t.st.data.([]float64)[a.off:], a.ld,
+			b.t.st.data.([]float64)[b.off:], b.ld, 0, c.t.st.data.([]float64)[c.off:], c.ld)
 	default:
-		as, bs, cs := a.([]int64)[ao:], b.([]int64)[bo:], c.([]int64)[co:]
+		as, bs, cs := a.t.st.data.([]int64)[a.off:], b.t.st.data.([]int64)[b.off:], c.t.st.data.([]int64)[c.off:]
+		ars, acs := a.ld, 1
+		if a.trans {
+			ars, acs = 1, a.ld
+		}
+		brs, bcs := b.ld, 1
+		if b.trans {
+			brs, bcs = 1, b.ld
+		}
 		for i := range m {
-			row := cs[i*n : i*n+n]
+			row := cs[i*c.ld : i*c.ld+n]
 			for p := range k {
-				av := as[i*k+p]
-				br := bs[p*n : p*n+n]
+				av := as[i*ars+p*acs]
 				for j := range row {
-					row[j] += av * br[j]
+					row[j] += av * bs[p*brs+j*bcs]
 				}
 			}
 		}
