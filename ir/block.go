@@ -109,20 +109,21 @@ func (b *Block) NewFrame(capacity int, params []float64) *Frame {
 	}
 	for r := range b.nregs {
 		if !isArg[r] {
-			f.bufs[r] = makeVec(b.kinds[r], capacity)
+			f.bufs[r] = NewVec(b.kinds[r], capacity)
 			f.regs[r] = f.bufs[r]
 		}
 	}
 	for _, c := range b.consts {
-		fillVec(&f.regs[c.reg], b.kinds[c.reg], c.value)
+		f.regs[c.reg].Fill(b.kinds[c.reg], c.value)
 	}
 	for _, p := range b.params {
-		fillVec(&f.regs[p.reg], b.kinds[p.reg], params[int(p.value)])
+		f.regs[p.reg].Fill(b.kinds[p.reg], params[int(p.value)])
 	}
 	return f
 }
 
-func makeVec(k Kind, n int) Vec {
+// NewVec allocates a block of n values of kind k.
+func NewVec(k Kind, n int) Vec {
 	switch k {
 	case F32:
 		return Vec{F32: make([]float32, n)}
@@ -132,7 +133,8 @@ func makeVec(k Kind, n int) Vec {
 	return Vec{I64: make([]int64, n)}
 }
 
-func fillVec(v *Vec, k Kind, x float64) {
+// Fill sets every value of v, of kind k, to x (converted to the kind).
+func (v *Vec) Fill(k Kind, x float64) {
 	switch k {
 	case F32:
 		for i := range v.F32 {
@@ -166,7 +168,7 @@ func (f *Frame) SetArg(i int, v Vec) {
 func (f *Frame) ArgBuf(i int) Vec {
 	r := f.b.argReg[i]
 	if f.bufs[r].F32 == nil && f.bufs[r].F64 == nil && f.bufs[r].I64 == nil {
-		f.bufs[r] = makeVec(f.b.kinds[r], f.Cap)
+		f.bufs[r] = NewVec(f.b.kinds[r], f.Cap)
 	}
 	return f.bufs[r]
 }

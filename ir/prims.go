@@ -99,56 +99,48 @@ type Vec struct {
 func evalPrim(p Prim, ak Kind, n int, dst, a, b, c *Vec) {
 	switch ak {
 	case F32:
-		if p.signature() == sigCmp {
-			cmpLoop(p, dst.I64[:n], a.F32[:n], b.F32[:n])
-			return
-		}
-		var bs, cs []float32
-		if b != nil {
-			bs = b.F32[:n]
-		}
-		if c != nil {
-			cs = c.F32[:n]
-		}
-		if p == PWhere {
-			whereLoop(dst.F32[:n], a.I64[:n], bs, cs)
-			return
-		}
-		floatLoop(p, dst.F32[:n], a.F32[:n], bs)
+		evalKind[float32](p, n, dst, a, b, c)
 	case F64:
-		if p.signature() == sigCmp {
-			cmpLoop(p, dst.I64[:n], a.F64[:n], b.F64[:n])
-			return
-		}
-		var bs, cs []float64
-		if b != nil {
-			bs = b.F64[:n]
-		}
-		if c != nil {
-			cs = c.F64[:n]
-		}
-		if p == PWhere {
-			whereLoop(dst.F64[:n], a.I64[:n], bs, cs)
-			return
-		}
-		floatLoop(p, dst.F64[:n], a.F64[:n], bs)
-	case I64:
-		var bs, cs []int64
-		if b != nil {
-			bs = b.I64[:n]
-		}
-		if c != nil {
-			cs = c.I64[:n]
-		}
-		switch p.signature() {
-		case sigCmp:
-			cmpLoop(p, dst.I64[:n], a.I64[:n], bs)
-		case sigWhere:
-			whereLoop(dst.I64[:n], a.I64[:n], bs, cs)
-		case sigLogic:
-			logicLoop(p, dst.I64[:n], a.I64[:n], bs)
-		default:
-			intLoop(p, dst.I64[:n], a.I64[:n], bs)
+		evalKind[float64](p, n, dst, a, b, c)
+	default:
+		evalKind[int64](p, n, dst, a, b, c)
+	}
+}
+
+// slice is the field of v that holds values of type T, cut to n (nil for a
+// missing operand).
+func slice[T number](v *Vec, n int) []T {
+	if v == nil {
+		return nil
+	}
+	var s any
+	switch any(T(0)).(type) {
+	case float32:
+		s = v.F32
+	case float64:
+		s = v.F64
+	default:
+		s = v.I64
+	}
+	return s.([]T)[:n]
+}
+
+func evalKind[T number](p Prim, n int, dst, a, b, c *Vec) {
+	switch p.signature() {
+	case sigCmp:
+		cmpLoop(p, dst.I64[:n], slice[T](a, n), slice[T](b, n))
+	case sigWhere:
+		whereLoop(slice[T](dst, n), a.I64[:n], slice[T](b, n), slice[T](c, n))
+	case sigLogic:
+		logicLoop(p, dst.I64[:n], a.I64[:n], slice[int64](b, n))
+	default:
+		switch d := any(slice[T](dst, n)).(type) {
+		case []float32:
+			floatLoop(p, d, slice[float32](a, n), slice[float32](b, n))
+		case []float64:
+			floatLoop(p, d, slice[float64](a, n), slice[float64](b, n))
+		case []int64:
+			intLoop(p, d, slice[int64](a, n), slice[int64](b, n))
 		}
 	}
 }

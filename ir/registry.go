@@ -81,6 +81,16 @@ type Scalar struct {
 	DType DType // Bool, Int64 or Float64: its category for promotion
 }
 
+// ScalarOf types a Go number the way Python types a literal: integral
+// values that int64 can hold are int scalars, others float scalars. An
+// integer tensor plus 2 stays integral; plus 0.5 it becomes DefaultFloat.
+func ScalarOf(v float64) Scalar {
+	if v == math.Trunc(v) && v >= -0x1p63 && v < 0x1p63 {
+		return Scalar{Value: v, DType: Int64}
+	}
+	return Scalar{Value: v, DType: Float64}
+}
+
 // Value is a tensor as a Builder knows it, or a Scalar.
 type Value any
 

@@ -1,7 +1,6 @@
 package tensor
 
 import (
-	"math"
 	"sync"
 
 	"gocompile/ir"
@@ -84,17 +83,6 @@ func checkDevices(op *ir.Op, args []ir.Value) {
 	}
 }
 
-// scalarOf makes a Go number an operand, typed by its value as Python types
-// a literal: integral values are int scalars, others float scalars. An
-// integral value no int64 can hold (1e30) is a float scalar: as an int it
-// would overflow when the kernel fills it in.
-func scalarOf(v float64) ir.Scalar {
-	if v == math.Trunc(v) && v >= -0x1p63 && v < 0x1p63 {
-		return ir.Scalar{Value: v, DType: Int64}
-	}
-	return ir.Scalar{Value: v, DType: Float64}
-}
-
 type blockKey struct {
 	op      *ir.Op
 	args    [4]ir.Kind
@@ -133,7 +121,7 @@ func pointwise(op *ir.Op, a ir.Attrs, args []ir.Value) *Tensor {
 	}
 	if op.Rule == ir.Promote {
 		for _, s := range a.Scalars {
-			types = append(types, ir.Operand{DType: scalarOf(s).DType, Scalar: true})
+			types = append(types, ir.Operand{DType: ir.ScalarOf(s).DType, Scalar: true})
 		}
 	}
 	compute, out, err := op.Types(types, &a)
@@ -186,7 +174,7 @@ func pointwise(op *ir.Op, a ir.Attrs, args []ir.Value) *Tensor {
 			}
 			if s, ok := v.(ir.Scalar); ok {
 				buf := f.ArgBuf(i)
-				fillScalar(buf, f.ArgKind(i), s.Value)
+				buf.Fill(f.ArgKind(i), s.Value)
 				f.SetArg(i, buf)
 				continue
 			}
@@ -208,15 +196,4 @@ func pointwise(op *ir.Op, a ir.Attrs, args []ir.Value) *Tensor {
 		}
 	})
 	return res
-}
-
-func fillScalar(buf ir.Vec, k ir.Kind, v float64) {
-	switch k {
-	case ir.F32:
-		fill(buf.F32, float32(v))
-	case ir.F64:
-		fill(buf.F64, v)
-	default:
-		fill(buf.I64, int64(v))
-	}
 }

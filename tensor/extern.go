@@ -54,7 +54,7 @@ func copyInto(dst, src *Tensor) {
 	do := newOperand(dst.st.data, dst.dtype, cshape, cst[0], dst.offset)
 	parallelFor(n, minParallel, func(lo, hi int) {
 		s := so.clone()
-		buf := makeVec(k, blockSize)
+		buf := ir.NewVec(k, blockSize)
 		var raw any
 		var idx []int
 		for b := lo; b < hi; b += blockSize {

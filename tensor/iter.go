@@ -161,44 +161,39 @@ func gatherAny(dst, src any, shape, strides []int, offset, start, n int, idx *[]
 }
 
 // gather copies n elements, starting at flat index start of a strided view,
-// into dst, walking the innermost dim in runs.
-func gather[S any](dst, src []S, shape, strides []int, offset, start, n int, idxp *[]int) {
-	r := len(shape)
-	if len(*idxp) < r {
-		*idxp = make([]int, r)
-	}
-	idx := (*idxp)[:r]
-	off := offset + unravel(start, shape, strides, idx)
-	inner, is := shape[r-1], strides[r-1]
-	for k := 0; k < n; {
-		run := min(inner-idx[r-1], n-k)
-		p := off
+// into dst.
+func gather[S any](dst, src []S, shape, strides []int, offset, start, n int, idx *[]int) {
+	is := strides[len(strides)-1]
+	walkRuns(shape, strides, offset, start, n, idx, func(k, p, run int) {
 		for j := range run {
 			dst[k+j] = src[p]
 			p += is
 		}
-		k += run
-		off += run * is
-		idx[r-1] += run
-		// carry into outer dims
-		for d := r - 1; d > 0 && idx[d] == shape[d]; d-- {
-			off -= idx[d] * strides[d]
-			idx[d] = 0
-			idx[d-1]++
-			off += strides[d-1]
-		}
-	}
+	})
 }
 
 // scatter is gather's inverse: it writes n elements of src to a strided view.
-func scatter[S any](dst, src []S, shape, strides []int, offset, start, n int, idxp *[]int) {
-	r := len(shape)
-	if r == 0 {
+func scatter[S any](dst, src []S, shape, strides []int, offset, start, n int, idx *[]int) {
+	if len(shape) == 0 {
 		if n > 0 {
 			dst[offset] = src[0]
 		}
 		return
 	}
+	is := strides[len(strides)-1]
+	walkRuns(shape, strides, offset, start, n, idx, func(k, p, run int) {
+		for j := range run {
+			dst[p] = src[k+j]
+			p += is
+		}
+	})
+}
+
+// walkRuns visits n elements of a strided view, from flat index start, as
+// runs along the innermost dim: fn gets the run's position k among the n,
+// its storage offset and its length. idx is scratch for the multi-index.
+func walkRuns(shape, strides []int, offset, start, n int, idxp *[]int, fn func(k, off, run int)) {
+	r := len(shape)
 	if len(*idxp) < r {
 		*idxp = make([]int, r)
 	}
@@ -207,15 +202,11 @@ func scatter[S any](dst, src []S, shape, strides []int, offset, start, n int, id
 	inner, is := shape[r-1], strides[r-1]
 	for k := 0; k < n; {
 		run := min(inner-idx[r-1], n-k)
-		p := off
-		for j := range run {
-			dst[p] = src[k+j]
-			p += is
-		}
+		fn(k, off, run)
 		k += run
 		off += run * is
 		idx[r-1] += run
-		for d := r - 1; d > 0 && idx[d] == shape[d]; d-- {
+		for d := r - 1; d > 0 && idx[d] == shape[d]; d-- { // carry
 			off -= idx[d] * strides[d]
 			idx[d] = 0
 			idx[d-1]++

@@ -14,7 +14,7 @@ import (
 
 func (t *Tensor) binary(op *ir.Op, u *Tensor) *Tensor { return apply(op, ir.Attrs{}, t, u) }
 func (t *Tensor) scalar(op *ir.Op, s float64) *Tensor {
-	return apply(op, ir.Attrs{}, t, scalarOf(s))
+	return apply(op, ir.Attrs{}, t, ir.ScalarOf(s))
 }
 func (t *Tensor) unary(op *ir.Op) *Tensor { return apply(op, ir.Attrs{}, t) }
 

@@ -66,7 +66,7 @@ func reduce(op *ir.Op, a ir.Attrs, x *Tensor) *Tensor {
 		return acc
 	}
 	newRowOperand := func() (*operand, ir.Vec) {
-		return newOperand(x.st.data, x.dtype, rshape, rstride, 0), makeVec(k, min(blockSize, max(nRed, 1)))
+		return newOperand(x.st.data, x.dtype, rshape, rstride, 0), ir.NewVec(k, min(blockSize, max(nRed, 1)))
 	}
 	rowOffset := func(o int, idx []int) int {
 		if len(keptShape) == 0 {
@@ -107,16 +107,6 @@ func reduce(op *ir.Op, a ir.Attrs, x *Tensor) *Tensor {
 	}
 	writeResults(res, r, accs, isInt, nRed)
 	return res
-}
-
-func makeVec(k ir.Kind, n int) ir.Vec {
-	switch k {
-	case ir.F32:
-		return ir.Vec{F32: make([]float32, n)}
-	case ir.F64:
-		return ir.Vec{F64: make([]float64, n)}
-	}
-	return ir.Vec{I64: make([]int64, n)}
 }
 
 func writeResults(res *Tensor, r ir.Reducer, accs []ir.Acc, isInt bool, n int) {
