@@ -295,3 +295,22 @@ func cLiteral(v float64, k Kind) string {
 	}
 	return s
 }
+
+// ParamKinds returns the kind each scalar parameter of e is used in (so a
+// code generator can declare it), indexed by parameter number, and the
+// kind of the result.
+func (e *Expr) ParamKinds(args []Kind, compute Kind) (params []Kind, out Kind, err error) {
+	kinds, err := typeExpr(e, args, compute)
+	if err != nil {
+		return nil, 0, err
+	}
+	for n, k := range kinds {
+		if n.Prim == PParam {
+			for len(params) <= n.Index {
+				params = append(params, compute)
+			}
+			params[n.Index] = k
+		}
+	}
+	return params, kinds[e], nil
+}

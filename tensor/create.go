@@ -52,7 +52,7 @@ func FromSlice[T Element](data []T, shape ...int) *Tensor {
 		t = newTensor(Bool, shape)
 		copy(t.st.data.([]bool), d)
 	}
-	return t
+	return onDefault(t)
 }
 
 // Scalar returns a zero-dimensional tensor holding v.
@@ -72,7 +72,7 @@ func checkShape(op string, dt DType, shape []int) {
 // Zeros returns a tensor of zeros.
 func Zeros(dt DType, shape ...int) *Tensor {
 	checkShape("Zeros", dt, shape)
-	return newTensor(dt, shape)
+	return onDefault(newTensor(dt, shape))
 }
 
 // Ones returns a tensor of ones.
@@ -83,17 +83,21 @@ func Full(v float64, dt DType, shape ...int) *Tensor {
 	checkShape("Full", dt, shape)
 	t := newTensor(dt, shape)
 	t.Fill(v)
-	return t
+	return onDefault(t)
 }
 
-// ZerosLike returns zeros with t's shape and type.
-func ZerosLike(t *Tensor) *Tensor { return Zeros(t.dtype, t.shape...) }
+// ZerosLike returns zeros with t's shape, type and device.
+func ZerosLike(t *Tensor) *Tensor { return FullLike(t, 0) }
 
-// OnesLike returns ones with t's shape and type.
-func OnesLike(t *Tensor) *Tensor { return Ones(t.dtype, t.shape...) }
+// OnesLike returns ones with t's shape, type and device.
+func OnesLike(t *Tensor) *Tensor { return FullLike(t, 1) }
 
-// FullLike returns v everywhere, with t's shape and type.
-func FullLike(t *Tensor, v float64) *Tensor { return Full(v, t.dtype, t.shape...) }
+// FullLike returns v everywhere, with t's shape, type and device.
+func FullLike(t *Tensor, v float64) *Tensor {
+	x := newTensor(t.dtype, t.shape)
+	x.Fill(v)
+	return x.ToDevice(t.st.dev)
+}
 
 // fromFloat64s builds a tensor of type dt from float64 values.
 func fromFloat64s(vals []float64, dt DType, shape ...int) *Tensor {
@@ -118,7 +122,7 @@ func Arange(start, end, step float64, dt DType) *Tensor {
 	for i := range vals {
 		vals[i] = start + float64(i)*step
 	}
-	return fromFloat64s(vals, dt, n)
+	return onDefault(fromFloat64s(vals, dt, n))
 }
 
 // Linspace returns steps values evenly spaced from start to end inclusive,
@@ -142,7 +146,7 @@ func Linspace(start, end float64, steps int, dt DType) *Tensor {
 			}
 		}
 	}
-	return fromFloat64s(vals, dt, steps)
+	return onDefault(fromFloat64s(vals, dt, steps))
 }
 
 // Eye returns the n×n identity matrix.
@@ -153,7 +157,7 @@ func Eye(dt DType, n int) *Tensor {
 		vals[i*n+i] = 1
 	}
 	storeFrom(t.st.data, dt, 0, vals)
-	return t
+	return onDefault(t)
 }
 
 // Generator is a seeded source of random tensors: the same seed gives the
@@ -177,7 +181,7 @@ func (g *Generator) Rand(dt DType, shape ...int) *Tensor {
 	for i := range vals {
 		vals[i] = g.uniform()
 	}
-	return fromFloat64s(vals, dt, shape...)
+	return onDefault(fromFloat64s(vals, dt, shape...))
 }
 
 // Randn returns standard normal values (Box–Muller).
@@ -193,7 +197,7 @@ func (g *Generator) Randn(dt DType, shape ...int) *Tensor {
 			vals[i+1] = r * math.Sin(2*math.Pi*u2)
 		}
 	}
-	return fromFloat64s(vals, dt, shape...)
+	return onDefault(fromFloat64s(vals, dt, shape...))
 }
 
 // RandInt returns Int64 values uniform in [lo, hi).
@@ -207,7 +211,7 @@ func (g *Generator) RandInt(lo, hi int64, shape ...int) *Tensor {
 	for i, d := 0, t.st.data.([]int64); i < len(d); i++ {
 		d[i] = lo + int64(g.src.Uint64()%span)
 	}
-	return t
+	return onDefault(t)
 }
 
 // Rand returns values uniform in [0, 1) from a generator seeded with seed.
@@ -234,8 +238,7 @@ func (t *Tensor) Copy(src *Tensor) *Tensor {
 		throw("Copy", []*Tensor{t, src}, "the source must broadcast to the destination's shape",
 			"cannot copy a tensor of shape %s into one of shape %s", ir.FormatShape(src.shape), ir.FormatShape(t.shape))
 	}
-	checkDevices(ir.OpCast, []ir.Value{t, src})
-	copyInto(t, src)
+	copyInto(t, src) // from any device
 	return t
 }
 
@@ -257,15 +260,28 @@ func broadcastsTo(from, to []int) bool {
 // end).
 func (t *Tensor) Set(v float64, index ...int) {
 	off := t.elementOffset("Set", index)
+	if t.st.dev != CPU {
+		copyInto(t.element(off), fromFloat64s([]float64{v}, t.dtype))
+		return
+	}
 	storeFrom(t.st.data, t.dtype, off, []float64{v})
 }
 
 // At reads the element at the given index as a float64.
 func (t *Tensor) At(index ...int) float64 {
 	off := t.elementOffset("At", index)
+	src := t
+	if t.st.dev != CPU {
+		src, off = t.element(off).cpu(), 0
+	}
 	var v [1]float64
-	loadInto(v[:], t.st.data, t.dtype, off)
+	loadInto(v[:], src.st.data, src.dtype, off)
 	return v[0]
+}
+
+// element is the zero-dimensional view of the element at storage offset off.
+func (t *Tensor) element(off int) *Tensor {
+	return &Tensor{st: t.st, shape: []int{}, strides: []int{}, offset: off, dtype: t.dtype}
 }
 
 func (t *Tensor) elementOffset(op string, index []int) int {

@@ -77,10 +77,6 @@ func checkDevices(op *ir.Op, args []ir.Value) {
 				"operands are on different devices: operand 0 is on %v, operand %d on %v", first.st.dev, i, t.st.dev)
 		}
 	}
-	if first != nil && first.st.dev.Type != DeviceCPU {
-		throw(op.Title, tensorsOf(args), "move the tensors to the CPU with To(tensor.CPU)",
-			"no kernels are available for device %v", first.st.dev)
-	}
 }
 
 type blockKey struct {
@@ -143,6 +139,9 @@ func pointwise(op *ir.Op, a ir.Attrs, args []ir.Value) *Tensor {
 			}
 		}
 	}
+	if dev := tensors[0].st.dev; dev != CPU {
+		return gpuPointwise(op, a, args, kinds, compute.Compute(), newGPUTensor(dev, out, shape))
+	}
 	blk := compiledBlock(op, kinds, compute.Compute())
 	res := newTensor(out, shape)
 	n := res.Numel()
@@ -196,4 +195,13 @@ func pointwise(op *ir.Op, a ir.Attrs, args []ir.Value) *Tensor {
 		}
 	})
 	return res
+}
+
+// newOn allocates a contiguous tensor on device d (zeros on the CPU,
+// uninitialised on a GPU).
+func newOn(d Device, dt DType, shape []int) *Tensor {
+	if d == CPU {
+		return newTensor(dt, shape)
+	}
+	return newGPUTensor(d, dt, shape)
 }

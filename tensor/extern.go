@@ -44,6 +44,11 @@ func copyInto(dst, src *Tensor) {
 	if n == 0 {
 		return
 	}
+	if dst.st.dev != CPU {
+		gpuCopyInto(dst, src.ToDevice(dst.st.dev))
+		return
+	}
+	src = src.cpu()
 	sst := ir.BroadcastStrides(src.shape, src.strides, dst.shape)
 	cshape, cst := coalesce(dst.shape, dst.strides, sst)
 	k := dst.dtype.Compute()
@@ -95,7 +100,7 @@ func contiguousKernel(_ *ir.Op, _ ir.Attrs, args []ir.Value) *Tensor {
 	if t.IsContiguous() {
 		return t
 	}
-	out := newTensor(t.dtype, t.shape)
+	out := newOn(t.st.dev, t.dtype, t.shape)
 	copyInto(out, t)
 	return out
 }
@@ -105,7 +110,7 @@ func asType(t *Tensor, dt DType) *Tensor {
 	if t.dtype == dt && t.IsContiguous() {
 		return t
 	}
-	out := newTensor(dt, t.shape)
+	out := newOn(t.st.dev, dt, t.shape)
 	copyInto(out, t)
 	return out
 }
@@ -134,6 +139,16 @@ func matmulKernel(op *ir.Op, a ir.Attrs, args []ir.Value) *Tensor {
 			batch, m = nil, ir.Numel(xs.shape[:len(xs.shape)-1])
 			xs = xs.View(m, k)
 		}
+	}
+	if xs.st.dev != CPU {
+		if compute.IsFloat() {
+			work = compute // cuBLAS multiplies 16-bit floats itself, accumulating in float32
+		}
+		r := gpuMatMul(op, xs, ys, batch, m, k, n, work, shape)
+		if out != work {
+			r = asType(r, out)
+		}
+		return r
 	}
 	xm := blasOperand(xs.Expand(append(append([]int(nil), batch...), m, k)...), work)
 	ym := blasOperand(ys.Expand(append(append([]int(nil), batch...), k, n)...), work)
@@ -244,7 +259,7 @@ func catKernel(op *ir.Op, a ir.Attrs, args []ir.Value) *Tensor {
 	ts := tensorsOf(args)
 	shape, _, out := externTypes(op, &a, ts)
 	d := ts[0].normDim("Cat", a.Dim)
-	res := newTensor(out, shape)
+	res := newOn(ts[0].st.dev, out, shape)
 	at := 0
 	for _, t := range ts {
 		copyInto(res.Narrow(d, at, t.shape[d]), t)
@@ -260,7 +275,7 @@ func stackKernel(op *ir.Op, a ir.Attrs, args []ir.Value) *Tensor {
 	if d < 0 {
 		d += len(shape)
 	}
-	res := newTensor(out, shape)
+	res := newOn(ts[0].st.dev, out, shape)
 	for i, t := range ts {
 		copyInto(res.Select(d, i), t)
 	}
@@ -286,6 +301,14 @@ func checkIndex(op string, ts []*Tensor, v int64, size int) int {
 func indexSelectKernel(op *ir.Op, a ir.Attrs, args []ir.Value) *Tensor {
 	x, idx := args[0].(*Tensor), args[1].(*Tensor)
 	shape, _, out := externTypes(op, &a, []*Tensor{x, idx})
+	if dev := x.st.dev; dev != CPU {
+		if len(x.shape) == 0 { // a scalar source: a rare case, done on the host
+			return apply(op, a, x.cpu(), idx.cpu()).ToDevice(dev)
+		}
+		res := newGPUTensor(dev, out, shape)
+		gpuIndex(op.Title, x, idx, x.normDim(op.Title, a.Dim), false, res)
+		return res
+	}
 	res := newTensor(out, shape)
 	if len(x.shape) == 0 {
 		for _, v := range indexValues(idx) {
@@ -313,6 +336,11 @@ func gatherKernel(op *ir.Op, a ir.Attrs, args []ir.Value) *Tensor {
 	x, idx := args[0].(*Tensor), args[1].(*Tensor)
 	shape, _, out := externTypes(op, &a, []*Tensor{x, idx})
 	d := x.normDim(op.Title, a.Dim)
+	if dev := x.st.dev; dev != CPU {
+		res := newGPUTensor(dev, out, shape)
+		gpuIndex(op.Title, x, idx, d, true, res)
+		return res
+	}
 	res := newTensor(out, shape)
 	n := res.Numel()
 	if n == 0 {

@@ -42,9 +42,9 @@ func (t *Tensor) String() string {
 		if t.dtype != ir.DefaultFloat && t.dtype != Int64 && t.dtype != Bool {
 			suffixes = append(suffixes, "dtype="+t.dtype.String())
 		}
-		p := &printer{t: t, summarize: t.Numel() > printThreshold}
+		p := &printer{t: t.cpu(), summarize: t.Numel() > printThreshold}
 		p.fmt = p.newFormatter()
-		body = p.str(0, t.offset, indent)
+		body = p.str(0, p.t.offset, indent)
 	}
 	return addSuffixes(prefix+body, suffixes, indent)
 }

@@ -116,6 +116,7 @@ func bf16ToFloat(h uint16) float64 { return float64(math.Float32frombits(uint32(
 
 // vals returns the elements of x as float64, read from storage.
 func vals(x *Tensor) []float64 {
+	x = x.cpu() // the same elements, in the same order, readable from Go
 	offs := offsets(x)
 	out := make([]float64, len(offs))
 	switch s := x.st.data.(type) {
@@ -155,6 +156,7 @@ func vals(x *Tensor) []float64 {
 
 // ivals returns the elements of an integer or bool tensor exactly.
 func ivals(x *Tensor) []int64 {
+	x = x.cpu()
 	offs := offsets(x)
 	out := make([]int64, len(offs))
 	for i, o := range offs {
@@ -272,7 +274,7 @@ func build(v []float64, dt DType, shape []int) *Tensor {
 			}
 		}
 	}
-	return x
+	return onDefault(x) // the tables run on whatever device GOCOMPILE_DEVICE names
 }
 
 // buildInts writes exact int64 values into a new Int32 (wrapping), Int64
@@ -293,7 +295,7 @@ func buildInts(v []int64, dt DType, shape []int) *Tensor {
 	default:
 		panic("buildInts of a floating type")
 	}
-	return x
+	return onDefault(x)
 }
 
 // ---------------------------------------------------------------------------

@@ -7,26 +7,26 @@ import "gocompile/ir"
 
 // Float32s returns the elements as float32.
 func (t *Tensor) Float32s() []float32 {
-	c := asType(t, Float32)
+	c := asType(t.cpu(), Float32)
 	return append([]float32(nil), c.st.data.([]float32)[c.offset:c.offset+c.Numel()]...)
 }
 
 // Float64s returns the elements as float64.
 func (t *Tensor) Float64s() []float64 {
-	c := asType(t, Float64)
+	c := asType(t.cpu(), Float64)
 	return append([]float64(nil), c.st.data.([]float64)[c.offset:c.offset+c.Numel()]...)
 }
 
 // Int64s returns the elements as int64 (floating values truncate toward
 // zero).
 func (t *Tensor) Int64s() []int64 {
-	c := asType(t, Int64)
+	c := asType(t.cpu(), Int64)
 	return append([]int64(nil), c.st.data.([]int64)[c.offset:c.offset+c.Numel()]...)
 }
 
 // Bools returns the elements as bool (non-zero is true).
 func (t *Tensor) Bools() []bool {
-	c := asType(t, Bool)
+	c := asType(t.cpu(), Bool)
 	return append([]bool(nil), c.st.data.([]bool)[c.offset:c.offset+c.Numel()]...)
 }
 

@@ -34,12 +34,16 @@ func reduce(op *ir.Op, a ir.Attrs, x *Tensor) *Tensor {
 		throw(op.Title, []*Tensor{x}, "reduce over non-empty dims, or check the input's size first",
 			"cannot take the %v over zero elements (dims %v)", r, dims)
 	}
-	res := newTensor(out, ir.ReduceShape(x.shape, dims, a.KeepDim))
+	res := newOn(x.st.dev, out, ir.ReduceShape(x.shape, dims, a.KeepDim))
 	nOut := ir.Numel(keptShape)
 	if nOut == 0 {
 		return res
 	}
 	k := compute.Compute()
+	if x.st.dev != CPU {
+		gpuReduce(r, x, k, keptShape, keptStrides, redShape, redStrides, res)
+		return res
+	}
 	rshape, rstrides := coalesce(redShape, redStrides)
 	rstride := []int(nil)
 	if len(rstrides) > 0 {

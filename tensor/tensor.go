@@ -2,6 +2,8 @@ package tensor
 
 import (
 	"fmt"
+	"runtime"
+	"unsafe"
 
 	"gocompile/ir"
 )
@@ -64,11 +66,13 @@ type Tensor struct {
 	dtype   DType
 }
 
-// storage is a typed slice on a device: []float32, []float64, []uint16
-// (float16 and bfloat16 bits), []int32, []int64 or []bool.
+// storage is where a tensor's elements live: on the CPU a typed slice
+// ([]float32, []float64, []uint16 for float16 and bfloat16 bits, []int32,
+// []int64 or []bool); on a GPU a block of device memory.
 type storage struct {
 	dev  Device
 	data any
+	gpu  *gpuBuffer
 }
 
 // Shape returns a copy of the tensor's sizes.
@@ -152,4 +156,30 @@ func (t *Tensor) normDim(op string, d int) int {
 		panic(err)
 	}
 	return n
+}
+
+// hostPointer is the address of the first element of a CPU tensor.
+func hostPointer(t *Tensor) unsafe.Pointer {
+	switch d := t.st.data.(type) {
+	case []float32:
+		return unsafe.Pointer(unsafe.SliceData(d[t.offset:]))
+	case []float64:
+		return unsafe.Pointer(unsafe.SliceData(d[t.offset:]))
+	case []uint16:
+		return unsafe.Pointer(unsafe.SliceData(d[t.offset:]))
+	case []int32:
+		return unsafe.Pointer(unsafe.SliceData(d[t.offset:]))
+	case []int64:
+		return unsafe.Pointer(unsafe.SliceData(d[t.offset:]))
+	case []bool:
+		return unsafe.Pointer(unsafe.SliceData(d[t.offset:]))
+	}
+	return nil
+}
+
+// freeWhenUnreachable returns buf to its allocator once st is unreachable.
+// Work queued on the stream may still use the memory: reuse is ordered on
+// the same stream, so that is safe.
+func freeWhenUnreachable(st *storage, buf *gpuBuffer) {
+	runtime.AddCleanup(st, func(b *gpuBuffer) { b.g.alloc.Free(b.block) }, buf)
 }

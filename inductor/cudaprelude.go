@@ -1,0 +1,94 @@
+package inductor
+
+import (
+	"fmt"
+
+	"gocompile/ir"
+)
+
+// cudaPrelude is included at the top of every generated CUDA source: fixed
+// width types, loads and stores between storage types and compute kinds
+// (the same conversions as the CPU kernels: float16 and bfloat16 round to
+// nearest even, anything to bool tests for non-zero, floating to integer
+// truncates toward zero), and the helpers the registry's primitives call.
+// It needs no headers, so NVRTC compiles it without a CUDA toolkit.
+const cudaPrelude = `typedef unsigned short gc_half;
+typedef unsigned short gc_bf16;
+typedef unsigned char gc_bool;
+
+__device__ __forceinline__ float gc_ld_half(gc_half h) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f; }
+__device__ __forceinline__ gc_half gc_st_half(float f) { gc_half h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h; }
+__device__ __forceinline__ float gc_ld_bf16(gc_bf16 h) { return __uint_as_float(((unsigned int)h) << 16); }
+__device__ __forceinline__ gc_bf16 gc_st_bf16(float f) {
+  unsigned int u = __float_as_uint(f);
+  if (f != f) return (gc_bf16)((u >> 16) | 0x40);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return (gc_bf16)(u >> 16);
+}
+
+// V4 is four values loaded or stored with one vector instruction.
+template <typename T> struct __align__(4 * sizeof(T)) V4 { T v[4]; };
+` + ir.CPrelude
+
+// storageC is the C type a dtype is stored as.
+func storageC(dt ir.DType) string {
+	switch dt {
+	case ir.Float32:
+		return "float"
+	case ir.Float64:
+		return "double"
+	case ir.Float16:
+		return "gc_half"
+	case ir.BFloat16:
+		return "gc_bf16"
+	case ir.Int32:
+		return "int"
+	case ir.Int64:
+		return "long long"
+	case ir.Bool:
+		return "gc_bool"
+	}
+	panic(fmt.Sprintf("inductor: no C type for %v", dt))
+}
+
+// kindC is the C type values of a compute kind live in.
+func kindC(k ir.Kind) string {
+	switch k {
+	case ir.F32:
+		return "float"
+	case ir.F64:
+		return "double"
+	}
+	return "long long"
+}
+
+// loadC converts the stored value v (of type dt) to kind k.
+func loadC(v string, dt ir.DType, k ir.Kind) string {
+	switch dt {
+	case ir.Float16:
+		return fmt.Sprintf("(%s)gc_ld_half(%s)", kindC(k), v)
+	case ir.BFloat16:
+		return fmt.Sprintf("(%s)gc_ld_bf16(%s)", kindC(k), v)
+	case ir.Bool:
+		return fmt.Sprintf("(%s)(%s != 0)", kindC(k), v)
+	}
+	return fmt.Sprintf("(%s)(%s)", kindC(k), v)
+}
+
+// storeC converts the value v of kind k to storage type dt.
+func storeC(v string, k ir.Kind, dt ir.DType) string {
+	switch dt {
+	case ir.Float16:
+		return fmt.Sprintf("gc_st_half((float)(%s))", v)
+	case ir.BFloat16:
+		return fmt.Sprintf("gc_st_bf16((float)(%s))", v)
+	case ir.Bool:
+		return fmt.Sprintf("(gc_bool)((%s) != 0)", v)
+	case ir.Int32:
+		if k != ir.I64 {
+			return fmt.Sprintf("(int)(long long)(%s)", v) // wrap as integers do
+		}
+		return fmt.Sprintf("(int)(%s)", v)
+	}
+	return fmt.Sprintf("(%s)(%s)", storageC(dt), v)
+}

@@ -1,0 +1,92 @@
+package inductor
+
+import (
+	"fmt"
+	"strings"
+
+	"gocompile/ir"
+)
+
+// IndexKernel describes a gather along one dim: out[pos] = x[pos with
+// pos[dim] replaced by index[...]]. For Gather the index tensor has the
+// output's shape (strided); for IndexSelect it is 1-D and read at pos[dim].
+// Out-of-range indices are not read: the kernel sets *bad and records one
+// offending index, which the host turns into an error.
+type IndexKernel struct {
+	Elem   ir.DType // element type of x and out (copied bit for bit)
+	Index  ir.DType // Int32 or Int64
+	Gather bool     // Gather (index shaped like out) rather than IndexSelect
+}
+
+// Name is the kernel's entry point.
+func (k *IndexKernel) Name() string {
+	mode := "index_select"
+	if k.Gather {
+		mode = "gather"
+	}
+	return fmt.Sprintf("gc_%s_%v_by_%v", mode, k.Elem, k.Index)
+}
+
+// Source generates the kernel. Parameters: long long n (output elements),
+// const Elem* x, const Index* index, Elem* out, long long dim, long long
+// dimSize, long long* bad (bad[0] set to 1, bad[1] an offending index),
+// Geometry g with the output's sizes, stride[0] = x's strides (dim's
+// entry is x's stride along dim) and stride[1] = the index's strides
+// (IndexSelect: its one stride in entry 0).
+func (k *IndexKernel) Source() string {
+	return fmt.Sprintf("// gocompile eager kernel: %s\n", k.Name()) + cudaPrelude + k.body()
+}
+
+func (k *IndexKernel) body() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "struct Geometry { long long rank; long long size[%d]; long long stride[2][%d]; };\n\n", MaxRank, MaxRank)
+	at := "at * g.stride[1][0]" // IndexSelect: the 1-D index at pos[dim]
+	if k.Gather {
+		at = "io" // Gather: the index element at the output's position
+	}
+	fmt.Fprintf(&b, `extern "C" __global__ void %[1]s(long long n, const %[2]s* __restrict__ x, const %[3]s* __restrict__ index,
+    %[2]s* __restrict__ out, long long dim, long long dimSize, long long* bad, Geometry g) {
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
+    long long rem = i, xo = 0, io = 0, at = 0;
+    for (int d = (int)g.rank - 1; d >= 0; d--) {
+      long long c = rem %% g.size[d];
+      rem /= g.size[d];
+      if (d == dim) at = c; else xo += c * g.stride[0][d];
+      io += c * g.stride[1][d];
+    }
+    long long j = (long long)index[%[4]s];
+    if (j < 0) j += dimSize;
+    if (j < 0 || j >= dimSize) {
+      bad[1] = (long long)index[%[4]s];
+      atomicExch((unsigned long long*)bad, 1ull);
+      continue;
+    }
+    out[i] = x[xo + j * g.stride[0][dim]];
+  }
+}
+`, k.Name(), storageC(k.Elem), storageC(k.Index), at)
+	return b.String()
+}
+
+// IntMatMulSource is a plain integer matrix product over contiguous
+// batches, for the types cuBLAS does not multiply: out[b][i][j] =
+// sum_p a[b][i][p] * c[b][p][j], wrapping as integers do. Parameters:
+// const long long* a, const long long* c, long long* out, long long batch,
+// m, k, n. Launch one thread per output element.
+const IntMatMulName = "gc_matmul_int64"
+
+// IntMatMulSource is the source of IntMatMulName.
+const IntMatMulSource = `// gocompile eager kernel: integer matmul
+extern "C" __global__ void gc_matmul_int64(const long long* __restrict__ a, const long long* __restrict__ c,
+    long long* __restrict__ out, long long batch, long long m, long long k, long long n) {
+  long long total = batch * m * n;
+  for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < total; e += (long long)gridDim.x * blockDim.x) {
+    long long j = e % n, i = (e / n) % m, b = e / (m * n);
+    const long long* ar = a + (b * m + i) * k;
+    const long long* cc = c + b * k * n + j;
+    long long s = 0;
+    for (long long p = 0; p < k; p++) s += ar[p] * cc[p * n];
+    out[e] = s;
+  }
+}
+`

@@ -1,0 +1,218 @@
+package tensor
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"gocompile/cuda"
+	"gocompile/ir"
+)
+
+// ParseDevice reads a device name: "cpu", "cuda" (GPU 0) or "cuda:N".
+func ParseDevice(s string) (Device, error) {
+	s = strings.TrimSpace(strings.ToLower(s))
+	switch {
+	case s == "cpu":
+		return CPU, nil
+	case s == "cuda" || s == "gpu":
+		return CUDA(0), nil
+	case strings.HasPrefix(s, "cuda:"):
+		n, err := strconv.Atoi(s[len("cuda:"):])
+		if err == nil && n >= 0 {
+			return CUDA(n), nil
+		}
+	}
+	return CPU, fmt.Errorf("unknown device %q: use cpu, cuda or cuda:N", s)
+}
+
+var defaultDevice atomic.Pointer[Device]
+
+// DefaultDevice is where creation functions (FromSlice, Zeros, Randn …)
+// put new tensors: the CPU unless the environment variable
+// GOCOMPILE_DEVICE names another device or SetDefaultDevice was called.
+func DefaultDevice() Device {
+	if d := defaultDevice.Load(); d != nil {
+		return *d
+	}
+	d := CPU
+	if s := os.Getenv("GOCOMPILE_DEVICE"); s != "" {
+		var err error
+		if d, err = ParseDevice(s); err != nil {
+			panic(&Error{Op: "DefaultDevice", Reason: "GOCOMPILE_DEVICE: " + err.Error(), Fix: "set it to cpu, cuda or cuda:N"})
+		}
+	}
+	defaultDevice.CompareAndSwap(nil, &d)
+	return *defaultDevice.Load()
+}
+
+// SetDefaultDevice changes where creation functions put new tensors.
+func SetDefaultDevice(d Device) {
+	if d.Type == DeviceCUDA {
+		mustGPU("SetDefaultDevice", d)
+	}
+	defaultDevice.Store(&d)
+}
+
+// onDefault moves a freshly created CPU tensor to the default device.
+func onDefault(t *Tensor) *Tensor {
+	if d := DefaultDevice(); d != CPU {
+		return t.ToDevice(d)
+	}
+	return t
+}
+
+// gpu is the runtime state of one CUDA device: its stream (every eager op
+// on the device runs on it, in order), allocator, cuBLAS handle and the
+// kernels compiled for it.
+type gpu struct {
+	dev     *cuda.Device
+	stream  *cuda.Stream
+	alloc   *cuda.Allocator
+	kernels sync.Map // kernel name → *kernelEntry
+	args    sync.Pool
+}
+
+type kernelEntry struct {
+	once sync.Once
+	fn   *cuda.Function
+	err  error
+}
+
+var gpus sync.Map // ordinal → *gpuInit
+
+type gpuInit struct {
+	once sync.Once
+	g    *gpu
+	err  error
+}
+
+// gpuFor returns the runtime of device d, starting it on first use.
+func gpuFor(d Device) (*gpu, error) {
+	v, _ := gpus.LoadOrStore(d.Index, &gpuInit{})
+	gi := v.(*gpuInit)
+	gi.once.Do(func() {
+		if ok, err := cuda.Available(); !ok {
+			gi.err = err
+			return
+		}
+		dev, err := cuda.GetDevice(d.Index)
+		if err != nil {
+			gi.err = err
+			return
+		}
+		s, err := dev.NewStream()
+		if err != nil {
+			gi.err = err
+			return
+		}
+		gi.g = &gpu{dev: dev, stream: s, alloc: dev.Allocator()}
+		gi.g.args.New = func() any { return new(cuda.Args) }
+	})
+	return gi.g, gi.err
+}
+
+// mustGPU returns the runtime of d or panics with an *Error saying why the
+// GPU cannot be used.
+func mustGPU(op string, d Device) *gpu {
+	g, err := gpuFor(d)
+	if err != nil {
+		panic(&Error{Op: op, Reason: fmt.Sprintf("device %v is not usable: %v", d, err),
+			Fix: "run on a machine with an NVIDIA GPU and driver, or use tensor.CPU"})
+	}
+	return g
+}
+
+// gpuBuffer is device memory owned by a storage; it goes back to the
+// caching allocator when the storage is garbage collected.
+type gpuBuffer struct {
+	g     *gpu
+	block cuda.Block
+}
+
+func (b *gpuBuffer) ptr() cuda.DevicePtr { return b.block.Ptr }
+
+// newGPUTensor allocates an uninitialised contiguous tensor on device d.
+func newGPUTensor(d Device, dt DType, shape []int) *Tensor {
+	g := mustGPU("alloc", d)
+	shape = append([]int(nil), shape...)
+	n := ir.Numel(shape) * dt.Size()
+	blk, err := g.alloc.Alloc(n, g.stream.ID())
+	if err != nil {
+		panic(&Error{Op: "alloc", Shapes: [][]int{shape}, Reason: err.Error(),
+			Fix: "free tensors you no longer need (drop references), or use smaller batches"})
+	}
+	buf := &gpuBuffer{g: g, block: blk}
+	st := &storage{dev: d, gpu: buf}
+	freeWhenUnreachable(st, buf)
+	return &Tensor{st: st, shape: shape, strides: ir.ContiguousStrides(shape), dtype: dt}
+}
+
+// ToDevice returns t on device d: t itself if it is already there, else a
+// contiguous copy. Moving to the CPU waits for pending GPU work on t.
+func (t *Tensor) ToDevice(d Device) *Tensor {
+	if t.st.dev == d {
+		return t
+	}
+	switch {
+	case t.st.dev == CPU: // host to device
+		c := t.Contiguous()
+		out := newGPUTensor(d, t.dtype, t.shape)
+		if n := out.Numel() * t.dtype.Size(); n > 0 {
+			g := out.st.gpu.g
+			check(g.stream.CopyHtoD(out.st.gpu.ptr(), hostPointer(c), n), "ToDevice", t)
+			check(g.stream.Synchronize(), "ToDevice", t)
+		}
+		return out
+	case d == CPU: // device to host
+		c := t.Contiguous()
+		out := newTensor(t.dtype, t.shape)
+		if n := out.Numel() * t.dtype.Size(); n > 0 {
+			g := c.st.gpu.g
+			check(g.stream.CopyDtoH(hostPointer(out), c.devicePtr(), n), "ToDevice", t)
+			check(g.stream.Synchronize(), "ToDevice", t)
+		}
+		return out
+	}
+	return t.ToDevice(CPU).ToDevice(d) // between GPUs, through the host
+}
+
+// cpu returns t, or a copy of it on the CPU.
+func (t *Tensor) cpu() *Tensor {
+	if t.st.dev == CPU {
+		return t
+	}
+	return t.ToDevice(CPU)
+}
+
+// devicePtr is the address of t's first element on its GPU.
+func (t *Tensor) devicePtr() cuda.DevicePtr {
+	return t.st.gpu.ptr() + cuda.DevicePtr(t.offset*t.dtype.Size())
+}
+
+// Synchronize waits until every op queued on device d has finished (on the
+// CPU it returns at once). Reading a tensor's values synchronizes by itself;
+// this is for timing and for handing memory to other code.
+func Synchronize(d Device) {
+	if d == CPU {
+		return
+	}
+	g := mustGPU("Synchronize", d)
+	check(g.stream.Synchronize(), "Synchronize")
+}
+
+// MemoryStats reports the caching allocator's statistics for GPU d: bytes
+// held by tensors and reserved from the device, their peaks, and how often
+// the device itself was asked for memory.
+func MemoryStats(d Device) cuda.AllocatorStats {
+	return mustGPU("MemoryStats", d).alloc.Stats()
+}
+
+// EmptyCache returns the cached, unused GPU memory of device d to the
+// driver (tensors still alive keep theirs).
+func EmptyCache(d Device) {
+	check(mustGPU("EmptyCache", d).alloc.EmptyCache(), "EmptyCache")
+}

@@ -1,0 +1,361 @@
+package tensor
+
+import (
+	"fmt"
+	"unsafe"
+
+	"gocompile/cuda"
+	"gocompile/inductor"
+	"gocompile/ir"
+)
+
+// Eager ops on CUDA tensors: each runs one kernel generated from the op's
+// registry entry by package inductor, compiled through NVRTC once per
+// configuration and kept for the life of the process.
+
+// kernel returns the compiled function name from the source gen makes,
+// compiling it on first use (concurrent first uses compile once).
+func (g *gpu) kernel(name string, gen func() (string, error)) *cuda.Function {
+	v, _ := g.kernels.LoadOrStore(name, &kernelEntry{})
+	e := v.(*kernelEntry)
+	e.once.Do(func() {
+		src, err := gen()
+		if err != nil {
+			e.err = err
+			return
+		}
+		res, err := cuda.Compile(src, name+".cu", g.dev)
+		if err != nil {
+			e.err = fmt.Errorf("compiling %s: %w", name, err)
+			return
+		}
+		mod, err := g.dev.LoadCompiled(res)
+		if err != nil {
+			e.err = err
+			return
+		}
+		e.fn, e.err = mod.Function(name)
+	})
+	if e.err != nil {
+		panic(fmt.Sprintf("tensor: GPU kernel %s: %v", name, e.err)) // a code generator bug, not misuse
+	}
+	return e.fn
+}
+
+func (g *gpu) launch(op string, fn *cuda.Function, grid, block int, args *cuda.Args) {
+	err := g.stream.Launch(fn, cuda.Dim3{X: uint32(grid), Y: 1, Z: 1}, cuda.Dim3{X: uint32(block), Y: 1, Z: 1}, 0, args)
+	if err != nil {
+		panic(fmt.Sprintf("tensor: %s: launch: %v", op, err))
+	}
+}
+
+const threadsPerBlock = 256
+
+// gridFor is the number of blocks for work items handled by grid-stride
+// loops: enough to fill the device several times over, no more.
+func (g *gpu) gridFor(items int) int {
+	return max(1, min((items+threadsPerBlock-1)/threadsPerBlock, g.dev.SMCount*32))
+}
+
+func (g *gpu) getArgs() *cuda.Args  { return g.args.Get().(*cuda.Args).Reset() }
+func (g *gpu) putArgs(a *cuda.Args) { g.args.Put(a) }
+
+// addKind appends v as a kernel parameter of kind k.
+func addKind(a *cuda.Args, k ir.Kind, v float64) {
+	switch k {
+	case ir.F32:
+		a.F32(float32(v))
+	case ir.F64:
+		a.F64(v)
+	default:
+		a.I64(int64(v))
+	}
+}
+
+// gpuPointwise runs op with operand kinds kinds, computing in compute,
+// writing into res (a fresh tensor, or any view of the destination of a
+// copy).
+func gpuPointwise(op *ir.Op, a ir.Attrs, args []ir.Value, kinds []ir.Kind, compute ir.Kind, res *Tensor) *Tensor {
+	n := res.Numel()
+	if n == 0 {
+		return res
+	}
+	g := res.st.gpu.g
+	shape := res.shape
+	tensors := tensorsOf(args)
+	strides := [][]int{res.strides}
+	for _, t := range tensors {
+		strides = append(strides, ir.BroadcastStrides(t.shape, t.strides, shape))
+	}
+	cshape, cstrides := coalesce(shape, strides...)
+	outDense := len(cshape) <= 1 && (len(cshape) == 0 || cstrides[0][0] == 1)
+
+	k := &inductor.PointwiseKernel{Op: op, Compute: compute, Out: res.dtype, Strided: !outDense}
+	ti := 0
+	for i, v := range args {
+		o := inductor.Operand{Kind: kinds[i]}
+		switch v := v.(type) {
+		case ir.Scalar:
+			o.Access = inductor.ScalarArg
+		case *Tensor:
+			ti++
+			o.DType = v.dtype
+			st := cstrides[ti]
+			switch {
+			case allZero(st):
+				o.Access = inductor.Uniform
+			case outDense && len(st) == 1 && st[0] == 1:
+				o.Access = inductor.Dense
+			default:
+				o.Access = inductor.Strided
+				k.Strided = true
+			}
+		}
+		k.Operands = append(k.Operands, o)
+	}
+	if k.Strided {
+		for i, o := range k.Operands { // a strided kernel indexes every tensor
+			if o.Access == inductor.Dense {
+				k.Operands[i].Access = inductor.Strided
+			}
+		}
+		if len(cshape) > inductor.MaxRank {
+			throw(op.Title, tensors, "make the operands contiguous first",
+				"the layout has %d dims that cannot be merged; GPU kernels index at most %d", len(cshape), inductor.MaxRank)
+		}
+	}
+	fn := g.kernel(k.Name(), k.Source)
+
+	args2 := g.getArgs()
+	defer g.putArgs(args2)
+	args2.I64(int64(n))
+	aligned := res.devicePtr()%cuda.DevicePtr(inductor.VectorWidth*res.dtype.Size()) == 0
+	for _, t := range tensors {
+		p := t.devicePtr()
+		args2.Ptr(p)
+		aligned = aligned && p%cuda.DevicePtr(inductor.VectorWidth*t.dtype.Size()) == 0
+	}
+	args2.Ptr(res.devicePtr())
+	for i, v := range args {
+		if s, ok := v.(ir.Scalar); ok {
+			addKind(args2, kinds[i], s.Value)
+		}
+	}
+	pk, _, _ := op.Expr.ParamKinds(kinds, compute)
+	for i, kd := range pk {
+		addKind(args2, kd, a.Scalars[i])
+	}
+	items := n
+	if k.Strided {
+		geo := inductor.Geometry{Rank: len(cshape), Strides: make([][inductor.MaxRank]int64, len(cstrides))}
+		for d, s := range cshape {
+			geo.Sizes[d] = int64(s)
+			for j := range cstrides {
+				geo.Strides[j][d] = int64(cstrides[j][d])
+			}
+		}
+		args2.Bytes(geo.Bytes(), 8)
+	} else {
+		if aligned {
+			args2.I32(1)
+		} else {
+			args2.I32(0)
+		}
+		items = (n + inductor.VectorWidth - 1) / inductor.VectorWidth
+	}
+	g.launch(op.Title, fn, g.gridFor(items), threadsPerBlock, args2)
+	return res
+}
+
+func allZero(s []int) bool {
+	for _, v := range s {
+		if v != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// gpuCopyInto writes src, broadcast and converted, into the view dst.
+func gpuCopyInto(dst, src *Tensor) {
+	a := ir.Attrs{DType: dst.dtype}
+	compute, _, err := ir.OpCast.Types([]ir.Operand{{DType: src.dtype}}, &a)
+	check(err, "Copy", dst, src)
+	gpuPointwise(ir.OpCast, a, []ir.Value{src}, []ir.Kind{compute.Compute()}, compute.Compute(), dst)
+}
+
+// gpuReduce reduces x over the dims red (kept dims keep, in order) into
+// res, accumulating in kind k.
+func gpuReduce(r ir.Reducer, x *Tensor, k ir.Kind, keptShape, keptStrides, redShape, redStrides []int, res *Tensor) {
+	nOut, nRed := res.Numel(), ir.Numel(redShape)
+	if nOut == 0 {
+		return
+	}
+	g := res.st.gpu.g
+	oshape, ostr := coalesce(keptShape, keptStrides)
+	rshape, rstr := coalesce(redShape, redStrides)
+	if len(oshape) > inductor.MaxRank || len(rshape) > inductor.MaxRank {
+		throw(r.String(), []*Tensor{x}, "make the input contiguous first", "too many dims for a GPU reduction")
+	}
+	var geo inductor.ReduceGeometry
+	geo.OuterRank, geo.InnerRank = len(oshape), len(rshape)
+	for d, s := range oshape {
+		geo.OuterSize[d], geo.OuterStr[d] = int64(s), int64(ostr[0][d])
+	}
+	for d, s := range rshape {
+		geo.InnerSize[d], geo.InnerStr[d] = int64(s), int64(rstr[0][d])
+	}
+	kern := &inductor.ReduceKernel{Reducer: r, In: x.dtype, Kind: k, Out: res.dtype}
+	var src string
+	gen := func() (string, error) {
+		if src == "" {
+			src = kern.Source()
+		}
+		return src, nil
+	}
+	fn := g.kernel(kern.Name(), gen)
+
+	// Long rows with few outputs are split across blocks so every SM works.
+	parts := 1
+	if nOut < 2*g.dev.SMCount && nRed > 8*inductor.ReduceBlock {
+		parts = min((nRed+4095)/4096, (4*g.dev.SMCount+nOut-1)/nOut, 65535)
+	}
+	chunk := (nRed + parts - 1) / parts
+	var partial *Tensor
+	if parts > 1 {
+		partial = newGPUTensor(res.st.dev, Int64, []int{nOut * parts * kern.AccBytes() / 8})
+	}
+	args := g.getArgs()
+	defer g.putArgs(args)
+	args.I64(int64(nOut)).I64(int64(nRed)).I64(int64(chunk)).Ptr(x.devicePtr()).Ptr(res.devicePtr())
+	if partial != nil {
+		args.Ptr(partial.devicePtr())
+	} else {
+		args.Ptr(0)
+	}
+	args.Bytes(geo.Bytes(), 8)
+	err := g.stream.Launch(fn, cuda.Dim3{X: uint32(nOut), Y: uint32(parts), Z: 1}, cuda.Dim3{X: inductor.ReduceBlock, Y: 1, Z: 1}, 0, args)
+	if err != nil {
+		panic(fmt.Sprintf("tensor: %v: launch: %v", r, err))
+	}
+	if parts > 1 {
+		final := g.kernel(kern.Name()+"_final", gen)
+		args.Reset().I64(int64(nOut)).I64(int64(parts)).I64(int64(nRed)).Ptr(partial.devicePtr()).Ptr(res.devicePtr())
+		err := g.stream.Launch(final, cuda.Dim3{X: uint32(nOut), Y: 1, Z: 1}, cuda.Dim3{X: inductor.ReduceBlock, Y: 1, Z: 1}, 0, args)
+		if err != nil {
+			panic(fmt.Sprintf("tensor: %v: launch: %v", r, err))
+		}
+	}
+}
+
+// gpuIndex gathers x along dim into res: by index shaped like res
+// (Gather) or by a 1-D index (IndexSelect). Out-of-range indices become an
+// *Error (the check waits for the kernel).
+func gpuIndex(op string, x, index *Tensor, dim int, gather bool, res *Tensor) {
+	n := res.Numel()
+	if n == 0 {
+		return
+	}
+	g := res.st.gpu.g
+	if len(res.shape) > inductor.MaxRank {
+		throw(op, []*Tensor{x, index}, "use fewer dims", "GPU gathers index at most %d dims", inductor.MaxRank)
+	}
+	kern := &inductor.IndexKernel{Elem: x.dtype, Index: index.dtype, Gather: gather}
+	fn := g.kernel(kern.Name(), func() (string, error) { return kern.Source(), nil })
+	geo := inductor.Geometry{Rank: len(res.shape), Strides: make([][inductor.MaxRank]int64, 2)}
+	for d, s := range res.shape {
+		geo.Sizes[d] = int64(s)
+		geo.Strides[0][d] = int64(x.strides[d])
+		if gather {
+			geo.Strides[1][d] = int64(index.strides[d])
+		}
+	}
+	if !gather && len(index.shape) == 1 {
+		geo.Strides[1][0] = int64(index.strides[0])
+	}
+	bad := newGPUTensor(res.st.dev, Int64, []int{2})
+	check(g.stream.Memset8(bad.devicePtr(), 0, 16), op, x)
+	args := g.getArgs()
+	defer g.putArgs(args)
+	args.I64(int64(n)).Ptr(x.devicePtr()).Ptr(index.devicePtr()).Ptr(res.devicePtr()).
+		I64(int64(dim)).I64(int64(x.shape[dim])).Ptr(bad.devicePtr()).Bytes(geo.Bytes(), 8)
+	g.launch(op, fn, g.gridFor(n), threadsPerBlock, args)
+	var flag [2]int64
+	check(g.stream.CopyDtoH(unsafe.Pointer(&flag[0]), bad.devicePtr(), 16), op, x)
+	check(g.stream.Synchronize(), op, x)
+	if flag[0] != 0 {
+		throw(op, []*Tensor{x, index}, "indices must lie in [-size, size)",
+			"index %d is out of range for a dim of size %d", flag[1], x.shape[dim])
+	}
+}
+
+// gpuMatMul multiplies matrix batches on the GPU: cuBLAS for floating
+// types, a generated kernel for integers.
+func gpuMatMul(op *ir.Op, xs, ys *Tensor, batch []int, m, k, n int, work DType, shape []int) *Tensor {
+	dev := xs.st.dev
+	g := mustGPU(op.Title, dev)
+	res := newGPUTensor(dev, work, append(append([]int(nil), batch...), m, n))
+	nb := ir.Numel(batch)
+	if m*n*nb == 0 {
+		return res.Reshape(shape...)
+	}
+	if k == 0 {
+		check(g.stream.Memset8(res.devicePtr(), 0, res.Numel()*work.Size()), op.Title, xs, ys)
+		return res.Reshape(shape...)
+	}
+	if !work.IsFloat() {
+		a := asType(xs.Expand(append(append([]int(nil), batch...), m, k)...), Int64)
+		c := asType(ys.Expand(append(append([]int(nil), batch...), k, n)...), Int64)
+		fn := g.kernel(inductor.IntMatMulName, func() (string, error) { return inductor.IntMatMulSource, nil })
+		args := g.getArgs()
+		defer g.putArgs(args)
+		args.Ptr(a.devicePtr()).Ptr(c.devicePtr()).Ptr(res.devicePtr()).I64(int64(nb)).I64(int64(m)).I64(int64(k)).I64(int64(n))
+		g.launch(op.Title, fn, g.gridFor(nb*m*n), threadsPerBlock, args)
+		return res.Reshape(shape...)
+	}
+	xm := blasOperand(xs.Expand(append(append([]int(nil), batch...), m, k)...), work)
+	ym := blasOperand(ys.Expand(append(append([]int(nil), batch...), k, n)...), work)
+	sx, okx := batchStride(xm.t, len(batch))
+	sy, oky := batchStride(ym.t, len(batch))
+	if !okx {
+		xm = blasOperand(xm.t.Contiguous(), work)
+		sx, _ = batchStride(xm.t, len(batch))
+	}
+	if !oky {
+		ym = blasOperand(ym.t.Contiguous(), work)
+		sy, _ = batchStride(ym.t, len(batch))
+	}
+	b, err := g.dev.BLAS()
+	check(err, op.Title, xs, ys)
+	// Row-major C = A·B is column-major Cᵀ = Bᵀ·Aᵀ: swap the operands.
+	err = b.GemmStridedBatched(g.stream, ym.trans, xm.trans, n, m, k,
+		ym.t.devicePtr(), ym.ld, int64(sy), xm.t.devicePtr(), xm.ld, int64(sx),
+		res.devicePtr(), n, int64(m*n), nb, blasType(work))
+	check(err, op.Title, xs, ys)
+	return res.Reshape(shape...)
+}
+
+// batchStride returns the one stride that steps through t's flattened
+// batch dims, if there is one.
+func batchStride(t *Tensor, nbatch int) (int, bool) {
+	shape, strides := coalesce(t.shape[:nbatch], t.strides[:nbatch])
+	switch len(shape) {
+	case 0:
+		return 0, true
+	case 1:
+		return strides[0][0], true
+	}
+	return 0, false
+}
+
+func blasType(dt DType) cuda.DataType {
+	switch dt {
+	case Float64:
+		return cuda.R64F
+	case Float16:
+		return cuda.R16F
+	case BFloat16:
+		return cuda.R16BF
+	}
+	return cuda.R32F
+}
