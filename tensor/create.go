@@ -151,7 +151,8 @@ func Linspace(start, end float64, steps int, dt DType) *Tensor {
 
 // Eye returns the n×n identity matrix.
 func Eye(dt DType, n int) *Tensor {
-	t := Zeros(dt, n, n)
+	checkShape("Eye", dt, []int{n, n})
+	t := newTensor(dt, []int{n, n})
 	vals := make([]float64, n*n)
 	for i := range n {
 		vals[i*n+i] = 1

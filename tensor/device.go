@@ -3,10 +3,12 @@ package tensor
 import (
 	"fmt"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"gocompile/cuda"
 	"gocompile/ir"
@@ -141,6 +143,13 @@ func newGPUTensor(d Device, dt DType, shape []int) *Tensor {
 	shape = append([]int(nil), shape...)
 	n := ir.Numel(shape) * dt.Size()
 	blk, err := g.alloc.Alloc(n, g.stream.ID())
+	for retry := 0; err != nil && cuda.IsOutOfMemory(err) && retry < 3; retry++ {
+		// Device memory held by unreachable tensors is invisible to Go's
+		// collector: collect, let the cleanups return it, and try again.
+		runtime.GC()
+		time.Sleep(time.Duration(retry+1) * time.Millisecond)
+		blk, err = g.alloc.Alloc(n, g.stream.ID())
+	}
 	if err != nil {
 		panic(&Error{Op: "alloc", Shapes: [][]int{shape}, Reason: err.Error(),
 			Fix: "free tensors you no longer need (drop references), or use smaller batches"})
@@ -216,3 +225,20 @@ func MemoryStats(d Device) cuda.AllocatorStats {
 func EmptyCache(d Device) {
 	check(mustGPU("EmptyCache", d).alloc.EmptyCache(), "EmptyCache")
 }
+
+// AllowTF32 lets float32 matrix products on GPUs use TensorFloat-32
+// tensor cores: several times faster, with inputs rounded to 10-bit
+// mantissas. Off by default, so results match the CPU's.
+func AllowTF32(on bool) {
+	gpus.Range(func(_, v any) bool {
+		if g := v.(*gpuInit).g; g != nil {
+			if b, err := g.dev.BLAS(); err == nil {
+				b.AllowTF32(on)
+			}
+		}
+		return true
+	})
+	allowTF32.Store(on)
+}
+
+var allowTF32 atomic.Bool

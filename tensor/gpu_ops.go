@@ -327,6 +327,7 @@ func gpuMatMul(op *ir.Op, xs, ys *Tensor, batch []int, m, k, n int, work DType, 
 	}
 	b, err := g.dev.BLAS()
 	check(err, op.Title, xs, ys)
+	b.AllowTF32(allowTF32.Load()) // devices started after AllowTF32 follow it too
 	// Row-major C = A·B is column-major Cᵀ = Bᵀ·Aᵀ: swap the operands.
 	err = b.GemmStridedBatched(g.stream, ym.trans, xm.trans, n, m, k,
 		ym.t.devicePtr(), ym.ld, int64(sy), xm.t.devicePtr(), xm.ld, int64(sx),

@@ -1,7 +1,12 @@
 package tensor
 
 import (
+	"errors"
+	"runtime"
+	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"gocompile/cuda"
 )
@@ -11,5 +16,84 @@ func requireGPU(t testing.TB) {
 	t.Helper()
 	if ok, err := cuda.Available(); !ok {
 		t.Skipf("no usable GPU: %v", err)
+	}
+}
+
+// A steady loop of ops reuses cached device memory: after the first
+// iteration the allocator asks the device for nothing.
+func TestGPUAllocatorSteadyState(t *testing.T) {
+	requireGPU(t)
+	dev := CUDA(0)
+	x := Randn(1, Float32, 64, 512).ToDevice(dev)
+	w := Randn(2, Float32, 256, 512).ToDevice(dev)
+	step := func() {
+		y := x.Linear(w, nil).GELU().Softmax(-1).Sum(0)
+		y.Float32s()
+	}
+	step()
+	runtime.GC() // return the first iteration's garbage to the cache
+	Synchronize(dev)
+	time.Sleep(10 * time.Millisecond)
+	before := MemoryStats(dev)
+	for range 20 {
+		step()
+		runtime.GC()
+	}
+	after := MemoryStats(dev)
+	if after.NumMallocs != before.NumMallocs {
+		t.Errorf("steady loop made %d new device allocations", after.NumMallocs-before.NumMallocs)
+	}
+	if after.NumAllocs <= before.NumAllocs || after.NumCacheHits <= before.NumCacheHits {
+		t.Errorf("stats did not count the loop's allocations: %+v -> %+v", before, after)
+	}
+	if after.Allocated > after.Reserved || after.PeakAllocated < after.Allocated {
+		t.Errorf("inconsistent stats: %+v", after)
+	}
+}
+
+// Asking for more than the device has is an *Error naming the size; the
+// device keeps working afterwards.
+func TestGPUOutOfMemory(t *testing.T) {
+	requireGPU(t)
+	dev := CUDA(0)
+	g := mustGPU("test", dev)
+	_, total, err := g.dev.MemInfo()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := int(total/4) + (1 << 28) // more float32s than the device holds
+	err = Try(func() { Zeros(Float32, 1).ToDevice(dev).Expand(n).Contiguous() })
+	var e *Error
+	if !errors.As(err, &e) || !strings.Contains(err.Error(), "out of memory") {
+		t.Fatalf("got %v, want an out-of-memory *Error", err)
+	}
+	if got := FromSlice([]float32{1, 2}).ToDevice(dev).MulScalar(3).Float32s(); got[1] != 6 {
+		t.Fatalf("device unusable after OOM: %v", got)
+	}
+}
+
+func TestGPUMixedDevices(t *testing.T) {
+	requireGPU(t)
+	a := FromSlice([]float32{1, 2}).cpu()
+	b := FromSlice([]float32{1, 2}).ToDevice(CUDA(0))
+	err := Try(func() { a.Add(b) })
+	if err == nil || !strings.Contains(err.Error(), "operand 0 is on cpu, operand 1 on cuda:0") {
+		t.Fatalf("got %v", err)
+	}
+}
+
+// Every dtype survives a round trip through the GPU bit for bit, from any
+// view.
+func TestGPUTransfers(t *testing.T) {
+	requireGPU(t)
+	for _, dt := range []DType{Float32, Float64, Float16, BFloat16, Int32, Int64, Bool} {
+		x := Randn(5, Float64, 33, 17).MulScalar(100).cpu().To(dt).T()
+		y := x.ToDevice(CUDA(0))
+		if y.Device() != CUDA(0) || !slices.Equal(y.Shape(), x.Shape()) {
+			t.Fatalf("%v: %v %v", dt, y.Device(), y.Shape())
+		}
+		if !slices.Equal(y.ToDevice(CPU).Float64s(), x.Float64s()) {
+			t.Errorf("%v: round trip changed values", dt)
+		}
 	}
 }
