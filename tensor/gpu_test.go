@@ -97,3 +97,17 @@ func TestGPUTransfers(t *testing.T) {
 		}
 	}
 }
+
+func TestToTargets(t *testing.T) {
+	x := FromSlice([]float32{1.5, -2}).cpu()
+	if y := x.To(Float16); y.DType() != Float16 || x.To(Float32) != x || x.To(CPU) != x {
+		t.Fatalf("To of a dtype: %v", y.DType())
+	}
+	if ok, _ := cuda.Available(); !ok {
+		return
+	}
+	y := x.To(CUDA(0))
+	if y.Device() != CUDA(0) || !slices.Equal(y.To(CPU).Float32s(), []float32{1.5, -2}) {
+		t.Fatalf("To of a device: %v", y.Device())
+	}
+}

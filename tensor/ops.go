@@ -172,14 +172,21 @@ func (t *Tensor) MaskedFill(mask *Tensor, value float64) *Tensor {
 	return apply(ir.OpMaskedFill, ir.Attrs{Scalars: []float64{value}}, t, mask)
 }
 
-// To returns t converted to dt (t itself if it already has that type).
-// Floating to integer truncates toward zero; any type to Bool tests for
-// non-zero.
-func (t *Tensor) To(dt DType) *Tensor {
-	if dt == t.dtype {
-		return t
+// To returns t converted to a dtype or moved to a device, as PyTorch's
+// tensor.to: x.To(tensor.Float16), x.To(tensor.CUDA(0)). It returns t
+// itself when nothing changes. Floating to integer truncates toward zero;
+// any type to Bool tests for non-zero; see ToDevice for moves.
+func (t *Tensor) To(target Target) *Tensor {
+	switch target := target.(type) {
+	case Device:
+		return t.ToDevice(target)
+	case DType:
+		if target == t.dtype {
+			return t
+		}
+		return apply(ir.OpCast, ir.Attrs{DType: target}, t)
 	}
-	return apply(ir.OpCast, ir.Attrs{DType: dt}, t)
+	panic("tensor: To of an unknown target") // ir.Target has no other implementations
 }
 
 func (t *Tensor) reduction(op *ir.Op, keepDim bool, dims []int) *Tensor {

@@ -24,32 +24,25 @@ const (
 )
 
 // DeviceType says what kind of processor holds a tensor's storage.
-type DeviceType uint8
+type DeviceType = ir.DeviceType
 
 // The device types.
 const (
-	DeviceCPU DeviceType = iota
-	DeviceCUDA
+	DeviceCPU  = ir.DeviceCPU
+	DeviceCUDA = ir.DeviceCUDA
 )
 
-// Device is where a tensor's storage lives.
-type Device struct {
-	Type  DeviceType
-	Index int
-}
+// Device is where a tensor's storage lives and its ops run.
+type Device = ir.Device
 
 // CPU is the host.
-var CPU = Device{Type: DeviceCPU}
+var CPU = ir.CPU
 
 // CUDA is GPU number i.
-func CUDA(i int) Device { return Device{Type: DeviceCUDA, Index: i} }
+func CUDA(i int) Device { return ir.CUDA(i) }
 
-func (d Device) String() string {
-	if d.Type == DeviceCUDA {
-		return fmt.Sprintf("cuda:%d", d.Index)
-	}
-	return "cpu"
-}
+// Target is a DType or a Device: what To converts a tensor to.
+type Target = ir.Target
 
 // Tensor is an n-dimensional array: a view (shape, strides and offset, in
 // elements) of a storage that other tensors may share. Views made by
