@@ -13,6 +13,16 @@
 // Every op is described once, in package gocompile/ir's registry, and the
 // kernels here derive from that description.
 //
+// # Devices
+//
+// Tensors live on the CPU or on a CUDA GPU (To(CUDA(0)), or
+// GOCOMPILE_DEVICE=cuda for every new tensor). Every op runs on both: on a
+// GPU, as a kernel that package inductor generates from the op's registry
+// entry and NVRTC compiles once per configuration. GPU ops are queued in
+// order on one stream per device; reading values (Float32s, Item, String)
+// waits for them. Device memory comes from a caching allocator and returns
+// to it when a tensor is garbage collected.
+//
 // # Errors
 //
 // Misusing an op (shapes that do not broadcast, a dim out of range, an
@@ -23,7 +33,7 @@
 //
 // # Concurrency
 //
-// Tensors are safe to read from many goroutines. The in-place methods (Set,
+// Tensors are safe to read from many goroutines, on any device. The in-place methods (Set,
 // Fill, Copy) write to shared storage and must not race with other use of
 // the same elements. Large ops split their work across GOMAXPROCS
 // goroutines.
