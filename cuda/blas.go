@@ -27,7 +27,7 @@ func initBLAS() error {
 		}()
 		h, path, err := loadLibrary(cublasSpec)
 		if err != nil {
-			blasLib.err = err
+			blasLib.err = fmt.Errorf("cuda: cuBLAS not found: %w", err)
 			return
 		}
 		blasLib.path = path
@@ -83,10 +83,12 @@ const (
 // BLAS is a cuBLAS handle for one device, safe for concurrent use: calls are
 // serialized by a mutex (cublasSetStream, then the operation).
 type BLAS struct {
-	dev  *Device
-	mu   sync.Mutex
-	h    uintptr // cublasHandle_t
-	tf32 bool
+	dev    *Device
+	mu     sync.Mutex
+	h      uintptr // cublasHandle_t
+	tf32   bool
+	math   uintptr // the math mode last set on h
+	stream uintptr // the stream last set on h (0 at creation)
 
 	// alpha and beta live here, on the heap, so that passing their
 	// addresses does not allocate.
@@ -185,25 +187,39 @@ func (b *BLAS) GemmStridedBatched(s *Stream, transA, transB bool, m, n, k int,
 		return err
 	}
 	defer runtime.UnlockOSThread()
+	// Pooled argument arrays: variadic calls would allocate.
+	cb := callPool.Get().(*callBuf)
+	defer callPool.Put(cb)
 	math := uintptr(mathDefault)
 	if b.tf32 {
 		math = mathTF32
 	}
-	if r, _, _ := purego.SyscallN(blasLib.setMathMode, b.h, math); r != 0 {
-		return cublasError("cublasSetMathMode", int(int32(uint32(r))))
+	if math != b.math {
+		cb.a[0], cb.a[1] = b.h, math
+		if r, _, _ := purego.SyscallN(blasLib.setMathMode, cb.a[:2]...); r != 0 {
+			return cublasError("cublasSetMathMode", int(int32(uint32(r))))
+		}
+		b.math = math
 	}
-	if r, _, _ := purego.SyscallN(blasLib.setStream, b.h, s.handle()); r != 0 {
-		return cublasError("cublasSetStream_v2", int(int32(uint32(r))))
+	if h := s.handle(); h != b.stream {
+		cb.a[0], cb.a[1] = b.h, h
+		if r, _, _ := purego.SyscallN(blasLib.setStream, cb.a[:2]...); r != 0 {
+			return cublasError("cublasSetStream_v2", int(int32(uint32(r))))
+		}
+		b.stream = h
 	}
 	dt := uintptr(dtype)
-	r, _, _ := purego.SyscallN(blasLib.gemmStridedBatchedEx, b.h, ta, tb,
+	// alpha and beta point into b, heap memory kept alive below.
+	cb.a = [24]uintptr{b.h, ta, tb,
 		uintptr(m), uintptr(n), uintptr(k),
 		uintptr(alpha),
 		uintptr(A), dt, uintptr(lda), uintptr(strideA),
 		uintptr(B), dt, uintptr(ldb), uintptr(strideB),
 		uintptr(beta),
 		uintptr(C), dt, uintptr(ldc), uintptr(strideC),
-		uintptr(batch), compute, gemmDefault)
+		uintptr(batch), compute, gemmDefault}
+	r, _, _ := purego.SyscallN(blasLib.gemmStridedBatchedEx, cb.a[:23]...)
+	runtime.KeepAlive(b)
 	if r != 0 {
 		return cublasError("cublasGemmStridedBatchedEx", int(int32(uint32(r))))
 	}

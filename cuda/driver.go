@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/ebitengine/purego"
@@ -182,7 +183,7 @@ func Available() (bool, error) {
 			return
 		}
 		if err := initNVRTC(); err != nil {
-			avail.err = fmt.Errorf("cuda: %d device(s) found but NVRTC is missing, so generated kernels cannot run on the GPU: %w", drv.count, err)
+			avail.err = fmt.Errorf("cuda: %d device(s) found but NVRTC is missing, so generated kernels cannot run on the GPU (%w)", drv.count, err)
 			return
 		}
 		avail.ok = true
@@ -226,8 +227,9 @@ type Device struct {
 	L2CacheSize               int // bytes
 	MaxRegistersPerBlock      int
 
-	dev int32   // CUdevice
-	ctx uintptr // primary CUcontext, retained once
+	dev     int32     // CUdevice
+	ctx     uintptr   // primary CUcontext, retained once
+	ctxArgs []uintptr // {ctx}, read-only: the argument list of cuCtxSetCurrent
 
 	blasMu  sync.Mutex
 	blas    *BLAS
@@ -305,6 +307,7 @@ func GetDevice(ordinal int) (*Device, error) {
 	if r, _, _ := purego.SyscallN(drv.cuDevicePrimaryCtxRetain, uintptr(unsafe.Pointer(&d.ctx)), uintptr(d.dev)); cuResult(r) != 0 {
 		return nil, driverError("cuDevicePrimaryCtxRetain", r)
 	}
+	d.ctxArgs = []uintptr{d.ctx}
 	if devices.m == nil {
 		devices.m = map[int]*Device{}
 	}
@@ -327,7 +330,7 @@ func (d *Device) Arch() string {
 // thread for each call); MakeCurrent is for code that calls other CUDA
 // libraries directly, which should hold runtime.LockOSThread around both.
 func (d *Device) MakeCurrent() error {
-	r, _, _ := purego.SyscallN(drv.cuCtxSetCurrent, d.ctx)
+	r, _, _ := purego.SyscallN(drv.cuCtxSetCurrent, d.ctxArgs...)
 	return driverError("cuCtxSetCurrent", r)
 }
 
@@ -336,7 +339,7 @@ func (d *Device) MakeCurrent() error {
 // lock returns an error).
 func (d *Device) lock() error {
 	runtime.LockOSThread()
-	r, _, _ := purego.SyscallN(drv.cuCtxSetCurrent, d.ctx)
+	r, _, _ := purego.SyscallN(drv.cuCtxSetCurrent, d.ctxArgs...)
 	if cuResult(r) != 0 {
 		return driverError("cuCtxSetCurrent", r)
 	}
@@ -347,33 +350,46 @@ func (d *Device) lock() error {
 // result. Like purego.SyscallN, its uintptr arguments may be pointers
 // converted in the call expression.
 //
+// The arguments are copied into a pooled array handed to purego.SyscallN:
+// passing them as a variadic list would allocate on every call. Unused
+// trailing arguments are 0; the C calling convention ignores extra ones.
+//
 //go:uintptrescapes
-func (d *Device) call(op string, fn uintptr, args ...uintptr) error {
+func (d *Device) call(op string, fn, a1, a2, a3, a4 uintptr) error {
 	if fn == 0 {
 		return &Error{Op: op, Code: 500, Name: "CUDA_ERROR_NOT_FOUND", Msg: "the driver lacks " + op + " (driver too old?)"}
 	}
+	b := callPool.Get().(*callBuf)
+	b.a[0], b.a[1], b.a[2], b.a[3] = a1, a2, a3, a4
 	if err := d.lock(); err != nil {
 		runtime.UnlockOSThread()
+		callPool.Put(b)
 		return err
 	}
-	r, _, _ := purego.SyscallN(fn, args...)
+	r, _, _ := purego.SyscallN(fn, b.a[:4]...)
 	runtime.UnlockOSThread()
+	callPool.Put(b)
 	if cuResult(r) != 0 {
 		return driverError(op, r)
 	}
 	return nil
 }
 
+// callBuf holds the arguments of one foreign call.
+type callBuf struct{ a [24]uintptr }
+
+var callPool = sync.Pool{New: func() any { return new(callBuf) }}
+
 // Synchronize waits until all work on the device's primary context is done
 // (cuCtxSynchronize).
 func (d *Device) Synchronize() error {
-	return d.call("cuCtxSynchronize", drv.cuCtxSynchronize)
+	return d.call("cuCtxSynchronize", drv.cuCtxSynchronize, 0, 0, 0, 0)
 }
 
 // MemInfo returns the free and total device memory in bytes (cuMemGetInfo_v2).
 func (d *Device) MemInfo() (free, total uint64, err error) {
 	var f, t uint64
-	err = d.call("cuMemGetInfo_v2", drv.cuMemGetInfo, uintptr(unsafe.Pointer(&f)), uintptr(unsafe.Pointer(&t)))
+	err = d.call("cuMemGetInfo_v2", drv.cuMemGetInfo, uintptr(unsafe.Pointer(&f)), uintptr(unsafe.Pointer(&t)), 0, 0)
 	return f, t, err
 }
 
@@ -388,7 +404,7 @@ func (d *Device) Malloc(n int) (DevicePtr, error) {
 		return 0, fmt.Errorf("cuda: Malloc: negative size %d", n)
 	}
 	var p DevicePtr
-	err := d.call("cuMemAlloc_v2", drv.cuMemAlloc, uintptr(unsafe.Pointer(&p)), uintptr(n))
+	err := d.call("cuMemAlloc_v2", drv.cuMemAlloc, uintptr(unsafe.Pointer(&p)), uintptr(n), 0, 0)
 	return p, err
 }
 
@@ -397,7 +413,7 @@ func (d *Device) Free(p DevicePtr) error {
 	if p == 0 {
 		return nil
 	}
-	return d.call("cuMemFree_v2", drv.cuMemFree, uintptr(p))
+	return d.call("cuMemFree_v2", drv.cuMemFree, uintptr(p), 0, 0, 0)
 }
 
 // MallocHost allocates n bytes of page-locked host memory
@@ -408,7 +424,7 @@ func (d *Device) MallocHost(n int) (unsafe.Pointer, error) {
 		return nil, fmt.Errorf("cuda: MallocHost: negative size %d", n)
 	}
 	var p unsafe.Pointer
-	err := d.call("cuMemAllocHost_v2", drv.cuMemAllocHost, uintptr(unsafe.Pointer(&p)), uintptr(n))
+	err := d.call("cuMemAllocHost_v2", drv.cuMemAllocHost, uintptr(unsafe.Pointer(&p)), uintptr(n), 0, 0)
 	return p, err
 }
 
@@ -417,7 +433,7 @@ func (d *Device) FreeHost(p unsafe.Pointer) error {
 	if p == nil {
 		return nil
 	}
-	return d.call("cuMemFreeHost", drv.cuMemFreeHost, uintptr(p))
+	return d.call("cuMemFreeHost", drv.cuMemFreeHost, uintptr(p), 0, 0, 0)
 }
 
 // Stream is a CUDA stream bound to a device. A nil *Stream, and the stream of
@@ -436,7 +452,7 @@ const streamNonBlocking = 1
 // CU_STREAM_NON_BLOCKING).
 func (d *Device) NewStream() (*Stream, error) {
 	s := &Stream{dev: d}
-	if err := d.call("cuStreamCreate", drv.cuStreamCreate, uintptr(unsafe.Pointer(&s.h)), streamNonBlocking); err != nil {
+	if err := d.call("cuStreamCreate", drv.cuStreamCreate, uintptr(unsafe.Pointer(&s.h)), streamNonBlocking, 0, 0); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -448,10 +464,15 @@ func (d *Device) DefaultStream() *Stream { return &Stream{dev: d} }
 
 var errNoDevice = errors.New("cuda: no CUDA device available")
 
+var device0 atomic.Pointer[Device]
+
 // device returns s's device; for a nil stream, device 0.
 func (s *Stream) device() (*Device, error) {
 	if s != nil && s.dev != nil {
 		return s.dev, nil
+	}
+	if d := device0.Load(); d != nil {
+		return d, nil
 	}
 	d, err := GetDevice(0)
 	if err != nil {
@@ -460,6 +481,7 @@ func (s *Stream) device() (*Device, error) {
 		}
 		return nil, err
 	}
+	device0.Store(d)
 	return d, nil
 }
 
@@ -480,29 +502,17 @@ func (s *Stream) Device() *Device {
 func (s *Stream) Handle() uintptr { return s.handle() }
 
 //go:uintptrescapes
-func (s *Stream) call(op string, fn uintptr, args ...uintptr) error {
+func (s *Stream) call(op string, fn, a1, a2, a3, a4 uintptr) error {
 	d, err := s.device()
 	if err != nil {
 		return err
 	}
-	if fn == 0 {
-		return &Error{Op: op, Code: 500, Name: "CUDA_ERROR_NOT_FOUND", Msg: "the driver lacks " + op + " (driver too old?)"}
-	}
-	if err := d.lock(); err != nil {
-		runtime.UnlockOSThread()
-		return err
-	}
-	r, _, _ := purego.SyscallN(fn, args...)
-	runtime.UnlockOSThread()
-	if cuResult(r) != 0 {
-		return driverError(op, r)
-	}
-	return nil
+	return d.call(op, fn, a1, a2, a3, a4)
 }
 
 // Synchronize waits for all work queued on s (cuStreamSynchronize).
 func (s *Stream) Synchronize() error {
-	return s.call("cuStreamSynchronize", drv.cuStreamSynchronize, s.handle())
+	return s.call("cuStreamSynchronize", drv.cuStreamSynchronize, s.handle(), 0, 0, 0)
 }
 
 // Destroy destroys the stream (cuStreamDestroy_v2). Destroying nil or a
@@ -511,7 +521,7 @@ func (s *Stream) Destroy() error {
 	if s == nil || s.h == 0 {
 		return nil
 	}
-	err := s.call("cuStreamDestroy_v2", drv.cuStreamDestroy, s.h)
+	err := s.call("cuStreamDestroy_v2", drv.cuStreamDestroy, s.h, 0, 0, 0)
 	s.h = 0
 	return err
 }
@@ -573,7 +583,7 @@ type Event struct {
 // NewEvent creates an event with timing enabled (cuEventCreate, CU_EVENT_DEFAULT).
 func (d *Device) NewEvent() (*Event, error) {
 	e := &Event{dev: d}
-	if err := d.call("cuEventCreate", drv.cuEventCreate, uintptr(unsafe.Pointer(&e.h)), 0); err != nil {
+	if err := d.call("cuEventCreate", drv.cuEventCreate, uintptr(unsafe.Pointer(&e.h)), 0, 0, 0); err != nil {
 		return nil, err
 	}
 	return e, nil
@@ -582,12 +592,12 @@ func (d *Device) NewEvent() (*Event, error) {
 // Record records the event on s (cuEventRecord); s may be nil for the legacy
 // default stream.
 func (e *Event) Record(s *Stream) error {
-	return e.dev.call("cuEventRecord", drv.cuEventRecord, e.h, s.handle())
+	return e.dev.call("cuEventRecord", drv.cuEventRecord, e.h, s.handle(), 0, 0)
 }
 
 // Synchronize waits until the event has completed (cuEventSynchronize).
 func (e *Event) Synchronize() error {
-	return e.dev.call("cuEventSynchronize", drv.cuEventSynchronize, e.h)
+	return e.dev.call("cuEventSynchronize", drv.cuEventSynchronize, e.h, 0, 0, 0)
 }
 
 // Destroy destroys the event (cuEventDestroy_v2).
@@ -595,7 +605,7 @@ func (e *Event) Destroy() error {
 	if e == nil || e.h == 0 {
 		return nil
 	}
-	err := e.dev.call("cuEventDestroy_v2", drv.cuEventDestroy, e.h)
+	err := e.dev.call("cuEventDestroy_v2", drv.cuEventDestroy, e.h, 0, 0, 0)
 	e.h = 0
 	return err
 }
@@ -604,7 +614,7 @@ func (e *Event) Destroy() error {
 // events (cuEventElapsedTime); resolution is about half a microsecond.
 func ElapsedMs(start, end *Event) (float32, error) {
 	var ms float32
-	err := start.dev.call("cuEventElapsedTime", drv.cuEventElapsedTime, uintptr(unsafe.Pointer(&ms)), start.h, end.h)
+	err := start.dev.call("cuEventElapsedTime", drv.cuEventElapsedTime, uintptr(unsafe.Pointer(&ms)), start.h, end.h, 0)
 	return ms, err
 }
 
@@ -628,7 +638,7 @@ func (d *Device) LoadModule(image []byte) (*Module, error) {
 		copy(img, image)
 	}
 	m := &Module{dev: d}
-	if err := d.call("cuModuleLoadData", drv.cuModuleLoadData, uintptr(unsafe.Pointer(&m.h)), uintptr(unsafe.Pointer(&img[0]))); err != nil {
+	if err := d.call("cuModuleLoadData", drv.cuModuleLoadData, uintptr(unsafe.Pointer(&m.h)), uintptr(unsafe.Pointer(&img[0])), 0, 0); err != nil {
 		return nil, err
 	}
 	return m, nil
@@ -639,7 +649,7 @@ func (m *Module) Unload() error {
 	if m == nil || m.h == 0 {
 		return nil
 	}
-	err := m.dev.call("cuModuleUnload", drv.cuModuleUnload, m.h)
+	err := m.dev.call("cuModuleUnload", drv.cuModuleUnload, m.h, 0, 0, 0)
 	m.h = 0
 	return err
 }
@@ -656,7 +666,7 @@ type Function struct {
 func (m *Module) Function(name string) (*Function, error) {
 	f := &Function{mod: m, Name: name}
 	cname := cString(name)
-	if err := m.dev.call("cuModuleGetFunction", drv.cuModuleGetFunction, uintptr(unsafe.Pointer(&f.h)), m.h, uintptr(unsafe.Pointer(&cname[0]))); err != nil {
+	if err := m.dev.call("cuModuleGetFunction", drv.cuModuleGetFunction, uintptr(unsafe.Pointer(&f.h)), m.h, uintptr(unsafe.Pointer(&cname[0])), 0); err != nil {
 		return nil, fmt.Errorf("cuda: kernel %q: %w", name, err)
 	}
 	return f, nil
@@ -672,7 +682,7 @@ const (
 
 func (f *Function) attr(a int) (int, error) {
 	var v int32
-	err := f.mod.dev.call("cuFuncGetAttribute", drv.cuFuncGetAttribute, uintptr(unsafe.Pointer(&v)), uintptr(a), f.h)
+	err := f.mod.dev.call("cuFuncGetAttribute", drv.cuFuncGetAttribute, uintptr(unsafe.Pointer(&v)), uintptr(a), f.h, 0)
 	return int(v), err
 }
 
@@ -695,7 +705,7 @@ func (f *Function) Attributes() (regs, sharedStatic, maxThreads int, err error) 
 // needed above 48 KiB, up to the device's MaxSharedMemPerBlockOptin minus
 // the kernel's static shared memory.
 func (f *Function) SetMaxDynamicShared(bytes int) error {
-	return f.mod.dev.call("cuFuncSetAttribute", drv.cuFuncSetAttribute, f.h, funcAttrMaxDynamicSharedSize, uintptr(bytes))
+	return f.mod.dev.call("cuFuncSetAttribute", drv.cuFuncSetAttribute, f.h, funcAttrMaxDynamicSharedSize, uintptr(bytes), 0)
 }
 
 // Dim3 is a grid or block shape. Zero components are treated as 1.
@@ -715,16 +725,22 @@ func one(v uint32) uintptr {
 // allocate.
 func (s *Stream) Launch(f *Function, grid, block Dim3, sharedMem int, args *Args) error {
 	d := f.mod.dev
-	if err := d.lock(); err != nil {
-		runtime.UnlockOSThread()
-		return err
-	}
-	r, _, _ := purego.SyscallN(drv.cuLaunchKernel, f.h,
+	b := callPool.Get().(*callBuf)
+	b.a = [24]uintptr{f.h,
 		one(grid.X), one(grid.Y), one(grid.Z),
 		one(block.X), one(block.Y), one(block.Z),
 		uintptr(sharedMem), s.handle(),
-		uintptr(unsafe.Pointer(args.params())), 0)
+		// kernelParams points into args's heap memory, which does not move
+		// and is kept alive below.
+		uintptr(unsafe.Pointer(args.params())), 0}
+	if err := d.lock(); err != nil {
+		runtime.UnlockOSThread()
+		callPool.Put(b)
+		return err
+	}
+	r, _, _ := purego.SyscallN(drv.cuLaunchKernel, b.a[:11]...)
 	runtime.UnlockOSThread()
+	callPool.Put(b)
 	runtime.KeepAlive(args)
 	if cuResult(r) != 0 {
 		return fmt.Errorf("cuda: launching %s: %w", f.Name, driverError("cuLaunchKernel", r))
@@ -856,14 +872,14 @@ func (s *Stream) BeginCapture() error {
 	if s.handle() == 0 {
 		return errors.New("cuda: BeginCapture: the legacy default stream cannot be captured")
 	}
-	return s.call("cuStreamBeginCapture_v2", drv.cuStreamBeginCapture, s.h, captureModeThreadLocal)
+	return s.call("cuStreamBeginCapture_v2", drv.cuStreamBeginCapture, s.h, captureModeThreadLocal, 0, 0)
 }
 
 // EndCapture ends capturing on s and returns the captured graph
 // (cuStreamEndCapture).
 func (s *Stream) EndCapture() (*Graph, error) {
 	g := &Graph{dev: s.Device()}
-	if err := s.call("cuStreamEndCapture", drv.cuStreamEndCapture, s.handle(), uintptr(unsafe.Pointer(&g.h))); err != nil {
+	if err := s.call("cuStreamEndCapture", drv.cuStreamEndCapture, s.handle(), uintptr(unsafe.Pointer(&g.h)), 0, 0); err != nil {
 		return nil, err
 	}
 	return g, nil
@@ -878,7 +894,7 @@ type Graph struct {
 // Instantiate makes an executable graph of g (cuGraphInstantiateWithFlags).
 func (g *Graph) Instantiate() (*GraphExec, error) {
 	e := &GraphExec{dev: g.dev}
-	if err := g.dev.call("cuGraphInstantiateWithFlags", drv.cuGraphInstantiateWithFlags, uintptr(unsafe.Pointer(&e.h)), g.h, 0); err != nil {
+	if err := g.dev.call("cuGraphInstantiateWithFlags", drv.cuGraphInstantiateWithFlags, uintptr(unsafe.Pointer(&e.h)), g.h, 0, 0); err != nil {
 		return nil, err
 	}
 	return e, nil
@@ -890,7 +906,7 @@ func (g *Graph) Destroy() error {
 	if g == nil || g.h == 0 {
 		return nil
 	}
-	err := g.dev.call("cuGraphDestroy", drv.cuGraphDestroy, g.h)
+	err := g.dev.call("cuGraphDestroy", drv.cuGraphDestroy, g.h, 0, 0, 0)
 	g.h = 0
 	return err
 }
@@ -903,7 +919,7 @@ type GraphExec struct {
 
 // Launch queues the graph on s (cuGraphLaunch).
 func (e *GraphExec) Launch(s *Stream) error {
-	return e.dev.call("cuGraphLaunch", drv.cuGraphLaunch, e.h, s.handle())
+	return e.dev.call("cuGraphLaunch", drv.cuGraphLaunch, e.h, s.handle(), 0, 0)
 }
 
 // graphExecUpdateResults names CUgraphExecUpdateResult values.
@@ -932,7 +948,7 @@ func (e *GraphExec) Update(g *Graph) error {
 		errorNode     uintptr
 		errorFromNode uintptr
 	}
-	err := e.dev.call("cuGraphExecUpdate_v2", drv.cuGraphExecUpdate, e.h, g.h, uintptr(unsafe.Pointer(&info)))
+	err := e.dev.call("cuGraphExecUpdate_v2", drv.cuGraphExecUpdate, e.h, g.h, uintptr(unsafe.Pointer(&info)), 0)
 	var ce *Error
 	if errors.As(err, &ce) && info.result != 0 {
 		r := "result " + strconv.Itoa(int(info.result))
@@ -949,7 +965,7 @@ func (e *GraphExec) Destroy() error {
 	if e == nil || e.h == 0 {
 		return nil
 	}
-	err := e.dev.call("cuGraphExecDestroy", drv.cuGraphExecDestroy, e.h)
+	err := e.dev.call("cuGraphExecDestroy", drv.cuGraphExecDestroy, e.h, 0, 0, 0)
 	e.h = 0
 	return err
 }

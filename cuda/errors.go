@@ -54,6 +54,10 @@ func (e *Error) Error() string {
 // error of the driver (CUDA_ERROR_OUT_OF_MEMORY), NVRTC
 // (NVRTC_ERROR_OUT_OF_MEMORY) or cuBLAS (CUBLAS_STATUS_ALLOC_FAILED).
 func IsOutOfMemory(err error) bool {
+	var o interface{ OutOfMemory() bool } // the allocator's *OutOfMemoryError
+	if errors.As(err, &o) && o.OutOfMemory() {
+		return true
+	}
 	var e *Error
 	if !errors.As(err, &e) {
 		return false

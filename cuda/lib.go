@@ -226,9 +226,9 @@ func loadLibrary(spec libSpec) (handle uintptr, path string, err error) {
 		libMu.Unlock()
 		return h, p, nil
 	}
-	msg := fmt.Sprintf("cuda: library %s not found (tried %s)", spec.names[0], strings.Join(cands, ", "))
+	msg := fmt.Sprintf("library %s not found (tried %s)", spec.names[0], strings.Join(cands, ", "))
 	if len(cands) > 8 {
-		msg = fmt.Sprintf("cuda: library %s not found (tried %s and %d more paths)",
+		msg = fmt.Sprintf("library %s not found (tried %s and %d more paths)",
 			spec.names[0], strings.Join(cands[:len(spec.names)], ", "), len(cands)-len(spec.names))
 	}
 	if firstErr != nil {

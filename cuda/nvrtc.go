@@ -64,7 +64,7 @@ func initNVRTC() error {
 		}
 		h, path, err := loadLibrary(spec)
 		if err != nil {
-			nv.err = err
+			nv.err = fmt.Errorf("cuda: NVRTC not found: %w", err)
 			return
 		}
 		nv.path = path
