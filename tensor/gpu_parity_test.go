@@ -67,7 +67,7 @@ func TestGPUMatchesCPU(t *testing.T) {
 			w, h := want.Float64s(), got.Float64s()
 			for i := range w {
 				scale := math.Max(1, math.Abs(w[i]))
-				if !(math.Abs(w[i]-h[i]) <= tol[dt]*scale || (math.IsNaN(w[i]) && math.IsNaN(h[i]))) {
+				if !(w[i] == h[i] || math.Abs(w[i]-h[i]) <= tol[dt]*scale || (math.IsNaN(w[i]) && math.IsNaN(h[i]))) {
 					t.Errorf("%s on %v: element %d is %v on the GPU, %v on the CPU", op.name, dt, i, h[i], w[i])
 					break
 				}
