@@ -36,11 +36,15 @@ func TestGPUMatchesCPU(t *testing.T) {
 		{"var", func(in inputs) *Tensor { return in.a.Var([]int{1}, 1, false) }},
 		{"softmax", func(in inputs) *Tensor { return in.a.Softmax(-1) }},
 		{"log softmax", func(in inputs) *Tensor { return in.a.T().LogSoftmax(-1) }},
-		{"layer norm", func(in inputs) *Tensor { return in.a.LayerNorm([]int{1023}, in.b.Select(0, 1), in.b.Select(0, 2), 1e-5) }},
+		{"layer norm", func(in inputs) *Tensor {
+			return in.a.LayerNorm([]int{1023}, in.b.Select(0, 1), in.b.Select(0, 2), 1e-5)
+		}},
 		{"rms norm", func(in inputs) *Tensor { return in.a.RMSNorm([]int{1023}, in.b.Select(0, 1), 1e-6) }},
 		{"matmul", func(in inputs) *Tensor { return in.a.MatMul(in.b.T()) }},
 		{"linear", func(in inputs) *Tensor { return in.a.Linear(in.b, in.b.Select(1, 0)) }},
-		{"cat stack", func(in inputs) *Tensor { return Stack([]*Tensor{Cat([]*Tensor{in.a, in.b}, 1), Cat([]*Tensor{in.b, in.a}, 1)}, 0) }},
+		{"cat stack", func(in inputs) *Tensor {
+			return Stack([]*Tensor{Cat([]*Tensor{in.a, in.b}, 1), Cat([]*Tensor{in.b, in.a}, 1)}, 0)
+		}},
 		{"gather", func(in inputs) *Tensor { return in.a.Gather(1, in.idx) }},
 		{"index select", func(in inputs) *Tensor { return in.a.IndexSelect(1, in.idx.Select(0, 0)) }},
 		{"embedding", func(in inputs) *Tensor { return Embedding(in.idx, in.a.T()) }},
