@@ -226,6 +226,7 @@ func Randn(seed uint64, dt DType, shape ...int) *Tensor {
 // Fill sets every element of t (and so of every view that shares them) to
 // v, and returns t.
 func (t *Tensor) Fill(v float64) *Tensor {
+	t.noInPlaceOnProxy("Fill")
 	src := fromFloat64s([]float64{v}, t.dtype)
 	copyInto(t, src)
 	return t
@@ -235,6 +236,7 @@ func (t *Tensor) Fill(v float64) *Tensor {
 // elements in place, and returns t. Views of the same storage see the
 // change.
 func (t *Tensor) Copy(src *Tensor) *Tensor {
+	t.noInPlaceOnProxy("Copy")
 	if !broadcastsTo(src.shape, t.shape) {
 		throw("Copy", []*Tensor{t, src}, "the source must broadcast to the destination's shape",
 			"cannot copy a tensor of shape %s into one of shape %s", ir.FormatShape(src.shape), ir.FormatShape(t.shape))
@@ -260,6 +262,7 @@ func broadcastsTo(from, to []int) bool {
 // Set writes v at the given index (one per dim; negative counts from the
 // end).
 func (t *Tensor) Set(v float64, index ...int) {
+	t.noInPlaceOnProxy("Set")
 	off := t.elementOffset("Set", index)
 	if t.st.dev != CPU {
 		copyInto(t.element(off), fromFloat64s([]float64{v}, t.dtype))
@@ -270,6 +273,9 @@ func (t *Tensor) Set(v float64, index ...int) {
 
 // At reads the element at the given index as a float64.
 func (t *Tensor) At(index ...int) float64 {
+	if t.px != nil {
+		return t.materialize("At").At(index...)
+	}
 	off := t.elementOffset("At", index)
 	src := t
 	if t.st.dev != CPU {
@@ -300,4 +306,13 @@ func (t *Tensor) elementOffset(op string, index []int) int {
 		off += i * t.strides[d]
 	}
 	return off
+}
+
+// noInPlaceOnProxy rejects in-place writes inside compiled functions:
+// graphs are values, without mutation.
+func (t *Tensor) noInPlaceOnProxy(op string) {
+	if t.px != nil {
+		throw(op, []*Tensor{t}, "compute a new tensor instead (Where, MaskedFill, Cat …), or write outside the compiled function",
+			"in-place writes are not supported on tensors traced by Compile")
+	}
 }

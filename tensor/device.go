@@ -166,6 +166,9 @@ func (t *Tensor) ToDevice(d Device) *Tensor {
 	if t.st.dev == d {
 		return t
 	}
+	if t.px != nil {
+		return t.materialize("ToDevice").ToDevice(d)
+	}
 	switch {
 	case t.st.dev == CPU: // host to device
 		c := t.Contiguous()

@@ -10,6 +10,9 @@ import (
 // through: the registry says what kind of op it is, and the kernel for that
 // kind derives the op's behaviour from the registry entry.
 func apply(op *ir.Op, a ir.Attrs, args ...ir.Value) *Tensor {
+	if tr := tracerOf(args); tr != nil {
+		return tr.record(op, a, args) // tracing a compiled function
+	}
 	checkDevices(op, args)
 	switch op.Kind {
 	case ir.Pointwise:

@@ -21,6 +21,9 @@ const (
 // String returns t as PyTorch prints it, e.g. "tensor([1., 2.])". Tensors
 // of more than 1000 elements are summarised with "...".
 func (t *Tensor) String() string {
+	if t.px != nil {
+		return t.materialize("String").String()
+	}
 	const prefix = "tensor("
 	indent := len(prefix)
 	var suffixes []string

@@ -57,6 +57,8 @@ type Tensor struct {
 	strides []int
 	offset  int
 	dtype   DType
+	px      *proxy // set while tracing: the tensor stands for a graph node
+	dynDims uint64 // dims MarkDynamic asked to compile as dynamic
 }
 
 // storage is where a tensor's elements live: on the CPU a typed slice
@@ -69,7 +71,12 @@ type storage struct {
 }
 
 // Shape returns a copy of the tensor's sizes.
-func (t *Tensor) Shape() []int { return append([]int(nil), t.shape...) }
+func (t *Tensor) Shape() []int {
+	if t.px != nil && t.px.tr.onShapeRead != nil {
+		t.px.tr.onShapeRead(t.shape) // fn may compute with these numbers
+	}
+	return append([]int(nil), t.shape...)
+}
 
 // Strides returns a copy of the tensor's strides, in elements.
 func (t *Tensor) Strides() []int { return append([]int(nil), t.strides...) }
@@ -94,6 +101,9 @@ func (t *Tensor) Size(d int) int {
 	d = t.normDim("Size", d)
 	if len(t.shape) == 0 {
 		return 1
+	}
+	if t.px != nil && t.px.tr.onShapeRead != nil {
+		t.px.tr.onShapeRead(t.shape[d : d+1])
 	}
 	return t.shape[d]
 }

@@ -1,0 +1,537 @@
+package tensor
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"golang.org/x/sync/singleflight"
+
+	"gocompile/guard"
+	"gocompile/ir"
+	"gocompile/trace"
+)
+
+// Mode selects how hard Compile works for speed.
+type Mode int
+
+const (
+	// Default balances compile time and speed.
+	Default Mode = iota
+	// ReduceOverhead replays whole programs as CUDA graphs to save launch
+	// overhead at small batch sizes.
+	ReduceOverhead
+	// MaxAutotune benchmarks kernel configurations and keeps the fastest.
+	MaxAutotune
+)
+
+func (m Mode) String() string {
+	return [...]string{"default", "reduce-overhead", "max-autotune"}[m]
+}
+
+// Option configures Compile.
+type Option func(*options)
+
+type options struct {
+	mode      Mode
+	backend   string
+	fullGraph bool
+	dynamic   *bool
+	limit     int
+	cacheDir  string
+	stats     *CompileStats
+}
+
+// WithMode selects the compilation mode.
+func WithMode(m Mode) Option { return func(o *options) { o.mode = m } }
+
+// WithBackend selects a registered backend by name: "eager" runs captured
+// graphs op by op with the eager kernels (to tell capture problems from
+// code generation problems); RegisterBackend adds others.
+func WithBackend(name string) Option { return func(o *options) { o.backend = name } }
+
+// FullGraph makes every graph break an error naming its reason and
+// file:line, instead of compiling the function in segments.
+func FullGraph() Option { return func(o *options) { o.fullGraph = true } }
+
+// Dynamic(true) compiles every dim as dynamic from the first call;
+// Dynamic(false) never makes dims dynamic (every new size recompiles). By
+// default a dim becomes dynamic when a call misses only because it changed.
+func Dynamic(on bool) Option { return func(o *options) { o.dynamic = &on } }
+
+// RecompileLimit sets how many times a function may recompile before it
+// falls back to eager execution with one warning (default 8).
+func RecompileLimit(n int) Option { return func(o *options) { o.limit = n } }
+
+// WithCacheDir sets where compiled artifacts are cached on disk (default:
+// GOCOMPILE_CACHE_DIR, else the user cache directory).
+func WithCacheDir(dir string) Option { return func(o *options) { o.cacheDir = dir } }
+
+// MarkDynamic asks Compile to treat dims of t as dynamic from the first
+// compile of any function t is passed to, and returns t.
+func MarkDynamic(t *Tensor, dims ...int) *Tensor {
+	for _, d := range dims {
+		t.dynDims |= 1 << uint(t.normDim("MarkDynamic", d))
+	}
+	return t
+}
+
+// Program runs a compiled graph: it takes the values of the graph's inputs
+// and returns the values of its outputs.
+type Program interface {
+	Run(inputs []*Tensor) []*Tensor
+}
+
+// Backend turns a captured graph into a Program.
+type Backend interface {
+	Compile(g *ir.Graph) (Program, error)
+}
+
+// BackendFunc adapts a function to Backend.
+type BackendFunc func(g *ir.Graph) (Program, error)
+
+// Compile calls f.
+func (f BackendFunc) Compile(g *ir.Graph) (Program, error) { return f(g) }
+
+var backends sync.Map // name → Backend
+
+// RegisterBackend makes b available to WithBackend(name).
+func RegisterBackend(name string, b Backend) { backends.Store(name, b) }
+
+func init() {
+	RegisterBackend("eager", BackendFunc(func(g *ir.Graph) (Program, error) { return newEagerProgram(g), nil }))
+}
+
+// defaultBackend is used when no WithBackend option is given.
+const defaultBackend = "eager"
+
+// logger writes the categories GOCOMPILE_LOGS names (graph, guards,
+// recompiles, breaks, fusion, output_code, cache) through log/slog.
+var logs = func() map[string]bool {
+	m := map[string]bool{}
+	for _, c := range strings.Split(os.Getenv("GOCOMPILE_LOGS"), ",") {
+		if c = strings.TrimSpace(c); c != "" {
+			m[c] = true
+		}
+	}
+	return m
+}()
+
+func logOn(category string) bool { return logs[category] || logs["all"] }
+
+// Compile returns a function of the same type as fn that runs fn as a
+// compiled graph. The first call with given argument shapes, dtypes,
+// devices and scalar values traces fn on proxy tensors, records a graph
+// of its ops, installs guards, and compiles the graph; later calls whose
+// arguments pass the guards replay the compiled program without running
+// fn at all. Arguments and results may be *Tensor, slices and arrays of
+// them, structs (or pointers to structs) holding them, and numbers, which
+// are guarded by value. Tensors fn reaches that are not arguments (weights
+// in a closure) become constants bound by reference.
+//
+// Reading a traced tensor's values inside fn (Item, Float32s, String, …)
+// breaks the graph: the ops so far run, the read gets real values, and
+// tracing goes on in a new segment. Such a function re-runs fn on every
+// call, each segment replaying from a cache. FullGraph turns breaks into
+// errors. With GOCOMPILE_DISABLE=1, Compile returns fn itself.
+//
+// The returned function is safe for concurrent use; concurrent first calls
+// with the same guards trace and compile once.
+func Compile[F any](fn F, opts ...Option) F {
+	v := reflect.ValueOf(fn)
+	if v.Kind() != reflect.Func || v.IsNil() {
+		panic(&Error{Op: "Compile", Reason: fmt.Sprintf("%T is not a function", fn), Fix: "pass a func"})
+	}
+	if os.Getenv("GOCOMPILE_DISABLE") == "1" {
+		return fn
+	}
+	c := newCompiled(v, opts)
+	return reflect.MakeFunc(v.Type(), c.call).Interface().(F)
+}
+
+// compiled is the state of one compiled function.
+type compiled struct {
+	fn        reflect.Value
+	opts      options
+	backend   Backend
+	guards    atomic.Pointer[guard.Cache] // made by the first call
+	flight    singleflight.Group
+	compileMu sync.Mutex
+	segments  sync.Map // graph key → *segmentEntry
+	eager     atomic.Bool
+	warned    sync.Once
+	name      string
+}
+
+type segmentEntry struct {
+	once sync.Once
+	prog Program
+	err  error
+}
+
+// entry is what one guard entry serves.
+type entry struct {
+	breaks   []trace.Break
+	graphs   []*ir.Graph
+	prog     Program         // without breaks: the whole function
+	template []reflect.Value // fn's results with proxies, rebuilt on replay
+	ninputs  int
+}
+
+func newCompiled(fn reflect.Value, opts []Option) *compiled {
+	c := &compiled{fn: fn, opts: options{backend: defaultBackend, limit: 8}}
+	for _, o := range opts {
+		o(&c.opts)
+	}
+	b, ok := backends.Load(c.opts.backend)
+	if !ok {
+		panic(&Error{Op: "Compile", Reason: fmt.Sprintf("unknown backend %q", c.opts.backend),
+			Fix: "use \"eager\" or register the backend with RegisterBackend"})
+	}
+	c.backend = b.(Backend)
+	c.name = funcName(fn)
+	return c
+}
+
+func funcName(fn reflect.Value) string {
+	if f := runtimeFuncName(fn); f != "" {
+		return f
+	}
+	return fn.Type().String()
+}
+
+var tensorType = reflect.TypeOf((*Tensor)(nil))
+
+// flatArgs are a call's arguments as guard and program inputs.
+type flatArgs struct {
+	leaves  trace.Leaves
+	tensors []*Tensor
+	call    guard.Call
+}
+
+func (c *compiled) flatten(args []reflect.Value) *flatArgs {
+	fa := &flatArgs{}
+	for i, a := range args {
+		if err := trace.Flatten(a, tensorType, &fa.leaves); err != nil {
+			panic(&Error{Op: "Compile", Reason: fmt.Sprintf("argument %d: %v", i, err),
+				Fix: "pass tensors, slices or structs of tensors, and numbers"})
+		}
+	}
+	fa.tensors = make([]*Tensor, len(fa.leaves.Tensors))
+	fa.call.Tensors = make([]guard.TensorMeta, len(fa.tensors))
+	for i, v := range fa.leaves.Tensors {
+		t := v.Interface().(*Tensor)
+		fa.tensors[i] = t
+		m := &fa.call.Tensors[i]
+		if t == nil {
+			m.DType = ir.Invalid // a nil argument: guarded as nil
+			continue
+		}
+		if t.px != nil {
+			panic(&Error{Op: "Compile", Reason: "a traced tensor was passed to a compiled function while tracing another",
+				Fix: "call compiled functions from eager code, or call the plain function inside"})
+		}
+		m.DType, m.Device, m.Contiguous = t.dtype, t.st.dev, t.IsContiguous()
+		m.SetShape(t.shape)
+	}
+	fa.call.Scalars = fa.leaves.Scalars
+	return fa
+}
+
+// call is the compiled function.
+func (c *compiled) call(args []reflect.Value) []reflect.Value {
+	st := c.opts.stats
+	if st != nil {
+		st.Calls.Add(1)
+	}
+	if c.eager.Load() {
+		if st != nil {
+			st.EagerCalls.Add(1)
+		}
+		return c.fn.Call(args)
+	}
+	fa := c.flatten(args)
+	if gc := c.guards.Load(); gc != nil {
+		if _, v, ok := gc.Lookup(&fa.call); ok {
+			return c.run(v.(*entry), fa, args)
+		}
+	}
+	v, err, _ := c.flight.Do(callKey(&fa.call), func() (any, error) {
+		// Identical calls share this flight; different ones take turns, so
+		// each plans against every entry compiled before it.
+		c.compileMu.Lock()
+		defer c.compileMu.Unlock()
+		gc := c.guardCache(fa)
+		if _, v, ok := gc.Lookup(&fa.call); ok {
+			return v, nil
+		}
+		ge, reason := gc.Plan(&fa.call)
+		if reason.LimitReached {
+			c.warned.Do(func() {
+				slog.Warn("gocompile: recompile limit reached; running eagerly from now on",
+					"function", c.name, "limit", c.opts.limit, "reason", reason.Text)
+			})
+			c.eager.Store(true)
+			return nil, nil
+		}
+		if logOn("recompiles") && gc.Len() > 0 {
+			slog.Info("gocompile: recompiling", "function", c.name, "reason", reason.Text)
+		}
+		e := c.compileEntry(ge, fa, args)
+		gc.Insert(ge, e)
+		if st != nil {
+			if st.Compiles.Add(1) > 1 {
+				st.Recompiles.Add(1)
+			}
+			st.Breaks.Add(int64(len(e.breaks)))
+		}
+		if logOn("breaks") {
+			for _, b := range e.breaks {
+				slog.Info("gocompile: graph break", "function", c.name, "reason", b.Reason, "at", b.Loc)
+			}
+		}
+		if logOn("guards") {
+			slog.Info("gocompile: guards", "function", c.name, "guards", ge.String())
+		}
+		return e, nil
+	})
+	if err != nil {
+		panic(err)
+	}
+	if v == nil {
+		if st != nil {
+			st.EagerCalls.Add(1)
+		}
+		return c.fn.Call(args)
+	}
+	return c.run(v.(*entry), fa, args)
+}
+
+// guardCache returns the function's guard entries, making them at the
+// first call, when the dims MarkDynamic marked on its arguments are known.
+// The caller holds compileMu.
+func (c *compiled) guardCache(fa *flatArgs) *guard.Cache {
+	if gc := c.guards.Load(); gc != nil {
+		return gc
+	}
+	c.guards.Store(guard.NewCache(c.policy(fa), c.opts.limit))
+	return c.guards.Load()
+}
+
+// policy is the dynamic-shape policy: the options, and the dims that
+// MarkDynamic marked on the call's tensors.
+func (c *compiled) policy(fa *flatArgs) guard.Policy {
+	p := guard.DefaultPolicy()
+	if c.opts.dynamic != nil {
+		p.Dynamic = *c.opts.dynamic
+		p.AutoDynamic = *c.opts.dynamic
+	}
+	for i, t := range fa.tensors {
+		for d := range 64 {
+			if t != nil && t.dynDims&(1<<d) != 0 {
+				if p.Marked == nil {
+					p.Marked = map[[2]int]bool{}
+				}
+				p.Marked[[2]int{i, d}] = true
+			}
+		}
+	}
+	return p
+}
+
+// callKey identifies calls that must share one compilation.
+func callKey(call *guard.Call) string {
+	var b strings.Builder
+	for _, t := range call.Tensors {
+		fmt.Fprintf(&b, "%v%v%v%v;", t.DType, t.Device, t.Contiguous, t.Shape[:min(t.Rank, guard.MaxRank)])
+	}
+	fmt.Fprint(&b, call.Scalars)
+	return b.String()
+}
+
+// compileEntry traces fn for the call and compiles what it recorded.
+func (c *compiled) compileEntry(ge *guard.Entry, fa *flatArgs, args []reflect.Value) *entry {
+	tr := newTracer(c, c.opts.fullGraph)
+	tr.onShapeRead = func(sizes []int) { specializeRead(ge, fa, sizes) }
+	results := c.traceRun(tr, fa, args)
+	e := &entry{breaks: tr.breaks, ninputs: len(fa.tensors)}
+	if len(tr.breaks) > 0 {
+		e.graphs = tr.segments
+		return e
+	}
+	g := tr.g
+	g.Outputs = resultNodes(tr, results)
+	e.graphs = []*ir.Graph{g}
+	e.prog = c.compileGraph(g)
+	e.template = results
+	return e
+}
+
+// specializeRead makes dynamic dims whose size user code read static in
+// the entry being compiled: fn may have computed with the number.
+func specializeRead(ge *guard.Entry, fa *flatArgs, sizes []int) {
+	for _, dd := range ge.DynamicDims() {
+		t := fa.tensors[dd[0]]
+		for _, s := range sizes {
+			if t != nil && s == t.shape[dd[1]] {
+				ge.Specialize(dd[0], dd[1])
+				break
+			}
+		}
+	}
+}
+
+// traceRun runs fn on proxies for the call's tensors and returns its
+// results (proxies, or concrete values for what was materialised).
+func (c *compiled) traceRun(tr *tracer, fa *flatArgs, args []reflect.Value) []reflect.Value {
+	proxies := make([]reflect.Value, len(fa.tensors))
+	for i, t := range fa.tensors {
+		if t == nil {
+			proxies[i] = reflect.Zero(tensorType)
+			continue
+		}
+		proxies[i] = reflect.ValueOf(tr.proxyFor(tr.input(t, "argument")))
+	}
+	k := 0
+	next := func() reflect.Value { k++; return proxies[k-1] }
+	in := make([]reflect.Value, len(args))
+	for i, a := range args {
+		in[i] = trace.Rebuild(a, tensorType, next)
+	}
+	return c.fn.Call(in)
+}
+
+// resultNodes lists the graph nodes of fn's tensor results.
+func resultNodes(tr *tracer, results []reflect.Value) []*ir.Node {
+	var l trace.Leaves
+	for _, r := range results {
+		if err := trace.Flatten(r, tensorType, &l); err != nil {
+			panic(&Error{Op: "Compile", Reason: "result: " + err.Error(), Fix: "return tensors, slices or structs of tensors, and numbers"})
+		}
+	}
+	nodes := make([]*ir.Node, len(l.Tensors))
+	for i, v := range l.Tensors {
+		t := v.Interface().(*Tensor)
+		if t == nil {
+			panic(&Error{Op: "Compile", Reason: "a compiled function returned a nil tensor", Fix: "return a tensor"})
+		}
+		nodes[i] = tr.nodeOf(t, "result")
+	}
+	return nodes
+}
+
+// run serves a call from a compiled entry.
+func (c *compiled) run(e *entry, fa *flatArgs, args []reflect.Value) []reflect.Value {
+	if e.prog == nil { // a function with graph breaks: run fn, segment by segment
+		tr := newTracer(c, false)
+		results := c.traceRun(tr, fa, args)
+		return c.finish(tr, results)
+	}
+	outs := e.prog.Run(fa.tensors)
+	k := 0
+	next := func() reflect.Value { k++; return reflect.ValueOf(outs[k-1]) }
+	res := make([]reflect.Value, len(e.template))
+	for i, r := range e.template {
+		res[i] = trace.Rebuild(r, tensorType, next)
+	}
+	return res
+}
+
+// finish runs the last segment of a traced run and puts real tensors in
+// place of the proxies among the results.
+func (c *compiled) finish(tr *tracer, results []reflect.Value) []reflect.Value {
+	nodes := resultNodes(tr, results)
+	vals := tr.finishSegment(nodes)
+	k := 0
+	next := func() reflect.Value { k++; return reflect.ValueOf(vals[k-1]) }
+	out := make([]reflect.Value, len(results))
+	for i, r := range results {
+		out[i] = trace.Rebuild(r, tensorType, next)
+	}
+	return out
+}
+
+// runSegment runs a segment graph with its inputs bound, compiling it on
+// first use; segments with the same structure share one compilation.
+func (c *compiled) runSegment(g *ir.Graph, bound []*Tensor) []*Tensor {
+	key := graphKey(g)
+	v, _ := c.segments.LoadOrStore(key, &segmentEntry{})
+	se := v.(*segmentEntry)
+	se.once.Do(func() { se.prog = c.compileGraph(g) })
+	return se.prog.Run(bound)
+}
+
+// compileGraph optimises g and hands it to the backend.
+func (c *compiled) compileGraph(g *ir.Graph) Program {
+	optimize(g)
+	if logOn("graph") {
+		slog.Info("gocompile: graph", "function", c.name, "graph", "\n"+graphString(g))
+	}
+	if dir := os.Getenv("GOCOMPILE_DEBUG_DIR"); dir != "" {
+		dumpGraph(dir, c.name, g)
+	}
+	p, err := c.backend.Compile(g)
+	if err != nil {
+		slog.Warn("gocompile: backend failed; running the graph eagerly", "function", c.name, "backend", c.opts.backend, "err", err)
+		return newEagerProgram(g)
+	}
+	return p
+}
+
+var dumps atomic.Int64
+
+func dumpGraph(dir, name string, g *ir.Graph) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return
+	}
+	base := strings.NewReplacer("/", "_", "*", "", "(", "", ")", "").Replace(name)
+	path := filepath.Join(dir, fmt.Sprintf("%s.%d.graph.txt", base, dumps.Add(1)))
+	os.WriteFile(path, []byte(graphString(g)), 0o644)
+}
+
+// eagerProgram runs a graph node by node with the eager kernels.
+type eagerProgram struct {
+	g     *ir.Graph
+	index map[*ir.Node]int
+}
+
+func newEagerProgram(g *ir.Graph) *eagerProgram {
+	p := &eagerProgram{g: g, index: make(map[*ir.Node]int, len(g.Nodes))}
+	for i, n := range g.Nodes {
+		p.index[n] = i
+	}
+	return p
+}
+
+func (p *eagerProgram) Run(inputs []*Tensor) []*Tensor {
+	vals := make([]*Tensor, len(p.g.Nodes))
+	for i, n := range p.g.Nodes {
+		switch n.Kind {
+		case ir.InputNode:
+			vals[i] = inputs[n.Index]
+		case ir.ConstNode:
+			vals[i] = n.Value.(*Tensor)
+		default:
+			args := make([]ir.Value, len(n.Args))
+			for j, a := range n.Args {
+				switch a := a.(type) {
+				case *ir.Node:
+					args[j] = vals[p.index[a]]
+				default:
+					args[j] = a
+				}
+			}
+			vals[i] = apply(n.Op, n.Attrs, args...)
+		}
+	}
+	out := make([]*Tensor, len(p.g.Outputs))
+	for i, n := range p.g.Outputs {
+		out[i] = vals[p.index[n]]
+	}
+	return out
+}

@@ -1,0 +1,419 @@
+package tensor
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// sameValues reports whether two tensors hold the same values bit for bit
+// (NaNs equal), with the same shape and dtype.
+func sameValues(t *testing.T, what string, got, want *Tensor) {
+	t.Helper()
+	if got.DType() != want.DType() || fmt.Sprint(got.Shape()) != fmt.Sprint(want.Shape()) {
+		t.Fatalf("%s: %v%v, want %v%v", what, got.DType(), got.Shape(), want.DType(), want.Shape())
+	}
+	g, w := got.Float64s(), want.Float64s()
+	for i := range w {
+		if g[i] != w[i] && !(math.IsNaN(g[i]) && math.IsNaN(w[i])) {
+			t.Fatalf("%s: element %d is %v compiled, %v eager", what, i, g[i], w[i])
+		}
+	}
+}
+
+// Every op, compiled with the eager backend, gives exactly the eager
+// result: the graph replays the same kernels.
+func TestCompileMatchesEagerEveryOp(t *testing.T) {
+	g := NewGenerator(1)
+	x := g.Randn(Float32, 3, 1023)
+	y := g.Randn(Float32, 3, 1023)
+	idx := g.RandInt(0, 1023, 3, 4)
+	ops := []struct {
+		name string
+		f    func(x, y *Tensor) *Tensor
+	}{
+		{"add", (*Tensor).Add}, {"sub", (*Tensor).Sub}, {"mul", (*Tensor).Mul}, {"div", (*Tensor).Div},
+		{"pow", func(x, y *Tensor) *Tensor { return x.Abs().Pow(y) }},
+		{"maximum", (*Tensor).Maximum}, {"minimum", (*Tensor).Minimum},
+		{"scalars", func(x, _ *Tensor) *Tensor {
+			return x.AddScalar(1).SubScalar(2).MulScalar(3).DivScalar(4).PowScalar(2).MaximumScalar(0.5).MinimumScalar(3)
+		}},
+		{"unary", func(x, _ *Tensor) *Tensor {
+			return x.Neg().Abs().Exp().Log().Sqrt().Rsqrt().Sin().Cos().Tanh().Erf().Sigmoid()
+		}},
+		{"activations", func(x, _ *Tensor) *Tensor { return x.ReLU().Add(x.GELU()).Add(x.GELUTanh()).Add(x.SiLU()) }},
+		{"compare", func(x, y *Tensor) *Tensor {
+			return x.Eq(y).LogicalOr(x.Ne(y)).LogicalAnd(x.Lt(y).LogicalOr(x.Le(y)).LogicalOr(x.Gt(y)).LogicalOr(x.Ge(y))).LogicalNot()
+		}},
+		{"where clamp mask", func(x, y *Tensor) *Tensor {
+			return Where(x.GtScalar(0), x, y).Clamp(-0.5, 0.5).MaskedFill(y.LtScalar(0), 9)
+		}},
+		{"casts", func(x, _ *Tensor) *Tensor { return x.MulScalar(10).To(Int32).To(Float16).To(Float64) }},
+		{"reductions", func(x, _ *Tensor) *Tensor {
+			return x.Sum(1).Add(x.Mean(1)).Add(x.Max(1)).Add(x.Min(1)).Add(x.Var([]int{1}, 1, false))
+		}},
+		{"arg reductions", func(x, _ *Tensor) *Tensor { return x.ArgMax(1, false).Add(x.ArgMin(0, false).Sum()) }},
+		{"keepdim", func(x, _ *Tensor) *Tensor { return x.SumKeepDim(0).Add(x.MaxKeepDim(1)) }},
+		{"softmax", func(x, _ *Tensor) *Tensor { return x.Softmax(-1).Add(x.LogSoftmax(0)) }},
+		{"norms", func(x, y *Tensor) *Tensor {
+			return x.LayerNorm([]int{1023}, y.Select(0, 0), y.Select(0, 1), 1e-5).Add(x.RMSNorm([]int{1023}, nil, 1e-6))
+		}},
+		{"matmul linear", func(x, y *Tensor) *Tensor { return x.MatMul(y.T()).Add(x.Linear(y, y.Select(1, 0))) }},
+		{"views", func(x, _ *Tensor) *Tensor {
+			return x.Reshape(3, 31, 33).Transpose(0, 2).Permute(1, 0, 2).Unsqueeze(0).Squeeze(0).Flatten(0, 1).Slice(0, 1, 30, 2).Contiguous()
+		}},
+		{"expand narrow select", func(x, _ *Tensor) *Tensor {
+			return x.Select(0, 1).Unsqueeze(0).Expand(4, 1023).Narrow(1, 10, 100)
+		}},
+		{"cat stack split", func(x, y *Tensor) *Tensor {
+			p := x.Split([]int{500, 523}, 1)
+			return Stack([]*Tensor{Cat([]*Tensor{p[1], p[0]}, 1), y}, 0)
+		}},
+		{"gather index embedding", func(x, _ *Tensor) *Tensor {
+			return x.Gather(1, idx).Sum().Add(x.IndexSelect(1, idx.Select(0, 0)).Sum()).Add(Embedding(idx, x.T()).Sum())
+		}},
+	}
+	for _, op := range ops {
+		t.Run(op.name, func(t *testing.T) {
+			want := op.f(x, y)
+			got := Compile(op.f, WithBackend("eager"))(x, y)
+			sameValues(t, op.name, got, want)
+		})
+	}
+}
+
+type mlpModel struct {
+	W1, B1, W2, B2 *Tensor
+}
+
+func (m *mlpModel) forward(x *Tensor) *Tensor {
+	return x.Linear(m.W1, m.B1).GELU().Linear(m.W2, m.B2)
+}
+
+// attention is a transformer block: layer norm, causal self-attention with
+// softmax, residual, MLP.
+func attention(x, wqkv, wo, w1, w2, ln *Tensor, mask *Tensor) *Tensor {
+	b, s, d := x.Size(0), x.Size(1), x.Size(2)
+	h := x.LayerNorm([]int{d}, ln, nil, 1e-5)
+	qkv := h.Linear(wqkv, nil).Reshape(b, s, 3, d)
+	q, k, v := qkv.Select(2, 0), qkv.Select(2, 1), qkv.Select(2, 2)
+	scores := q.MatMul(k.Transpose(1, 2)).DivScalar(math.Sqrt(float64(d))).MaskedFill(mask, math.Inf(-1))
+	x = x.Add(scores.Softmax(-1).MatMul(v).Linear(wo, nil))
+	return x.Add(x.LayerNorm([]int{d}, nil, nil, 1e-5).Linear(w1, nil).ReLU().Linear(w2, nil))
+}
+
+func TestCompileComposites(t *testing.T) {
+	g := NewGenerator(3)
+	m := &mlpModel{g.Randn(Float32, 64, 32), g.Randn(Float32, 64), g.Randn(Float32, 8, 64), g.Randn(Float32, 8)}
+	fwd := func(m *mlpModel, x *Tensor) *Tensor { return m.forward(x) }
+	x := g.Randn(Float32, 5, 32)
+	sameValues(t, "mlp", Compile(fwd)(m, x), fwd(m, x))
+
+	const s, d = 7, 16
+	xs := g.Randn(Float32, 2, s, d)
+	wqkv, wo := g.Randn(Float32, 3*d, d), g.Randn(Float32, d, d)
+	w1, w2, ln := g.Randn(Float32, 4*d, d), g.Randn(Float32, d, 4*d), g.Randn(Float32, d)
+	mask := Ones(Float32, s, s).To(Bool)
+	for i := range s {
+		for j := 0; j <= i; j++ {
+			mask.Set(0, i, j)
+		}
+	}
+	block := func(x *Tensor) *Tensor { return attention(x, wqkv, wo, w1, w2, ln, mask) }
+	sameValues(t, "transformer block", Compile(block)(xs), block(xs))
+}
+
+func TestCompileRecompiles(t *testing.T) {
+	var st CompileStats
+	f := Compile(func(x *Tensor) *Tensor { return x.Softmax(-1).MulScalar(2) }, WithStats(&st))
+	f(Randn(1, Float32, 8, 16))
+	f(Randn(2, Float32, 8, 16))
+	if st.Compiles.Load() != 1 {
+		t.Fatalf("same guards compiled %d times", st.Compiles.Load())
+	}
+	f(Randn(1, Float64, 8, 16))    // dtype
+	f(Randn(1, Float32, 2, 8, 16)) // rank
+	if st.Recompiles.Load() != 2 {
+		t.Fatalf("dtype and rank changes: %d recompiles, want 2", st.Recompiles.Load())
+	}
+	// A new batch size recompiles once, making the dim dynamic; later sizes
+	// reuse that graph.
+	f(Randn(1, Float32, 9, 16))
+	before := st.Compiles.Load()
+	for _, b := range []int{3, 17, 64, 100} {
+		x := Randn(uint64(b), Float32, b, 16)
+		sameValues(t, fmt.Sprint("batch ", b), f(x), x.Softmax(-1).MulScalar(2))
+	}
+	if st.Compiles.Load() != before {
+		t.Fatalf("new batch sizes recompiled %d times after the dim became dynamic", st.Compiles.Load()-before)
+	}
+	if st.Calls.Load() != 9 {
+		t.Fatalf("calls counted %d, want 9", st.Calls.Load())
+	}
+}
+
+func TestCompileRecompileLimitFallsBack(t *testing.T) {
+	var st CompileStats
+	f := Compile(func(x *Tensor, s float64) *Tensor { return x.MulScalar(s) }, RecompileLimit(2), WithStats(&st))
+	x := FromSlice([]float32{1, 2})
+	for i := range 5 {
+		got := f(x, float64(i)) // scalars are guarded by value: each value recompiles
+		if got.At(1) != float64(2*i) {
+			t.Fatalf("call %d: %v", i, got.Float32s())
+		}
+	}
+	if st.Compiles.Load() != 2 || st.EagerCalls.Load() != 3 {
+		t.Fatalf("compiles %d, eager calls %d; want 2 and 3", st.Compiles.Load(), st.EagerCalls.Load())
+	}
+}
+
+// A function whose inputs change dtype recompiles; its device is guarded too.
+func TestCompileGuardsDevice(t *testing.T) {
+	requireGPU(t)
+	var st CompileStats
+	f := Compile(func(x *Tensor) *Tensor { return x.AddScalar(1) }, WithStats(&st))
+	f(FromSlice([]float32{1}).To(CPU))
+	got := f(FromSlice([]float32{1}).To(CUDA(0)))
+	if got.Device() != CUDA(0) || got.Item() != 2 || st.Recompiles.Load() != 1 {
+		t.Fatalf("device change: %v %v, %d recompiles", got.Device(), got.Item(), st.Recompiles.Load())
+	}
+}
+
+func breaking(x *Tensor) *Tensor {
+	y := x.Exp()
+	if y.Sum().Item() > 10 { // reading a value: a graph break
+		return y.Neg()
+	}
+	return y.MulScalar(2)
+}
+
+func TestCompileGraphBreak(t *testing.T) {
+	var st CompileStats
+	f := Compile(breaking, WithStats(&st))
+	small, big := FromSlice([]float32{0, 0.5}), FromSlice([]float32{3, 4})
+	for range 2 {
+		sameValues(t, "small", f(small), breaking(small))
+		sameValues(t, "big", f(big), breaking(big))
+	}
+	if st.Breaks.Load() == 0 {
+		t.Fatal("the break was not counted")
+	}
+	ex, err := Explain(breaking, small)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ex.Graphs != 2 || len(ex.Breaks) != 1 {
+		t.Fatalf("explain: %d graphs, %d breaks:\n%v", ex.Graphs, len(ex.Breaks), ex)
+	}
+	if b := ex.Breaks[0]; !strings.Contains(b.Reason, "Item") || !strings.HasPrefix(b.Loc, "compile_test.go:") {
+		t.Fatalf("break reported as %v", b)
+	}
+	wantLine := fmt.Sprintf("compile_test.go:%d", lineOf(t, "if y.Sum().Item() > 10"))
+	if ex.Breaks[0].Loc != wantLine {
+		t.Fatalf("break at %s, want %s", ex.Breaks[0].Loc, wantLine)
+	}
+	err = Try(func() { Compile(breaking, FullGraph())(small) })
+	if err == nil || !strings.Contains(err.Error(), wantLine) || !strings.Contains(err.Error(), "Item") {
+		t.Fatalf("FullGraph: %v", err)
+	}
+}
+
+func TestExplainReportsOpsAndGuards(t *testing.T) {
+	ex, err := Explain(func(x, w *Tensor) *Tensor { return x.MatMul(w).ReLU().Sum(1) },
+		Zeros(Float32, 4, 8), Zeros(Float32, 8, 2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ex.Graphs != 1 || len(ex.Breaks) != 0 || ex.OpCounts["matmul"] != 1 || ex.OpCounts["relu"] != 1 || ex.OpCounts["sum"] != 1 {
+		t.Fatalf("explain:\n%v", ex)
+	}
+	if !strings.Contains(ex.Guards, "float32") || !strings.Contains(ex.String(), "matmul") {
+		t.Fatalf("explain:\n%v", ex)
+	}
+}
+
+func TestCompileConcurrent(t *testing.T) {
+	var st CompileStats
+	f := Compile(func(x *Tensor, w *Tensor) *Tensor { return x.Linear(w, nil).GELU().Sum(-1) }, WithStats(&st))
+	w := Randn(1, Float32, 16, 32)
+	var wg sync.WaitGroup
+	errs := make(chan string, 64)
+	for g := range 64 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 4 {
+				b := 1 + (g+i)%5 // mixed batch sizes: 1 stays specialised
+				x := Randn(uint64(g*10+i), Float32, b, 32)
+				got, want := f(x, w).Float64s(), x.Linear(w, nil).GELU().Sum(-1).Float64s()
+				for j := range want {
+					if got[j] != want[j] {
+						errs <- fmt.Sprintf("goroutine %d batch %d: %v vs %v", g, b, got[j], want[j])
+						return
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Fatal(e)
+	}
+	if st.Calls.Load() != 256 || st.Compiles.Load() > 4 {
+		t.Fatalf("%d calls, %d compiles", st.Calls.Load(), st.Compiles.Load())
+	}
+}
+
+func TestCompileArgumentKinds(t *testing.T) {
+	type pair struct {
+		A, B  *Tensor
+		scale float64
+	}
+	f := func(p pair, xs []*Tensor, s int) []*Tensor {
+		return []*Tensor{p.A.Add(p.B).MulScalar(p.scale), xs[0].Mul(xs[1]).AddScalar(float64(s))}
+	}
+	p := pair{FromSlice([]float32{1, 2}), FromSlice([]float32{3, 4}), 0.5}
+	xs := []*Tensor{FromSlice([]float32{5, 6}), FromSlice([]float32{7, 8})}
+	cf := Compile(f)
+	for range 2 {
+		got, want := cf(p, xs, 3), f(p, xs, 3)
+		sameValues(t, "struct", got[0], want[0])
+		sameValues(t, "slice", got[1], want[1])
+	}
+	err := Try(func() { Compile(func(m map[string]*Tensor) *Tensor { return m["a"] })(nil) })
+	if err == nil || !strings.Contains(err.Error(), "unsupported type") {
+		t.Fatalf("map argument: %v", err)
+	}
+}
+
+func TestCompileDisabled(t *testing.T) {
+	t.Setenv("GOCOMPILE_DISABLE", "1")
+	f := func(x *Tensor) *Tensor { return x }
+	if reflect.ValueOf(Compile(f)).Pointer() != reflect.ValueOf(f).Pointer() {
+		t.Fatal("GOCOMPILE_DISABLE=1 did not return fn itself")
+	}
+}
+
+func TestCompileInPlaceWriteIsAnError(t *testing.T) {
+	err := Try(func() { Compile(func(x *Tensor) *Tensor { x.Fill(1); return x })(Zeros(Float32, 2)) })
+	if err == nil || !strings.Contains(err.Error(), "in-place") {
+		t.Fatalf("got %v", err)
+	}
+}
+
+// lineOf finds the line of this file that contains s.
+func lineOf(t *testing.T, s string) int {
+	t.Helper()
+	src, err := readFile("compile_test.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, l := range strings.Split(src, "\n") {
+		if strings.Contains(l, s) && !strings.Contains(l, "lineOf") {
+			return i + 1
+		}
+	}
+	t.Fatalf("no line with %q", s)
+	return 0
+}
+
+func readFile(name string) (string, error) {
+	b, err := os.ReadFile(name)
+	return string(b), err
+}
+
+// BenchmarkCompiledCallHit is the hot path of a compiled call: flatten the
+// arguments, pass the guards, replay the program (four tiny tensors, so
+// the kernels cost little next to the call).
+func BenchmarkCompiledCallHit(b *testing.B) {
+	f := Compile(func(a, x, y, z *Tensor) *Tensor { return a.Add(x).Mul(y).Sub(z) })
+	a, x, y, z := Ones(Float32, 2), Ones(Float32, 2), Ones(Float32, 2), Ones(Float32, 2)
+	f(a, x, y, z)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		f(a, x, y, z)
+	}
+}
+
+// BenchmarkEagerSameOps is the same work without Compile, for comparison.
+func BenchmarkEagerSameOps(b *testing.B) {
+	a, x, y, z := Ones(Float32, 2), Ones(Float32, 2), Ones(Float32, 2), Ones(Float32, 2)
+	b.ReportAllocs()
+	for range b.N {
+		a.Add(x).Mul(y).Sub(z)
+	}
+}
+
+// Without breaks, later calls replay the program and do not run fn; with
+// breaks, fn runs on every call.
+func TestCompileReplaysWithoutRunningFn(t *testing.T) {
+	runs := 0
+	f := Compile(func(x *Tensor) *Tensor { runs++; return x.Exp().Sum() })
+	x := FromSlice([]float32{1, 2, 3})
+	for range 5 {
+		sameValues(t, "replay", f(x), x.Exp().Sum())
+	}
+	if runs != 1 {
+		t.Fatalf("fn ran %d times; a replay should not run it", runs)
+	}
+	runs = 0
+	g := Compile(func(x *Tensor) *Tensor { runs++; return breaking(x) })
+	for range 3 {
+		g(x)
+	}
+	if runs != 4 { // the first call traces, then runs; each later call runs fn once
+		t.Fatalf("fn with breaks ran %d times over 3 calls", runs)
+	}
+}
+
+func TestCompileMarkDynamicAndDynamicOption(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts []Option
+		mark bool
+	}{
+		{"MarkDynamic", nil, true},
+		{"Dynamic(true)", []Option{Dynamic(true)}, false},
+	} {
+		var st CompileStats
+		f := Compile(func(x *Tensor) *Tensor { return x.SumKeepDim(1) }, append(tc.opts, WithStats(&st))...)
+		x := Randn(1, Float32, 4, 3)
+		if tc.mark {
+			MarkDynamic(x, 0)
+		}
+		f(x)
+		for _, b := range []int{5, 9, 2} {
+			sameValues(t, tc.name, f(Randn(2, Float32, b, 3)), Randn(2, Float32, b, 3).SumKeepDim(1))
+		}
+		if st.Compiles.Load() != 1 {
+			t.Errorf("%s: %d compiles, want 1", tc.name, st.Compiles.Load())
+		}
+	}
+	var st CompileStats
+	f := Compile(func(x *Tensor) *Tensor { return x.Neg() }, Dynamic(false), WithStats(&st))
+	for _, b := range []int{2, 3, 4} {
+		f(Zeros(Float32, b))
+	}
+	if st.Compiles.Load() != 3 {
+		t.Errorf("Dynamic(false): %d compiles, want one per size", st.Compiles.Load())
+	}
+}
+
+// Reading a dynamic size pins it: the graph may have used the number.
+func TestCompileShapeReadSpecializes(t *testing.T) {
+	var st CompileStats
+	f := Compile(func(x *Tensor) *Tensor { return x.Reshape(x.Size(0)*2, -1) }, Dynamic(true), WithStats(&st))
+	for _, b := range []int{4, 6, 4} {
+		x := Randn(1, Float32, b, 8)
+		sameValues(t, "reshape", f(x), x.Reshape(b*2, -1))
+	}
+	if st.Compiles.Load() != 2 {
+		t.Errorf("%d compiles, want one per size read", st.Compiles.Load())
+	}
+}

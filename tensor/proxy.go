@@ -1,0 +1,169 @@
+package tensor
+
+import (
+	"fmt"
+
+	"gocompile/ir"
+	"gocompile/trace"
+)
+
+// While a compiled function is traced it runs on proxy tensors: tensors
+// with metadata (shape, dtype, device) and no data, each standing for a
+// node of the graph being recorded. An op with a proxy operand records a
+// node (apply calls tracer.record) instead of computing.
+
+type proxy struct {
+	tr   *tracer
+	node *ir.Node
+}
+
+// tracer records one traced run of a compiled function. The graph is cut
+// into segments at graph breaks: reading a proxy's values runs the current
+// segment and continues in a new one, where earlier values are inputs.
+type tracer struct {
+	c      *compiled
+	g      *ir.Graph
+	bound  []*Tensor // the value of each input of the current segment
+	consts map[*Tensor]*ir.Node
+	// fromEarlier maps nodes of finished segments to inputs of this one.
+	fromEarlier map[*ir.Node]*ir.Node
+	realized    map[*ir.Node]*Tensor // values of finished segments' nodes
+	breaks      []trace.Break
+	segments    []*ir.Graph
+	fullGraph   bool
+	// onShapeRead is told about every size user code reads from a proxy.
+	onShapeRead func(sizes []int)
+}
+
+func newTracer(c *compiled, fullGraph bool) *tracer {
+	tr := &tracer{c: c, fullGraph: fullGraph, realized: map[*ir.Node]*Tensor{}}
+	tr.newSegment()
+	return tr
+}
+
+func (tr *tracer) newSegment() {
+	tr.g = &ir.Graph{}
+	tr.bound = nil
+	tr.consts = map[*Tensor]*ir.Node{}
+	tr.fromEarlier = map[*ir.Node]*ir.Node{}
+}
+
+// proxyFor wraps a node as a tensor.
+func (tr *tracer) proxyFor(n *ir.Node) *Tensor {
+	return &Tensor{
+		st:      &storage{dev: n.Device},
+		shape:   n.Shape,
+		strides: ir.ContiguousStrides(n.Shape),
+		dtype:   n.DType,
+		px:      &proxy{tr: tr, node: n},
+	}
+}
+
+// input adds an input of the current segment bound to value.
+func (tr *tracer) input(value *Tensor, loc string) *ir.Node {
+	n := tr.g.Input(value.shape, value.dtype, value.st.dev, loc)
+	tr.bound = append(tr.bound, value)
+	return n
+}
+
+// tracerOf returns the tracer of the first proxy among args.
+func tracerOf(args []ir.Value) *tracer {
+	for _, a := range args {
+		if t, ok := a.(*Tensor); ok && t != nil && t.px != nil {
+			return t.px.tr
+		}
+	}
+	return nil
+}
+
+// nodeOf is the node of the current segment that stands for t.
+func (tr *tracer) nodeOf(t *Tensor, loc string) *ir.Node {
+	if t.px == nil { // a concrete tensor: a constant bound by reference
+		if n, ok := tr.consts[t]; ok {
+			return n
+		}
+		n := tr.g.Const(t, t.shape, t.dtype, t.st.dev, loc)
+		tr.consts[t] = n
+		return n
+	}
+	if t.px.tr != tr {
+		panic(&Error{Op: "Compile", Reason: "a proxy tensor of another compiled call was used",
+			Fix: "do not keep tensors from inside a compiled function between calls"})
+	}
+	n := t.px.node
+	if v, done := tr.realized[n]; done { // from a finished segment
+		in, ok := tr.fromEarlier[n]
+		if !ok {
+			in = tr.input(v, n.Loc)
+			tr.fromEarlier[n] = in
+		}
+		return in
+	}
+	return n
+}
+
+// record adds op applied to args to the graph and returns its proxy.
+func (tr *tracer) record(op *ir.Op, a ir.Attrs, args []ir.Value) *Tensor {
+	loc := trace.Loc()
+	nodeArgs := make([]ir.Value, len(args))
+	for i, v := range args {
+		switch v := v.(type) {
+		case *Tensor:
+			if v == nil {
+				throw(op.Title, nil, "pass a tensor", "operand %d is a nil *Tensor", i)
+			}
+			nodeArgs[i] = tr.nodeOf(v, loc)
+		default:
+			nodeArgs[i] = v
+		}
+	}
+	n, err := tr.g.Call(op, a, loc, nodeArgs...)
+	check(err, op.Title, tensorsOf(args)...)
+	return tr.proxyFor(n)
+}
+
+// materialize runs the graph recorded so far and returns t's value: a
+// graph break. Under FullGraph it is an error naming the reason and the
+// place.
+func (t *Tensor) materialize(reason string) *Tensor {
+	tr := t.px.tr
+	loc := trace.Loc()
+	if tr.fullGraph {
+		panic(&Error{Op: "Compile", Reason: fmt.Sprintf("graph break at %s: %s needs the values of a traced tensor", loc, reason),
+			Fix: "move the read out of the compiled function, or express the branch with tensor.Cond; without FullGraph the function compiles in segments"})
+	}
+	if v, ok := tr.realized[t.px.node]; ok {
+		return v
+	}
+	tr.breaks = append(tr.breaks, trace.Break{Reason: reason, Loc: loc})
+	tr.finishSegment(nil)
+	return tr.realized[t.px.node]
+}
+
+// finishSegment runs the current segment, keeping the value of every node
+// (later code may use any of them), and starts a new one. It returns the
+// values of outputs.
+func (tr *tracer) finishSegment(outputs []*ir.Node) []*Tensor {
+	g := tr.g
+	var all []*ir.Node
+	if outputs == nil {
+		for _, n := range g.Nodes {
+			if n.Kind != ir.InputNode {
+				all = append(all, n)
+			}
+		}
+	} else {
+		all = outputs
+	}
+	g.Outputs = all
+	vals := tr.c.runSegment(g, tr.bound)
+	for i, n := range g.Inputs {
+		tr.realized[n] = tr.bound[i]
+	}
+	for i, n := range all {
+		tr.realized[n] = vals[i]
+	}
+	tr.segments = append(tr.segments, g)
+	tr.newSegment()
+	return vals
+}

@@ -1,0 +1,132 @@
+package trace
+
+import (
+	"fmt"
+	"math"
+	"reflect"
+	"unsafe"
+)
+
+// Flattening turns a Go value into leaves, pytree style: tensors (values
+// of the leaf type, a pointer type), scalars (bools, integers and floats,
+// as float64), walking slices, arrays, structs (every field, exported or
+// not) and pointers to structs. Nil pointers and nil slices stay as they
+// are. Anything else (maps, channels, funcs, interfaces, strings) is an
+// error: its meaning for a compiled function would be a guess.
+
+// Leaves are the flattened contents of some values.
+type Leaves struct {
+	Tensors []reflect.Value // values of the leaf type, in walk order
+	Scalars []float64       // scalar values, in walk order
+}
+
+// Flatten appends the leaves of v to l.
+func Flatten(v reflect.Value, leaf reflect.Type, l *Leaves) error {
+	switch {
+	case v.Type() == leaf:
+		l.Tensors = append(l.Tensors, v)
+		return nil
+	}
+	switch v.Kind() {
+	case reflect.Bool:
+		f := 0.0
+		if v.Bool() {
+			f = 1
+		}
+		l.Scalars = append(l.Scalars, f)
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		l.Scalars = append(l.Scalars, float64(v.Int()))
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		l.Scalars = append(l.Scalars, float64(v.Uint()))
+	case reflect.Float32, reflect.Float64:
+		l.Scalars = append(l.Scalars, v.Float())
+	case reflect.Slice, reflect.Array:
+		for i := range v.Len() {
+			if err := Flatten(v.Index(i), leaf, l); err != nil {
+				return err
+			}
+		}
+	case reflect.Struct:
+		if !v.CanAddr() { // copy, so that unexported fields can be read
+			c := reflect.New(v.Type()).Elem()
+			c.Set(v)
+			v = c
+		}
+		for i := range v.NumField() {
+			f := v.Field(i)
+			f = reflect.NewAt(f.Type(), unsafe.Pointer(f.UnsafeAddr())).Elem()
+			if err := Flatten(f, leaf, l); err != nil {
+				return fmt.Errorf("field %s: %w", v.Type().Field(i).Name, err)
+			}
+		}
+	case reflect.Pointer:
+		if v.IsNil() {
+			return nil
+		}
+		if v.Elem().Kind() != reflect.Struct {
+			return fmt.Errorf("unsupported pointer type %v", v.Type())
+		}
+		return Flatten(v.Elem(), leaf, l)
+	default:
+		return fmt.Errorf("unsupported type %v: compiled functions take tensors, slices and structs of them, and numbers", v.Type())
+	}
+	return nil
+}
+
+// Rebuild returns a copy of v (of type t) with its tensor leaves replaced,
+// in walk order, by the values next() returns; scalars are kept.
+func Rebuild(v reflect.Value, leaf reflect.Type, next func() reflect.Value) reflect.Value {
+	t := v.Type()
+	if t == leaf {
+		return next()
+	}
+	switch v.Kind() {
+	case reflect.Slice:
+		if v.IsNil() {
+			return v
+		}
+		out := reflect.MakeSlice(t, v.Len(), v.Len())
+		for i := range v.Len() {
+			out.Index(i).Set(Rebuild(v.Index(i), leaf, next))
+		}
+		return out
+	case reflect.Array:
+		out := reflect.New(t).Elem()
+		for i := range v.Len() {
+			out.Index(i).Set(Rebuild(v.Index(i), leaf, next))
+		}
+		return out
+	case reflect.Struct:
+		out := reflect.New(t).Elem()
+		src := reflect.New(t).Elem()
+		src.Set(v) // addressable, so unexported fields can be read
+		for i := range v.NumField() {
+			f := reflect.NewAt(src.Field(i).Type(), unsafe.Pointer(src.Field(i).UnsafeAddr())).Elem()
+			dst := reflect.NewAt(out.Field(i).Type(), unsafe.Pointer(out.Field(i).UnsafeAddr())).Elem()
+			dst.Set(Rebuild(f, leaf, next))
+		}
+		return out
+	case reflect.Pointer:
+		if v.IsNil() {
+			return v
+		}
+		p := reflect.New(t.Elem())
+		p.Elem().Set(Rebuild(v.Elem(), leaf, next))
+		return p
+	}
+	return v
+}
+
+// SameScalars reports whether two scalar lists are equal bit for bit (so a
+// NaN argument matches itself).
+func SameScalars(a, b []float64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if math.Float64bits(a[i]) != math.Float64bits(b[i]) {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,83 @@
+// Package trace holds what gocompile's tracer needs that does not depend on
+// the tensor type: where user code is (file:line), records of graph
+// breaks, and pytree-style flattening of Go values into tensor and scalar
+// leaves and back.
+//
+// Package tensor runs a function on proxy tensors; each op with a proxy
+// operand records a node in an ir.Graph instead of computing, tagged with
+// Loc(). Reading a proxy's values breaks the graph; Break records why and
+// where.
+package trace
+
+import (
+	"fmt"
+	"path/filepath"
+	"runtime"
+	"strings"
+)
+
+// libraryDirs are the directories of the packages whose frames Loc skips:
+// the location of a node is the user code that called into the library.
+var libraryDirs = func() []string {
+	_, file, _, ok := runtime.Caller(0)
+	if !ok {
+		return nil
+	}
+	root := filepath.Dir(filepath.Dir(file))
+	var dirs []string
+	for _, p := range []string{"tensor", "ir", "trace", "guard", "inductor", "cuda", "kcache", "fuse"} {
+		dirs = append(dirs, filepath.Join(root, p)+string(filepath.Separator))
+	}
+	return dirs
+}()
+
+func inLibrary(file string) bool {
+	if strings.HasSuffix(file, "_test.go") {
+		return false // tests are user code
+	}
+	if strings.HasPrefix(file, runtime.GOROOT()) {
+		return true // reflect, runtime
+	}
+	for _, d := range libraryDirs {
+		if strings.HasPrefix(file, d) {
+			return true
+		}
+	}
+	return false
+}
+
+// Loc returns "file:line" of the innermost caller outside gocompile's
+// library packages and the standard library, with the file's base name.
+func Loc() string {
+	var pcs [32]uintptr
+	n := runtime.Callers(2, pcs[:])
+	frames := runtime.CallersFrames(pcs[:n])
+	for {
+		f, more := frames.Next()
+		if f.File != "" && !inLibrary(f.File) {
+			return fmt.Sprintf("%s:%d", filepath.Base(f.File), f.Line)
+		}
+		if !more {
+			return "unknown"
+		}
+	}
+}
+
+// Break records a graph break: why tracing had to materialise values, and
+// where.
+type Break struct {
+	Reason string
+	Loc    string
+}
+
+func (b Break) String() string { return b.Reason + " at " + b.Loc }
+
+// BreakError is the error a break becomes under FullGraph.
+type BreakError struct {
+	Break
+	Fix string
+}
+
+func (e *BreakError) Error() string {
+	return fmt.Sprintf("graph break at %s: %s; %s", e.Loc, e.Reason, e.Fix)
+}
