@@ -110,19 +110,17 @@ func init() {
 // defaultBackend is used when no WithBackend option is given.
 const defaultBackend = "eager"
 
-// logger writes the categories GOCOMPILE_LOGS names (graph, guards,
-// recompiles, breaks, fusion, output_code, cache) through log/slog.
-var logs = func() map[string]bool {
-	m := map[string]bool{}
+// logOn reports whether GOCOMPILE_LOGS (a comma-separated list: graph,
+// guards, recompiles, breaks, fusion, output_code, cache, or all) names
+// category. Logs go through log/slog. Only compile paths ask.
+func logOn(category string) bool {
 	for _, c := range strings.Split(os.Getenv("GOCOMPILE_LOGS"), ",") {
-		if c = strings.TrimSpace(c); c != "" {
-			m[c] = true
+		if c = strings.TrimSpace(c); c == category || c == "all" {
+			return true
 		}
 	}
-	return m
-}()
-
-func logOn(category string) bool { return logs[category] || logs["all"] }
+	return false
+}
 
 // Compile returns a function of the same type as fn that runs fn as a
 // compiled graph. The first call with given argument shapes, dtypes,

@@ -2,8 +2,10 @@ package tensor
 
 import (
 	"fmt"
+	"log/slog"
 	"math"
 	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"sync"
@@ -415,5 +417,58 @@ func TestCompileShapeReadSpecializes(t *testing.T) {
 	}
 	if st.Compiles.Load() != 2 {
 		t.Errorf("%d compiles, want one per size read", st.Compiles.Load())
+	}
+}
+
+func TestCondWithoutBreak(t *testing.T) {
+	f := func(x *Tensor) *Tensor {
+		return Cond(x.Sum().GtScalar(0),
+			func(a ...*Tensor) *Tensor { return a[0].MulScalar(2) },
+			func(a ...*Tensor) *Tensor { return a[0].Neg() }, x)
+	}
+	cf := Compile(f, FullGraph())
+	for _, v := range [][]float32{{1, 2}, {-3, 1}} {
+		x := FromSlice(v)
+		sameValues(t, fmt.Sprint(v), cf(x), f(x))
+	}
+	ex, err := Explain(f, FromSlice([]float32{1, 2}))
+	if err != nil || ex.Graphs != 1 || len(ex.Breaks) != 0 || ex.OpCounts["where"] != 1 {
+		t.Fatalf("Cond: %v\n%v", err, ex)
+	}
+	err = Try(func() {
+		Compile(func(x *Tensor) *Tensor {
+			return Cond(x.Sum().GtScalar(0),
+				func(a ...*Tensor) *Tensor { return a[0] },
+				func(a ...*Tensor) *Tensor { return a[0].Sum() }, x)
+		})(FromSlice([]float32{1}))
+	})
+	if err == nil || !strings.Contains(err.Error(), "same shape") {
+		t.Fatalf("mismatched branches: %v", err)
+	}
+}
+
+func TestCompileLogsAndDebugDir(t *testing.T) {
+	var buf strings.Builder
+	old := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(&buf, nil)))
+	defer slog.SetDefault(old)
+	dir := t.TempDir()
+	t.Setenv("GOCOMPILE_LOGS", "graph,guards,recompiles,breaks")
+	t.Setenv("GOCOMPILE_DEBUG_DIR", dir)
+	f := Compile(breaking)
+	f(FromSlice([]float32{1, 2}))
+	g := Compile(func(x *Tensor) *Tensor { return x.Exp() })
+	g(Zeros(Float32, 2))
+	g(Zeros(Float32, 3))
+	out := buf.String()
+	for _, want := range []string{"gocompile: graph", "x0.Exp()", "gocompile: guards", "gocompile: recompiling",
+		"tensor 0 dim 0", "gocompile: graph break", "Item"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("logs lack %q:\n%s", want, out)
+		}
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "*.graph.txt"))
+	if len(files) < 2 {
+		t.Fatalf("debug dir holds %v", files)
 	}
 }

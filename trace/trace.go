@@ -71,13 +71,3 @@ type Break struct {
 }
 
 func (b Break) String() string { return b.Reason + " at " + b.Loc }
-
-// BreakError is the error a break becomes under FullGraph.
-type BreakError struct {
-	Break
-	Fix string
-}
-
-func (e *BreakError) Error() string {
-	return fmt.Sprintf("graph break at %s: %s; %s", e.Loc, e.Reason, e.Fix)
-}

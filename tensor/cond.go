@@ -1,0 +1,44 @@
+package tensor
+
+// Cond returns then(args...) where pred is true and els(args...) where it
+// is false, as torch.cond: pred is a one-element Bool tensor, and both
+// branches must return tensors of the same shape and dtype.
+//
+// Run eagerly it reads pred and calls one branch. Inside a compiled
+// function it records both branches and selects with Where, so a
+// data-dependent branch costs no graph break (and both branches run: keep
+// them free of side effects).
+func Cond(pred *Tensor, then, els func(args ...*Tensor) *Tensor, args ...*Tensor) *Tensor {
+	if pred.Numel() != 1 || pred.dtype != Bool {
+		throw("Cond", []*Tensor{pred}, "pass a one-element Bool tensor, e.g. x.Sum().GtScalar(0)",
+			"the predicate must be a one-element Bool tensor, not %v with %d elements", pred.dtype, pred.Numel())
+	}
+	tracing := pred.px != nil
+	for _, a := range args {
+		tracing = tracing || (a != nil && a.px != nil)
+	}
+	if !tracing {
+		if pred.Item() != 0 {
+			return then(args...)
+		}
+		return els(args...)
+	}
+	t, e := then(args...), els(args...)
+	if t.dtype != e.dtype || !sameShape(t.shape, e.shape) {
+		throw("Cond", []*Tensor{t, e}, "make both branches return the same shape and dtype",
+			"the branches return %v%v and %v%v", t.dtype, t.shape, e.dtype, e.shape)
+	}
+	return Where(pred.Reshape(), t, e)
+}
+
+func sameShape(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
