@@ -130,7 +130,9 @@ func logOn(category string) bool {
 // fn at all. Arguments and results may be *Tensor, slices and arrays of
 // them, structs (or pointers to structs) holding them, and numbers, which
 // are guarded by value. Tensors fn reaches that are not arguments (weights
-// in a closure) become constants bound by reference.
+// in a closure) become constants bound by reference: updating one in place
+// is seen by later calls. Ops whose operands are all such constants run
+// once, while tracing, as in JAX; their results are constants too.
 //
 // Reading a traced tensor's values inside fn (Item, Float32s, String, …)
 // breaks the graph: the ops so far run, the read gets real values, and

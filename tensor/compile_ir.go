@@ -1,6 +1,7 @@
 package tensor
 
 import (
+	"log/slog"
 	"reflect"
 	"runtime"
 
@@ -20,10 +21,16 @@ func graphKey(g *ir.Graph) string { return g.Key() }
 func graphString(g *ir.Graph) string { return g.String() }
 
 // optimize runs the graph passes: decomposition of composite ops,
-// algebraic simplification, common subexpressions, constant folding
-// (evaluated with the eager kernels) and dead code.
+// algebraic simplification, common subexpressions, constant folding and
+// dead code. Constants are bound by reference (a weight updated in place
+// is seen by later calls), so only views of constants fold: they alias
+// the constant's storage. A pass that fails leaves a valid graph; the
+// failure is logged.
 func optimize(g *ir.Graph) {
-	ir.Optimize(g, func(n *ir.Node, args []any) (any, error) {
+	_, err := ir.Optimize(g, func(n *ir.Node, args []any) (any, error) {
+		if n.Op.Kind != ir.View {
+			return nil, nil // decline: a new tensor would break by-reference binding
+		}
 		vals := make([]ir.Value, len(args))
 		for i, a := range args {
 			vals[i] = a
@@ -32,4 +39,7 @@ func optimize(g *ir.Graph) {
 		err := Try(func() { out = apply(n.Op, n.Attrs, vals...) })
 		return out, err
 	})
+	if err != nil {
+		slog.Warn("gocompile: a graph pass failed; compiling the graph as it stands", "err", err)
+	}
 }

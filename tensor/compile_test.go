@@ -472,3 +472,16 @@ func TestCompileLogsAndDebugDir(t *testing.T) {
 		t.Fatalf("debug dir holds %v", files)
 	}
 }
+
+// Closure-captured tensors are bound by reference: an in-place update of a
+// weight is seen by the next call of the compiled function, through direct
+// uses and views. (Ops on captured tensors alone, with no traced operand,
+// run once while tracing, as in JAX: their results are constants.)
+func TestCompileConstantsByReference(t *testing.T) {
+	w := FromSlice([]float32{1, 2})
+	f := Compile(func(x *Tensor) *Tensor { return x.Mul(w).Add(w.Unsqueeze(0).Squeeze(0)) })
+	x := FromSlice([]float32{1, 1})
+	sameValues(t, "before", f(x), FromSlice([]float32{2, 4}))
+	w.Fill(10)
+	sameValues(t, "after", f(x), FromSlice([]float32{20, 20}))
+}
