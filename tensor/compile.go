@@ -490,8 +490,9 @@ func dumpGraph(dir, name string, g *ir.Graph) {
 		return
 	}
 	base := strings.NewReplacer("/", "_", "*", "", "(", "", ")", "").Replace(name)
-	path := filepath.Join(dir, fmt.Sprintf("%s.%d.graph.txt", base, dumps.Add(1)))
-	os.WriteFile(path, []byte(graphString(g)), 0o644)
+	path := filepath.Join(dir, fmt.Sprintf("%s.%d", base, dumps.Add(1)))
+	os.WriteFile(path+".graph.txt", []byte(graphString(g)), 0o644)
+	os.WriteFile(path+".dot", []byte(g.DOT()), 0o644) // for Graphviz: dot -Tsvg
 }
 
 // eagerProgram runs a graph node by node with the eager kernels.

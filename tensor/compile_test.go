@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"gocompile/ir"
 )
 
 // sameValues reports whether two tensors hold the same values bit for bit
@@ -468,8 +470,9 @@ func TestCompileLogsAndDebugDir(t *testing.T) {
 		}
 	}
 	files, _ := filepath.Glob(filepath.Join(dir, "*.graph.txt"))
-	if len(files) < 2 {
-		t.Fatalf("debug dir holds %v", files)
+	dots, _ := filepath.Glob(filepath.Join(dir, "*.dot"))
+	if len(files) < 2 || len(dots) != len(files) {
+		t.Fatalf("debug dir holds %v and %v", files, dots)
 	}
 }
 
@@ -484,4 +487,27 @@ func TestCompileConstantsByReference(t *testing.T) {
 	sameValues(t, "before", f(x), FromSlice([]float32{2, 4}))
 	w.Fill(10)
 	sameValues(t, "after", f(x), FromSlice([]float32{20, 20}))
+}
+
+// A backend registered by the user receives the optimised graph.
+func TestCustomBackend(t *testing.T) {
+	var seen []string
+	RegisterBackend("recording", BackendFunc(func(g *ir.Graph) (Program, error) {
+		for _, n := range g.Nodes {
+			if n.Kind == ir.CallNode {
+				seen = append(seen, n.Op.Name)
+			}
+		}
+		return newEagerProgram(g), nil
+	}))
+	f := Compile(func(x *Tensor) *Tensor { return x.MulScalar(1).Softmax(0) }, WithBackend("recording"))
+	x := FromSlice([]float32{1, 2, 3})
+	sameValues(t, "custom backend", f(x), x.Softmax(0))
+	// x*1 is simplified away; softmax arrives decomposed into primitives.
+	if strings.Join(seen, " ") != "amax sub exp sum div" {
+		t.Fatalf("backend saw %v", seen)
+	}
+	if err := Try(func() { Compile(func(x *Tensor) *Tensor { return x }, WithBackend("nope")) }); err == nil {
+		t.Fatal("an unknown backend was accepted")
+	}
 }

@@ -23,6 +23,13 @@
 // waits for them. Device memory comes from a caching allocator and returns
 // to it when a tensor is garbage collected.
 //
+// # Compile
+//
+// Compile wraps a function of tensors and returns one of the same type
+// that traces it into a graph on first call and replays the compiled graph
+// afterwards, behind guards on its arguments; see Compile, Explain and
+// Cond.
+//
 // # Errors
 //
 // Misusing an op (shapes that do not broadcast, a dim out of range, an

@@ -21,7 +21,7 @@ func TestQuickstartRuns(t *testing.T) {
 	w.Close()
 	var out bytes.Buffer
 	io.Copy(&out, r)
-	for _, want := range []string{"x + bias = tensor(", "first row sums to 1.0000", "bad input: Linear on [64, 100] and [512, 256]"} {
+	for _, want := range []string{"x + bias = tensor(", "first row sums to 1.0000", "same result: true", "explain: 1 graph, 0 breaks", "bad input: Linear on [64, 100] and [512, 256]"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
