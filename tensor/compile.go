@@ -45,6 +45,8 @@ type options struct {
 	limit     int
 	cacheDir  string
 	stats     *CompileStats
+	// dynScalars are the argument positions whose numbers are dynamic.
+	dynScalars map[int]bool
 }
 
 // WithMode selects the compilation mode.
@@ -63,6 +65,24 @@ func FullGraph() Option { return func(o *options) { o.fullGraph = true } }
 // Dynamic(false) never makes dims dynamic (every new size recompiles). By
 // default a dim becomes dynamic when a call misses only because it changed.
 func Dynamic(on bool) Option { return func(o *options) { o.dynamic = &on } }
+
+// DynamicScalars passes the numbers in the given arguments (by parameter
+// position) to the compiled graph on every call instead of guarding them
+// by value, so a new learning rate or scale does not recompile. fn must not
+// branch on them: Compile checks, by tracing at two values, that each such
+// number reaches the graph unchanged, and guards it by value (with a log
+// line under GOCOMPILE_LOGS=recompiles) when it does not. Whether a number
+// is integral stays guarded, as it decides type promotion.
+func DynamicScalars(args ...int) Option {
+	return func(o *options) {
+		if o.dynScalars == nil {
+			o.dynScalars = map[int]bool{}
+		}
+		for _, a := range args {
+			o.dynScalars[a] = true
+		}
+	}
+}
 
 // RecompileLimit sets how many times a function may recompile before it
 // falls back to eager execution with one warning (default 8).
@@ -164,8 +184,11 @@ type compiled struct {
 	compileMu sync.Mutex
 	segments  sync.Map // graph key → *segmentEntry
 	eager     atomic.Bool
-	warned    sync.Once
-	name      string
+	// staticScalars is set when DynamicScalars could not be honoured: the
+	// numbers are guarded by value from then on.
+	staticScalars atomic.Bool
+	warned        sync.Once
+	name          string
 }
 
 type segmentEntry struct {
@@ -212,15 +235,29 @@ type flatArgs struct {
 	leaves  trace.Leaves
 	tensors []*Tensor
 	call    guard.Call
+	dyn     []float64 // dynamic scalars, passed to the program
 }
 
 func (c *compiled) flatten(args []reflect.Value) *flatArgs {
 	fa := &flatArgs{}
+	dynamic := len(c.opts.dynScalars) > 0 && !c.staticScalars.Load()
 	for i, a := range args {
+		n := len(fa.leaves.Scalars)
 		if err := trace.Flatten(a, tensorType, &fa.leaves); err != nil {
 			panic(&Error{Op: "Compile", Reason: fmt.Sprintf("argument %d: %v", i, err),
 				Fix: "pass tensors, slices or structs of tensors, and numbers"})
 		}
+		if dynamic && c.opts.dynScalars[i] { // out of the guards, into the program
+			fa.dyn = append(fa.dyn, fa.leaves.Scalars[n:]...)
+			fa.leaves.Scalars = fa.leaves.Scalars[:n]
+		}
+	}
+	for _, v := range fa.dyn { // guard only whether each is integral
+		integral := 0.0
+		if ir.ScalarOf(v).DType == Int64 {
+			integral = 1
+		}
+		fa.leaves.Scalars = append(fa.leaves.Scalars, integral)
 	}
 	fa.tensors = make([]*Tensor, len(fa.leaves.Tensors))
 	fa.call.Tensors = make([]guard.TensorMeta, len(fa.tensors))
@@ -283,6 +320,18 @@ func (c *compiled) call(args []reflect.Value) []reflect.Value {
 			slog.Info("gocompile: recompiling", "function", c.name, "reason", reason.Text)
 		}
 		e := c.compileEntry(ge, fa, args)
+		if e == nil { // dynamic scalars could not be honoured
+			c.staticScalars.Store(true)
+			fa = c.flatten(args)
+			if _, v, ok := gc.Lookup(&fa.call); ok {
+				return v, nil
+			}
+			if ge, reason = gc.Plan(&fa.call); reason.LimitReached {
+				c.eager.Store(true)
+				return nil, nil
+			}
+			e = c.compileEntry(ge, fa, args)
+		}
 		gc.Insert(ge, e)
 		if st != nil {
 			if st.Compiles.Add(1) > 1 {
@@ -356,6 +405,13 @@ func callKey(call *guard.Call) string {
 
 // compileEntry traces fn for the call and compiles what it recorded.
 func (c *compiled) compileEntry(ge *guard.Entry, fa *flatArgs, args []reflect.Value) *entry {
+	if len(fa.dyn) > 0 {
+		e, why := c.compileDynamic(fa, args)
+		if e == nil && logOn("recompiles") {
+			slog.Info("gocompile: dynamic scalars guarded by value", "function", c.name, "reason", why)
+		}
+		return e // nil: the caller guards the scalars by value and compiles again
+	}
 	tr := newTracer(c, c.opts.fullGraph)
 	tr.onShapeRead = func(sizes []int) { specializeRead(ge, fa, sizes) }
 	results := c.traceRun(tr, fa, args)
@@ -432,7 +488,12 @@ func (c *compiled) run(e *entry, fa *flatArgs, args []reflect.Value) []reflect.V
 		results := c.traceRun(tr, fa, args)
 		return c.finish(tr, results)
 	}
-	outs := e.prog.Run(fa.tensors)
+	var outs []*Tensor
+	if ep, ok := e.prog.(*eagerProgram); ok && ep.slots != nil {
+		outs = ep.runWith(fa.tensors, fa.dyn)
+	} else {
+		outs = e.prog.Run(fa.tensors)
+	}
 	k := 0
 	next := func() reflect.Value { k++; return reflect.ValueOf(outs[k-1]) }
 	res := make([]reflect.Value, len(e.template))
@@ -499,6 +560,7 @@ func dumpGraph(dir, name string, g *ir.Graph) {
 type eagerProgram struct {
 	g     *ir.Graph
 	index map[*ir.Node]int
+	slots map[int][]scalarSlot // dynamic scalars, by node index
 }
 
 func newEagerProgram(g *ir.Graph) *eagerProgram {
@@ -509,7 +571,10 @@ func newEagerProgram(g *ir.Graph) *eagerProgram {
 	return p
 }
 
-func (p *eagerProgram) Run(inputs []*Tensor) []*Tensor {
+func (p *eagerProgram) Run(inputs []*Tensor) []*Tensor { return p.runWith(inputs, nil) }
+
+// runWith runs the graph with the call's dynamic scalars in their slots.
+func (p *eagerProgram) runWith(inputs []*Tensor, scalars []float64) []*Tensor {
 	vals := make([]*Tensor, len(p.g.Nodes))
 	for i, n := range p.g.Nodes {
 		switch n.Kind {
@@ -527,7 +592,11 @@ func (p *eagerProgram) Run(inputs []*Tensor) []*Tensor {
 					args[j] = a
 				}
 			}
-			vals[i] = apply(n.Op, n.Attrs, args...)
+			attrs := n.Attrs
+			if slots := p.slots[i]; slots != nil {
+				attrs = patched(n, args, slots, scalars)
+			}
+			vals[i] = apply(n.Op, attrs, args...)
 		}
 	}
 	out := make([]*Tensor, len(p.g.Outputs))

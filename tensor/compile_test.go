@@ -511,3 +511,40 @@ func TestCustomBackend(t *testing.T) {
 		t.Fatal("an unknown backend was accepted")
 	}
 }
+
+func TestCompileDynamicScalars(t *testing.T) {
+	var st CompileStats
+	f := func(x *Tensor, s float64, lo float32) *Tensor {
+		return x.MulScalar(s).AddScalar(s).Clamp(float64(lo), 100).LayerNorm([]int{3}, nil, nil, s*0+1e-5)
+	}
+	cf := Compile(f, DynamicScalars(1, 2), WithStats(&st))
+	x := Randn(1, Float32, 4, 3)
+	for _, v := range []struct {
+		s  float64
+		lo float32
+	}{{0.5, -1.5}, {0.25, -0.5}, {3.5, 0.25}, {-2.75, -3.5}} {
+		sameValues(t, fmt.Sprint(v), cf(x, v.s, v.lo), f(x, v.s, v.lo))
+	}
+	if st.Compiles.Load() != 1 {
+		t.Fatalf("new scalar values recompiled: %d compiles", st.Compiles.Load())
+	}
+	// Integral values promote differently: one more compile, then shared.
+	for _, s := range []float64{2, 3, -4} {
+		sameValues(t, fmt.Sprint(s), cf(x, s, -1.5), f(x, s, -1.5))
+	}
+	if st.Compiles.Load() != 2 {
+		t.Fatalf("integral scalars: %d compiles, want 2", st.Compiles.Load())
+	}
+
+	// A number computed from the scalar cannot be a slot: it is guarded by
+	// value, and every value still gives the right answer.
+	var st2 CompileStats
+	g := func(x *Tensor, s float64) *Tensor { return x.MulScalar(s * 2) }
+	cg := Compile(g, DynamicScalars(1), WithStats(&st2))
+	for _, s := range []float64{0.5, 0.75} {
+		sameValues(t, fmt.Sprint(s), cg(x, s), g(x, s))
+	}
+	if st2.Compiles.Load() != 2 {
+		t.Fatalf("a computed scalar: %d compiles, want one per value", st2.Compiles.Load())
+	}
+}

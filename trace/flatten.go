@@ -76,10 +76,35 @@ func Flatten(v reflect.Value, leaf reflect.Type, l *Leaves) error {
 // Rebuild returns a copy of v (of type t) with its tensor leaves replaced,
 // in walk order, by the values next() returns; scalars are kept.
 func Rebuild(v reflect.Value, leaf reflect.Type, next func() reflect.Value) reflect.Value {
+	return RebuildScalars(v, leaf, next, nil)
+}
+
+// RebuildScalars is Rebuild that also replaces each scalar leaf, in walk
+// order, by scalar(old value, as float64) converted to the leaf's type;
+// scalar may be nil to keep scalars.
+func RebuildScalars(v reflect.Value, leaf reflect.Type, next func() reflect.Value, scalar func(float64) float64) reflect.Value {
 	t := v.Type()
 	if t == leaf {
 		return next()
 	}
+	if scalar != nil {
+		out := reflect.New(t).Elem()
+		switch v.Kind() {
+		case reflect.Bool:
+			out.SetBool(scalar(b2f(v.Bool())) != 0)
+			return out
+		case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+			out.SetInt(int64(scalar(float64(v.Int()))))
+			return out
+		case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+			out.SetUint(uint64(scalar(float64(v.Uint()))))
+			return out
+		case reflect.Float32, reflect.Float64:
+			out.SetFloat(scalar(v.Float()))
+			return out
+		}
+	}
+	next2 := func(x reflect.Value) reflect.Value { return RebuildScalars(x, leaf, next, scalar) }
 	switch v.Kind() {
 	case reflect.Slice:
 		if v.IsNil() {
@@ -87,13 +112,13 @@ func Rebuild(v reflect.Value, leaf reflect.Type, next func() reflect.Value) refl
 		}
 		out := reflect.MakeSlice(t, v.Len(), v.Len())
 		for i := range v.Len() {
-			out.Index(i).Set(Rebuild(v.Index(i), leaf, next))
+			out.Index(i).Set(next2(v.Index(i)))
 		}
 		return out
 	case reflect.Array:
 		out := reflect.New(t).Elem()
 		for i := range v.Len() {
-			out.Index(i).Set(Rebuild(v.Index(i), leaf, next))
+			out.Index(i).Set(next2(v.Index(i)))
 		}
 		return out
 	case reflect.Struct:
@@ -103,7 +128,7 @@ func Rebuild(v reflect.Value, leaf reflect.Type, next func() reflect.Value) refl
 		for i := range v.NumField() {
 			f := reflect.NewAt(src.Field(i).Type(), unsafe.Pointer(src.Field(i).UnsafeAddr())).Elem()
 			dst := reflect.NewAt(out.Field(i).Type(), unsafe.Pointer(out.Field(i).UnsafeAddr())).Elem()
-			dst.Set(Rebuild(f, leaf, next))
+			dst.Set(next2(f))
 		}
 		return out
 	case reflect.Pointer:
@@ -111,7 +136,7 @@ func Rebuild(v reflect.Value, leaf reflect.Type, next func() reflect.Value) refl
 			return v
 		}
 		p := reflect.New(t.Elem())
-		p.Elem().Set(Rebuild(v.Elem(), leaf, next))
+		p.Elem().Set(next2(v.Elem()))
 		return p
 	}
 	return v
@@ -129,4 +154,11 @@ func SameScalars(a, b []float64) bool {
 		}
 	}
 	return true
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }
