@@ -19,12 +19,15 @@ const (
 // Node is one value of a graph: an input, a constant, or an op applied to
 // earlier nodes and scalars.
 type Node struct {
-	ID     int
-	Kind   NodeKind
-	Op     *Op     // CallNode
-	Args   []Value // *Node, Scalar, or nil for an absent optional operand
-	Attrs  Attrs
-	Shape  []int
+	ID    int
+	Kind  NodeKind
+	Op    *Op     // CallNode
+	Args  []Value // *Node, Scalar, or nil for an absent optional operand
+	Attrs Attrs
+	Shape []int
+	// Sym marks symbolic dims (see InferSymbols): nil when every dim is
+	// static, else per dim SymStatic, symbol k as k+1, or SymDerived.
+	Sym    []int
 	DType  DType
 	Device Device
 	// Loc is the file:line of the user code that produced the node.

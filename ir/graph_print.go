@@ -25,7 +25,25 @@ func (n *Node) Name() string {
 // TypeString is the node's metadata as printed: float32[2, 3], with
 // @cuda:0 appended for a node that is not on the CPU.
 func (n *Node) TypeString() string {
-	return typeString(n.Shape, n.DType, n.Device)
+	if n.Sym == nil {
+		return typeString(n.Shape, n.DType, n.Device)
+	}
+	dims := make([]string, len(n.Shape))
+	for d, size := range n.Shape {
+		switch k := n.Sym[d]; {
+		case k > 0:
+			dims[d] = fmt.Sprintf("s%d", k-1)
+		case k == SymDerived:
+			dims[d] = "?"
+		default:
+			dims[d] = fmt.Sprint(size)
+		}
+	}
+	s := n.DType.String() + "[" + strings.Join(dims, ", ") + "]"
+	if n.Device != CPU {
+		s += "@" + n.Device.String()
+	}
+	return s
 }
 
 func typeString(shape []int, dt DType, dev Device) string {

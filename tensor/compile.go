@@ -423,7 +423,7 @@ func (c *compiled) compileEntry(ge *guard.Entry, fa *flatArgs, args []reflect.Va
 	g := tr.g
 	g.Outputs = resultNodes(tr, results)
 	e.graphs = []*ir.Graph{g}
-	e.prog = c.compileGraph(g)
+	e.prog = c.compileGraph(g, inputSymbols(ge, fa))
 	e.template = results
 	return e
 }
@@ -523,13 +523,35 @@ func (c *compiled) runSegment(g *ir.Graph, bound []*Tensor) []*Tensor {
 	key := graphKey(g)
 	v, _ := c.segments.LoadOrStore(key, &segmentEntry{})
 	se := v.(*segmentEntry)
-	se.once.Do(func() { se.prog = c.compileGraph(g) })
+	se.once.Do(func() { se.prog = c.compileGraph(g, nil) })
 	return se.prog.Run(bound)
 }
 
-// compileGraph optimises g and hands it to the backend.
-func (c *compiled) compileGraph(g *ir.Graph) Program {
+// inputSymbols lists, per tensor input, which dims the guard entry made
+// symbolic (symbol k as k+1).
+func inputSymbols(ge *guard.Entry, fa *flatArgs) [][]int {
+	syms := make([][]int, len(fa.tensors))
+	for i, t := range fa.tensors {
+		if t == nil {
+			continue
+		}
+		syms[i] = make([]int, len(t.shape))
+		for d := range t.shape {
+			if k, dynamic := ge.Symbol(i, d); dynamic {
+				syms[i][d] = k + 1
+			}
+		}
+	}
+	return syms
+}
+
+// compileGraph optimises g, marks its symbolic dims, and hands it to the
+// backend.
+func (c *compiled) compileGraph(g *ir.Graph, syms [][]int) Program {
 	optimize(g)
+	if syms != nil {
+		g.InferSymbols(syms)
+	}
 	if logOn("graph") {
 		slog.Info("gocompile: graph", "function", c.name, "graph", "\n"+graphString(g))
 	}

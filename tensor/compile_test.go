@@ -548,3 +548,16 @@ func TestCompileDynamicScalars(t *testing.T) {
 		t.Fatalf("a computed scalar: %d compiles, want one per value", st2.Compiles.Load())
 	}
 }
+
+func TestCompileGraphShowsSymbols(t *testing.T) {
+	var buf strings.Builder
+	old := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(&buf, nil)))
+	defer slog.SetDefault(old)
+	t.Setenv("GOCOMPILE_LOGS", "graph")
+	f := Compile(func(x, w *Tensor) *Tensor { return x.MatMul(w).Softmax(-1) }, Dynamic(true))
+	f(Zeros(Float32, 4, 16), Zeros(Float32, 16, 8))
+	if out := buf.String(); !strings.Contains(out, "x0 float32[s0, s1]") || !strings.Contains(out, "float32[s0, s2]") {
+		t.Fatalf("graph log lacks symbolic shapes:\n%s", out)
+	}
+}
