@@ -45,7 +45,8 @@ const (
 	FloatOnly
 	// Compare: computed in the promoted type, the result is Bool.
 	Compare
-	// SameAsFirst: result and compute type are those of operand 0.
+	// SameAsFirst: result and compute type are those of the first operand
+	// that is neither indices nor a mask.
 	SameAsFirst
 	// CastTo: the result type is Attrs.DType.
 	CastTo
@@ -180,7 +181,12 @@ func (op *Op) Types(operands []Operand, a *Attrs) (compute, out DType, err error
 		return t, t, nil
 	case Compare:
 		return t, Bool, nil
-	case SameAsFirst:
+	case SameAsFirst: // the first operand that holds values, not indices or a mask
+		for i, o := range operands {
+			if !contains(op.Indices, i) && !contains(op.Masks, i) {
+				return o.DType, o.DType, nil
+			}
+		}
 		return operands[0].DType, operands[0].DType, nil
 	case CastTo:
 		if !a.DType.Valid() {

@@ -100,6 +100,7 @@ func TestTypeRules(t *testing.T) {
 		{OpArgMax, []Operand{f16}, Float16, Int64, ""},
 		{OpGather, []Operand{f16, {DType: Float32}}, 0, 0, "indices"},
 		{OpMaskedFill, []Operand{i32, b}, Int32, Int32, ""},
+		{OpEmbedding, []Operand{{DType: Int64}, f16}, Float16, Float16, ""}, // indices come first
 	}
 	for _, tc := range tests {
 		c, o, err := tc.op.Types(tc.in, &Attrs{})

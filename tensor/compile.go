@@ -84,8 +84,9 @@ func DynamicScalars(args ...int) Option {
 	}
 }
 
-// RecompileLimit sets how many times a function may recompile before it
-// falls back to eager execution with one warning (default 8).
+// RecompileLimit sets how many compiled entries (one per set of guards) a
+// function may keep; a call that would need another runs eagerly from then
+// on, with one warning (default 8, as torch's cache_size_limit).
 func RecompileLimit(n int) Option { return func(o *options) { o.limit = n } }
 
 // WithCacheDir sets where compiled artifacts are cached on disk (default:
@@ -203,7 +204,10 @@ type entry struct {
 	graphs   []*ir.Graph
 	prog     Program         // without breaks: the whole function
 	template []reflect.Value // fn's results with proxies, rebuilt on replay
-	ninputs  int
+	// firstResults are the results of the call that compiled an entry with
+	// graph breaks (fn ran while tracing); only that call uses them.
+	firstResults []reflect.Value
+	ninputs      int
 }
 
 func newCompiled(fn reflect.Value, opts []Option) *compiled {
@@ -298,6 +302,7 @@ func (c *compiled) call(args []reflect.Value) []reflect.Value {
 			return c.run(v.(*entry), fa, args)
 		}
 	}
+	var compiledNow *entry // set when this goroutine compiled the entry
 	v, err, _ := c.flight.Do(callKey(&fa.call), func() (any, error) {
 		// Identical calls share this flight; different ones take turns, so
 		// each plans against every entry compiled before it.
@@ -333,6 +338,7 @@ func (c *compiled) call(args []reflect.Value) []reflect.Value {
 			e = c.compileEntry(ge, fa, args)
 		}
 		gc.Insert(ge, e)
+		compiledNow = e
 		if st != nil {
 			if st.Compiles.Add(1) > 1 {
 				st.Recompiles.Add(1)
@@ -357,6 +363,9 @@ func (c *compiled) call(args []reflect.Value) []reflect.Value {
 			st.EagerCalls.Add(1)
 		}
 		return c.fn.Call(args)
+	}
+	if compiledNow != nil && compiledNow.firstResults != nil {
+		return compiledNow.firstResults
 	}
 	return c.run(v.(*entry), fa, args)
 }
@@ -417,6 +426,9 @@ func (c *compiled) compileEntry(ge *guard.Entry, fa *flatArgs, args []reflect.Va
 	results := c.traceRun(tr, fa, args)
 	e := &entry{breaks: tr.breaks, ninputs: len(fa.tensors)}
 	if len(tr.breaks) > 0 {
+		// fn has run up to its last segment: finish this call's work here
+		// rather than run fn again.
+		e.firstResults = c.finish(tr, results)
 		e.graphs = tr.segments
 		return e
 	}
@@ -617,6 +629,11 @@ func (p *eagerProgram) runWith(inputs []*Tensor, scalars []float64) []*Tensor {
 			attrs := n.Attrs
 			if slots := p.slots[i]; slots != nil {
 				attrs = patched(n, args, slots, scalars)
+			}
+			if n.Op == ir.OpReshape {
+				// Reshape copies where the layout at run time needs it.
+				vals[i] = args[0].(*Tensor).Reshape(attrs.Dims...)
+				continue
 			}
 			vals[i] = apply(n.Op, attrs, args...)
 		}

@@ -371,7 +371,7 @@ func TestCompileReplaysWithoutRunningFn(t *testing.T) {
 	for range 3 {
 		g(x)
 	}
-	if runs != 4 { // the first call traces, then runs; each later call runs fn once
+	if runs != 3 { // once per call: the first call traces and runs in one go
 		t.Fatalf("fn with breaks ran %d times over 3 calls", runs)
 	}
 }
@@ -559,5 +559,30 @@ func TestCompileGraphShowsSymbols(t *testing.T) {
 	f(Zeros(Float32, 4, 16), Zeros(Float32, 16, 8))
 	if out := buf.String(); !strings.Contains(out, "x0 float32[s0, s1]") || !strings.Contains(out, "float32[s0, s2]") {
 		t.Fatalf("graph log lacks symbolic shapes:\n%s", out)
+	}
+}
+
+func TestCompileReshapeOfTranspose(t *testing.T) {
+	f := func(x *Tensor) *Tensor { return x.Transpose(0, 1).Reshape(-1) }
+	x := Arange(0, 6, 1, Float32).Reshape(2, 3)
+	sameValues(t, "reshape of transpose", Compile(f)(x), f(x))
+	var contiguous bool
+	Compile(func(x *Tensor) *Tensor { contiguous = x.T().IsContiguous(); return x })(x)
+	if contiguous {
+		t.Fatal("a traced transpose claims to be contiguous")
+	}
+}
+
+func TestCompileBreakFirstCallRunsOnce(t *testing.T) {
+	runs := 0
+	f := Compile(func(x *Tensor) *Tensor { runs++; return breaking(x) })
+	x := FromSlice([]float32{1, 2})
+	sameValues(t, "first call", f(x), breaking(x))
+	if runs != 1 {
+		t.Fatalf("the first call ran fn %d times", runs)
+	}
+	ex, err := Explain(breaking, x)
+	if err != nil || len(ex.Graph) != 2 || ex.OpCounts["neg"]+ex.OpCounts["mul"] != 1 {
+		t.Fatalf("explain should cover both segments: %v\n%v", err, ex)
 	}
 }

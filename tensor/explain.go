@@ -85,9 +85,7 @@ func Explain(fn any, args ...any) (*Explanation, error) {
 		ge, _ := guard.NewCache(c.policy(fa), c.opts.limit).Plan(&fa.call)
 		e := c.compileEntry(ge, fa, in)
 		ex = &Explanation{Graphs: len(e.graphs), Breaks: e.breaks, OpCounts: map[string]int{}, Guards: ge.String()}
-		if len(e.breaks) > 0 {
-			ex.Graphs = len(e.breaks) + 1
-		}
+
 		for _, g := range e.graphs {
 			ex.Graph = append(ex.Graph, g.String())
 			for _, n := range g.Nodes {

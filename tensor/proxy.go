@@ -119,7 +119,16 @@ func (tr *tracer) record(op *ir.Op, a ir.Attrs, args []ir.Value) *Tensor {
 	}
 	n, err := tr.g.Call(op, a, loc, nodeArgs...)
 	check(err, op.Title, tensorsOf(args)...)
-	return tr.proxyFor(n)
+	p := tr.proxyFor(n)
+	if op.Kind == ir.View {
+		// A view keeps its input's layout, as eagerly: a transpose is not
+		// contiguous, so Reshape of it records a copy first.
+		in := args[0].(*Tensor)
+		if l, err := op.View(in.layout(), &a); err == nil {
+			p.strides = l.Strides
+		}
+	}
+	return p
 }
 
 // materialize runs the graph recorded so far and returns t's value: a

@@ -9,7 +9,9 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"log"
+	"os"
 	"time"
 
 	"gocompile/tensor"
@@ -36,24 +38,29 @@ func (m *mlp) forward(x *tensor.Tensor) *tensor.Tensor {
 
 func main() {
 	log.SetFlags(0)
+	run(os.Stdout)
+}
+
+// run is the example, writing to w.
+func run(w io.Writer) {
 
 	x := tensor.FromSlice([]float32{1, 2, 3, 4, 5, 6}, 2, 3)
 	bias := tensor.FromSlice([]float32{0.5, -1, 2}, 3)
-	fmt.Println("x + bias =", x.Add(bias)) // bias broadcasts over rows
-	fmt.Println("row sums =", x.Sum(1))
-	fmt.Println("softmax  =", x.Softmax(-1))
+	fmt.Fprintln(w, "x + bias =", x.Add(bias)) // bias broadcasts over rows
+	fmt.Fprintln(w, "row sums =", x.Sum(1))
+	fmt.Fprintln(w, "softmax  =", x.Softmax(-1))
 
 	// Views share storage: writing through the transpose changes x.
 	xt := x.T()
 	xt.Set(100, 2, 1)
-	fmt.Println("after xt[2,1] = 100, x =", x)
+	fmt.Fprintln(w, "after xt[2,1] = 100, x =", x)
 
 	// A small MLP, run eagerly on a batch of 64.
 	model := newMLP(256, 512, 10)
 	batch := tensor.Randn(7, tensor.Float32, 64, 256)
 	start := time.Now()
 	probs := model.forward(batch)
-	fmt.Printf("mlp: %v -> %v in %v; first row sums to %.4f\n",
+	fmt.Fprintf(w, "mlp: %v -> %v in %v; first row sums to %.4f\n",
 		batch.Shape(), probs.Shape(), time.Since(start).Round(time.Microsecond), probs.Select(0, 0).Sum().Item())
 
 	// Compile the same forward pass: the first call traces it into a graph
@@ -72,7 +79,7 @@ func main() {
 	}
 	eagerTime, compiledTime := timeIt(model.forward), timeIt(fast)
 	same := fast(batch).Sub(probs).Abs().Max().Item() == 0
-	fmt.Printf("compiled: first call (trace + compile) %v; per call %v compiled vs %v eager (%.2fx); same result: %v\n",
+	fmt.Fprintf(w, "compiled: first call (trace + compile) %v; per call %v compiled vs %v eager (%.2fx); same result: %v\n",
 		compileTime.Round(time.Microsecond), compiledTime.Round(time.Microsecond), eagerTime.Round(time.Microsecond),
 		float64(eagerTime)/float64(compiledTime), same)
 
@@ -81,11 +88,11 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Printf("explain: %d graph, %d breaks, %d ops\n", ex.Graphs, len(ex.Breaks), countOps(ex.OpCounts))
+	fmt.Fprintf(w, "explain: %d graph, %d breaks, %d ops\n", ex.Graphs, len(ex.Breaks), countOps(ex.OpCounts))
 
 	// Misuse panics with a *tensor.Error; Try turns it into an error.
 	err = tensor.Try(func() { model.forward(tensor.Zeros(tensor.Float32, 64, 100)) })
-	fmt.Println("bad input:", err)
+	fmt.Fprintln(w, "bad input:", err)
 }
 
 func countOps(counts map[string]int) int {
