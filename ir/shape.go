@@ -77,6 +77,9 @@ func ContiguousStrides(shape []int) []int {
 // IsContiguous reports whether strides are row-major for shape (dims of size
 // one may carry any stride).
 func IsContiguous(shape, strides []int) bool {
+	if Numel(shape) == 0 {
+		return true // no elements, nothing out of order
+	}
 	s := 1
 	for i := len(shape) - 1; i >= 0; i-- {
 		if shape[i] == 1 {

@@ -586,3 +586,19 @@ func TestCompileBreakFirstCallRunsOnce(t *testing.T) {
 		t.Fatalf("explain should cover both segments: %v\n%v", err, ex)
 	}
 }
+
+// A break after a composite op: the optimiser rewrites the segment's
+// outputs, and later segments still find the values they need.
+func TestCompileBreakAfterComposite(t *testing.T) {
+	w, b := Randn(1, Float32, 6, 4), Randn(2, Float32, 6)
+	fn := func(x *Tensor) *Tensor {
+		h := x.Linear(w, b)
+		_ = h.Select(0, 0).String() // a break
+		return h.GELU().Softmax(-1)
+	}
+	x := Randn(3, Float32, 3, 4)
+	f := Compile(fn)
+	for range 2 {
+		sameValues(t, "after a break", f(x), fn(x))
+	}
+}

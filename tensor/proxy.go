@@ -164,7 +164,7 @@ func (tr *tracer) finishSegment(outputs []*ir.Node) []*Tensor {
 	} else {
 		all = outputs
 	}
-	g.Outputs = all
+	g.Outputs = append([]*ir.Node(nil), all...) // passes rewrite Outputs in place
 	vals := tr.c.runSegment(g, tr.bound)
 	for i, n := range g.Inputs {
 		tr.realized[n] = tr.bound[i]
