@@ -365,7 +365,13 @@ def pointwise(g):
             rng = rng_for(name)
             g.add(name, op, [(make(rng, shape, dt, dom, scale=2.0), dt)], fn)
         name = "%s_float32_special" % op
-        g.add(name, op, [(np.array(SPECIALS, dtype=np.float32), "float32")], fn)
+        specials = SPECIALS
+        if op == "gelu":
+            # PyTorch 2.11's CPU GELU returns NaN at +inf; the exact value
+            # (and PyTorch 1.13's, and gocompile's) is +inf. Leave it out
+            # rather than pin either answer.
+            specials = [v for v in SPECIALS if v != float("inf")]
+        g.add(name, op, [(np.array(specials, dtype=np.float32), "float32")], fn)
     for op in ["neg", "abs", "relu", "exp", "sqrt", "sigmoid", "logical_not"]:
         name = "%s_int32" % op
         rng = rng_for(name)
