@@ -1,6 +1,7 @@
 package inductor
 
 import (
+	"encoding/binary"
 	"fmt"
 	"strings"
 
@@ -79,19 +80,19 @@ type Geometry struct {
 // rank; long long size[MaxRank]; long long stride[n][MaxRank]; }.
 func (g *Geometry) Bytes() []byte {
 	b := make([]byte, 0, 8*(1+MaxRank*(1+len(g.Strides))))
-	put := func(v int64) {
-		for i := range 8 {
-			b = append(b, byte(v>>(8*i)))
-		}
-	}
-	put(int64(g.Rank))
-	for _, s := range g.Sizes {
-		put(s)
-	}
+	b = putInt64s(b, int64(g.Rank))
+	b = putInt64s(b, g.Sizes[:]...)
 	for _, st := range g.Strides {
-		for _, s := range st {
-			put(s)
-		}
+		b = putInt64s(b, st[:]...)
+	}
+	return b
+}
+
+// putInt64s appends vs as little-endian 64-bit integers, the layout of a
+// kernel's long long parameters.
+func putInt64s(b []byte, vs ...int64) []byte {
+	for _, v := range vs {
+		b = binary.LittleEndian.AppendUint64(b, uint64(v))
 	}
 	return b
 }

@@ -1,6 +1,7 @@
 package inductor
 
 import (
+	"encoding/binary"
 	"fmt"
 	"os"
 	"os/exec"
@@ -216,5 +217,25 @@ func TestGPUKernelsCompile(t *testing.T) {
 		if _, err := mod.Function(k.name); err != nil {
 			t.Errorf("%s: %v", k.name, err)
 		}
+	}
+}
+
+// Geometry parameters are laid out as the kernels' structs: long longs,
+// little-endian, in declaration order.
+func TestGeometryBytes(t *testing.T) {
+	g := Geometry{Rank: 2, Strides: make([][MaxRank]int64, 2)}
+	g.Sizes[0], g.Sizes[1] = 3, 5
+	g.Strides[1][1] = -7
+	b := g.Bytes()
+	word := func(i int) int64 { return int64(binary.LittleEndian.Uint64(b[8*i:])) }
+	if len(b) != 8*(1+MaxRank*3) || word(0) != 2 || word(1) != 3 || word(2) != 5 || word(1+MaxRank+MaxRank+1) != -7 {
+		t.Fatalf("geometry bytes: %v", b)
+	}
+	r := ReduceGeometry{OuterRank: 1, InnerRank: 2}
+	r.InnerStr[1] = 9
+	rb := r.Bytes()
+	if len(rb) != 8*(2+4*MaxRank) || int64(binary.LittleEndian.Uint64(rb[8*(1+2*MaxRank):])) != 2 ||
+		int64(binary.LittleEndian.Uint64(rb[8*(2+3*MaxRank+1):])) != 9 {
+		t.Fatalf("reduce geometry bytes: %v", rb)
 	}
 }

@@ -41,27 +41,12 @@ type ReduceGeometry struct {
 
 // Bytes encodes the geometry as the kernel parameter.
 func (g *ReduceGeometry) Bytes() []byte {
-	var b []byte
-	put := func(v int64) {
-		for i := range 8 {
-			b = append(b, byte(v>>(8*i)))
-		}
-	}
-	put(int64(g.OuterRank))
-	for _, s := range g.OuterSize {
-		put(s)
-	}
-	for _, s := range g.OuterStr {
-		put(s)
-	}
-	put(int64(g.InnerRank))
-	for _, s := range g.InnerSize {
-		put(s)
-	}
-	for _, s := range g.InnerStr {
-		put(s)
-	}
-	return b
+	b := putInt64s(nil, int64(g.OuterRank))
+	b = putInt64s(b, g.OuterSize[:]...)
+	b = putInt64s(b, g.OuterStr[:]...)
+	b = putInt64s(b, int64(g.InnerRank))
+	b = putInt64s(b, g.InnerSize[:]...)
+	return putInt64s(b, g.InnerStr[:]...)
 }
 
 // ReduceBlock is the number of threads per block of reduction kernels.

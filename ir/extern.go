@@ -122,6 +122,9 @@ func stackShape(in [][]int, a *Attrs) ([]int, error) {
 	return append(append(clone(in[0][:d]), len(in)), in[0][d:]...), nil
 }
 
+// SameShape reports whether two shapes are equal.
+func SameShape(a, b []int) bool { return equalInts(a, b) }
+
 func equalInts(a, b []int) bool {
 	if len(a) != len(b) {
 		return false

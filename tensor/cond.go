@@ -1,5 +1,7 @@
 package tensor
 
+import "gocompile/ir"
+
 // Cond returns then(args...) where pred is true and els(args...) where it
 // is false, as torch.cond: pred is a one-element Bool tensor, and both
 // branches must return tensors of the same shape and dtype.
@@ -24,21 +26,9 @@ func Cond(pred *Tensor, then, els func(args ...*Tensor) *Tensor, args ...*Tensor
 		return els(args...)
 	}
 	t, e := then(args...), els(args...)
-	if t.dtype != e.dtype || !sameShape(t.shape, e.shape) {
+	if t.dtype != e.dtype || !ir.SameShape(t.shape, e.shape) {
 		throw("Cond", []*Tensor{t, e}, "make both branches return the same shape and dtype",
 			"the branches return %v%v and %v%v", t.dtype, t.shape, e.dtype, e.shape)
 	}
 	return Where(pred.Reshape(), t, e)
-}
-
-func sameShape(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

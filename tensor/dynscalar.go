@@ -113,7 +113,7 @@ func diffGraphs(g1, g2 *ir.Graph, dyn []float64) ([]scalarSlot, string) {
 		aa, ba := a.Attrs, b.Attrs
 		aa.Scalars, ba.Scalars = nil, nil
 		if a.Kind != b.Kind || a.Op != b.Op || len(a.Args) != len(b.Args) || !ir.AttrsEqual(aa, ba) ||
-			len(a.Attrs.Scalars) != len(b.Attrs.Scalars) || a.DType != b.DType || !sameShape(a.Shape, b.Shape) {
+			len(a.Attrs.Scalars) != len(b.Attrs.Scalars) || a.DType != b.DType || !ir.SameShape(a.Shape, b.Shape) {
 			return nil, fmt.Sprintf("node %s (%s) depends on the scalar's value", a.Name(), a.Loc)
 		}
 		for j := range a.Args {
