@@ -37,7 +37,11 @@ type Operand struct {
 // PointwiseKernel describes a single-op (eager) pointwise kernel: the op,
 // how each operand is read, and the output.
 type PointwiseKernel struct {
-	Op       *ir.Op
+	Op *ir.Op
+	// Expr and Label describe a fused kernel instead of Op: its whole
+	// expression, and a name unique to it.
+	Expr     *ir.Expr
+	Label    string
 	Operands []Operand
 	Compute  ir.Kind
 	Out      ir.DType
@@ -50,7 +54,7 @@ type PointwiseKernel struct {
 func (k *PointwiseKernel) Name() string {
 	var b strings.Builder
 	b.WriteString("gc_")
-	b.WriteString(k.Op.Name)
+	b.WriteString(k.label())
 	for _, o := range k.Operands {
 		b.WriteByte('_')
 		if o.Access == ScalarArg {
@@ -112,7 +116,42 @@ func (k *PointwiseKernel) Source() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("// gocompile eager kernel for op %q: %s\n", k.Op.Name, k.Op.Doc) + cudaPrelude + body, nil
+	head := fmt.Sprintf("// gocompile eager kernel for op %q: %s\n", k.label(), k.doc())
+	if k.Op == nil {
+		head = fmt.Sprintf("// gocompile fused kernel %s\n", k.label())
+	}
+	return head + cudaPrelude + body, nil
+}
+
+func (k *PointwiseKernel) expr() *ir.Expr {
+	if k.Op == nil {
+		return k.Expr
+	}
+	return k.Op.Expr
+}
+
+func (k *PointwiseKernel) label() string {
+	if k.Op == nil {
+		return k.Label
+	}
+	return k.Op.Name
+}
+
+func (k *PointwiseKernel) doc() string {
+	if k.Op == nil {
+		return k.Expr.String()
+	}
+	return k.Op.Doc
+}
+
+// ParamKinds is the kind of each op parameter the kernel takes.
+func (k *PointwiseKernel) ParamKinds() ([]ir.Kind, error) {
+	argKinds := make([]ir.Kind, len(k.Operands))
+	for i, o := range k.Operands {
+		argKinds[i] = o.Kind
+	}
+	pk, _, err := k.expr().ParamKinds(argKinds, k.Compute)
+	return pk, err
 }
 
 // body is the kernel's source after the prelude.
@@ -121,16 +160,16 @@ func (k *PointwiseKernel) body() (string, error) {
 	for i, o := range k.Operands {
 		argKinds[i] = o.Kind
 	}
-	paramKinds, outKind, err := k.Op.Expr.ParamKinds(argKinds, k.Compute)
+	paramKinds, outKind, err := k.expr().ParamKinds(argKinds, k.Compute)
 	if err != nil {
-		return "", fmt.Errorf("%s: %w", k.Op.Name, err)
+		return "", fmt.Errorf("%s: %w", k.label(), err)
 	}
-	expr, err := k.Op.Expr.C(
+	expr, err := k.expr().C(
 		func(i int) string { return fmt.Sprintf("a%d", i) },
 		func(i int) string { return fmt.Sprintf("p%d", i) },
 		argKinds, k.Compute)
 	if err != nil {
-		return "", fmt.Errorf("%s: %w", k.Op.Name, err)
+		return "", fmt.Errorf("%s: %w", k.label(), err)
 	}
 
 	var b strings.Builder
@@ -142,9 +181,9 @@ func (k *PointwiseKernel) body() (string, error) {
 	for i, pk := range paramKinds {
 		fargs = append(fargs, fmt.Sprintf("%s p%d", kindC(pk), i))
 	}
-	fmt.Fprintf(&b, "\n// %s = %v\n", k.Op.Name, k.Op.Expr)
+	fmt.Fprintf(&b, "\n// %s = %v\n", k.label(), k.expr())
 	fmt.Fprintf(&b, "__device__ __forceinline__ %s op_%s(%s) {\n  return %s;\n}\n\n",
-		kindC(outKind), k.Op.Name, strings.Join(fargs, ", "), expr)
+		kindC(outKind), k.label(), strings.Join(fargs, ", "), expr)
 
 	// Kernel signature.
 	params := []string{"long long n"}
@@ -182,7 +221,7 @@ func (k *PointwiseKernel) body() (string, error) {
 		for i := range paramKinds {
 			as = append(as, fmt.Sprintf("p%d", i))
 		}
-		return fmt.Sprintf("op_%s(%s)", k.Op.Name, strings.Join(as, ", "))
+		return fmt.Sprintf("op_%s(%s)", k.label(), strings.Join(as, ", "))
 	}
 	// Uniform operands are read once.
 	for i, o := range k.Operands {

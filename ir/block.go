@@ -20,6 +20,7 @@ type Block struct {
 type instr struct {
 	p            Prim
 	kind         Kind // operand kind (for a where: of its values)
+	to           Kind // a cast's target kind
 	dst, a, b, c int
 }
 
@@ -74,6 +75,7 @@ func CompileBlock(e *Expr, args []Kind, compute Kind) (*Block, error) {
 		if e.Prim == PWhere {
 			in.kind = kinds[e.Args[1]]
 		}
+		in.to = e.To
 		b.code = append(b.code, in)
 		return r
 	}
@@ -195,6 +197,10 @@ func (f *Frame) Run(n int, dst *Vec) Vec {
 		if in.c >= 0 {
 			c = &f.regs[in.c]
 		}
+		if in.p == PCast {
+			castVec(d, in.to, &f.regs[in.a], in.kind, n)
+			continue
+		}
 		evalPrim(in.p, in.kind, n, d, &f.regs[in.a], b, c)
 	}
 	if dst != nil {
@@ -206,3 +212,32 @@ func (f *Frame) Run(n int, dst *Vec) Vec {
 // Computes reports whether the block runs any primitive (an identity, such
 // as a cast, only converts its operand).
 func (b *Block) Computes() bool { return len(b.code) > 0 }
+
+// castVec converts n values of src (kind from) into dst (kind to).
+func castVec(dst *Vec, to Kind, src *Vec, from Kind, n int) {
+	switch from {
+	case F32:
+		castFrom(dst, to, src.F32[:n])
+	case F64:
+		castFrom(dst, to, src.F64[:n])
+	default:
+		castFrom(dst, to, src.I64[:n])
+	}
+}
+
+func castFrom[S number](dst *Vec, to Kind, s []S) {
+	switch to {
+	case F32:
+		convertLoop(dst.F32[:len(s)], s)
+	case F64:
+		convertLoop(dst.F64[:len(s)], s)
+	default:
+		convertLoop(dst.I64[:len(s)], s)
+	}
+}
+
+func convertLoop[D, S number](d []D, s []S) {
+	for i := range d {
+		d[i] = D(s[i])
+	}
+}

@@ -51,6 +51,8 @@ const (
 	// ternary
 	PWhere // Args[0] ? Args[1] : Args[2]
 
+	PCast // Args[0] converted to kind To, as a store and reload would
+
 	numPrims
 )
 
@@ -62,6 +64,7 @@ type Expr struct {
 	Args  []*Expr
 	Index int     // PArg, PParam
 	Value float64 // PConst
+	To    Kind    // PCast
 }
 
 // Arg is operand i of the op.
@@ -76,34 +79,37 @@ func Const(v float64) *Expr { return &Expr{Prim: PConst, Value: v} }
 func call(p Prim, args ...*Expr) *Expr { return &Expr{Prim: p, Args: args} }
 
 // Expression builders, one per primitive.
-func Neg(a *Expr) *Expr           { return call(PNeg, a) }
-func Abs(a *Expr) *Expr           { return call(PAbs, a) }
-func Recip(a *Expr) *Expr         { return call(PRecip, a) }
-func Exp(a *Expr) *Expr           { return call(PExp, a) }
-func Log(a *Expr) *Expr           { return call(PLog, a) }
-func Sqrt(a *Expr) *Expr          { return call(PSqrt, a) }
-func Rsqrt(a *Expr) *Expr         { return call(PRsqrt, a) }
-func Sin(a *Expr) *Expr           { return call(PSin, a) }
-func Cos(a *Expr) *Expr           { return call(PCos, a) }
-func Tanh(a *Expr) *Expr          { return call(PTanh, a) }
-func Erf(a *Expr) *Expr           { return call(PErf, a) }
-func Not(a *Expr) *Expr           { return call(PNot, a) }
-func Add(a, b *Expr) *Expr        { return call(PAdd, a, b) }
-func Sub(a, b *Expr) *Expr        { return call(PSub, a, b) }
-func Mul(a, b *Expr) *Expr        { return call(PMul, a, b) }
-func Div(a, b *Expr) *Expr        { return call(PDiv, a, b) }
-func Pow(a, b *Expr) *Expr        { return call(PPow, a, b) }
-func Max(a, b *Expr) *Expr        { return call(PMax, a, b) }
-func Min(a, b *Expr) *Expr        { return call(PMin, a, b) }
-func Eq(a, b *Expr) *Expr         { return call(PEq, a, b) }
-func Ne(a, b *Expr) *Expr         { return call(PNe, a, b) }
-func Lt(a, b *Expr) *Expr         { return call(PLt, a, b) }
-func Le(a, b *Expr) *Expr         { return call(PLe, a, b) }
-func Gt(a, b *Expr) *Expr         { return call(PGt, a, b) }
-func Ge(a, b *Expr) *Expr         { return call(PGe, a, b) }
-func And(a, b *Expr) *Expr        { return call(PAnd, a, b) }
-func Or(a, b *Expr) *Expr         { return call(POr, a, b) }
-func Where(c, a, b *Expr) *Expr   { return call(PWhere, c, a, b) }
+func Neg(a *Expr) *Expr         { return call(PNeg, a) }
+func Abs(a *Expr) *Expr         { return call(PAbs, a) }
+func Recip(a *Expr) *Expr       { return call(PRecip, a) }
+func Exp(a *Expr) *Expr         { return call(PExp, a) }
+func Log(a *Expr) *Expr         { return call(PLog, a) }
+func Sqrt(a *Expr) *Expr        { return call(PSqrt, a) }
+func Rsqrt(a *Expr) *Expr       { return call(PRsqrt, a) }
+func Sin(a *Expr) *Expr         { return call(PSin, a) }
+func Cos(a *Expr) *Expr         { return call(PCos, a) }
+func Tanh(a *Expr) *Expr        { return call(PTanh, a) }
+func Erf(a *Expr) *Expr         { return call(PErf, a) }
+func Not(a *Expr) *Expr         { return call(PNot, a) }
+func Add(a, b *Expr) *Expr      { return call(PAdd, a, b) }
+func Sub(a, b *Expr) *Expr      { return call(PSub, a, b) }
+func Mul(a, b *Expr) *Expr      { return call(PMul, a, b) }
+func Div(a, b *Expr) *Expr      { return call(PDiv, a, b) }
+func Pow(a, b *Expr) *Expr      { return call(PPow, a, b) }
+func Max(a, b *Expr) *Expr      { return call(PMax, a, b) }
+func Min(a, b *Expr) *Expr      { return call(PMin, a, b) }
+func Eq(a, b *Expr) *Expr       { return call(PEq, a, b) }
+func Ne(a, b *Expr) *Expr       { return call(PNe, a, b) }
+func Lt(a, b *Expr) *Expr       { return call(PLt, a, b) }
+func Le(a, b *Expr) *Expr       { return call(PLe, a, b) }
+func Gt(a, b *Expr) *Expr       { return call(PGt, a, b) }
+func Ge(a, b *Expr) *Expr       { return call(PGe, a, b) }
+func And(a, b *Expr) *Expr      { return call(PAnd, a, b) }
+func Or(a, b *Expr) *Expr       { return call(POr, a, b) }
+func Where(c, a, b *Expr) *Expr { return call(PWhere, c, a, b) }
+
+// Cast converts a to kind k (floating to integer truncates toward zero).
+func Cast(a *Expr, k Kind) *Expr  { return &Expr{Prim: PCast, Args: []*Expr{a}, To: k} }
 func (p Prim) String() string     { return prims[p].name }
 func (p Prim) arity() int         { return prims[p].arity }
 func (p Prim) signature() primSig { return prims[p].sig }
@@ -152,6 +158,8 @@ func (t *typing) natural(e *Expr) (Kind, bool) {
 		return t.args[e.Index], true
 	case PConst, PParam:
 		return 0, false
+	case PCast:
+		return e.To, true
 	}
 	switch e.Prim.signature() {
 	case sigCmp, sigLogic:
@@ -198,6 +206,12 @@ func (t *typing) assign(e *Expr, want Kind) error {
 		return nil
 	case PConst, PParam:
 		t.kinds[e] = want
+		return nil
+	case PCast:
+		if err := t.assign(e.Args[0], e.To); err != nil {
+			return err
+		}
+		t.kinds[e] = e.To
 		return nil
 	}
 	// operands is the kind every operand (after a where's condition) must have.
@@ -265,6 +279,9 @@ func (e *Expr) C(arg, param func(i int) string, args []Kind, compute Kind) (stri
 		for i, a := range e.Args {
 			ops[i] = walk(a)
 		}
+		if e.Prim == PCast {
+			return fmt.Sprintf("((%s)(%s))", cType(e.To), ops[0])
+		}
 		info := prims[e.Prim]
 		tmpl := info.c
 		if e.Prim.signature() == sigCmp {
@@ -313,4 +330,15 @@ func (e *Expr) ParamKinds(args []Kind, compute Kind) (params []Kind, out Kind, e
 		}
 	}
 	return params, kinds[e], nil
+}
+
+// cType is the C type values of kind k live in.
+func cType(k Kind) string {
+	switch k {
+	case F32:
+		return "float"
+	case F64:
+		return "double"
+	}
+	return "long long"
 }

@@ -58,6 +58,7 @@ var prims = [numPrims]primInfo{
 	POr:  {"or", 2, sigLogic, "(long long)((%s != 0) | (%s != 0))", ""},
 
 	PWhere: {"where", 3, sigWhere, "(%s ? %s : %s)", ""},
+	PCast:  {name: "cast", arity: 1}, // typed and printed by its target kind
 }
 
 // CPrelude defines the helper functions that the C forms of the primitives

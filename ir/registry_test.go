@@ -2,6 +2,7 @@ package ir
 
 import (
 	"math"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -268,5 +269,23 @@ func TestHalfConversions(t *testing.T) {
 		if back := F32ToF16(f); back != uint16(h) {
 			t.Fatalf("half %#04x -> %g -> %#04x", h, f, back)
 		}
+	}
+}
+
+func TestCastPrimitive(t *testing.T) {
+	e := Add(Cast(Arg(0), I64), Cast(Lt(Arg(0), Const(0)), I64)) // trunc(x) + (x < 0)
+	blk, err := CompileBlock(e, []Kind{F32}, I64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := blk.NewFrame(4, nil)
+	f.SetArg(0, Vec{F32: []float32{2.7, -2.7, 0, 5}})
+	got := f.Run(4, nil).I64
+	if want := []int64{2, -1, 0, 5}; !slices.Equal(got, want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+	c, err := Cast(Mul(Arg(0), Const(2)), F64).C(func(int) string { return "x" }, nil, []Kind{F32}, F32)
+	if err != nil || c != "((double)((x * 2.0f)))" {
+		t.Fatalf("C: %q %v", c, err)
 	}
 }

@@ -146,6 +146,14 @@ func pointwise(op *ir.Op, a ir.Attrs, args []ir.Value) *Tensor {
 		return gpuPointwise(op, a, args, kinds, compute.Compute(), newGPUTensor(dev, out, shape))
 	}
 	blk := compiledBlock(op, kinds, compute.Compute())
+	return runBlock(blk, args, a.Scalars, out, shape)
+}
+
+// runBlock evaluates a block program over the broadcast shape of its
+// tensor operands (args: tensors and scalars, in the program's operand
+// order) into a new CPU tensor of type out.
+func runBlock(blk *ir.Block, args []ir.Value, params []float64, out DType, shape []int) *Tensor {
+	tensors := tensorsOf(args)
 	res := newTensor(out, shape)
 	n := res.Numel()
 	if n == 0 {
@@ -168,7 +176,7 @@ func pointwise(op *ir.Op, a ir.Attrs, args []ir.Value) *Tensor {
 	outKind := blk.OutKind()
 	alias := sameKind(out, outKind) && blk.Computes()
 	parallelFor(n, minParallel, func(lo, hi int) {
-		f := blk.NewFrame(min(blockSize, hi-lo), a.Scalars) // small ops get small frames
+		f := blk.NewFrame(min(blockSize, hi-lo), params) // small ops get small frames
 		local := make([]*operand, len(args))
 		for i, v := range args {
 			if !blk.Uses(i) {

@@ -76,6 +76,12 @@ func addKind(a *cuda.Args, k ir.Kind, v float64) {
 // writing into res (a fresh tensor, or any view of the destination of a
 // copy).
 func gpuPointwise(op *ir.Op, a ir.Attrs, args []ir.Value, kinds []ir.Kind, compute ir.Kind, res *Tensor) *Tensor {
+	return gpuKernel(&inductor.PointwiseKernel{Op: op, Compute: compute, Out: res.dtype}, op.Title, a.Scalars, args, kinds, res)
+}
+
+// gpuKernel runs the pointwise kernel k (an op's, or a fused region's,
+// with Compute and Out set) over args into res.
+func gpuKernel(k *inductor.PointwiseKernel, title string, scalars []float64, args []ir.Value, kinds []ir.Kind, res *Tensor) *Tensor {
 	n := res.Numel()
 	if n == 0 {
 		return res
@@ -89,8 +95,8 @@ func gpuPointwise(op *ir.Op, a ir.Attrs, args []ir.Value, kinds []ir.Kind, compu
 	}
 	cshape, cstrides := coalesce(shape, strides...)
 	outDense := len(cshape) <= 1 && (len(cshape) == 0 || cstrides[0][0] == 1)
-
-	k := &inductor.PointwiseKernel{Op: op, Compute: compute, Out: res.dtype, Strided: !outDense}
+	k.Strided = !outDense
+	k.Operands = nil
 	ti := 0
 	for i, v := range args {
 		o := inductor.Operand{Kind: kinds[i]}
@@ -120,7 +126,7 @@ func gpuPointwise(op *ir.Op, a ir.Attrs, args []ir.Value, kinds []ir.Kind, compu
 			}
 		}
 		if len(cshape) > inductor.MaxRank {
-			throw(op.Title, tensors, "make the operands contiguous first",
+			throw(title, tensors, "make the operands contiguous first",
 				"the layout has %d dims that cannot be merged; GPU kernels index at most %d", len(cshape), inductor.MaxRank)
 		}
 	}
@@ -141,9 +147,12 @@ func gpuPointwise(op *ir.Op, a ir.Attrs, args []ir.Value, kinds []ir.Kind, compu
 			addKind(args2, kinds[i], s.Value)
 		}
 	}
-	pk, _, _ := op.Expr.ParamKinds(kinds, compute)
+	pk, err := k.ParamKinds()
+	if err != nil {
+		panic("tensor: " + err.Error())
+	}
 	for i, kd := range pk {
-		addKind(args2, kd, a.Scalars[i])
+		addKind(args2, kd, scalars[i])
 	}
 	items := n
 	if k.Strided {
@@ -163,7 +172,7 @@ func gpuPointwise(op *ir.Op, a ir.Attrs, args []ir.Value, kinds []ir.Kind, compu
 		}
 		items = (n + inductor.VectorWidth - 1) / inductor.VectorWidth
 	}
-	g.launch(op.Title, fn, g.gridFor(items), threadsPerBlock, args2)
+	g.launch(title, fn, g.gridFor(items), threadsPerBlock, args2)
 	return res
 }
 

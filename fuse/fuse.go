@@ -1,0 +1,253 @@
+// Package fuse partitions a graph into fusion regions: groups of nodes a
+// backend runs as one kernel.
+//
+// Today it does vertical fusion of pointwise ops: a pointwise node
+// absorbs the pointwise nodes that produce its operands when every use of
+// them lies inside the region, they have the region's shape and device,
+// and their values would survive a store and reload exactly (float32,
+// float64, int64 and bool intermediates; float16, bfloat16 and int32 ones
+// stay materialised, so fused results equal eager ones bit for bit). A
+// fused region's value is one expression over the registry's primitives
+// (see Region.Expr), which CPU block loops and the CUDA code generator
+// both run. Every other node is a region of its own.
+package fuse
+
+import (
+	"fmt"
+
+	"gocompile/ir"
+)
+
+// Region is a group of nodes that produces one value.
+type Region struct {
+	Root  *ir.Node   // the node whose value the region produces
+	Nodes []*ir.Node // the region's nodes in topological order; Root last
+	// For fused pointwise regions (Expr != nil): the values the kernel
+	// reads, Expr's Arg(i) being Inputs[i] loaded in kind Inputs[i].Kind,
+	// and the kind the root is computed in.
+	Inputs  []Input
+	Expr    *ir.Expr
+	Compute ir.Kind
+}
+
+// Input is one value a fused region reads.
+type Input struct {
+	Node *ir.Node
+	Kind ir.Kind
+}
+
+// Fused reports whether the region runs as one generated pointwise kernel.
+func (r *Region) Fused() bool { return r.Expr != nil }
+
+func (r *Region) String() string {
+	if !r.Fused() {
+		return fmt.Sprintf("%s (%s)", r.Root.Name(), r.Root.Op.Name)
+	}
+	s := "fused "
+	for i, n := range r.Nodes {
+		if i > 0 {
+			s += "+"
+		}
+		s += n.Op.Name
+	}
+	return s + " -> " + r.Root.Name()
+}
+
+// exactIntermediate reports whether storing a value of dt and reloading it
+// loses nothing that fusing would keep.
+func exactIntermediate(dt ir.DType) bool {
+	return dt == ir.Float32 || dt == ir.Float64 || dt == ir.Int64 || dt == ir.Bool
+}
+
+// Partition splits the graph's call nodes into regions, in an order in
+// which every region's inputs are computed before it.
+func Partition(g *ir.Graph) ([]*Region, error) {
+	users := map[*ir.Node][]*ir.Node{}
+	for _, n := range g.Nodes {
+		for _, a := range n.Args {
+			if an, ok := a.(*ir.Node); ok && an != nil {
+				users[an] = append(users[an], n)
+			}
+		}
+	}
+	isOutput := map[*ir.Node]bool{}
+	for _, o := range g.Outputs {
+		isOutput[o] = true
+	}
+	region := map[*ir.Node]*Region{}
+	var regions []*Region
+	for i := len(g.Nodes) - 1; i >= 0; i-- {
+		n := g.Nodes[i]
+		if n.Kind != ir.CallNode || region[n] != nil {
+			continue
+		}
+		r := &Region{Root: n}
+		region[n] = r
+		members := map[*ir.Node]bool{n: true}
+		if n.Op.Kind == ir.Pointwise {
+			// Absorb producers until none qualifies: a producer joins once
+			// all its users are members.
+			for changed := true; changed; {
+				changed = false
+				for m := range members {
+					for _, a := range m.Args {
+						p, ok := a.(*ir.Node)
+						if !ok || p == nil || members[p] || region[p] != nil || !absorbable(p, n, isOutput) {
+							continue
+						}
+						all := true
+						for _, u := range users[p] {
+							all = all && members[u]
+						}
+						if all {
+							members[p] = true
+							region[p] = r
+							changed = true
+						}
+					}
+				}
+			}
+		}
+		for _, m := range g.Nodes { // topological order
+			if members[m] {
+				r.Nodes = append(r.Nodes, m)
+			}
+		}
+		if n.Op.Kind == ir.Pointwise {
+			if err := r.build(); err != nil {
+				return nil, err
+			}
+		}
+		regions = append(regions, r)
+	}
+	for i, j := 0, len(regions)-1; i < j; i, j = i+1, j-1 {
+		regions[i], regions[j] = regions[j], regions[i]
+	}
+	return regions, nil
+}
+
+func absorbable(p, root *ir.Node, isOutput map[*ir.Node]bool) bool {
+	return p.Kind == ir.CallNode && p.Op.Kind == ir.Pointwise && !isOutput[p] &&
+		p.Device == root.Device && ir.SameShape(p.Shape, root.Shape) && exactIntermediate(p.DType)
+}
+
+// build composes the region's expression from its nodes' registry
+// expressions.
+func (r *Region) build() error {
+	members := map[*ir.Node]bool{}
+	for _, n := range r.Nodes {
+		members[n] = true
+	}
+	inputIndex := map[Input]int{}
+	type value struct {
+		e    *ir.Expr
+		kind ir.Kind
+	}
+	vals := map[*ir.Node]value{}
+	for _, n := range r.Nodes {
+		compute, kinds, err := operandKinds(n)
+		if err != nil {
+			return err
+		}
+		_, outKind, err := n.Op.Expr.ParamKinds(kinds, compute)
+		if err != nil {
+			return fmt.Errorf("fuse: %s: %w", n.Name(), err)
+		}
+		args := make([]*ir.Expr, len(n.Args))
+		for i, a := range n.Args {
+			switch a := a.(type) {
+			case *ir.Node:
+				if members[a] {
+					v := vals[a]
+					e := v.e
+					if a.DType == ir.Bool { // a store as bool keeps only non-zero-ness
+						e = ir.Ne(e, ir.Const(0))
+						v.kind = ir.I64
+					}
+					if v.kind != kinds[i] {
+						e = ir.Cast(e, kinds[i])
+					}
+					args[i] = e
+					continue
+				}
+				in := Input{Node: a, Kind: kinds[i]}
+				k, ok := inputIndex[in]
+				if !ok {
+					k = len(r.Inputs)
+					inputIndex[in] = k
+					r.Inputs = append(r.Inputs, in)
+				}
+				args[i] = ir.Arg(k)
+			case ir.Scalar:
+				args[i] = ir.Const(a.Value)
+			default:
+				return fmt.Errorf("fuse: %s: operand %d is absent", n.Name(), i)
+			}
+		}
+		vals[n] = value{substitute(n.Op.Expr, args, n.Attrs.Scalars, map[*ir.Expr]*ir.Expr{}), outKind}
+		if n == r.Root {
+			r.Compute = compute
+		}
+	}
+	r.Expr = vals[r.Root].e
+	return nil
+}
+
+// operandKinds is the kind node n computes in and the kind each of its
+// operands is loaded in, by the registry's type rule.
+func operandKinds(n *ir.Node) (ir.Kind, []ir.Kind, error) {
+	types := make([]ir.Operand, 0, len(n.Args)+len(n.Attrs.Scalars))
+	for _, a := range n.Args {
+		switch a := a.(type) {
+		case *ir.Node:
+			types = append(types, ir.Operand{DType: a.DType, Rank0: len(a.Shape) == 0})
+		case ir.Scalar:
+			types = append(types, ir.Operand{DType: a.DType, Scalar: true})
+		}
+	}
+	if n.Op.Rule == ir.Promote {
+		for _, s := range n.Attrs.Scalars {
+			types = append(types, ir.Operand{DType: ir.ScalarOf(s).DType, Scalar: true})
+		}
+	}
+	compute, _, err := n.Op.Types(types, &n.Attrs)
+	if err != nil {
+		return 0, nil, err
+	}
+	kinds := make([]ir.Kind, len(n.Args))
+	for i := range kinds {
+		kinds[i] = compute.Compute()
+		for _, m := range n.Op.Masks {
+			if m == i {
+				kinds[i] = ir.I64
+			}
+		}
+	}
+	return compute.Compute(), kinds, nil
+}
+
+// substitute copies e with Arg(i) replaced by args[i] and Param(j) by the
+// literal params[j], keeping shared subexpressions shared.
+func substitute(e *ir.Expr, args []*ir.Expr, params []float64, memo map[*ir.Expr]*ir.Expr) *ir.Expr {
+	if c, ok := memo[e]; ok {
+		return c
+	}
+	var out *ir.Expr
+	switch e.Prim {
+	case ir.PArg:
+		out = args[e.Index]
+	case ir.PParam:
+		out = ir.Const(params[e.Index])
+	case ir.PConst:
+		out = ir.Const(e.Value)
+	default:
+		c := *e
+		c.Args = make([]*ir.Expr, len(e.Args))
+		for i, a := range e.Args {
+			c.Args[i] = substitute(a, args, params, memo)
+		}
+		out = &c
+	}
+	memo[e] = out
+	return out
+}

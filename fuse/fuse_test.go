@@ -1,0 +1,105 @@
+package fuse
+
+import (
+	"strings"
+	"testing"
+
+	"gocompile/ir"
+)
+
+func call(t *testing.T, g *ir.Graph, op *ir.Op, a ir.Attrs, args ...ir.Value) *ir.Node {
+	t.Helper()
+	n, err := g.Call(op, a, "", args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func describe(rs []*Region) string {
+	var parts []string
+	for _, r := range rs {
+		parts = append(parts, r.String())
+	}
+	return strings.Join(parts, "; ")
+}
+
+func TestPartition(t *testing.T) {
+	scalar := func(v float64) ir.Scalar { return ir.ScalarOf(v) }
+	tests := []struct {
+		name  string
+		build func(g *ir.Graph) []*ir.Node // returns the outputs
+		want  string
+	}{
+		{"chain fuses", func(g *ir.Graph) []*ir.Node {
+			x := g.Input([]int{4, 8}, ir.Float32, ir.CPU, "")
+			a := call(t, g, ir.OpMul, ir.Attrs{}, x, scalar(1.5))
+			b := call(t, g, ir.OpGELU, ir.Attrs{}, a)
+			s := call(t, g, ir.OpSigmoid, ir.Attrs{}, x)
+			return []*ir.Node{call(t, g, ir.OpMul, ir.Attrs{}, b, s)}
+		}, "fused mul+gelu+sigmoid+mul -> v4"},
+		{"a value used outside stays a boundary", func(g *ir.Graph) []*ir.Node {
+			x := g.Input([]int{4, 8}, ir.Float32, ir.CPU, "")
+			e := call(t, g, ir.OpExp, ir.Attrs{}, x)
+			s := call(t, g, ir.OpSum, ir.Attrs{Dims: []int{1}, KeepDim: true}, e)
+			return []*ir.Node{call(t, g, ir.OpDiv, ir.Attrs{}, e, s)}
+		}, "fused exp -> v1; v2 (sum); fused div -> v3"},
+		{"outputs are not inlined", func(g *ir.Graph) []*ir.Node {
+			x := g.Input([]int{3}, ir.Float32, ir.CPU, "")
+			a := call(t, g, ir.OpExp, ir.Attrs{}, x)
+			return []*ir.Node{a, call(t, g, ir.OpNeg, ir.Attrs{}, a)}
+		}, "fused exp -> v1; fused neg -> v2"},
+		{"float16 intermediates stay materialised", func(g *ir.Graph) []*ir.Node {
+			x := g.Input([]int{3}, ir.Float16, ir.CPU, "")
+			a := call(t, g, ir.OpExp, ir.Attrs{}, x)
+			return []*ir.Node{call(t, g, ir.OpNeg, ir.Attrs{}, a)}
+		}, "fused exp -> v1; fused neg -> v2"},
+		{"a broadcast producer stays separate", func(g *ir.Graph) []*ir.Node {
+			x := g.Input([]int{4, 8}, ir.Float32, ir.CPU, "")
+			y := g.Input([]int{8}, ir.Float32, ir.CPU, "")
+			e := call(t, g, ir.OpExp, ir.Attrs{}, y)
+			return []*ir.Node{call(t, g, ir.OpAdd, ir.Attrs{}, x, e)}
+		}, "fused exp -> v2; fused add -> v3"},
+		{"a shared producer joins when all users do", func(g *ir.Graph) []*ir.Node {
+			x := g.Input([]int{5}, ir.Float32, ir.CPU, "")
+			e := call(t, g, ir.OpExp, ir.Attrs{}, x)
+			a := call(t, g, ir.OpSin, ir.Attrs{}, e)
+			b := call(t, g, ir.OpCos, ir.Attrs{}, e)
+			return []*ir.Node{call(t, g, ir.OpAdd, ir.Attrs{}, a, b)}
+		}, "fused exp+sin+cos+add -> v4"},
+	}
+	for _, tc := range tests {
+		g := &ir.Graph{}
+		g.Outputs = tc.build(g)
+		rs, err := Partition(g)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if got := describe(rs); got != tc.want {
+			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
+		}
+	}
+}
+
+// A fused region's expression converts between kinds as a store and reload
+// would: a comparison's bool result becomes 0/1 in the consumer's kind.
+func TestRegionExprConverts(t *testing.T) {
+	g := &ir.Graph{}
+	x := g.Input([]int{3}, ir.Float64, ir.CPU, "")
+	m := call(t, g, ir.OpGt, ir.Attrs{}, x, ir.ScalarOf(0))
+	c := call(t, g, ir.OpCast, ir.Attrs{DType: ir.Float32}, m)
+	g.Outputs = []*ir.Node{call(t, g, ir.OpMul, ir.Attrs{}, c, ir.ScalarOf(2.5))}
+	rs, err := Partition(g)
+	if err != nil || len(rs) != 1 {
+		t.Fatalf("%v %v", err, describe(rs))
+	}
+	blk, err := ir.CompileBlock(rs[0].Expr, []ir.Kind{rs[0].Inputs[0].Kind}, rs[0].Compute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := blk.NewFrame(3, nil)
+	f.SetArg(0, ir.Vec{F64: []float64{-1, 0.5, 3}})
+	if got := f.Run(3, nil).F32; got[0] != 0 || got[1] != 2.5 || got[2] != 2.5 {
+		t.Fatalf("fused (x > 0) * 2.5 = %v", got)
+	}
+}
