@@ -52,9 +52,10 @@ type options struct {
 // WithMode selects the compilation mode.
 func WithMode(m Mode) Option { return func(o *options) { o.mode = m } }
 
-// WithBackend selects a registered backend by name: "eager" runs captured
-// graphs op by op with the eager kernels (to tell capture problems from
-// code generation problems); RegisterBackend adds others.
+// WithBackend selects a registered backend by name: "eager" (the default)
+// runs captured graphs op by op with the eager kernels, which tells
+// capture problems from code generation problems; "inductor" runs each
+// chain of pointwise ops as one fused kernel; RegisterBackend adds others.
 func WithBackend(name string) Option { return func(o *options) { o.backend = name } }
 
 // FullGraph makes every graph break an error naming its reason and
