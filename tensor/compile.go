@@ -196,7 +196,6 @@ type compiled struct {
 type segmentEntry struct {
 	once sync.Once
 	prog Program
-	err  error
 }
 
 // entry is what one guard entry serves.

@@ -12,6 +12,7 @@ package trace
 import (
 	"fmt"
 	"path/filepath"
+	"reflect"
 	"runtime"
 	"strings"
 )
@@ -31,11 +32,26 @@ var libraryDirs = func() []string {
 	return dirs
 }()
 
+// goroot is where the standard library's sources were when this binary
+// was built, read from the position recorded for one of its functions (so
+// it matches the paths frames report, wherever the binary runs).
+var goroot = func() string {
+	f := runtime.FuncForPC(reflect.ValueOf(strings.Contains).Pointer())
+	if f == nil {
+		return ""
+	}
+	file, _ := f.FileLine(f.Entry())
+	if i := strings.LastIndex(file, "/src/strings/"); i >= 0 {
+		return file[:i+len("/src/")]
+	}
+	return ""
+}()
+
 func inLibrary(file string) bool {
 	if strings.HasSuffix(file, "_test.go") {
 		return false // tests are user code
 	}
-	if strings.HasPrefix(file, runtime.GOROOT()) {
+	if goroot != "" && strings.HasPrefix(file, goroot) {
 		return true // reflect, runtime
 	}
 	for _, d := range libraryDirs {

@@ -94,4 +94,7 @@ func TestLocIsCallerOutsideLibrary(t *testing.T) {
 	if !inLibrary(libraryDirs[0]+"x.go") || inLibrary(libraryDirs[0]+"x_test.go") {
 		t.Fatal("inLibrary")
 	}
+	if goroot == "" || !strings.HasSuffix(goroot, "/src/") || !inLibrary(goroot+"reflect/value.go") {
+		t.Fatalf("standard library frames not recognised (goroot %q)", goroot)
+	}
 }
