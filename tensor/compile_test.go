@@ -1,6 +1,7 @@
 package tensor
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -669,4 +670,20 @@ func BenchmarkPointwiseChain16M(b *testing.B) {
 			}
 		})
 	}
+}
+
+// A misuse inside fn while it is traced is the same *Error eager code
+// gives; the function keeps working for good inputs.
+func TestCompileErrorWhileTracing(t *testing.T) {
+	f := Compile(func(x, y *Tensor) *Tensor { return x.Add(y).Exp() })
+	err := Try(func() { f(Zeros(Float32, 2, 3), Zeros(Float32, 4)) })
+	var e *Error
+	if !errors.As(err, &e) || e.Op != "Add" || !strings.Contains(err.Error(), "[2, 3] and [4]") {
+		t.Fatalf("got %v", err)
+	}
+	if strings.Contains(err.Error(), "goroutine") {
+		t.Fatalf("the error carries a stack trace: %v", err)
+	}
+	x := FromSlice([]float32{1, 2, 3})
+	sameValues(t, "after an error", f(x, x), x.Add(x).Exp())
 }

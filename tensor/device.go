@@ -177,6 +177,7 @@ func (t *Tensor) ToDevice(d Device) *Tensor {
 			g := out.st.gpu.g
 			check(g.stream.CopyHtoD(out.st.gpu.ptr(), hostPointer(c), n), "ToDevice", t)
 			check(g.stream.Synchronize(), "ToDevice", t)
+			runtime.KeepAlive(c) // the copy read c's memory through a raw pointer
 		}
 		return out
 	case d == CPU: // device to host
