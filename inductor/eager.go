@@ -48,6 +48,10 @@ type PointwiseKernel struct {
 	// Strided is true when the output or any operand needs N-d indexing:
 	// the kernel then takes a Geometry and indexes every tensor through it.
 	Strided bool
+	// Index32 makes a strided kernel split indices with 32-bit arithmetic
+	// (much cheaper on GPUs than 64-bit division); valid when n < 2^31.
+	// Offsets are still summed in 64 bits.
+	Index32 bool
 }
 
 // Name is the kernel's entry point, unique for its configuration.
@@ -67,6 +71,9 @@ func (k *PointwiseKernel) Name() string {
 	b.WriteString("_" + k.Compute.String() + "_to_" + k.Out.String())
 	if k.Strided {
 		b.WriteString("_nd")
+		if k.Index32 {
+			b.WriteString("32")
+		}
 	}
 	return b.String()
 }
@@ -240,15 +247,20 @@ func (k *PointwiseKernel) body() (string, error) {
 	}
 
 	if k.Strided {
-		b.WriteString("  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {\n")
-		b.WriteString("    long long rem = i, o_out = 0")
+		idx := "long long"
+		if k.Index32 {
+			idx = "unsigned int"
+		}
+		fmt.Fprintf(&b, "  for (%[1]s i = (%[1]s)blockIdx.x * blockDim.x + threadIdx.x; i < (%[1]s)n; i += (%[1]s)gridDim.x * blockDim.x) {\n", idx)
+		fmt.Fprintf(&b, "    %s rem = i;\n", idx)
+		b.WriteString("    long long o_out = 0")
 		for i, o := range k.Operands {
 			if o.Access == Strided {
 				fmt.Fprintf(&b, ", o%d = 0", i)
 			}
 		}
 		b.WriteString(";\n    for (int d = (int)g.rank - 1; d >= 0; d--) {\n")
-		b.WriteString("      long long c = rem % g.size[d];\n      rem /= g.size[d];\n      o_out += c * g.stride[0][d];\n")
+		fmt.Fprintf(&b, "      %[1]s size = (%[1]s)g.size[d], c = rem %% size;\n      rem /= size;\n      o_out += (long long)c * g.stride[0][d];\n", idx)
 		ti = 0
 		for i, o := range k.Operands {
 			if o.Access == ScalarArg {
@@ -256,7 +268,7 @@ func (k *PointwiseKernel) body() (string, error) {
 			}
 			ti++
 			if o.Access == Strided {
-				fmt.Fprintf(&b, "      o%d += c * g.stride[%d][d];\n", i, ti)
+				fmt.Fprintf(&b, "      o%d += (long long)c * g.stride[%d][d];\n", i, ti)
 			}
 		}
 		b.WriteString("    }\n")

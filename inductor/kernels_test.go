@@ -45,12 +45,13 @@ func allKernels(t *testing.T) []source {
 			if err != nil {
 				continue
 			}
-			variants := []string{"dense", "strided"}
+			variants := []string{"dense", "strided", "strided32"}
 			if n > 1 {
 				variants = append(variants, "scalar")
 			}
 			for _, variant := range variants {
-				k := &PointwiseKernel{Op: op, Compute: compute.Compute(), Out: outT, Strided: variant == "strided"}
+				k := &PointwiseKernel{Op: op, Compute: compute.Compute(), Out: outT,
+					Strided: strings.HasPrefix(variant, "strided"), Index32: variant == "strided32"}
 				for i, o := range operands {
 					kind := compute.Compute()
 					if o.DType == ir.Bool && op.Rule != ir.Compare && len(op.Masks) > 0 && i == op.Masks[0] {
@@ -58,7 +59,7 @@ func allKernels(t *testing.T) []source {
 					}
 					acc := Dense
 					switch {
-					case variant == "strided":
+					case strings.HasPrefix(variant, "strided"):
 						acc = Strided
 					case variant == "scalar" && i == n-1 && n > 1:
 						acc = ScalarArg

@@ -96,6 +96,7 @@ func gpuKernel(k *inductor.PointwiseKernel, title string, scalars []float64, arg
 	cshape, cstrides := coalesce(shape, strides...)
 	outDense := len(cshape) <= 1 && (len(cshape) == 0 || cstrides[0][0] == 1)
 	k.Strided = !outDense
+	k.Index32 = n < 1<<31
 	k.Operands = nil
 	ti := 0
 	for i, v := range args {
