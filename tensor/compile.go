@@ -590,6 +590,29 @@ func dumpGraph(dir, name string, g *ir.Graph) {
 	os.WriteFile(path+".dot", []byte(g.DOT()), 0o644) // for Graphviz: dot -Tsvg
 }
 
+// nodeArgs is n's operands as values: the tensors computed for its node
+// operands (vals, by index) and its scalars.
+func nodeArgs(n *ir.Node, vals []*Tensor, index map[*ir.Node]int) []ir.Value {
+	args := make([]ir.Value, len(n.Args))
+	for j, a := range n.Args {
+		if an, ok := a.(*ir.Node); ok && an != nil {
+			args[j] = vals[index[an]]
+		} else {
+			args[j] = a
+		}
+	}
+	return args
+}
+
+// runNode runs one call node with the eager kernels.
+func runNode(n *ir.Node, attrs ir.Attrs, args []ir.Value) *Tensor {
+	if n.Op == ir.OpReshape {
+		// Reshape copies where the layout at run time needs it.
+		return args[0].(*Tensor).Reshape(attrs.Dims...)
+	}
+	return apply(n.Op, attrs, args...)
+}
+
 // eagerProgram runs a graph node by node with the eager kernels.
 type eagerProgram struct {
 	g     *ir.Graph
@@ -617,25 +640,12 @@ func (p *eagerProgram) runWith(inputs []*Tensor, scalars []float64) []*Tensor {
 		case ir.ConstNode:
 			vals[i] = n.Value.(*Tensor)
 		default:
-			args := make([]ir.Value, len(n.Args))
-			for j, a := range n.Args {
-				switch a := a.(type) {
-				case *ir.Node:
-					args[j] = vals[p.index[a]]
-				default:
-					args[j] = a
-				}
-			}
+			args := nodeArgs(n, vals, p.index)
 			attrs := n.Attrs
 			if slots := p.slots[i]; slots != nil {
 				attrs = patched(n, args, slots, scalars)
 			}
-			if n.Op == ir.OpReshape {
-				// Reshape copies where the layout at run time needs it.
-				vals[i] = args[0].(*Tensor).Reshape(attrs.Dims...)
-				continue
-			}
-			vals[i] = apply(n.Op, attrs, args...)
+			vals[i] = runNode(n, attrs, args)
 		}
 	}
 	out := make([]*Tensor, len(p.g.Outputs))

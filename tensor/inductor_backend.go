@@ -83,19 +83,7 @@ func (p *inductorProgram) Run(inputs []*Tensor) []*Tensor {
 	for _, s := range p.steps {
 		n := s.r.Root
 		if s.blk == nil { // a node of its own: the eager kernel
-			args := make([]ir.Value, len(n.Args))
-			for j, a := range n.Args {
-				if an, ok := a.(*ir.Node); ok && an != nil {
-					args[j] = vals[p.index[an]]
-				} else {
-					args[j] = a
-				}
-			}
-			if n.Op == ir.OpReshape {
-				vals[s.root] = args[0].(*Tensor).Reshape(n.Attrs.Dims...)
-				continue
-			}
-			vals[s.root] = apply(n.Op, n.Attrs, args...)
+			vals[s.root] = runNode(n, n.Attrs, nodeArgs(n, vals, p.index))
 			continue
 		}
 		args := make([]ir.Value, len(s.args))
