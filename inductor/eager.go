@@ -211,12 +211,49 @@ func (k *PointwiseKernel) body() (string, error) {
 	for i, pk := range paramKinds {
 		params = append(params, fmt.Sprintf("%s p%d", kindC(pk), i))
 	}
-	if k.Strided {
+	mixed := false // a dense kernel with some operands read through the geometry
+	for _, o := range k.Operands {
+		mixed = mixed || (!k.Strided && o.Access == Strided)
+	}
+	idx := "long long"
+	if k.Index32 {
+		idx = "unsigned int"
+	}
+	if k.Strided || mixed {
 		fmt.Fprintf(&b, "struct Geometry { long long rank; long long size[%d]; long long stride[%d][%d]; };\n\n",
 			MaxRank, ti+1, MaxRank)
+	}
+	if mixed {
+		fmt.Fprintf(&b, `// gc_offset is the storage offset of flat index i in tensor t of g.
+__device__ __forceinline__ long long gc_offset(const Geometry& g, int t, %[1]s i) {
+  long long o = 0;
+  for (int d = (int)g.rank - 1; d >= 0; d--) {
+    %[1]s size = (%[1]s)g.size[d], c = i %% size;
+    i /= size;
+    o += (long long)c * g.stride[t][d];
+  }
+  return o;
+}
+
+`, idx)
+	}
+	if k.Strided {
 		params = append(params, "Geometry g")
 	} else {
 		params = append(params, "int aligned")
+		if mixed {
+			params = append(params, "Geometry g")
+		}
+	}
+	// tensorIndex is each operand's position among the geometry's tensors
+	// (the output is 0).
+	tensorIndex := map[int]int{}
+	ti = 0
+	for i, o := range k.Operands {
+		if o.Access != ScalarArg {
+			ti++
+			tensorIndex[i] = ti
+		}
 	}
 	fmt.Fprintf(&b, "extern \"C\" __global__ void %s(\n    %s) {\n", k.Name(), strings.Join(params, ",\n    "))
 
@@ -247,10 +284,6 @@ func (k *PointwiseKernel) body() (string, error) {
 	}
 
 	if k.Strided {
-		idx := "long long"
-		if k.Index32 {
-			idx = "unsigned int"
-		}
 		fmt.Fprintf(&b, "  for (%[1]s i = (%[1]s)blockIdx.x * blockDim.x + threadIdx.x; i < (%[1]s)n; i += (%[1]s)gridDim.x * blockDim.x) {\n", idx)
 		fmt.Fprintf(&b, "    %s rem = i;\n", idx)
 		b.WriteString("    long long o_out = 0")
@@ -297,6 +330,9 @@ func (k *PointwiseKernel) body() (string, error) {
 		if s, ok := fixed(i, o); ok {
 			return s
 		}
+		if o.Access == Strided {
+			return loadC(fmt.Sprintf("x%d[gc_offset(g, %d, (%s)(i0 + j))]", i, tensorIndex[i], idx), o.DType, o.Kind)
+		}
 		return loadC(fmt.Sprintf("v%d.v[j]", i), o.DType, o.Kind)
 	})
 	fmt.Fprintf(&b, "        r.v[j] = %s;\n      }\n", storeC(expr, outKind, k.Out))
@@ -306,6 +342,9 @@ func (k *PointwiseKernel) body() (string, error) {
 	expr = call(func(i int, o Operand) string {
 		if s, ok := fixed(i, o); ok {
 			return s
+		}
+		if o.Access == Strided {
+			return loadC(fmt.Sprintf("x%d[gc_offset(g, %d, (%s)i)]", i, tensorIndex[i], idx), o.DType, o.Kind)
 		}
 		return loadC(fmt.Sprintf("x%d[i]", i), o.DType, o.Kind)
 	})

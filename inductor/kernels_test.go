@@ -47,7 +47,7 @@ func allKernels(t *testing.T) []source {
 			}
 			variants := []string{"dense", "strided", "strided32"}
 			if n > 1 {
-				variants = append(variants, "scalar")
+				variants = append(variants, "scalar", "mixed")
 			}
 			for _, variant := range variants {
 				k := &PointwiseKernel{Op: op, Compute: compute.Compute(), Out: outT,
@@ -63,6 +63,8 @@ func allKernels(t *testing.T) []source {
 						acc = Strided
 					case variant == "scalar" && i == n-1 && n > 1:
 						acc = ScalarArg
+					case variant == "mixed" && i > 0:
+						acc = Strided // a dense kernel reading a broadcast operand
 					case i > 0:
 						acc = Uniform
 					}

@@ -94,10 +94,15 @@ func gpuKernel(k *inductor.PointwiseKernel, title string, scalars []float64, arg
 		strides = append(strides, ir.BroadcastStrides(t.shape, t.strides, shape))
 	}
 	cshape, cstrides := coalesce(shape, strides...)
-	outDense := len(cshape) <= 1 && (len(cshape) == 0 || cstrides[0][0] == 1)
+	// The output is written at flat index i when it is contiguous; operands
+	// laid out like it are read there too (vectorised), the others through
+	// the geometry.
+	outDense := res.IsContiguous()
+	dense := ir.ContiguousStrides(cshape)
 	k.Strided = !outDense
 	k.Index32 = n < 1<<31
 	k.Operands = nil
+	geometry := k.Strided // whether the kernel takes the geometry
 	ti := 0
 	for i, v := range args {
 		o := inductor.Operand{Kind: kinds[i]}
@@ -111,11 +116,11 @@ func gpuKernel(k *inductor.PointwiseKernel, title string, scalars []float64, arg
 			switch {
 			case allZero(st):
 				o.Access = inductor.Uniform
-			case outDense && len(st) == 1 && st[0] == 1:
+			case outDense && sameInts(st, dense, cshape):
 				o.Access = inductor.Dense
 			default:
 				o.Access = inductor.Strided
-				k.Strided = true
+				geometry = true
 			}
 		}
 		k.Operands = append(k.Operands, o)
@@ -126,6 +131,8 @@ func gpuKernel(k *inductor.PointwiseKernel, title string, scalars []float64, arg
 				k.Operands[i].Access = inductor.Strided
 			}
 		}
+	}
+	if geometry {
 		if len(cshape) > inductor.MaxRank {
 			throw(title, tensors, "make the operands contiguous first",
 				"the layout has %d dims that cannot be merged; GPU kernels index at most %d", len(cshape), inductor.MaxRank)
@@ -136,11 +143,16 @@ func gpuKernel(k *inductor.PointwiseKernel, title string, scalars []float64, arg
 	args2 := g.getArgs()
 	defer g.putArgs(args2)
 	args2.I64(int64(n))
+	// Vector access needs the output and the dense operands aligned.
 	aligned := res.devicePtr()%cuda.DevicePtr(inductor.VectorWidth*res.dtype.Size()) == 0
-	for _, t := range tensors {
-		p := t.devicePtr()
-		args2.Ptr(p)
-		aligned = aligned && p%cuda.DevicePtr(inductor.VectorWidth*t.dtype.Size()) == 0
+	for i, v := range args {
+		if t, ok := v.(*Tensor); ok {
+			p := t.devicePtr()
+			args2.Ptr(p)
+			if k.Operands[i].Access == inductor.Dense {
+				aligned = aligned && p%cuda.DevicePtr(inductor.VectorWidth*t.dtype.Size()) == 0
+			}
+		}
 	}
 	args2.Ptr(res.devicePtr())
 	for i, v := range args {
@@ -156,16 +168,7 @@ func gpuKernel(k *inductor.PointwiseKernel, title string, scalars []float64, arg
 		addKind(args2, kd, scalars[i])
 	}
 	items := n
-	if k.Strided {
-		geo := inductor.Geometry{Rank: len(cshape), Strides: make([][inductor.MaxRank]int64, len(cstrides))}
-		for d, s := range cshape {
-			geo.Sizes[d] = int64(s)
-			for j := range cstrides {
-				geo.Strides[j][d] = int64(cstrides[j][d])
-			}
-		}
-		args2.Bytes(geo.Bytes(), 8)
-	} else {
+	if !k.Strided {
 		if aligned {
 			args2.I32(1)
 		} else {
@@ -173,8 +176,29 @@ func gpuKernel(k *inductor.PointwiseKernel, title string, scalars []float64, arg
 		}
 		items = (n + inductor.VectorWidth - 1) / inductor.VectorWidth
 	}
+	if geometry {
+		geo := inductor.Geometry{Rank: len(cshape), Strides: make([][inductor.MaxRank]int64, len(cstrides))}
+		for d, sz := range cshape {
+			geo.Sizes[d] = int64(sz)
+			for j := range cstrides {
+				geo.Strides[j][d] = int64(cstrides[j][d])
+			}
+		}
+		args2.Bytes(geo.Bytes(), 8)
+	}
 	g.launch(title, fn, g.gridFor(items), threadsPerBlock, args2)
 	return res
+}
+
+// sameInts reports whether strides a and b step through shape alike
+// (dims of size 1 may differ).
+func sameInts(a, b, shape []int) bool {
+	for d := range shape {
+		if shape[d] != 1 && a[d] != b[d] {
+			return false
+		}
+	}
+	return true
 }
 
 func allZero(s []int) bool {
