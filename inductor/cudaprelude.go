@@ -12,20 +12,8 @@ import (
 // nearest even, anything to bool tests for non-zero, floating to integer
 // truncates toward zero), and the helpers the registry's primitives call.
 // It needs no headers, so NVRTC compiles it without a CUDA toolkit.
-const cudaPrelude = `typedef unsigned short gc_half;
-typedef unsigned short gc_bf16;
-typedef unsigned char gc_bool;
-
-__device__ __forceinline__ float gc_ld_half(gc_half h) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f; }
-__device__ __forceinline__ gc_half gc_st_half(float f) { gc_half h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h; }
-__device__ __forceinline__ float gc_ld_bf16(gc_bf16 h) { return __uint_as_float(((unsigned int)h) << 16); }
-__device__ __forceinline__ gc_bf16 gc_st_bf16(float f) {
-  unsigned int u = __float_as_uint(f);
-  if (f != f) return (gc_bf16)((u >> 16) | 0x40);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return (gc_bf16)(u >> 16);
-}
-
+const cudaPrelude = `typedef unsigned char gc_bool;
+` + ir.CHalfConversions + `
 // V4 is four values loaded or stored with one vector instruction.
 template <typename T> struct __align__(4 * sizeof(T)) V4 { T v[4]; };
 ` + ir.CPrelude

@@ -74,28 +74,7 @@ struct __align__(16) Acc { %[2]s v; long long i; };  // i: index of v, -1 when e
 
 `, MaxRank, K)
 
-	// combine folds value x at index i into a; merge joins two accumulators.
-	switch k.Reducer {
-	case ir.RSum, ir.RMean:
-		fmt.Fprintf(&b, `__device__ __forceinline__ Acc merge(Acc a, Acc b) { a.v += b.v; a.i = a.i < 0 ? b.i : a.i; return a; }
-`)
-	default:
-		cmp := ">"
-		if k.Reducer == ir.RMin || k.Reducer == ir.RArgMin {
-			cmp = "<"
-		}
-		fmt.Fprintf(&b, `// The better of two: NaN first, then the %[1]s value, then the lower index.
-__device__ __forceinline__ Acc merge(Acc a, Acc b) {
-  if (a.i < 0) return b;
-  if (b.i < 0) return a;
-  bool an = a.v != a.v, bn = b.v != b.v;
-  if (an || bn) { if (an && bn) return a.i < b.i ? a : b; return an ? a : b; }
-  if (a.v %[2]s b.v) return a;
-  if (b.v %[2]s a.v) return b;
-  return a.i < b.i ? a : b;
-}
-`, map[string]string{">": "greater", "<": "lesser"}[cmp], cmp)
-	}
+	b.WriteString(k.Reducer.CMerge()) // the reducer's merge, as package ir defines it
 	fmt.Fprintf(&b, `
 __device__ __forceinline__ Acc shfl_down(Acc a, int d) {
   Acc r; r.v = __shfl_down_sync(0xffffffffu, a.v, d); r.i = __shfl_down_sync(0xffffffffu, a.i, d); return r;

@@ -1,6 +1,9 @@
 package ir
 
-import "math"
+import (
+	"fmt"
+	"math"
+)
 
 // Reducer is the meaning of a reduction: how values combine into an
 // accumulator and how the accumulator becomes the result.
@@ -141,6 +144,32 @@ func (r Reducer) Merge(a *Acc, b Acc, isInt bool) {
 	if better {
 		a.F, a.I, a.Index = b.F, b.I, b.Index
 	}
+}
+
+// CMerge is Merge in C, for generated CUDA reductions: a function
+// merge(Acc a, Acc b) over struct Acc { T v; long long i; } (i, the index
+// of v, is -1 for an empty accumulator), with the same rules as Merge and
+// Accumulate: sums add; max, min and the arg reductions keep the first NaN,
+// else the better value, else the lower index.
+func (r Reducer) CMerge() string {
+	if r == RSum || r == RMean {
+		return "__device__ __forceinline__ Acc merge(Acc a, Acc b) { a.v += b.v; a.i = a.i < 0 ? b.i : a.i; return a; }\n"
+	}
+	cmp, word := ">", "greater"
+	if r == RMin || r == RArgMin {
+		cmp, word = "<", "lesser"
+	}
+	return fmt.Sprintf(`// The better of two: NaN first, then the %[1]s value, then the lower index.
+__device__ __forceinline__ Acc merge(Acc a, Acc b) {
+  if (a.i < 0) return b;
+  if (b.i < 0) return a;
+  bool an = a.v != a.v, bn = b.v != b.v;
+  if (an || bn) { if (an && bn) return a.i < b.i ? a : b; return an ? a : b; }
+  if (a.v %[2]s b.v) return a;
+  if (b.v %[2]s a.v) return b;
+  return a.i < b.i ? a : b;
+}
+`, word, cmp)
 }
 
 // ResultF is the floating result of a value reduction over n values.
