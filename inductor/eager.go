@@ -326,28 +326,26 @@ __device__ __forceinline__ long long gc_offset(const Geometry& g, int t, %[1]s i
 		}
 	}
 	fmt.Fprintf(&b, "      V4<%s> r;\n      #pragma unroll\n      for (int j = 0; j < %d; j++) {\n", storageC(k.Out), VectorWidth)
-	expr = call(func(i int, o Operand) string {
-		if s, ok := fixed(i, o); ok {
-			return s
+	// denseLoad loads every operand at flat index flat: dense ones from vec
+	// (the vector path's v<i>.v[j], or x<i>[i]), strided ones through the
+	// geometry.
+	denseLoad := func(flat, vec string) func(i int, o Operand) string {
+		return func(i int, o Operand) string {
+			if s, ok := fixed(i, o); ok {
+				return s
+			}
+			if o.Access == Strided {
+				return loadC(fmt.Sprintf("x%d[gc_offset(g, %d, (%s)(%s))]", i, tensorIndex[i], idx, flat), o.DType, o.Kind)
+			}
+			return loadC(fmt.Sprintf(vec, i), o.DType, o.Kind)
 		}
-		if o.Access == Strided {
-			return loadC(fmt.Sprintf("x%d[gc_offset(g, %d, (%s)(i0 + j))]", i, tensorIndex[i], idx), o.DType, o.Kind)
-		}
-		return loadC(fmt.Sprintf("v%d.v[j]", i), o.DType, o.Kind)
-	})
+	}
+	expr = call(denseLoad("i0 + j", "v%d.v[j]"))
 	fmt.Fprintf(&b, "        r.v[j] = %s;\n      }\n", storeC(expr, outKind, k.Out))
 	fmt.Fprintf(&b, "      *(V4<%s>*)(out + i0) = r;\n", storageC(k.Out))
 	b.WriteString("    } else {\n")
 	fmt.Fprintf(&b, "      for (long long i = i0; i < n && i < i0 + %d; i++) {\n", VectorWidth)
-	expr = call(func(i int, o Operand) string {
-		if s, ok := fixed(i, o); ok {
-			return s
-		}
-		if o.Access == Strided {
-			return loadC(fmt.Sprintf("x%d[gc_offset(g, %d, (%s)i)]", i, tensorIndex[i], idx), o.DType, o.Kind)
-		}
-		return loadC(fmt.Sprintf("x%d[i]", i), o.DType, o.Kind)
-	})
+	expr = call(denseLoad("i", "x%d[i]"))
 	fmt.Fprintf(&b, "        out[i] = %s;\n      }\n    }\n  }\n}\n", storeC(expr, outKind, k.Out))
 	return b.String(), nil
 }
