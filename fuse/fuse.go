@@ -14,6 +14,7 @@ package fuse
 
 import (
 	"fmt"
+	"strings"
 
 	"gocompile/ir"
 )
@@ -22,12 +23,17 @@ import (
 type Region struct {
 	Root  *ir.Node   // the node whose value the region produces
 	Nodes []*ir.Node // the region's nodes in topological order; Root last
-	// For fused pointwise regions (Expr != nil): the values the kernel
-	// reads, Expr's Arg(i) being Inputs[i] loaded in kind Inputs[i].Kind,
-	// and the kind the root is computed in.
+	// For fused regions (pointwise and row regions): the values the kernel
+	// reads, Expr's Arg(i) being Inputs[i] loaded in kind Inputs[i].Kind
+	// (for a row region, Arg(i) for i >= len(Inputs) is the value of
+	// Row.Stages[i-len(Inputs)]), and the kind the root is computed in.
+	// Expr is the root's value per element; nil for a row region whose
+	// root is one of its stages.
 	Inputs  []Input
 	Expr    *ir.Expr
 	Compute ir.Kind
+	// Row is set for a row region: see Row.
+	Row *Row
 }
 
 // Input is one value a fused region reads.
@@ -37,13 +43,16 @@ type Input struct {
 }
 
 // Fused reports whether the region runs as one generated pointwise kernel.
-func (r *Region) Fused() bool { return r.Expr != nil }
+func (r *Region) Fused() bool { return r.Expr != nil && r.Row == nil }
 
 func (r *Region) String() string {
-	if !r.Fused() {
+	if !r.Fused() && r.Row == nil {
 		return fmt.Sprintf("%s (%s)", r.Root.Name(), r.Root.Op.Name)
 	}
 	s := "fused "
+	if r.Row != nil {
+		s = "row "
+	}
 	for i, n := range r.Nodes {
 		if i > 0 {
 			s += "+"
@@ -51,6 +60,18 @@ func (r *Region) String() string {
 		s += n.Op.Name
 	}
 	return s + " -> " + r.Root.Name()
+}
+
+// Describe lists the region's nodes by name, with their ops.
+func (r *Region) Describe() string {
+	var b strings.Builder
+	for i, n := range r.Nodes {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s=%s", n.Name(), n.Op.Name)
+	}
+	return b.String()
 }
 
 // exactIntermediate reports whether storing a value of dt and reloading it
@@ -62,58 +83,44 @@ func exactIntermediate(dt ir.DType) bool {
 // Partition splits the graph's call nodes into regions, in an order in
 // which every region's inputs are computed before it.
 func Partition(g *ir.Graph) ([]*Region, error) {
-	users := map[*ir.Node][]*ir.Node{}
+	p := &partitioner{users: map[*ir.Node][]*ir.Node{}, isOutput: map[*ir.Node]bool{}, region: map[*ir.Node]*Region{}}
 	for _, n := range g.Nodes {
 		for _, a := range n.Args {
 			if an, ok := a.(*ir.Node); ok && an != nil {
-				users[an] = append(users[an], n)
+				p.users[an] = append(p.users[an], n)
 			}
 		}
 	}
-	isOutput := map[*ir.Node]bool{}
 	for _, o := range g.Outputs {
-		isOutput[o] = true
+		p.isOutput[o] = true
 	}
-	region := map[*ir.Node]*Region{}
 	var regions []*Region
 	for i := len(g.Nodes) - 1; i >= 0; i-- {
 		n := g.Nodes[i]
-		if n.Kind != ir.CallNode || region[n] != nil {
+		if n.Kind != ir.CallNode || p.region[n] != nil {
 			continue
 		}
 		r := &Region{Root: n}
-		region[n] = r
 		members := map[*ir.Node]bool{n: true}
-		if n.Op.Kind == ir.Pointwise {
-			// Absorb producers until none qualifies: a producer joins once
-			// all its users are members.
-			for changed := true; changed; {
-				changed = false
-				for m := range members {
-					for _, a := range m.Args {
-						p, ok := a.(*ir.Node)
-						if !ok || p == nil || members[p] || region[p] != nil || !absorbable(p, n, isOutput) {
-							continue
-						}
-						all := true
-						for _, u := range users[p] {
-							all = all && members[u]
-						}
-						if all {
-							members[p] = true
-							region[p] = r
-							changed = true
-						}
-					}
-				}
-			}
+		full, isRow := p.rowMembers(n, members)
+		if !isRow && n.Op.Kind == ir.Pointwise {
+			p.absorb(members, func(q *ir.Node) bool { return p.pointwiseAbsorbable(q, n) })
+		}
+		for m := range members {
+			p.region[m] = r
 		}
 		for _, m := range g.Nodes { // topological order
 			if members[m] {
 				r.Nodes = append(r.Nodes, m)
 			}
 		}
-		if n.Op.Kind == ir.Pointwise {
+		switch {
+		case isRow:
+			r.Row = &Row{Full: full}
+			if err := r.build(); err != nil {
+				return nil, err
+			}
+		case n.Op.Kind == ir.Pointwise:
 			if err := r.build(); err != nil {
 				return nil, err
 			}
@@ -126,13 +133,43 @@ func Partition(g *ir.Graph) ([]*Region, error) {
 	return regions, nil
 }
 
-func absorbable(p, root *ir.Node, isOutput map[*ir.Node]bool) bool {
-	return p.Kind == ir.CallNode && p.Op.Kind == ir.Pointwise && !isOutput[p] &&
-		p.Device == root.Device && ir.SameShape(p.Shape, root.Shape) && exactIntermediate(p.DType)
+type partitioner struct {
+	users    map[*ir.Node][]*ir.Node
+	isOutput map[*ir.Node]bool
+	region   map[*ir.Node]*Region
 }
 
-// build composes the region's expression from its nodes' registry
-// expressions.
+// absorb adds producers of members that ok accepts until none qualifies:
+// a producer joins once all its users are members.
+func (p *partitioner) absorb(members map[*ir.Node]bool, ok func(*ir.Node) bool) {
+	for changed := true; changed; {
+		changed = false
+		for m := range members {
+			for _, a := range m.Args {
+				q, isNode := a.(*ir.Node)
+				if !isNode || q == nil || members[q] || p.region[q] != nil || q.Kind != ir.CallNode || p.isOutput[q] || !ok(q) {
+					continue
+				}
+				all := true
+				for _, u := range p.users[q] {
+					all = all && members[u]
+				}
+				if all {
+					members[q] = true
+					changed = true
+				}
+			}
+		}
+	}
+}
+
+func (p *partitioner) pointwiseAbsorbable(q, root *ir.Node) bool {
+	return q.Op.Kind == ir.Pointwise && q.Device == root.Device && ir.SameShape(q.Shape, root.Shape) && exactIntermediate(q.DType)
+}
+
+// build composes the region's expressions from its nodes' registry
+// expressions. In a row region, each reduction and each row-level node
+// becomes a stage whose value later expressions read as an argument.
 func (r *Region) build() error {
 	members := map[*ir.Node]bool{}
 	for _, n := range r.Nodes {
@@ -144,14 +181,11 @@ func (r *Region) build() error {
 		kind ir.Kind
 	}
 	vals := map[*ir.Node]value{}
+	var stageArgs []*ir.Expr // stage k's value: Arg(len(Inputs)+k), numbered at the end
 	for _, n := range r.Nodes {
 		compute, kinds, err := operandKinds(n)
 		if err != nil {
 			return err
-		}
-		_, outKind, err := n.Op.Expr.ParamKinds(kinds, compute)
-		if err != nil {
-			return fmt.Errorf("fuse: %s: %w", n.Name(), err)
 		}
 		args := make([]*ir.Expr, len(n.Args))
 		for i, a := range n.Args {
@@ -184,12 +218,37 @@ func (r *Region) build() error {
 				return fmt.Errorf("fuse: %s: operand %d is absent", n.Name(), i)
 			}
 		}
-		vals[n] = value{substitute(n.Op.Expr, args, n.Attrs.Scalars, map[*ir.Expr]*ir.Expr{}), outKind}
+		var v value
+		if n.Op.Kind == ir.Reduction {
+			v = value{args[0], compute}
+		} else {
+			_, outKind, err := n.Op.Expr.ParamKinds(kinds, compute)
+			if err != nil {
+				return fmt.Errorf("fuse: %s: %w", n.Name(), err)
+			}
+			v = value{substitute(n.Op.Expr, args, n.Attrs.Scalars, map[*ir.Expr]*ir.Expr{}), outKind}
+		}
+		if r.Row != nil && (n.Op.Kind == ir.Reduction || r.Row.rowLevel(n)) {
+			st := Stage{Node: n, Expr: v.e, Compute: compute, Kind: v.kind}
+			if n.Op.Kind == ir.Reduction {
+				st.Reduce, st.Reducer = true, n.Op.Reducer
+			}
+			r.Row.Stages = append(r.Row.Stages, st)
+			a := &ir.Expr{Prim: ir.PArg, Index: -1}
+			stageArgs = append(stageArgs, a)
+			v.e = a
+		}
+		vals[n] = v
 		if n == r.Root {
 			r.Compute = compute
 		}
 	}
-	r.Expr = vals[r.Root].e
+	for k, a := range stageArgs {
+		a.Index = len(r.Inputs) + k
+	}
+	if r.Row == nil || !r.Row.rowLevel(r.Root) && r.Root.Op.Kind != ir.Reduction {
+		r.Expr = vals[r.Root].e
+	}
 	return nil
 }
 

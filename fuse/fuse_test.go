@@ -38,12 +38,48 @@ func TestPartition(t *testing.T) {
 			s := call(t, g, ir.OpSigmoid, ir.Attrs{}, x)
 			return []*ir.Node{call(t, g, ir.OpMul, ir.Attrs{}, b, s)}
 		}, "fused mul+gelu+sigmoid+mul -> v4"},
-		{"a value used outside stays a boundary", func(g *ir.Graph) []*ir.Node {
+		{"a reduction over the last dim joins its prologue and epilogue", func(g *ir.Graph) []*ir.Node {
 			x := g.Input([]int{4, 8}, ir.Float32, ir.CPU, "")
 			e := call(t, g, ir.OpExp, ir.Attrs{}, x)
 			s := call(t, g, ir.OpSum, ir.Attrs{Dims: []int{1}, KeepDim: true}, e)
 			return []*ir.Node{call(t, g, ir.OpDiv, ir.Attrs{}, e, s)}
+		}, "row exp+sum+div -> v3"},
+		{"a value used outside stays a boundary", func(g *ir.Graph) []*ir.Node {
+			x := g.Input([]int{4, 8}, ir.Float32, ir.CPU, "")
+			e := call(t, g, ir.OpExp, ir.Attrs{}, x)
+			s := call(t, g, ir.OpSum, ir.Attrs{Dims: []int{1}, KeepDim: true}, e)
+			return []*ir.Node{s, call(t, g, ir.OpDiv, ir.Attrs{}, e, s)}
+		}, "fused exp -> v1; row sum -> v2; fused div -> v3"},
+		{"a reduction over another dim stays separate", func(g *ir.Graph) []*ir.Node {
+			x := g.Input([]int{4, 8}, ir.Float32, ir.CPU, "")
+			e := call(t, g, ir.OpExp, ir.Attrs{}, x)
+			s := call(t, g, ir.OpSum, ir.Attrs{Dims: []int{0}, KeepDim: true}, e)
+			return []*ir.Node{call(t, g, ir.OpDiv, ir.Attrs{}, e, s)}
 		}, "fused exp -> v1; v2 (sum); fused div -> v3"},
+		{"row sums with a prologue", func(g *ir.Graph) []*ir.Node {
+			x := g.Input([]int{4, 8}, ir.Float32, ir.CPU, "")
+			sq := call(t, g, ir.OpMul, ir.Attrs{}, x, x)
+			return []*ir.Node{call(t, g, ir.OpSum, ir.Attrs{Dims: []int{-1}}, sq)}
+		}, "row mul+sum -> v2"},
+		{"softmax", func(g *ir.Graph) []*ir.Node {
+			x := g.Input([]int{4, 8}, ir.Float32, ir.CPU, "")
+			return []*ir.Node{call(t, g, ir.OpSoftmax, ir.Attrs{Dim: -1}, x)}
+		}, "row amax+sub+exp+sum+div -> v6"},
+		{"layer norm", func(g *ir.Graph) []*ir.Node {
+			x := g.Input([]int{2, 3, 8}, ir.Float32, ir.CPU, "")
+			w := g.Input([]int{8}, ir.Float32, ir.CPU, "")
+			b := g.Input([]int{8}, ir.Float32, ir.CPU, "")
+			return []*ir.Node{call(t, g, ir.OpLayerNorm, ir.Attrs{Dims: []int{8}, Scalars: []float64{1e-5}}, x, w, b)}
+		}, "row mean+sub+mul+mean+add+rsqrt+mul+mul+add -> v12"},
+		{"rms norm", func(g *ir.Graph) []*ir.Node {
+			x := g.Input([]int{4, 8}, ir.Float32, ir.CPU, "")
+			w := g.Input([]int{8}, ir.Float32, ir.CPU, "")
+			return []*ir.Node{call(t, g, ir.OpRMSNorm, ir.Attrs{Dims: []int{8}, Scalars: []float64{1e-6}}, x, w)}
+		}, "row mul+mean+add+rsqrt+mul+mul -> v8"},
+		{"bfloat16 softmax computes in float32 in one region", func(g *ir.Graph) []*ir.Node {
+			x := g.Input([]int{4, 8}, ir.BFloat16, ir.CPU, "")
+			return []*ir.Node{call(t, g, ir.OpSoftmax, ir.Attrs{Dim: 1}, x)}
+		}, "row cast+amax+sub+exp+sum+div+cast -> v8"},
 		{"outputs are not inlined", func(g *ir.Graph) []*ir.Node {
 			x := g.Input([]int{3}, ir.Float32, ir.CPU, "")
 			a := call(t, g, ir.OpExp, ir.Attrs{}, x)
@@ -71,6 +107,10 @@ func TestPartition(t *testing.T) {
 	for _, tc := range tests {
 		g := &ir.Graph{}
 		g.Outputs = tc.build(g)
+		if _, err := ir.Decompose(g); err != nil {
+			t.Fatal(err)
+		}
+		ir.DCE(g)
 		rs, err := Partition(g)
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)

@@ -188,3 +188,34 @@ func (r Reducer) ResultI(a Acc) int64 {
 	}
 	return a.I
 }
+
+// CCombine is the C expression that combines two values a and b of a value
+// reduction (not an arg reduction) without indices, for fused kernels that
+// reduce in registers: sums add; max and min propagate NaN, as Accumulate
+// does.
+func (r Reducer) CCombine(a, b string) string {
+	switch r {
+	case RSum, RMean:
+		return fmt.Sprintf("%s + %s", a, b)
+	case RMax:
+		return fmt.Sprintf("(%[1]s != %[1]s || %[1]s > %[2]s) ? %[1]s : %[2]s", a, b)
+	case RMin:
+		return fmt.Sprintf("(%[1]s != %[1]s || %[1]s < %[2]s) ? %[1]s : %[2]s", a, b)
+	}
+	panic(fmt.Sprintf("ir: %v has no value-only combine", r))
+}
+
+// CIdentity is the C value a fused reduction in kind k starts from: the
+// combine's identity (-inf for max, +inf for min).
+func (r Reducer) CIdentity(k Kind) string {
+	inf := map[Kind]string{F32: "__int_as_float(0x7f800000)", F64: "__longlong_as_double(0x7ff0000000000000LL)"}[k]
+	switch r {
+	case RSum, RMean:
+		return cLiteral(0, k)
+	case RMax:
+		return "-" + inf
+	case RMin:
+		return inf
+	}
+	panic(fmt.Sprintf("ir: %v has no value-only combine", r))
+}

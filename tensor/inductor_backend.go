@@ -33,6 +33,7 @@ type inductorStep struct {
 	kinds []ir.Kind // the kind each input is loaded in
 	blk   *ir.Block // the CPU program of a fused region
 	label string    // a fused region's kernel label
+	row   *rowStep  // a row region
 }
 
 func newInductorProgram(g *ir.Graph) (Program, error) {
@@ -46,7 +47,14 @@ func newInductorProgram(g *ir.Graph) (Program, error) {
 	}
 	for _, r := range regions {
 		s := inductorStep{r: r, root: p.index[r.Root]}
-		if r.Fused() && len(r.Nodes) > 1 {
+		if r.Row != nil {
+			for _, in := range r.Inputs {
+				s.args = append(s.args, p.index[in.Node])
+			}
+			if s.row, err = newRowStep(r, ir.CompileBlock); err != nil {
+				return nil, err
+			}
+		} else if r.Fused() && len(r.Nodes) > 1 {
 			for _, in := range r.Inputs {
 				s.args = append(s.args, p.index[in.Node])
 				s.kinds = append(s.kinds, in.Kind)
@@ -62,8 +70,11 @@ func newInductorProgram(g *ir.Graph) (Program, error) {
 	}
 	if logOn("fusion") {
 		for _, s := range p.steps {
-			if s.blk != nil {
-				slog.Info("gocompile: fusion", "region", s.r.String(), "expr", s.r.Expr.String())
+			switch {
+			case s.row != nil:
+				slog.Info("gocompile: fusion", "region", s.r.String(), "nodes", s.r.Describe(), "kernel", "row")
+			case s.blk != nil:
+				slog.Info("gocompile: fusion", "region", s.r.String(), "nodes", s.r.Describe(), "expr", s.r.Expr.String())
 			}
 		}
 	}
@@ -82,6 +93,14 @@ func (p *inductorProgram) Run(inputs []*Tensor) []*Tensor {
 	}
 	for _, s := range p.steps {
 		n := s.r.Root
+		if s.row != nil {
+			args := make([]*Tensor, len(s.args))
+			for j, a := range s.args {
+				args[j] = vals[a]
+			}
+			vals[s.root] = s.row.run(args)
+			continue
+		}
 		if s.blk == nil { // a node of its own: the eager kernel
 			vals[s.root] = runNode(n, n.Attrs, nodeArgs(n, vals, p.index))
 			continue

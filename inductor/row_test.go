@@ -1,0 +1,178 @@
+package inductor
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"gocompile/cuda"
+	"gocompile/fuse"
+	"gocompile/ir"
+)
+
+// rowRegions partitions the graphs of softmax, log-softmax, layer norm,
+// RMS norm and a row sum with a prologue, in dtype dt, and returns their
+// row regions.
+func rowRegions(t *testing.T, dt ir.DType) map[string]*fuse.Region {
+	t.Helper()
+	build := map[string]func(g *ir.Graph, x, w, b *ir.Node) (*ir.Node, error){
+		"softmax": func(g *ir.Graph, x, w, b *ir.Node) (*ir.Node, error) {
+			return g.Call(ir.OpSoftmax, ir.Attrs{Dim: -1}, "", x)
+		},
+		"log_softmax": func(g *ir.Graph, x, w, b *ir.Node) (*ir.Node, error) {
+			return g.Call(ir.OpLogSoftmax, ir.Attrs{Dim: -1}, "", x)
+		},
+		"layer_norm": func(g *ir.Graph, x, w, b *ir.Node) (*ir.Node, error) {
+			return g.Call(ir.OpLayerNorm, ir.Attrs{Dims: []int{64}, Scalars: []float64{1e-5}}, "", x, w, b)
+		},
+		"rms_norm": func(g *ir.Graph, x, w, b *ir.Node) (*ir.Node, error) {
+			return g.Call(ir.OpRMSNorm, ir.Attrs{Dims: []int{64}, Scalars: []float64{1e-6}}, "", x, w)
+		},
+		"sum_squares": func(g *ir.Graph, x, w, b *ir.Node) (*ir.Node, error) {
+			sq, err := g.Call(ir.OpMul, ir.Attrs{}, "", x, x)
+			if err != nil {
+				return nil, err
+			}
+			return g.Call(ir.OpSum, ir.Attrs{Dims: []int{-1}}, "", sq)
+		},
+		"amin_keepdim": func(g *ir.Graph, x, w, b *ir.Node) (*ir.Node, error) {
+			return g.Call(ir.OpAMin, ir.Attrs{Dims: []int{1}, KeepDim: true}, "", x)
+		},
+	}
+	out := map[string]*fuse.Region{}
+	for name, f := range build {
+		g := &ir.Graph{}
+		x := g.Input([]int{8, 64}, dt, ir.CPU, "")
+		w := g.Input([]int{64}, dt, ir.CPU, "")
+		b := g.Input([]int{64}, dt, ir.CPU, "")
+		y, err := f(g, x, w, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g.Outputs = []*ir.Node{y}
+		if _, err := ir.Decompose(g); err != nil {
+			t.Fatal(err)
+		}
+		ir.DCE(g)
+		rs, err := fuse.Partition(g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		last := rs[len(rs)-1]
+		if last.Row == nil {
+			t.Fatalf("%s: the last region %v is not a row region", name, last)
+		}
+		out[name] = last
+	}
+	return out
+}
+
+type rowCase struct {
+	name string
+	k    *RowKernel
+}
+
+// rowKernels is every configuration class of row kernel: each region in
+// each dtype, persistent and looped, vectorised or not, with contiguous,
+// uniform and strided inputs.
+func rowKernels(t *testing.T) []rowCase {
+	var cases []rowCase
+	for _, dt := range []ir.DType{ir.Float32, ir.Float64, ir.Float16, ir.BFloat16} {
+		for name, r := range rowRegions(t, dt) {
+			for _, cfg := range []struct{ threads, vec, persist int }{{256, 4, 4}, {32, 1, 0}, {1024, 1, 8}} {
+				for _, acc := range []RowAccess{RowContig, RowStrided, RowUniform} {
+					k := NewRowKernel(r)
+					k.Threads, k.Vec, k.Persist = cfg.threads, cfg.vec, cfg.persist
+					for i := range k.Inputs {
+						if i == 0 {
+							k.Inputs[i].Access = acc
+						}
+					}
+					cases = append(cases, rowCase{fmt.Sprintf("%s/%v/%v", name, dt, k.Name()), k})
+				}
+			}
+		}
+	}
+	return cases
+}
+
+// Every row kernel configuration is valid C++ with the CUDA built-ins
+// stubbed.
+func TestRowKernelsParseAsCpp(t *testing.T) {
+	cxx, err := exec.LookPath("g++")
+	if err != nil {
+		t.Skip("no g++ on this machine")
+	}
+	var b strings.Builder
+	b.WriteString(cppStubs)
+	b.WriteString(`template <typename T> T __shfl_xor_sync(unsigned, T v, int) { return v; }
+inline float __int_as_float(int i) { float f; std::memcpy(&f, &i, 4); return f; }
+inline double __longlong_as_double(long long i) { double f; std::memcpy(&f, &i, 8); return f; }
+`)
+	b.WriteString(strings.ReplaceAll(cudaPrelude, "asm(", "gc_asm("))
+	for i, c := range rowKernels(t) {
+		body, err := c.k.body()
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		fmt.Fprintf(&b, "\nnamespace r%d {\n%s\n#undef THREADS\n#undef VEC\n#undef PERSIST\n}\n", i, body)
+	}
+	path := filepath.Join(t.TempDir(), "rows.cpp")
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(cxx, "-std=c++17", "-fsyntax-only", "-w", path).CombinedOutput()
+	if err != nil {
+		lines := strings.Split(string(out), "\n")
+		t.Fatalf("generated row kernels do not parse:\n%s", strings.Join(lines[:min(len(lines), 40)], "\n"))
+	}
+}
+
+// The generated source names the graph nodes it computes.
+func TestRowKernelSourceNamesNodes(t *testing.T) {
+	r := rowRegions(t, ir.Float32)["softmax"]
+	k := NewRowKernel(r)
+	k.Threads, k.Vec, k.Persist = 256, 4, 4
+	src, err := k.Source()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"= amax: amax over the row", "= sum: sum over the row", "block_allreduce", "V4<float>", "// the root, per element"} {
+		if !strings.Contains(src, want) {
+			t.Errorf("source lacks %q:\n%s", want, src)
+		}
+	}
+}
+
+// Every row kernel configuration compiles with NVRTC.
+func TestGPURowKernelsCompile(t *testing.T) {
+	if ok, err := cuda.Available(); !ok {
+		t.Skipf("no usable GPU: %v", err)
+	}
+	dev, err := cuda.GetDevice(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range rowKernels(t) {
+		src, err := c.k.Source()
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := cuda.Compile(src, c.k.Name()+".cu", dev)
+		if err != nil {
+			t.Errorf("%s: %v", c.name, err)
+			continue
+		}
+		mod, err := dev.LoadCompiled(res)
+		if err != nil {
+			t.Errorf("%s: load: %v", c.name, err)
+			continue
+		}
+		if _, err := mod.Function(c.k.Name()); err != nil {
+			t.Errorf("%s: %v", c.name, err)
+		}
+	}
+}

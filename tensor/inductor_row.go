@@ -1,0 +1,302 @@
+package tensor
+
+import (
+	"fmt"
+
+	"gocompile/cuda"
+	"gocompile/fuse"
+	"gocompile/inductor"
+	"gocompile/ir"
+)
+
+// Row regions (see fuse.Row) run as one kernel that walks each row of the
+// region's full shape: on the CPU, block programs over chunks of the row
+// with reductions folded by the registry's reducers; on a GPU, one
+// generated kernel (inductor.RowKernel) with a block per row.
+
+// rowStep is a row region ready to run.
+type rowStep struct {
+	r      *fuse.Region
+	kinds  []ir.Kind   // every leaf's kind: the inputs', then the stages'
+	stages []*ir.Block // the CPU program of each stage's expression
+	root   *ir.Block   // the root's per-element program; nil when the root is the last stage
+	kernel inductor.RowKernel
+}
+
+func newRowStep(r *fuse.Region, compile func(e *ir.Expr, kinds []ir.Kind, compute ir.Kind) (*ir.Block, error)) (*rowStep, error) {
+	s := &rowStep{r: r, kernel: *inductor.NewRowKernel(r)}
+	for _, in := range r.Inputs {
+		s.kinds = append(s.kinds, in.Kind)
+	}
+	for _, st := range r.Row.Stages {
+		s.kinds = append(s.kinds, st.Kind)
+	}
+	for _, st := range r.Row.Stages {
+		blk, err := compile(st.Expr, s.kinds, st.Compute)
+		if err != nil {
+			return nil, fmt.Errorf("region %v: stage %s: %w", r, st.Node.Name(), err)
+		}
+		s.stages = append(s.stages, blk)
+	}
+	if r.Expr != nil {
+		blk, err := compile(r.Expr, s.kinds, r.Compute)
+		if err != nil {
+			return nil, fmt.Errorf("region %v: %w", r, err)
+		}
+		s.root = blk
+	}
+	return s, nil
+}
+
+// run computes the region's value from its inputs (in r.Inputs order).
+func (s *rowStep) run(args []*Tensor) *Tensor {
+	n := s.r.Root
+	shapes := make([][]int, len(args))
+	vals := make([]ir.Value, len(args))
+	for i, t := range args {
+		shapes[i], vals[i] = t.shape, t
+	}
+	checkDevices(n.Op, vals)
+	full, err := ir.Broadcast(n.Op.Title, shapes...)
+	check(err, n.Op.Title, args...)
+	R := full[len(full)-1]
+	shape := full
+	if s.root == nil {
+		shape = ir.ReduceShape(full, []int{len(full) - 1}, n.Attrs.KeepDim)
+	}
+	dev := args[0].st.dev
+	if R == 0 || ir.Numel(shape) == 0 {
+		return s.runNodes(args) // the eager ops' rules for empty rows
+	}
+	res := newOn(dev, n.DType, shape)
+	if dev != CPU {
+		s.runGPU(args, full, res)
+	} else {
+		s.runCPU(args, full, res)
+	}
+	return res
+}
+
+// runNodes runs the region's nodes one by one with the eager kernels.
+func (s *rowStep) runNodes(args []*Tensor) *Tensor {
+	vals := map[*ir.Node]*Tensor{}
+	for i, in := range s.r.Inputs {
+		vals[in.Node] = args[i]
+	}
+	for _, n := range s.r.Nodes {
+		a := make([]ir.Value, len(n.Args))
+		for j, v := range n.Args {
+			if an, ok := v.(*ir.Node); ok && an != nil {
+				a[j] = vals[an]
+			} else {
+				a[j] = v
+			}
+		}
+		vals[n] = runNode(n, n.Attrs, a)
+	}
+	return vals[s.r.Root]
+}
+
+// rowLayout splits each input's strides over the full shape into strides
+// over the rows and the stride along a row.
+func rowLayout(args []*Tensor, full []int) (outer [][]int, inner []int) {
+	last := len(full) - 1
+	for _, t := range args {
+		st := ir.BroadcastStrides(t.shape, t.strides, full)
+		outer = append(outer, st[:last])
+		inner = append(inner, st[last])
+	}
+	return outer, inner
+}
+
+func (s *rowStep) runCPU(args []*Tensor, full []int, res *Tensor) {
+	last := len(full) - 1
+	R, outerShape := full[last], full[:last]
+	rows := ir.Numel(outerShape)
+	outer, inner := rowLayout(args, full)
+	nIn := len(args)
+	stages := s.r.Row.Stages
+	parallelRows(rows, max(1, minParallel/R), func(lo, hi int) {
+		chunk := min(blockSize, R)
+		frames := make([]*ir.Frame, len(stages))
+		for k, blk := range s.stages {
+			frames[k] = blk.NewFrame(chunk, nil)
+		}
+		var rootFrame *ir.Frame
+		if s.root != nil {
+			rootFrame = s.root.NewFrame(chunk, nil)
+		}
+		ops := make([]*operand, nIn)
+		for i, t := range args {
+			ops[i] = newOperand(t.st.data, t.dtype, []int{R}, []int{inner[i]}, 0)
+		}
+		stageVecs := make([]ir.Vec, len(stages)) // each stage's value, repeated over a chunk
+		for k, st := range stages {
+			stageVecs[k] = ir.NewVec(st.Kind, chunk)
+		}
+		one := make([]ir.Vec, len(stages))
+		for k, st := range stages {
+			one[k] = ir.NewVec(st.Kind, 1)
+		}
+		idx := make([]int, len(outerShape))
+		// bind makes f read every input at [start, start+n) of the row and
+		// the stages computed so far.
+		bind := func(f *ir.Frame, blk *ir.Block, start, n, done int) {
+			for i, o := range ops {
+				if blk.Uses(i) {
+					f.SetArg(i, o.load(start, n, f.ArgKind(i), f.ArgBuf(i)))
+				}
+			}
+			for k := range done {
+				f.SetArg(nIn+k, stageVecs[k])
+			}
+		}
+		for row := lo; row < hi; row++ {
+			for i, t := range args {
+				ops[i].offset = t.offset
+				if len(outerShape) > 0 {
+					ops[i].offset += unravel(row, outerShape, outer[i], idx)
+				}
+			}
+			var val ir.Vec
+			for k, st := range stages {
+				f, blk := frames[k], s.stages[k]
+				if st.Reduce {
+					acc := st.Reducer.Init()
+					for s0 := 0; s0 < R; s0 += chunk {
+						m := min(chunk, R-s0)
+						bind(f, blk, s0, m, k)
+						accumulate(st.Reducer, &acc, f.Run(m, nil), blk.OutKind(), m, s0)
+					}
+					setKind(one[k], st.Kind, roundTo(st.Node.DType, st.Reducer.ResultF(acc, R)))
+				} else {
+					bind(f, blk, 0, 1, k)
+					setKind(one[k], st.Kind, roundTo(st.Node.DType, kindAt(f.Run(1, nil), blk.OutKind())))
+				}
+				stageVecs[k].Fill(st.Kind, kindAt(one[k], st.Kind))
+				val = one[k]
+			}
+			if s.root == nil {
+				store(res.st.data, res.dtype, row, val, stages[len(stages)-1].Kind, 1)
+				continue
+			}
+			for s0 := 0; s0 < R; s0 += chunk {
+				m := min(chunk, R-s0)
+				bind(rootFrame, s.root, s0, m, len(stages))
+				store(res.st.data, res.dtype, row*R+s0, rootFrame.Run(m, nil), s.root.OutKind(), m)
+			}
+		}
+	})
+}
+
+// accumulate folds n values of v (kind k), the first at index base of the
+// row, into acc.
+func accumulate(r ir.Reducer, acc *ir.Acc, v ir.Vec, k ir.Kind, n, base int) {
+	switch k {
+	case ir.F32:
+		ir.Accumulate(r, acc, v.F32[:n], int64(base))
+	case ir.F64:
+		ir.Accumulate(r, acc, v.F64[:n], int64(base))
+	default:
+		ir.Accumulate(r, acc, v.I64[:n], int64(base))
+	}
+}
+
+// kindAt is v[0] as a float64.
+func kindAt(v ir.Vec, k ir.Kind) float64 {
+	switch k {
+	case ir.F32:
+		return float64(v.F32[0])
+	case ir.F64:
+		return v.F64[0]
+	}
+	return float64(v.I64[0])
+}
+
+func setKind(v ir.Vec, k ir.Kind, x float64) {
+	switch k {
+	case ir.F32:
+		v.F32[0] = float32(x)
+	case ir.F64:
+		v.F64[0] = x
+	default:
+		v.I64[0] = int64(x)
+	}
+}
+
+// roundTo is x as storing it in dtype dt and reading it back gives.
+func roundTo(dt DType, x float64) float64 {
+	switch dt {
+	case Float32:
+		return float64(float32(x))
+	case Float16:
+		return float64(ir.F16ToF32(ir.F32ToF16(float32(x))))
+	case BFloat16:
+		return float64(ir.BF16ToF32(ir.F32ToBF16(float32(x))))
+	case Int32:
+		return float64(int32(int64(x)))
+	case Int64:
+		return float64(int64(x))
+	case Bool:
+		if x != 0 {
+			return 1
+		}
+		return 0
+	}
+	return x
+}
+
+func (s *rowStep) runGPU(args []*Tensor, full []int, res *Tensor) {
+	g := res.st.gpu.g
+	last := len(full) - 1
+	R := full[last]
+	outerStrides, inner := rowLayout(args, full)
+	oshape, ostrides := coalesce(full[:last], outerStrides...)
+	if len(oshape) > inductor.MaxRank {
+		throw(s.r.Root.Op.Title, args, "make the inputs contiguous first",
+			"the rows have %d dims that cannot be merged; GPU kernels index at most %d", len(oshape), inductor.MaxRank)
+	}
+	rows := ir.Numel(oshape)
+	k := s.kernel // a copy: the layout of this call's inputs
+	k.Inputs = append([]inductor.RowInput(nil), s.kernel.Inputs...)
+	vec := 4
+	if R%4 != 0 {
+		vec = 1
+	}
+	geo := inductor.RowGeometry{OuterRank: len(oshape), OuterStride: make([][inductor.MaxRank]int64, len(args)), InnerStride: make([]int64, len(args))}
+	for d, sz := range oshape {
+		geo.OuterSize[d] = int64(sz)
+	}
+	for i, t := range args {
+		switch inner[i] {
+		case 0:
+			k.Inputs[i].Access = inductor.RowUniform
+		case 1:
+			k.Inputs[i].Access = inductor.RowContig
+			if t.devicePtr()%cuda.DevicePtr(4*t.dtype.Size()) != 0 {
+				vec = 1
+			}
+		default:
+			k.Inputs[i].Access = inductor.RowStrided
+		}
+		geo.InnerStride[i] = int64(inner[i])
+		for d := range oshape {
+			st := ostrides[i][d]
+			geo.OuterStride[i][d] = int64(st)
+			if k.Inputs[i].Access == inductor.RowContig && st%4 != 0 {
+				vec = 1
+			}
+		}
+	}
+	k.Vec = vec
+	k.Threads, k.Persist = inductor.ChooseRowConfig(R, vec)
+	fn := g.kernel(k.Name(), k.Source)
+	a := g.getArgs()
+	defer g.putArgs(a)
+	a.I64(int64(rows)).I64(int64(R))
+	for _, t := range args {
+		a.Ptr(t.devicePtr())
+	}
+	a.Ptr(res.devicePtr()).Bytes(geo.Bytes(), 8)
+	g.launch("fused "+s.r.Root.Op.Title, fn, min(rows, 1<<24), k.Threads, a)
+}

@@ -1,0 +1,187 @@
+package tensor
+
+import (
+	"fmt"
+	"math"
+	"testing"
+
+	"gocompile/ir"
+)
+
+// Row references: plain float64 loops over rows of r values.
+func refSoftmax(x []float64, r int, log bool) []float64 {
+	out := make([]float64, len(x))
+	for o := 0; o < len(x); o += r {
+		m := math.Inf(-1)
+		for _, v := range x[o : o+r] {
+			m = math.Max(m, v)
+		}
+		s := 0.0
+		for _, v := range x[o : o+r] {
+			s += math.Exp(v - m)
+		}
+		for j, v := range x[o : o+r] {
+			if log {
+				out[o+j] = v - m - math.Log(s)
+			} else {
+				out[o+j] = math.Exp(v-m) / s
+			}
+		}
+	}
+	return out
+}
+
+func refNorm(x, w, b []float64, r int, rms bool, eps float64) []float64 {
+	out := make([]float64, len(x))
+	for o := 0; o < len(x); o += r {
+		mean, ss := 0.0, 0.0
+		for _, v := range x[o : o+r] {
+			mean += v
+		}
+		mean /= float64(r)
+		if rms {
+			mean = 0
+		}
+		for _, v := range x[o : o+r] {
+			ss += (v - mean) * (v - mean)
+		}
+		inv := 1 / math.Sqrt(ss/float64(r)+eps)
+		for j, v := range x[o : o+r] {
+			y := (v - mean) * inv
+			if w != nil {
+				y *= w[j]
+			}
+			if b != nil {
+				y += b[j]
+			}
+			out[o+j] = y
+		}
+	}
+	return out
+}
+
+func refRowSumSquares(x []float64, r int) []float64 {
+	out := make([]float64, len(x)/r)
+	for o := range out {
+		for _, v := range x[o*r : o*r+r] {
+			out[o] += v * v
+		}
+	}
+	return out
+}
+
+// Row regions (softmax, log-softmax, layer norm, RMS norm, reductions with
+// prologues) compiled by the inductor backend agree with eager and with
+// float64 loops, on odd row lengths, several row counts, non-contiguous
+// inputs and every floating dtype.
+func TestInductorRowRegions(t *testing.T) {
+	type fn = func(x, w, b *Tensor) *Tensor
+	cases := []struct {
+		name string
+		f    fn
+		ref  func(x, w, b []float64, r int) []float64
+	}{
+		{"softmax", func(x, w, b *Tensor) *Tensor { return x.Softmax(-1) },
+			func(x, w, b []float64, r int) []float64 { return refSoftmax(x, r, false) }},
+		{"log_softmax", func(x, w, b *Tensor) *Tensor { return x.LogSoftmax(-1) },
+			func(x, w, b []float64, r int) []float64 { return refSoftmax(x, r, true) }},
+		{"layer_norm", func(x, w, b *Tensor) *Tensor { return x.LayerNorm([]int{x.Shape()[x.Dim()-1]}, w, b, 1e-5) },
+			func(x, w, b []float64, r int) []float64 { return refNorm(x, w, b, r, false, 1e-5) }},
+		{"layer_norm without affine", func(x, w, b *Tensor) *Tensor { return x.LayerNorm([]int{x.Shape()[x.Dim()-1]}, nil, nil, 1e-5) },
+			func(x, w, b []float64, r int) []float64 { return refNorm(x, nil, nil, r, false, 1e-5) }},
+		{"rms_norm", func(x, w, b *Tensor) *Tensor { return x.RMSNorm([]int{x.Shape()[x.Dim()-1]}, w, 1e-6) },
+			func(x, w, b []float64, r int) []float64 { return refNorm(x, w, nil, r, true, 1e-6) }},
+		{"sum of squares", func(x, w, b *Tensor) *Tensor { return x.Mul(x).Sum(-1) },
+			func(x, w, b []float64, r int) []float64 { return refRowSumSquares(x, r) }},
+	}
+	type layout struct {
+		name string
+		make func(rows, r int, dt DType) *Tensor
+	}
+	layouts := []layout{
+		{"contiguous", func(rows, r int, dt DType) *Tensor { return Randn(7, Float64, rows, r).To(dt) }},
+		{"transposed", func(rows, r int, dt DType) *Tensor { return Randn(7, Float64, r, rows).To(dt).T() }},
+		{"stepped", func(rows, r int, dt DType) *Tensor {
+			return Randn(7, Float64, rows, 2*r).To(dt).Slice(1, 0, 2*r, 2)
+		}},
+	}
+	tol := map[DType]float64{Float64: 1e-12, Float32: 2e-5, Float16: 2e-2, BFloat16: 2e-2}
+	for _, c := range cases {
+		for _, dt := range []DType{Float32, Float64, Float16, BFloat16} {
+			for _, lay := range layouts {
+				for _, sz := range [][2]int{{1, 3}, {3, 1023}, {5, 4097}, {17, 64}, {2, 1}} {
+					rows, r := sz[0], sz[1]
+					name := fmt.Sprintf("%s/%v/%s/%dx%d", c.name, dt, lay.name, rows, r)
+					t.Run(name, func(t *testing.T) {
+						x := lay.make(rows, r, dt)
+						w := Randn(8, Float64, r).To(dt)
+						b := Randn(9, Float64, r).To(dt)
+						compiled := Compile(c.f, WithBackend("inductor"))
+						got, want := compiled(x, w, b), c.f(x, w, b)
+						rowClose(t, "compiled vs eager", got, want.Float64s(), tol[dt])
+						xs, ws, bs := x.To(Float64).Float64s(), w.To(Float64).Float64s(), b.To(Float64).Float64s()
+						rowClose(t, "compiled vs float64 loops", got, c.ref(xs, ws, bs, r), 4*tol[dt])
+					})
+				}
+			}
+		}
+	}
+}
+
+// rowClose checks got against want elementwise: |got-want| <= tol·(|want|+1),
+// NaN matching NaN.
+func rowClose(t *testing.T, what string, got *Tensor, want []float64, tol float64) {
+	t.Helper()
+	g := got.Float64s()
+	if len(g) != len(want) {
+		t.Fatalf("%s: %d values, want %d", what, len(g), len(want))
+	}
+	for i := range g {
+		if math.IsNaN(want[i]) && math.IsNaN(g[i]) {
+			continue
+		}
+		if d := math.Abs(g[i] - want[i]); !(d <= tol*(math.Abs(want[i])+1)) {
+			t.Fatalf("%s: element %d is %v, want %v (tolerance %g)", what, i, g[i], want[i], tol)
+		}
+	}
+}
+
+// Softmax, log-softmax, layer norm and RMS norm each compile to a single
+// kernel: one row region.
+func TestInductorRowRegionsAreOneKernel(t *testing.T) {
+	var prog *inductorProgram
+	RegisterBackend("inductor-capture", BackendFunc(func(g *ir.Graph) (Program, error) {
+		p, err := newInductorProgram(g)
+		if err == nil {
+			prog = p.(*inductorProgram)
+		}
+		return p, err
+	}))
+	x, w, b := Randn(1, Float32, 4, 8), Randn(2, Float32, 8), Randn(3, Float32, 8)
+	for name, f := range map[string]func(x, w, b *Tensor) *Tensor{
+		"softmax":          func(x, w, b *Tensor) *Tensor { return x.Softmax(-1) },
+		"log_softmax":      func(x, w, b *Tensor) *Tensor { return x.LogSoftmax(1) },
+		"layer_norm":       func(x, w, b *Tensor) *Tensor { return x.LayerNorm([]int{8}, w, b, 1e-5) },
+		"rms_norm":         func(x, w, b *Tensor) *Tensor { return x.RMSNorm([]int{8}, w, 1e-6) },
+		"bfloat16 softmax": func(x, w, b *Tensor) *Tensor { return x.Softmax(-1) },
+	} {
+		prog = nil
+		in := x
+		if name == "bfloat16 softmax" {
+			in = x.To(BFloat16)
+		}
+		Compile(f, WithBackend("inductor-capture"))(in, w, b)
+		if prog == nil {
+			t.Fatalf("%s: no program was compiled", name)
+		}
+		var kernels []string
+		for _, s := range prog.steps {
+			if s.r.Root.Op.Kind != ir.View {
+				kernels = append(kernels, s.r.String())
+			}
+		}
+		if len(kernels) != 1 || prog.steps[len(prog.steps)-1].row == nil {
+			t.Errorf("%s: %d kernels %v, want one row kernel", name, len(kernels), kernels)
+		}
+	}
+}
