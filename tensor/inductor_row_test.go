@@ -185,3 +185,22 @@ func TestInductorRowRegionsAreOneKernel(t *testing.T) {
 		}
 	}
 }
+
+// With dynamic batch sizes, one compiled program serves every size: fused
+// and row kernels take their shapes from the call's tensors.
+func TestInductorDynamicShapes(t *testing.T) {
+	f := func(x, w *Tensor) *Tensor {
+		return x.MulScalar(2).AddScalar(1).Sigmoid().Mul(w).Softmax(-1).Add(x.Mul(x).SumKeepDim(-1))
+	}
+	var st CompileStats
+	compiled := Compile(f, WithBackend("inductor"), WithStats(&st))
+	w := Randn(1, Float32, 33)
+	for i, batch := range []int{2, 3, 7, 1, 64} {
+		x := Randn(uint64(10+i), Float32, batch, 33)
+		rowClose(t, fmt.Sprintf("batch %d", batch), compiled(x, w), f(x, w).Float64s(), 2e-5)
+	}
+	// Static, then dynamic; size 1 is specialised, as in PyTorch.
+	if n := st.Compiles.Load(); n > 3 {
+		t.Errorf("%d compiles for 5 batch sizes, want at most 3", n)
+	}
+}
