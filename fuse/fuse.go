@@ -1,15 +1,3 @@
-// Package fuse partitions a graph into fusion regions: groups of nodes a
-// backend runs as one kernel.
-//
-// Today it does vertical fusion of pointwise ops: a pointwise node
-// absorbs the pointwise nodes that produce its operands when every use of
-// them lies inside the region, they have the region's shape and device,
-// and their values would survive a store and reload exactly (float32,
-// float64, int64 and bool intermediates; float16, bfloat16 and int32 ones
-// stay materialised, so fused results equal eager ones bit for bit). A
-// fused region's value is one expression over the registry's primitives
-// (see Region.Expr), which CPU block loops and the CUDA code generator
-// both run. Every other node is a region of its own.
 package fuse
 
 import (

@@ -1,0 +1,24 @@
+// Package fuse partitions a graph into fusion regions, groups of nodes a
+// backend runs as one kernel, and plans the buffers of the values that
+// remain between them.
+//
+// Regions come in three kinds:
+//
+//   - Pointwise regions (vertical fusion): a pointwise node absorbs the
+//     pointwise nodes that produce its operands when every use of them lies
+//     inside the region, they have the region's shape and device, and
+//     their values would survive a store and reload exactly (float32,
+//     float64, int64 and bool intermediates; float16, bfloat16 and int32
+//     ones stay materialised). The region's value is one expression over
+//     the registry's primitives (Region.Expr), which CPU block loops and the
+//     CUDA code generator both run.
+//   - Row regions (reduction fusion): reductions over the last dim together
+//     with their pointwise prologue and epilogue: softmax, log-softmax,
+//     layer norm, RMS norm, means and variances over the last dim. See Row.
+//   - Every other node (matmul and other extern ops, reductions over other
+//     dims, views) is a region of its own.
+//
+// PlanBuffers assigns the values regions write to buffers reused once the
+// values die, and reports the plan's peak memory next to eager
+// execution's.
+package fuse
