@@ -16,6 +16,35 @@ const cudaPrelude = `typedef unsigned char gc_bool;
 ` + ir.CHalfConversions + `
 // V4 is four values loaded or stored with one vector instruction.
 template <typename T> struct __align__(4 * sizeof(T)) V4 { T v[4]; };
+
+// gc_row_v4 loads the vector at flat index i0 (a multiple of 4) of a
+// row-broadcast operand, which repeats every inner elements: element i is
+// x[i % inner]. When inner is a multiple of 4 the vector lies within one
+// repeat, and x aligned makes it one vector load.
+template <typename T, typename I> __device__ __forceinline__ V4<T> gc_row_v4(const T* x, I i0, I inner) {
+  const I r = i0 % inner;
+  if ((inner & 3) == 0 && ((unsigned long long)x & (sizeof(V4<T>) - 1)) == 0) return *(const V4<T>*)(x + r);
+  V4<T> v;
+  #pragma unroll
+  for (int j = 0; j < 4; j++) v.v[j] = x[(i0 + j) % inner];
+  return v;
+}
+
+// gc_col_v4 loads the vector at flat index i0 (a multiple of 4) of a
+// column-broadcast operand, which holds one element per run of inner
+// elements: element i is x[i / inner]. When inner is a multiple of 4 the
+// vector lies within one run: one element, read once.
+template <typename T, typename I> __device__ __forceinline__ V4<T> gc_col_v4(const T* x, I i0, I inner) {
+  V4<T> v;
+  if ((inner & 3) == 0) {
+    const T e = x[i0 / inner];
+    v.v[0] = e; v.v[1] = e; v.v[2] = e; v.v[3] = e;
+    return v;
+  }
+  #pragma unroll
+  for (int j = 0; j < 4; j++) v.v[j] = x[(i0 + j) / inner];
+  return v;
+}
 ` + ir.CPrelude
 
 // storageC is the C type a dtype is stored as.

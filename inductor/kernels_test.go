@@ -22,7 +22,9 @@ type source struct {
 // allKernels generates every eager kernel configuration tensor can ask
 // for: each pointwise op of the registry in every dtype its type rule
 // accepts, dense and strided, with a tensor and with a scalar second
-// operand; every reduction over every input dtype; every gather.
+// operand, with row- and column-broadcast operands (32- and 64-bit
+// indices), and (two ops) with an unroll of 3; every reduction over every
+// input dtype, at two unrolls; every gather.
 func allKernels(t *testing.T) []source {
 	var out []source
 	for _, op := range ir.Ops() {
@@ -45,13 +47,23 @@ func allKernels(t *testing.T) []source {
 			if err != nil {
 				continue
 			}
-			variants := []string{"dense", "strided", "strided32"}
+			variants := []string{"dense", "strided", "strided32", "row", "col64"}
 			if n > 1 {
 				variants = append(variants, "scalar", "mixed")
 			}
+			if n > 2 {
+				variants = append(variants, "broadcasts")
+			}
+			if op == ir.OpGELU || op == ir.OpAdd {
+				variants = append(variants, "unroll3")
+			}
 			for _, variant := range variants {
 				k := &PointwiseKernel{Op: op, Compute: compute.Compute(), Out: outT,
-					Strided: strings.HasPrefix(variant, "strided"), Index32: variant == "strided32"}
+					Strided: strings.HasPrefix(variant, "strided"),
+					Index32: variant == "strided32" || variant == "row" || variant == "broadcasts"}
+				if variant == "unroll3" {
+					k.Unroll = 3
+				}
 				for i, o := range operands {
 					kind := compute.Compute()
 					if o.DType == ir.Bool && op.Rule != ir.Compare && len(op.Masks) > 0 && i == op.Masks[0] {
@@ -65,6 +77,12 @@ func allKernels(t *testing.T) []source {
 						acc = ScalarArg
 					case variant == "mixed" && i > 0:
 						acc = Strided // a dense kernel reading a broadcast operand
+					case variant == "row" && i == n-1:
+						acc = RowBroadcast
+					case variant == "col64" && i == n-1:
+						acc = ColBroadcast
+					case variant == "broadcasts" && i > 0:
+						acc = []Access{ColBroadcast, Strided, RowBroadcast}[(i-1)%3]
 					case i > 0:
 						acc = Uniform
 					}
@@ -81,11 +99,13 @@ func allKernels(t *testing.T) []source {
 	reducers := []ir.Reducer{ir.RSum, ir.RMean, ir.RMax, ir.RMin, ir.RArgMax, ir.RArgMin}
 	for _, r := range reducers {
 		for _, dt := range ir.DTypes {
-			k := &ReduceKernel{Reducer: r, In: dt, Kind: dt.Compute(), Out: dt}
-			if r.IsArg() {
-				k.Out = ir.Int64
+			for _, unroll := range []int{0, 1} {
+				k := &ReduceKernel{Reducer: r, In: dt, Kind: dt.Compute(), Out: dt, Unroll: unroll}
+				if r.IsArg() {
+					k.Out = ir.Int64
+				}
+				out = append(out, source{k.Name(), k.body(), func() (string, error) { return k.Source(), nil }})
 			}
-			out = append(out, source{k.Name(), k.body(), func() (string, error) { return k.Source(), nil }})
 		}
 	}
 	for _, dt := range ir.DTypes {
@@ -181,6 +201,7 @@ struct gc_dim3 { unsigned x, y, z; };
 static gc_dim3 blockIdx, threadIdx, gridDim, blockDim;
 inline float __uint_as_float(unsigned u) { float f; std::memcpy(&f, &u, 4); return f; }
 inline unsigned __float_as_uint(float f) { unsigned u; std::memcpy(&u, &f, 4); return u; }
+inline double __longlong_as_double(long long i) { double f; std::memcpy(&f, &i, 8); return f; }
 template <typename T> T __shfl_down_sync(unsigned, T v, int) { return v; }
 inline void __syncthreads() {}
 inline unsigned long long atomicExch(unsigned long long* p, unsigned long long v) { auto o = *p; *p = v; return o; }

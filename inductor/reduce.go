@@ -10,19 +10,39 @@ import (
 // ReduceKernel describes a single-op reduction kernel. A launch has one
 // block per output element (grid.x) and, for long rows, several blocks per
 // row (grid.y) that write partial accumulators; a second kernel (Final)
-// then combines the partials. Values accumulate in Kind; max, min and the
-// arg reductions carry the index of their value so that partial results
-// merge to PyTorch's answer (the first index on ties, the first NaN wins).
+// then combines the partials. Short rows are reduced a warp each instead
+// (warpRows). Values accumulate in Kind; max, min and the arg reductions
+// carry the index of their value so that partial results merge to
+// PyTorch's answer (the first index on ties, the first NaN wins), sums and
+// means accumulate the value alone.
 type ReduceKernel struct {
 	Reducer ir.Reducer
 	In      ir.DType
 	Kind    ir.Kind
 	Out     ir.DType
+	// Unroll is how many vectors each thread loads per step over a
+	// contiguous reduced range before it accumulates any (0:
+	// DefaultReduceUnroll).
+	Unroll int
+}
+
+// DefaultReduceUnroll is the Unroll of reductions that set none.
+const DefaultReduceUnroll = 4
+
+func (k *ReduceKernel) unroll() int {
+	if k.Unroll > 0 {
+		return k.Unroll
+	}
+	return DefaultReduceUnroll
 }
 
 // Name is the kernel's entry point; the final pass is Name()+"_final".
 func (k *ReduceKernel) Name() string {
-	return fmt.Sprintf("gc_%v_%v_%v_to_%v", k.Reducer, k.In, k.Kind, k.Out)
+	name := fmt.Sprintf("gc_%v_%v_%v_to_%v", k.Reducer, k.In, k.Kind, k.Out)
+	if k.unroll() != DefaultReduceUnroll {
+		name += fmt.Sprintf("_u%d", k.unroll())
+	}
+	return name
 }
 
 // AccBytes is the size of one partial accumulator.
@@ -52,24 +72,38 @@ func (g *ReduceGeometry) Bytes() []byte {
 // ReduceBlock is the number of threads per block of reduction kernels.
 const ReduceBlock = 256
 
+// WarpRowsPerBlock is the number of outputs a block reduces with warpRows
+// set: one per warp.
+const WarpRowsPerBlock = ReduceBlock / 32
+
 // Source generates both kernels. Parameters of Name(): long long nOut,
 // long long nRed, long long chunk (reduced elements per block), const In*
-// x, Out* out, Acc* partial (used when gridDim.y > 1), ReduceGeometry g.
-// Parameters of the final pass: long long nOut, long long parts, long long
-// nRed, const Acc* partial, Out* out (one block per output).
+// x, Out* out, Acc* partial (used when gridDim.y > 1), int warpRows, and
+// ReduceGeometry g. With warpRows 0 a block (grid.x = nOut) reduces one
+// output's range, or its blockIdx.y-th chunk; with warpRows 1 (and
+// gridDim.y 1) each warp reduces a whole output, WarpRowsPerBlock outputs
+// per block. Parameters of the final pass: long long nOut, long long parts,
+// long long nRed, const Acc* partial, Out* out (one block per output).
 func (k *ReduceKernel) Source() string {
 	return fmt.Sprintf("// gocompile eager kernel for reduction %q of %v, accumulating in %v\n",
 		k.Reducer.String(), k.In, kindC(k.Kind)) + cudaPrelude + k.body()
 }
 
+// valueOnly reports whether the reduction accumulates values without
+// their indices (sums and means).
+func (k *ReduceKernel) valueOnly() bool { return k.Reducer == ir.RSum || k.Reducer == ir.RMean }
+
 func (k *ReduceKernel) body() string {
 	K := kindC(k.Kind)
+	In := storageC(k.In)
+	ld := func(v string) string { return loadC(v, k.In, k.Kind) }
 	var b strings.Builder
 	fmt.Fprintf(&b, `
 struct ReduceGeometry {
   long long orank; long long osize[%[1]d]; long long ostride[%[1]d];
   long long rrank; long long rsize[%[1]d]; long long rstride[%[1]d];
 };
+// Acc is a partial result, as written between the two passes.
 struct __align__(16) Acc { %[2]s v; long long i; };  // i: index of v, -1 when empty
 
 `, MaxRank, K)
@@ -80,17 +114,54 @@ __device__ __forceinline__ Acc shfl_down(Acc a, int d) {
   Acc r; r.v = __shfl_down_sync(0xffffffffu, a.v, d); r.i = __shfl_down_sync(0xffffffffu, a.i, d); return r;
 }
 
-// block_reduce leaves the merge of every thread's accumulator in thread 0.
-__device__ Acc block_reduce(Acc a) {
-  __shared__ Acc warps[32];
-  for (int d = 16; d > 0; d >>= 1) a = merge(a, shfl_down(a, d));
+`)
+	// Part is what a thread accumulates; add folds in element v at index r,
+	// add4 a vector of four at r, r+1, r+2, r+3.
+	if k.valueOnly() {
+		fmt.Fprintf(&b, `// A thread accumulates the plain sum: sums need no index.
+typedef %[1]s Part;
+__device__ __forceinline__ Part part_empty() { return 0; }
+__device__ __forceinline__ Part part_merge(Part a, Part b) { return a + b; }
+__device__ __forceinline__ Part part_shfl_down(Part a, int d) { return __shfl_down_sync(0xffffffffu, a, d); }
+__device__ __forceinline__ Acc part_acc(Part a) { Acc e; e.v = a; e.i = 0; return e; }
+__device__ __forceinline__ Part part_of(Acc a) { return a.v; }
+__device__ __forceinline__ void add(Part& a, %[1]s v, long long r) { a += v; }
+__device__ __forceinline__ void add4(Part& a, V4<%[2]s> t, long long r) {
+  a += (%[3]s + %[4]s) + (%[5]s + %[6]s);
+}
+`, K, In, ld("t.v[0]"), ld("t.v[1]"), ld("t.v[2]"), ld("t.v[3]"))
+	} else {
+		fmt.Fprintf(&b, `// A thread accumulates a value with its index (see merge).
+typedef Acc Part;
+__device__ __forceinline__ Part part_empty() { Acc e; e.v = 0; e.i = -1; return e; }
+__device__ __forceinline__ Part part_merge(Part a, Part b) { return merge(a, b); }
+__device__ __forceinline__ Part part_shfl_down(Part a, int d) { return shfl_down(a, d); }
+__device__ __forceinline__ Acc part_acc(Part a) { return a; }
+__device__ __forceinline__ Part part_of(Acc a) { return a; }
+__device__ __forceinline__ void add(Part& a, %[1]s v, long long r) { Acc e; e.v = v; e.i = r; a = merge(a, e); }
+__device__ __forceinline__ void add4(Part& a, V4<%[2]s> t, long long r) {
+  #pragma unroll
+  for (int j = 0; j < 4; j++) add(a, %[3]s, r + j);
+}
+`, K, In, ld("t.v[j]"))
+	}
+	b.WriteString(`
+// warp_reduce leaves the merge of its warp's parts in lane 0.
+__device__ __forceinline__ Part warp_reduce(Part a) {
+  for (int d = 16; d > 0; d >>= 1) a = part_merge(a, part_shfl_down(a, d));
+  return a;
+}
+
+// block_reduce leaves the merge of every thread's part in thread 0.
+__device__ Part block_reduce(Part a) {
+  __shared__ Part warps[32];
+  a = warp_reduce(a);
   int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
   if (lane == 0) warps[w] = a;
   __syncthreads();
   if (w == 0) {
-    Acc e; e.v = 0; e.i = -1;
-    a = lane < (int)((blockDim.x + 31) >> 5) ? warps[lane] : e;
-    for (int d = 16; d > 0; d >>= 1) a = merge(a, shfl_down(a, d));
+    a = lane < (int)((blockDim.x + 31) >> 5) ? warps[lane] : part_empty();
+    a = warp_reduce(a);
   }
   return a;
 }
@@ -111,39 +182,74 @@ __device__ Acc block_reduce(Acc a) {
 	fmt.Fprintf(&b, "__device__ __forceinline__ %s finish(Acc a, long long nRed) { return %s; }\n\n", storageC(k.Out),
 		storeC(result, resultKind, k.Out))
 
+	u := k.unroll()
 	fmt.Fprintf(&b, `extern "C" __global__ void __launch_bounds__(%[1]d) %[2]s(
     long long nOut, long long nRed, long long chunk, const %[3]s* __restrict__ x,
-    %[4]s* __restrict__ out, Acc* __restrict__ partial, ReduceGeometry g) {
-  long long o = blockIdx.x;
-  long long base = 0, rem = o;
-  for (int d = (int)g.orank - 1; d >= 0; d--) { base += (rem %% g.osize[d]) * g.ostride[d]; rem /= g.osize[d]; }
-  long long r0 = (long long)blockIdx.y * chunk, r1 = min(nRed, r0 + chunk);
-  Acc a; a.v = 0; a.i = -1;
-  for (long long r = r0 + threadIdx.x; r < r1; r += blockDim.x) {
-    long long off = base, q = r;
-    if (g.rrank == 1) {
-      off += q * g.rstride[0];
-    } else {
-      for (int d = (int)g.rrank - 1; d >= 0; d--) { off += (q %% g.rsize[d]) * g.rstride[d]; q /= g.rsize[d]; }
+    %[4]s* __restrict__ out, Acc* __restrict__ partial, int warpRows, ReduceGeometry g) {
+  // The threads of a block (or, with warpRows, of a warp) share output o.
+  const int t = warpRows ? (threadIdx.x & 31) : threadIdx.x;
+  const int width = warpRows ? 32 : blockDim.x;
+  const long long o = warpRows ? (long long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5) : blockIdx.x;
+  if (o >= nOut) return;  // whole warps of the last warpRows block
+  long long base = 0, rem = o;  // the offset of output o; o < nOut needs no division by the outermost size
+  for (int d = (int)g.orank - 1; d > 0; d--) { base += (rem %% g.osize[d]) * g.ostride[d]; rem /= g.osize[d]; }
+  if (g.orank > 0) base += rem * g.ostride[0];
+  const long long r0 = (long long)blockIdx.y * chunk, r1 = min(nRed, r0 + chunk);
+  Part a = part_empty();
+  if (g.rrank == 1 && g.rstride[0] == 1) {
+    // The reduced range is contiguous: the elements before the first one
+    // aligned for vector access, then vectors of 4 (%[5]d per thread in
+    // flight), then the last few elements.
+    const %[3]s* p = x + base + r0;
+    const long long len = r1 - r0;
+    const long long head = min(len, (long long)((4 - (((unsigned long long)p / sizeof(%[3]s)) & 3)) & 3));
+    if (t < head) add(a, %[6]s, r0 + t);
+    const V4<%[3]s>* pv = (const V4<%[3]s>*)(p + head);
+    const long long nv = (len - head) / 4;
+    long long v = t;
+    for (; v + (long long)(%[5]d - 1) * width < nv; v += (long long)%[5]d * width) {
+      V4<%[3]s> q[%[5]d];
+      #pragma unroll
+      for (int u = 0; u < %[5]d; u++) q[u] = pv[v + (long long)u * width];
+      #pragma unroll
+      for (int u = 0; u < %[5]d; u++) add4(a, q[u], r0 + head + 4 * (v + (long long)u * width));
     }
-    Acc e; e.v = %[5]s; e.i = r;
-    a = merge(a, e);
+    for (; v < nv; v += width) add4(a, pv[v], r0 + head + 4 * v);
+    const long long tail = head + 4 * nv + t;
+    if (tail < len) add(a, %[7]s, r0 + tail);
+  } else {
+    for (long long r = r0 + t; r < r1; r += width) {
+      long long off = base, q = r;
+      if (g.rrank == 1) {
+        off += q * g.rstride[0];
+      } else {
+        for (int d = (int)g.rrank - 1; d >= 0; d--) { off += (q %% g.rsize[d]) * g.rstride[d]; q /= g.rsize[d]; }
+      }
+      add(a, %[8]s, r);
+    }
+  }
+  if (warpRows) {
+    a = warp_reduce(a);
+    if (t == 0) out[o] = finish(part_acc(a), nRed);
+    return;
   }
   a = block_reduce(a);
   if (threadIdx.x == 0) {
-    if (gridDim.y == 1) out[o] = finish(a, nRed);
-    else partial[o * gridDim.y + blockIdx.y] = a;
+    if (gridDim.y == 1) out[o] = finish(part_acc(a), nRed);
+    else partial[o * gridDim.y + blockIdx.y] = part_acc(a);
   }
 }
 
+`, ReduceBlock, k.Name(), In, storageC(k.Out), u, ld("p[t]"), ld("p[tail]"), ld("x[off]"))
+	fmt.Fprintf(&b, `// The final pass merges each output's partials.
 extern "C" __global__ void __launch_bounds__(%[1]d) %[2]s_final(
-    long long nOut, long long parts, long long nRed, const Acc* __restrict__ partial, %[4]s* __restrict__ out) {
+    long long nOut, long long parts, long long nRed, const Acc* __restrict__ partial, %[3]s* __restrict__ out) {
   long long o = blockIdx.x;
-  Acc a; a.v = 0; a.i = -1;
-  for (long long p = threadIdx.x; p < parts; p += blockDim.x) a = merge(a, partial[o * parts + p]);
+  Part a = part_empty();
+  for (long long p = threadIdx.x; p < parts; p += blockDim.x) a = part_merge(a, part_of(partial[o * parts + p]));
   a = block_reduce(a);
-  if (threadIdx.x == 0) out[o] = finish(a, nRed);
+  if (threadIdx.x == 0) out[o] = finish(part_acc(a), nRed);
 }
-`, ReduceBlock, k.Name(), storageC(k.In), storageC(k.Out), loadC("x[off]", k.In, k.Kind))
+`, ReduceBlock, k.Name(), storageC(k.Out))
 	return b.String()
 }

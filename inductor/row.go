@@ -62,6 +62,17 @@ type RowKernel struct {
 	Threads int
 	Vec     int // 4: contiguous inputs and the output use 128-bit accesses (R % 4 == 0, aligned rows)
 	Persist int
+	// Split makes a looped kernel of a region with one stage, a reduction
+	// that is the root, reduce a row in several blocks (grid.y): each
+	// writes its partial accumulator, and the kernel Name()+"_final"
+	// combines a row's partials. For few long rows.
+	Split bool
+}
+
+// CanSplit reports whether the region's rows can be split across blocks:
+// its one stage is a reduction, and the root.
+func (k *RowKernel) CanSplit() bool {
+	return len(k.Stages) == 1 && k.Stages[0].Reduce && k.Expr == nil
 }
 
 // Name is the kernel's entry point, unique for its configuration.
@@ -72,6 +83,9 @@ func (k *RowKernel) Name() string {
 		fmt.Fprintf(&b, "_%s%c", in.DType, "cus"[in.Access])
 	}
 	fmt.Fprintf(&b, "_t%dv%dp%d", k.Threads, k.Vec, k.Persist)
+	if k.Split {
+		b.WriteString("_split")
+	}
 	return b.String()
 }
 
@@ -155,7 +169,12 @@ func ChooseRowConfig(r, vec int) (threads, persist int) {
 
 // Source generates the kernel's CUDA C. Parameters: long long rows, long
 // long R, one const pointer per input, the output pointer, RowGeometry g.
-// Launch with Threads threads per block; blocks loop over rows.
+// Launch with Threads threads per block; blocks loop over rows. A Split
+// kernel takes long long chunk (the columns each block reduces, a multiple
+// of Vec) after R and a pointer to rows×grid.y partial accumulators (of
+// the stage's compute kind) after the output, and is launched with grid
+// (rows, parts); then Name()+"_final"(long long rows, long long parts, long
+// long R, partial, out) with one block of Threads threads per row.
 func (k *RowKernel) Source() (string, error) {
 	body, err := k.body()
 	if err != nil {
@@ -214,14 +233,31 @@ template <typename T, typename C> __device__ __forceinline__ T block_allreduce(T
 	}
 
 	// Signature and per-row setup.
+	if k.Split && (!k.CanSplit() || k.Persist > 0) {
+		return "", fmt.Errorf("row kernel %s: only a looped kernel of one reduction splits", k.Label)
+	}
 	params := []string{"long long rows", "long long R"}
+	if k.Split {
+		params = append(params, "long long chunk")
+	}
 	for i, in := range k.Inputs {
 		params = append(params, fmt.Sprintf("const %s* __restrict__ x%d", storageC(in.DType), i))
 	}
 	outType := storageC(k.Out)
-	params = append(params, fmt.Sprintf("%s* __restrict__ out", outType), "RowGeometry g")
+	params = append(params, fmt.Sprintf("%s* __restrict__ out", outType))
+	if k.Split {
+		params = append(params, fmt.Sprintf("%s* __restrict__ partial", kindC(k.Stages[0].Compute)))
+	}
+	params = append(params, "RowGeometry g")
 	fmt.Fprintf(&b, "\nextern \"C\" __global__ void __launch_bounds__(THREADS) %s(\n    %s) {\n", k.Name(), strings.Join(params, ",\n    "))
-	b.WriteString("  for (long long row = blockIdx.x; row < rows; row += gridDim.x) {\n")
+	if k.Split {
+		b.WriteString("  // This block reduces columns [jlo, jhi) of one row.\n")
+		b.WriteString("  for (long long row = blockIdx.x; row < rows; row += gridDim.x) {\n")
+		b.WriteString("    const long long jlo = (long long)blockIdx.y * chunk, jhi = min(R, jlo + chunk);\n")
+	} else {
+		b.WriteString("  for (long long row = blockIdx.x; row < rows; row += gridDim.x) {\n")
+		b.WriteString("    const long long jlo = 0, jhi = R;\n")
+	}
 	if nIn > 0 {
 		b.WriteString("    // Each input's offset of the row's first element.\n    long long base[" + fmt.Sprint(nIn) + "] = {0};\n")
 		b.WriteString("    for (long long rem = row, d = g.orank - 1; d >= 0; d--) {\n      long long c = rem % g.osize[d];\n      rem /= g.osize[d];\n")
@@ -285,7 +321,7 @@ template <typename T, typename C> __device__ __forceinline__ T block_allreduce(T
 			l.WriteString("      if (j0 < R) {\n        #pragma unroll\n        for (int v = 0; v < VEC; v++) {\n")
 			l.WriteString("          const int q = p * VEC + v;\n")
 		} else {
-			l.WriteString("    for (long long j0 = (long long)threadIdx.x * VEC; j0 < R; j0 += (long long)THREADS * VEC) {\n")
+			l.WriteString("    for (long long j0 = jlo + (long long)threadIdx.x * VEC; j0 < jhi; j0 += (long long)THREADS * VEC) {\n")
 			l.WriteString(declare("      ", "VEC"))
 			l.WriteString(loads("      ", "0"))
 			l.WriteString("      {\n        #pragma unroll\n        for (int v = 0; v < VEC; v++) {\n")
@@ -328,6 +364,18 @@ template <typename T, typename C> __device__ __forceinline__ T block_allreduce(T
 		fmt.Fprintf(&b, "    // %s: %v over the row of %s\n    %s acc%d = %s;\n", st.Name, st.Reducer, st.Expr, A, s, st.Reducer.CIdentity(st.Compute))
 		b.WriteString(forEach(fmt.Sprintf("          acc%[1]d = combine%[1]d()(acc%[1]d, (%[2]s)(%[3]s));\n", s, A, e)))
 		fmt.Fprintf(&b, "    acc%d = block_allreduce(acc%[1]d, combine%[1]d());\n", s)
+		if k.Split {
+			fmt.Fprintf(&b, "    if (threadIdx.x == 0) partial[row * gridDim.y + blockIdx.y] = acc%d;\n  }\n}\n", s)
+			fmt.Fprintf(&b, `
+// The second pass: a row's partial accumulators, combined in order.
+extern "C" __global__ void __launch_bounds__(THREADS) %s_final(
+    long long rows, long long parts, long long R, const %s* __restrict__ partial, %s* __restrict__ out) {
+  for (long long row = blockIdx.x; row < rows; row += gridDim.x) {
+    %s acc%d = %s;
+    for (long long p = threadIdx.x; p < parts; p += THREADS) acc%[5]d = combine%[5]d()(acc%[5]d, partial[row * parts + p]);
+    acc%[5]d = block_allreduce(acc%[5]d, combine%[5]d());
+`, k.Name(), A, outType, A, s, st.Reducer.CIdentity(st.Compute))
+		}
 		fin := fmt.Sprintf("acc%d", s)
 		if st.Reducer == ir.RMean {
 			fin = fmt.Sprintf("acc%d / (%s)R", s, A)

@@ -92,6 +92,11 @@ func rowKernels(t *testing.T) []rowCase {
 						}
 					}
 					cases = append(cases, rowCase{fmt.Sprintf("%s/%v/%v", name, dt, k.Name()), k})
+					if k.CanSplit() && cfg.persist == 0 {
+						s := *k
+						s.Split = true
+						cases = append(cases, rowCase{fmt.Sprintf("%s/%v/%v", name, dt, s.Name()), &s})
+					}
 				}
 			}
 		}
@@ -109,8 +114,6 @@ func TestRowKernelsParseAsCpp(t *testing.T) {
 	var b strings.Builder
 	b.WriteString(cppStubs)
 	b.WriteString(`template <typename T> T __shfl_xor_sync(unsigned, T v, int) { return v; }
-inline float __int_as_float(int i) { float f; std::memcpy(&f, &i, 4); return f; }
-inline double __longlong_as_double(long long i) { double f; std::memcpy(&f, &i, 8); return f; }
 `)
 	b.WriteString(strings.ReplaceAll(cudaPrelude, "asm(", "gc_asm("))
 	for i, c := range rowKernels(t) {

@@ -2,6 +2,7 @@ package ir
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 )
@@ -296,6 +297,13 @@ func (e *Expr) C(arg, param func(i int) string, args []Kind, compute Kind) (stri
 }
 
 func cLiteral(v float64, k Kind) string {
+	if k != I64 && (math.IsInf(v, 0) || math.IsNaN(v)) {
+		// C has no literals for these: build them from their bits.
+		if k == F32 {
+			return fmt.Sprintf("__uint_as_float(0x%08xu)", math.Float32bits(float32(v)))
+		}
+		return fmt.Sprintf("__longlong_as_double(0x%016xLL)", math.Float64bits(v))
+	}
 	switch k {
 	case I64:
 		return strconv.FormatInt(int64(v), 10) + "LL"

@@ -208,14 +208,13 @@ func (r Reducer) CCombine(a, b string) string {
 // CIdentity is the C value a fused reduction in kind k starts from: the
 // combine's identity (-inf for max, +inf for min).
 func (r Reducer) CIdentity(k Kind) string {
-	inf := map[Kind]string{F32: "__int_as_float(0x7f800000)", F64: "__longlong_as_double(0x7ff0000000000000LL)"}[k]
 	switch r {
 	case RSum, RMean:
 		return cLiteral(0, k)
 	case RMax:
-		return "-" + inf
+		return cLiteral(math.Inf(-1), k)
 	case RMin:
-		return inf
+		return cLiteral(math.Inf(1), k)
 	}
 	panic(fmt.Sprintf("ir: %v has no value-only combine", r))
 }

@@ -1,7 +1,14 @@
 package tensor
 
 import (
+	"fmt"
+	"math"
+	"os"
+	"slices"
 	"testing"
+	"time"
+
+	"gocompile/inductor"
 )
 
 // GPU benchmarks. Each queues b.N ops and synchronizes once, so ns/op is
@@ -114,4 +121,219 @@ func BenchmarkGPUPointwiseChain16M(b *testing.B) {
 			Synchronize(CUDA(0))
 		})
 	}
+}
+
+// Dense pointwise kernels read broadcast operands by access class: a
+// row-broadcast (a bias over rows, i % inner) or column-broadcast (a
+// per-row value, i / inner) class after dims are merged, else the generic
+// N-d offset. broadcastAccess picks the class from merged strides.
+func TestBroadcastAccess(t *testing.T) {
+	for _, c := range []struct {
+		st, shape []int
+		acc       inductor.Access
+		inner     int
+	}{
+		{[]int{0, 1}, []int{8, 4096}, inductor.RowBroadcast, 4096},
+		{[]int{0, 5, 1}, []int{2, 3, 5}, inductor.RowBroadcast, 15},
+		{[]int{1, 0}, []int{8, 4096}, inductor.ColBroadcast, 4096},
+		{[]int{3, 1, 0, 0}, []int{2, 3, 4, 5}, inductor.ColBroadcast, 20},
+		{[]int{0, 1, 0}, []int{2, 3, 4}, inductor.Strided, 0}, // middle broadcast
+		{[]int{5, 0, 1}, []int{2, 3, 5}, inductor.Strided, 0}, // zero between contiguous dims
+		{[]int{0, 2}, []int{8, 16}, inductor.Strided, 0},      // stepped
+		{[]int{2, 0}, []int{8, 16}, inductor.Strided, 0},      // stepped
+		{[]int{-1, 0}, []int{8, 16}, inductor.Strided, 0},     // reversed
+		{[]int{1, 8}, []int{8, 16}, inductor.Strided, 0},      // transposed
+		{[]int{0, 16, 1}, []int{2, 8, 16}, inductor.RowBroadcast, 128},
+	} {
+		acc, inner := broadcastAccess(c.st, c.shape)
+		if acc != c.acc || inner != c.inner {
+			t.Errorf("strides %v over %v: access %d inner %d, want %d %d", c.st, c.shape, acc, inner, c.acc, c.inner)
+		}
+	}
+}
+
+// GPU kernels agree with the CPU on the layouts their fast paths take:
+// row- and column-broadcast operands (aligned or not, inner a multiple of
+// the vector width or not), partial tiles, and reductions over contiguous
+// rows (unaligned starts, rows reduced a warp each, rows split across
+// blocks), with max, min and the arg reductions' tie and NaN rules.
+func TestGPUKernelLayouts(t *testing.T) {
+	requireGPU(t)
+	gpuDev := CUDA(0)
+	check := func(name string, f func(xs ...*Tensor) *Tensor, tol float64, xs ...*Tensor) {
+		t.Helper()
+		var cs, gs []*Tensor
+		for _, x := range xs {
+			cs = append(cs, x.ToDevice(CPU))
+			gs = append(gs, x.ToDevice(gpuDev))
+		}
+		want, got := f(cs...), f(gs...)
+		if got.Device() != gpuDev || got.DType() != want.DType() || fmt.Sprint(got.Shape()) != fmt.Sprint(want.Shape()) {
+			t.Fatalf("%s: GPU %v %v %v, CPU %v %v", name, got.Device(), got.DType(), got.Shape(), want.DType(), want.Shape())
+		}
+		w, h := want.Float64s(), got.Float64s()
+		for i := range w {
+			scale := math.Max(1, math.Abs(w[i]))
+			if !(w[i] == h[i] || math.Abs(w[i]-h[i]) <= tol*scale || (math.IsNaN(w[i]) && math.IsNaN(h[i]))) {
+				t.Errorf("%s: element %d is %v on the GPU, %v on the CPU", name, i, h[i], w[i])
+				return
+			}
+		}
+	}
+	add := func(xs ...*Tensor) *Tensor { return xs[0].Add(xs[1]) }
+	mulGELU := func(xs ...*Tensor) *Tensor { return xs[0].Mul(xs[1]).GELU() }
+	for _, md := range [][2]int{{37, 4096}, {5, 1023}, {9, 3}, {33, 1}, {3, 6}, {301, 4100}, {1000, 8}, {2, 2}} {
+		m, d := md[0], md[1]
+		a := Randn(1, Float32, m, d)
+		row := Randn(2, Float32, d)
+		col := Randn(3, Float32, m, 1)
+		unaligned := Randn(4, Float32, d+1).Narrow(0, 1, d)
+		name := fmt.Sprintf("%dx%d", m, d)
+		fused := Compile(func(a, b *Tensor) *Tensor { return a.Add(b).GELU() }, WithBackend("inductor"))
+		fusedGELU := func(xs ...*Tensor) *Tensor { return fused(xs[0], xs[1]) }
+		check(name+" + row", add, 1e-6, a, row)
+		check(name+" + unaligned row", add, 1e-6, a, unaligned)
+		check(name+" + row first", add, 1e-6, row, a)
+		check(name+" * col gelu", mulGELU, 2e-4, a, col)
+		check(name+" fused + row gelu", fusedGELU, 2e-4, a, row)
+		check(name+" fused + col gelu", fusedGELU, 2e-4, a, col)
+		check(name+" exp expanded row", func(xs ...*Tensor) *Tensor { return xs[0].Expand(m, d).Exp() }, 2e-4, row)
+		check(name+" float16 + row", add, 2e-2, a.To(Float16), row.To(Float16))
+		check(name+" int32 * col", func(xs ...*Tensor) *Tensor { return xs[0].Mul(xs[1]) }, 0,
+			a.MulScalar(100).To(Int32), col.MulScalar(100).To(Int32))
+	}
+	x := Randn(5, Float32, 3, 40, 64)
+	check("3-d + 2-d row", add, 1e-6, x, Randn(6, Float32, 40, 64))
+	check("3-d + per-batch col", add, 1e-6, x, Randn(7, Float32, 3, 1, 1))
+	check("3-d + middle broadcast", add, 1e-6, x, Randn(8, Float32, 1, 40, 1))
+	check("3-d + batch and row", add, 1e-6, x, Randn(9, Float32, 3, 1, 64))
+	check("3-d float64 + col", add, 1e-12, x.To(Float64), Randn(10, Float64, 3, 40, 1))
+
+	// Reductions.
+	type red struct {
+		name string
+		f    func(x *Tensor) *Tensor
+		tol  float64
+	}
+	reds := []red{
+		{"sum", func(x *Tensor) *Tensor { return x.Sum(-1) }, 1e-4},
+		{"mean", func(x *Tensor) *Tensor { return x.Mean(-1) }, 1e-5},
+		{"max", func(x *Tensor) *Tensor { return x.Max(-1) }, 0},
+		{"min", func(x *Tensor) *Tensor { return x.Min(-1) }, 0},
+		{"argmax", func(x *Tensor) *Tensor { return x.ArgMax(-1, false) }, 0},
+		{"argmin", func(x *Tensor) *Tensor { return x.ArgMin(-1, false) }, 0},
+	}
+	shapes := [][2]int{{7, 4097}, {2000, 100}, {3, 1}, {2, 1<<20 + 3}, {1, 50001}, {600, 2048}, {5000, 33}, {4300, 1500}}
+	for _, s := range shapes {
+		x := Randn(11, Float32, s[0], s[1])
+		for _, r := range reds {
+			name := fmt.Sprintf("%s %dx%d", r.name, s[0], s[1])
+			check(name, func(xs ...*Tensor) *Tensor { return r.f(xs[0]) }, r.tol, x)
+			if s[1] > 2 {
+				check(name+" unaligned", func(xs ...*Tensor) *Tensor { return r.f(xs[0].Narrow(1, 1, s[1]-1)) }, r.tol, x)
+			}
+			check(name+" float16", func(xs ...*Tensor) *Tensor { return r.f(xs[0]) }, 2e-2, x.To(Float16))
+			if r.name != "mean" {
+				check(name+" int32", func(xs ...*Tensor) *Tensor { return r.f(xs[0]) }, 0, x.MulScalar(1000).To(Int32))
+			}
+		}
+	}
+	check("sum over dim 0", func(xs ...*Tensor) *Tensor { return xs[0].Sum(0) }, 1e-4, Randn(12, Float32, 300, 7))
+	check("sum of all 5M", func(xs ...*Tensor) *Tensor { return xs[0].Sum() }, 1e-4, Randn(13, Float32, 5<<20+1))
+	check("float64 sum of all", func(xs ...*Tensor) *Tensor { return xs[0].Sum() }, 1e-12, Randn(14, Float64, 3<<20+2))
+	// Ties and NaNs across the chunks of a split row: the first index of the
+	// best value wins, and the first NaN beats everything.
+	n := 3<<20 + 5
+	ties := make([]float32, n)
+	for i := range ties {
+		ties[i] = float32(i % 7)
+	}
+	ties[n-1], ties[n-2] = 9, 9
+	check("argmax ties", func(xs ...*Tensor) *Tensor { return xs[0].ArgMax(-1, false) }, 0, FromSlice(ties, 1, n))
+	check("argmin ties", func(xs ...*Tensor) *Tensor { return xs[0].ArgMin(-1, false) }, 0, FromSlice(ties, 1, n))
+	nans := append([]float32(nil), ties...)
+	nans[2<<20+1], nans[1<<20+3], nans[3<<20] = float32(math.NaN()), float32(math.NaN()), float32(math.NaN())
+	for _, r := range reds[2:] {
+		check(r.name+" NaN", func(xs ...*Tensor) *Tensor { return r.f(xs[0]) }, 0, FromSlice(nans, 1, n))
+		check(r.name+" NaN rows", func(xs ...*Tensor) *Tensor { return r.f(xs[0]) }, 0, FromSlice(nans[:3<<20], 3<<10, 1<<10))
+	}
+}
+
+// TestGPUTuneLaunch times the bench's pointwise and reduction workloads
+// under each launch shape of a grid (GOCOMPILE_TUNE=1 runs it,
+// GOCOMPILE_TUNE=reduce only the reductions): how pointwiseBlock,
+// pointwiseUnroll, pointwiseBlocksPerSM and the reduce* settings were
+// chosen.
+func TestGPUTuneLaunch(t *testing.T) {
+	requireGPU(t)
+	if os.Getenv("GOCOMPILE_TUNE") == "" {
+		t.Skip("set GOCOMPILE_TUNE=1 to run")
+	}
+	dev := CUDA(0)
+	timeIt := func(f func() *Tensor) float64 {
+		f()
+		f()
+		Synchronize(dev)
+		var reps []float64
+		for range 7 {
+			const n = 100
+			t0 := time.Now()
+			for range n {
+				f()
+			}
+			Synchronize(dev)
+			reps = append(reps, float64(time.Since(t0).Nanoseconds())/1e3/n)
+		}
+		slices.Sort(reps)
+		return reps[len(reps)/2]
+	}
+	inductorBackend := WithBackend("inductor")
+	x16 := Randn(1, Float32, 1<<24).ToDevice(dev)
+	chain := Compile(func(x *Tensor) *Tensor { return x.MulScalar(1.5).AddScalar(0.5).GELU().Mul(x.Sigmoid()) }, inductorBackend)
+	a := Randn(2, Float32, 8192, 4096).ToDevice(dev)
+	b := Randn(3, Float32, 4096).ToDevice(dev)
+	bias := Compile(func(a, b *Tensor) *Tensor { return a.Add(b).GELU() }, inductorBackend)
+	src := Randn(7, Float32, 1<<26).ToDevice(dev)
+	dst := Zeros(Float32, 1<<26).ToDevice(dev)
+	x64 := Randn(5, Float32, 1<<26).ToDevice(dev)
+
+	defer func(b, u, s int) { pointwiseBlock, pointwiseUnroll, pointwiseBlocksPerSM = b, u, s }(
+		pointwiseBlock, pointwiseUnroll, pointwiseBlocksPerSM)
+	blocks := []int{128, 256, 512}
+	if os.Getenv("GOCOMPILE_TUNE") == "reduce" {
+		blocks = nil
+	}
+	for _, blk := range blocks {
+		for _, u := range []int{0, 1, 2, 4} { // 0: the kernel's own
+			for _, s := range []int{0, 16} {
+				pointwiseBlock, pointwiseUnroll, pointwiseBlocksPerSM = blk, u, s
+				c := timeIt(func() *Tensor { return chain(x16) })
+				bg := timeIt(func() *Tensor { return bias(a, b) })
+				cp := timeIt(func() *Tensor { return dst.Copy(src) })
+				t.Logf("pointwise block %3d unroll %d blocks/SM %2d: chain16M %6.1f µs  bias_gelu %6.1f µs  copy64M %6.1f µs",
+					blk, u, s, c, bg, cp)
+			}
+		}
+	}
+
+	defer func(u, w, l int) {
+		reduceUnroll, reduceWaves, reduceWarpRowsLong = u, w, l
+	}(reduceUnroll, reduceWaves, reduceWarpRowsLong)
+	for _, u := range []int{2, 4, 8} {
+		reduceUnroll = u
+		for _, l := range []int{0, 4096} {
+			reduceWarpRowsLong = l
+			rows := timeIt(func() *Tensor { return a.Sum(-1) })
+			t.Logf("reduce unroll %d warpRowsLong %4d: sum_rows %6.1f µs", u, l, rows)
+		}
+		for _, w := range []int{1, 2} {
+			reduceWaves = w
+			all := timeIt(func() *Tensor { return x64.Sum() })
+			t.Logf("reduce unroll %d waves %d: sum_all %6.1f µs", u, w, all)
+		}
+	}
+	residency.Range(func(fn, n any) bool {
+		t.Logf("a reduction kernel runs %d blocks per SM", n)
+		return true
+	})
 }

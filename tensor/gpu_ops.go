@@ -2,6 +2,10 @@ package tensor
 
 import (
 	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
 	"unsafe"
 
 	"gocompile/cuda"
@@ -14,7 +18,8 @@ import (
 // configuration and kept for the life of the process.
 
 // kernel returns the compiled function name from the source gen makes,
-// compiling it on first use (concurrent first uses compile once).
+// compiling it on first use (concurrent first uses compile once). A kernel
+// that fails to generate or compile panics with a *kernelError.
 func (g *gpu) kernel(name string, gen func() (string, error)) *cuda.Function {
 	v, _ := g.kernels.LoadOrStore(name, &kernelEntry{})
 	e := v.(*kernelEntry)
@@ -23,6 +28,12 @@ func (g *gpu) kernel(name string, gen func() (string, error)) *cuda.Function {
 		if err != nil {
 			e.err = err
 			return
+		}
+		writeKernelSource(name, src)
+		if kernelFault != nil {
+			if e.err = kernelFault(name); e.err != nil {
+				return
+			}
 		}
 		res, err := cuda.Compile(src, name+".cu", g.dev)
 		if err != nil {
@@ -37,9 +48,37 @@ func (g *gpu) kernel(name string, gen func() (string, error)) *cuda.Function {
 		e.fn, e.err = mod.Function(name)
 	})
 	if e.err != nil {
-		panic(fmt.Sprintf("tensor: GPU kernel %s: %v", name, e.err)) // a code generator bug, not misuse
+		panic(&kernelError{name: name, err: e.err})
 	}
 	return e.fn
+}
+
+// kernelFault, when set (by tests), makes the kernels it returns an error
+// for fail to build.
+var kernelFault func(name string) error
+
+// kernelError is a generated kernel that could not be built: a code
+// generator or toolchain failure, not misuse. Compiled programs catch it
+// and run their graph eagerly instead.
+type kernelError struct {
+	name string
+	err  error
+}
+
+func (e *kernelError) Error() string { return fmt.Sprintf("tensor: GPU kernel %s: %v", e.name, e.err) }
+
+// writeKernelSource shows a generated kernel's CUDA C: logged under
+// GOCOMPILE_LOGS=output_code, and written to GOCOMPILE_DEBUG_DIR as
+// <name>.cu.
+func writeKernelSource(name, src string) {
+	if logOn("output_code") {
+		slog.Info("gocompile: output code", "kernel", name, "source", "\n"+src)
+	}
+	if dir := os.Getenv("GOCOMPILE_DEBUG_DIR"); dir != "" {
+		if err := os.MkdirAll(dir, 0o755); err == nil {
+			os.WriteFile(filepath.Join(dir, name+".cu"), []byte(src), 0o644)
+		}
+	}
 }
 
 func (g *gpu) launch(op string, fn *cuda.Function, grid, block int, args *cuda.Args) {
@@ -79,6 +118,18 @@ func gpuPointwise(op *ir.Op, a ir.Attrs, args []ir.Value, kinds []ir.Kind, compu
 	return gpuKernel(&inductor.PointwiseKernel{Op: op, Compute: compute, Out: res.dtype}, op.Title, a.Scalars, args, kinds, res)
 }
 
+// Launch shape of dense pointwise kernels, tuned on an H200 (see
+// TestGPUTuneLaunch): blocks of pointwiseBlock threads, each thread loading
+// pointwiseUnroll vectors per tile (0: as the kernel's expression asks, see
+// inductor.PointwiseKernel.AutoUnroll), and at most pointwiseBlocksPerSM
+// blocks per SM (0: no limit, one tile per block, which measured fastest);
+// with a limit the grid strides over what is left.
+var (
+	pointwiseBlock       = 128
+	pointwiseUnroll      = 0
+	pointwiseBlocksPerSM = 0
+)
+
 // gpuKernel runs the pointwise kernel k (an op's, or a fused region's,
 // with Compute and Out set) over args into res.
 func gpuKernel(k *inductor.PointwiseKernel, title string, scalars []float64, args []ir.Value, kinds []ir.Kind, res *Tensor) *Tensor {
@@ -95,14 +146,17 @@ func gpuKernel(k *inductor.PointwiseKernel, title string, scalars []float64, arg
 	}
 	cshape, cstrides := coalesce(shape, strides...)
 	// The output is written at flat index i when it is contiguous; operands
-	// laid out like it are read there too (vectorised), the others through
-	// the geometry.
+	// laid out like it are read there too (vectorised), broadcasts of a
+	// contiguous block by i % inner or i / inner, the others through the
+	// geometry.
 	outDense := res.IsContiguous()
 	dense := ir.ContiguousStrides(cshape)
 	k.Strided = !outDense
 	k.Index32 = n < 1<<31
+	k.Unroll = pointwiseUnroll
 	k.Operands = nil
 	geometry := k.Strided // whether the kernel takes the geometry
+	var inners []int      // the inner of each broadcast operand, in order
 	ti := 0
 	for i, v := range args {
 		o := inductor.Operand{Kind: kinds[i]}
@@ -120,7 +174,13 @@ func gpuKernel(k *inductor.PointwiseKernel, title string, scalars []float64, arg
 				o.Access = inductor.Dense
 			default:
 				o.Access = inductor.Strided
-				geometry = true
+				if outDense {
+					var inner int
+					if o.Access, inner = broadcastAccess(st, cshape); o.Access != inductor.Strided {
+						inners = append(inners, inner)
+					}
+				}
+				geometry = geometry || o.Access == inductor.Strided
 			}
 		}
 		k.Operands = append(k.Operands, o)
@@ -167,14 +227,19 @@ func gpuKernel(k *inductor.PointwiseKernel, title string, scalars []float64, arg
 	for i, kd := range pk {
 		addKind(args2, kd, scalars[i])
 	}
-	items := n
 	if !k.Strided {
 		if aligned {
 			args2.I32(1)
 		} else {
 			args2.I32(0)
 		}
-		items = (n + inductor.VectorWidth - 1) / inductor.VectorWidth
+		for _, inner := range inners {
+			if k.Index32 {
+				args2.U32(uint32(inner))
+			} else {
+				args2.I64(int64(inner))
+			}
+		}
 	}
 	if geometry {
 		geo := inductor.Geometry{Rank: len(cshape), Strides: make([][inductor.MaxRank]int64, len(cstrides))}
@@ -186,8 +251,53 @@ func gpuKernel(k *inductor.PointwiseKernel, title string, scalars []float64, arg
 		}
 		args2.Bytes(geo.Bytes(), 8)
 	}
-	g.launch(title, fn, g.gridFor(items), threadsPerBlock, args2)
+	if k.Strided {
+		g.launch(title, fn, g.gridFor(n), threadsPerBlock, args2)
+		return res
+	}
+	tile := k.TileElems(pointwiseBlock)
+	grid := min((n+tile-1)/tile, 1<<31-1)
+	if pointwiseBlocksPerSM > 0 {
+		grid = min(grid, pointwiseBlocksPerSM*g.dev.SMCount)
+	}
+	g.launch(title, fn, grid, pointwiseBlock, args2)
 	return res
+}
+
+// broadcastAccess classifies an operand of a kernel with a contiguous
+// output by its coalesced strides st over shape: RowBroadcast when it
+// repeats a contiguous block of its trailing dims (zero strides, then
+// contiguous ones: element i at i % inner), ColBroadcast when it holds one
+// element per block of its trailing dims (contiguous strides, then zero
+// ones: element i at i / inner), else Strided. Coalesced shapes have no
+// dims of size 1, and dense and uniform operands are classified before.
+func broadcastAccess(st, shape []int) (inductor.Access, int) {
+	r := len(shape)
+	// Row: a contiguous suffix after zeros.
+	d, inner := r, 1
+	for d > 0 && st[d-1] == inner {
+		inner *= shape[d-1]
+		d--
+	}
+	if d < r && allZero(st[:d]) {
+		return inductor.RowBroadcast, inner
+	}
+	// Column: zeros after a contiguous prefix.
+	d, inner = r, 1
+	for d > 0 && st[d-1] == 0 {
+		inner *= shape[d-1]
+		d--
+	}
+	if d == r || d == 0 {
+		return inductor.Strided, 0
+	}
+	for e, want := d-1, 1; e >= 0; e-- {
+		if st[e] != want {
+			return inductor.Strided, 0
+		}
+		want *= shape[e]
+	}
+	return inductor.ColBroadcast, inner
 }
 
 // sameInts reports whether strides a and b step through shape alike
@@ -239,7 +349,7 @@ func gpuReduce(r ir.Reducer, x *Tensor, k ir.Kind, keptShape, keptStrides, redSh
 	for d, s := range rshape {
 		geo.InnerSize[d], geo.InnerStr[d] = int64(s), int64(rstr[0][d])
 	}
-	kern := &inductor.ReduceKernel{Reducer: r, In: x.dtype, Kind: k, Out: res.dtype}
+	kern := &inductor.ReduceKernel{Reducer: r, In: x.dtype, Kind: k, Out: res.dtype, Unroll: reduceUnroll}
 	var src string
 	gen := func() (string, error) {
 		if src == "" {
@@ -249,12 +359,25 @@ func gpuReduce(r ir.Reducer, x *Tensor, k ir.Kind, keptShape, keptStrides, redSh
 	}
 	fn := g.kernel(kern.Name(), gen)
 
-	// Long rows with few outputs are split across blocks so every SM works.
+	// Long rows with few outputs are split across blocks so every SM works:
+	// reduceWaves times as many blocks as the device holds at once (one
+	// wave: every block starts at once and none waits for a straggler),
+	// each with at least reduceMinChunk elements. Chunks are whole vectors,
+	// so that a contiguous row aligned at its start stays aligned in every
+	// chunk.
 	parts := 1
 	if nOut < 2*g.dev.SMCount && nRed > 8*inductor.ReduceBlock {
-		parts = min((nRed+4095)/4096, (4*g.dev.SMCount+nOut-1)/nOut, 65535)
+		resident := reduceWaves * g.residentBlocks(fn, inductor.ReduceBlock) * g.dev.SMCount
+		parts = max(1, min((nRed+reduceMinChunk-1)/reduceMinChunk, (resident+nOut-1)/nOut, 65535))
 	}
 	chunk := (nRed + parts - 1) / parts
+	chunk = max(1, (chunk+inductor.VectorWidth-1)/inductor.VectorWidth) * inductor.VectorWidth
+	parts = max(1, (nRed+chunk-1)/chunk)
+	// Short rows are reduced a warp each, as are rows up to
+	// reduceWarpRowsLong when there are enough of them to fill the device
+	// four times over.
+	warpRows := parts == 1 && (nRed <= reduceWarpRowsMax ||
+		nRed <= reduceWarpRowsLong && nOut >= 4*inductor.WarpRowsPerBlock*g.dev.SMCount)
 	var partial *Tensor
 	if parts > 1 {
 		partial = newGPUTensor(res.st.dev, Int64, []int{nOut * parts * kern.AccBytes() / 8})
@@ -267,8 +390,15 @@ func gpuReduce(r ir.Reducer, x *Tensor, k ir.Kind, keptShape, keptStrides, redSh
 	} else {
 		args.Ptr(0)
 	}
+	grid := cuda.Dim3{X: uint32(nOut), Y: uint32(parts), Z: 1}
+	if warpRows {
+		args.I32(1)
+		grid.X = uint32((nOut + inductor.WarpRowsPerBlock - 1) / inductor.WarpRowsPerBlock)
+	} else {
+		args.I32(0)
+	}
 	args.Bytes(geo.Bytes(), 8)
-	err := g.stream.Launch(fn, cuda.Dim3{X: uint32(nOut), Y: uint32(parts), Z: 1}, cuda.Dim3{X: inductor.ReduceBlock, Y: 1, Z: 1}, 0, args)
+	err := g.stream.Launch(fn, grid, cuda.Dim3{X: inductor.ReduceBlock, Y: 1, Z: 1}, 0, args)
 	if err != nil {
 		panic(fmt.Sprintf("tensor: %v: launch: %v", r, err))
 	}
@@ -280,6 +410,43 @@ func gpuReduce(r ir.Reducer, x *Tensor, k ir.Kind, keptShape, keptStrides, redSh
 			panic(fmt.Sprintf("tensor: %v: launch: %v", r, err))
 		}
 	}
+}
+
+// Launch shape of reductions, tuned on an H200 (see gpuReduce and
+// TestGPUTuneLaunch).
+var (
+	reduceUnroll       = inductor.DefaultReduceUnroll
+	reduceWaves        = 1
+	reduceMinChunk     = 4096
+	reduceWarpRowsMax  = 1024 // rows this short are reduced a warp each,
+	reduceWarpRowsLong = 4096 // and rows this short when there are many
+)
+
+// residency caches residentBlocks per kernel.
+var residency sync.Map // *cuda.Function -> int
+
+// residentBlocks is how many blocks of fn, of block threads each, one SM
+// runs at once, as its registers and the SM's threads allow (the kernels
+// this serves use little shared memory).
+func (g *gpu) residentBlocks(fn *cuda.Function, block int) int {
+	if v, ok := residency.Load(fn); ok {
+		return v.(int)
+	}
+	threads := 2048 // threads per SM, by compute capability
+	switch d := g.dev; {
+	case d.Major == 7 && d.Minor == 5:
+		threads = 1024
+	case d.Major == 8 && d.Minor > 0 && d.Minor != 7, d.Major >= 12:
+		threads = 1536
+	}
+	n := threads / block
+	if regs, _, _, err := fn.Attributes(); err == nil && regs > 0 {
+		perWarp := (regs*32 + 255) / 256 * 256 // registers are allocated per warp, 256 at a time
+		n = min(n, g.dev.MaxRegistersPerBlock/(perWarp*(block/32)))
+	}
+	n = max(n, 1)
+	residency.Store(fn, n)
+	return n
 }
 
 // gpuIndex gathers x along dim into res: by index shaped like res
