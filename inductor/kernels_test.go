@@ -212,6 +212,18 @@ inline double rsqrt(double x) { return 1 / std::sqrt(x); }
 
 // Every generated kernel compiles with NVRTC and loads on the GPU.
 func TestGPUKernelsCompile(t *testing.T) {
+	ks := allKernels(t)
+	if testing.Short() {
+		ks = ks[:40]
+	}
+	compileOnGPU(t, ks)
+}
+
+// compileOnGPU compiles the kernels with NVRTC and loads them, many to a
+// module (one NVRTC call each) so that hundreds take seconds; a module
+// that fails is compiled kernel by kernel to name the culprit.
+func compileOnGPU(t *testing.T, ks []source) {
+	t.Helper()
 	if ok, err := cuda.Available(); !ok {
 		t.Skipf("no usable GPU: %v", err)
 	}
@@ -219,27 +231,43 @@ func TestGPUKernelsCompile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ks := allKernels(t)
-	if testing.Short() {
-		ks = ks[:40]
-	}
-	for _, k := range ks {
-		src, err := k.full()
+	load := func(src, name string, names []string) error {
+		res, err := cuda.Compile(src, name+".cu", dev)
 		if err != nil {
-			t.Fatal(err)
-		}
-		res, err := cuda.Compile(src, k.name+".cu", dev)
-		if err != nil {
-			t.Errorf("%s: %v", k.name, err)
-			continue
+			return err
 		}
 		mod, err := dev.LoadCompiled(res)
 		if err != nil {
-			t.Errorf("%s: load: %v", k.name, err)
+			return fmt.Errorf("load: %w", err)
+		}
+		for _, n := range names {
+			if _, err := mod.Function(n); err != nil {
+				return fmt.Errorf("%s: %w", n, err)
+			}
+		}
+		return nil
+	}
+	const perModule = 150
+	for lo := 0; lo < len(ks); lo += perModule {
+		batch := ks[lo:min(lo+perModule, len(ks))]
+		var b strings.Builder
+		b.WriteString(cudaPrelude)
+		var names []string
+		for i, k := range batch {
+			fmt.Fprintf(&b, "\nnamespace k%d {\n%s\n#undef THREADS\n#undef VEC\n#undef PERSIST\n}\n", i, k.body)
+			names = append(names, k.name)
+		}
+		if load(b.String(), fmt.Sprintf("batch%d", lo), names) == nil {
 			continue
 		}
-		if _, err := mod.Function(k.name); err != nil {
-			t.Errorf("%s: %v", k.name, err)
+		for _, k := range batch {
+			src, err := k.full()
+			if err == nil {
+				err = load(src, k.name, []string{k.name})
+			}
+			if err != nil {
+				t.Errorf("%s: %v", k.name, err)
+			}
 		}
 	}
 }

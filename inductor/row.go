@@ -260,8 +260,9 @@ template <typename T, typename C> __device__ __forceinline__ T block_allreduce(T
 	}
 	if nIn > 0 {
 		b.WriteString("    // Each input's offset of the row's first element.\n    long long base[" + fmt.Sprint(nIn) + "] = {0};\n")
-		b.WriteString("    for (long long rem = row, d = g.orank - 1; d >= 0; d--) {\n      long long c = rem % g.osize[d];\n      rem /= g.osize[d];\n")
-		fmt.Fprintf(&b, "      for (int t = 0; t < %d; t++) base[t] += c * g.ostride[t][d];\n    }\n", nIn)
+		fmt.Fprintf(&b, "    if (g.orank == 1) {  // the common case after merging dims: no division\n      for (int t = 0; t < %d; t++) base[t] = row * g.ostride[t][0];\n    } else {\n", nIn)
+		b.WriteString("      for (long long rem = row, d = g.orank - 1; d >= 0; d--) {\n        long long c = rem % g.osize[d];\n        rem /= g.osize[d];\n")
+		fmt.Fprintf(&b, "        for (int t = 0; t < %d; t++) base[t] += c * g.ostride[t][d];\n      }\n    }\n", nIn)
 	}
 	for i, in := range k.Inputs {
 		if in.Access == RowUniform {
@@ -269,7 +270,17 @@ template <typename T, typename C> __device__ __forceinline__ T block_allreduce(T
 		}
 	}
 
-	// elem names leaf i for the element at register slot q.
+	// A persistent kernel holds in registers the inputs its reductions
+	// read; inputs only the root reads (a norm's weight and bias) are
+	// loaded where the root needs them, saving registers.
+	held := make([]bool, nIn)
+	for i, in := range k.Inputs {
+		for _, st := range k.Stages {
+			held[i] = held[i] || (k.Persist > 0 && in.Access != RowUniform && st.Reduce && uses(st.Expr, i))
+		}
+	}
+	// elem names leaf i for the element at register slot q (held inputs)
+	// or v (inputs loaded in the loop).
 	elem := func(q string) func(i int) string {
 		return func(i int) string {
 			switch {
@@ -277,19 +288,21 @@ template <typename T, typename C> __device__ __forceinline__ T block_allreduce(T
 				return fmt.Sprintf("rv%d", i-nIn)
 			case k.Inputs[i].Access == RowUniform:
 				return fmt.Sprintf("u%d", i)
+			case held[i]:
+				return fmt.Sprintf("e%d[%s]", i, q)
 			}
-			return fmt.Sprintf("e%d[%s]", i, q)
+			return fmt.Sprintf("e%d[v]", i)
 		}
 	}
 	noParam := func(int) string { return "0" }
-	// loads fills e<i>[...] for the VEC elements from column j0 (into slot
-	// base q).
-	loads := func(indent, q string) string {
+	// loads fills e<i>[...] of the inputs which selects with the VEC
+	// elements from column j0 (into slot base q).
+	loads := func(indent, q string, which func(int) bool) string {
 		var l strings.Builder
 		for i, in := range k.Inputs {
 			x := fmt.Sprintf("x%d", i)
 			switch {
-			case in.Access == RowUniform:
+			case in.Access == RowUniform || !which(i):
 			case in.Access == RowContig && k.Vec == 4:
 				fmt.Fprintf(&l, "%s{ const V4<%s> v = *(const V4<%[2]s>*)(%s + base[%d] + j0);\n", indent, storageC(in.DType), x, i)
 				fmt.Fprintf(&l, "%s  for (int v4 = 0; v4 < 4; v4++) e%d[%s + v4] = %s; }\n", indent, i, q, loadC("v.v[v4]", in.DType, in.Kind))
@@ -302,30 +315,34 @@ template <typename T, typename C> __device__ __forceinline__ T block_allreduce(T
 		}
 		return l.String()
 	}
-	declare := func(indent string, n string) string {
+	declare := func(indent string, n string, which func(int) bool) string {
 		var l strings.Builder
 		for i, in := range k.Inputs {
-			if in.Access != RowUniform {
+			if in.Access != RowUniform && which(i) {
 				fmt.Fprintf(&l, "%s%s e%d[%s];\n", indent, kindC(in.Kind), i, n)
 			}
 		}
 		return l.String()
 	}
 	// forEach wraps body (code for one element at slot "q", column "j")
-	// in the loops over a thread's elements of the row.
-	forEach := func(body string) string {
+	// in the loops over a thread's elements of the row; e reads the inputs
+	// that are not held.
+	forEach := func(body string, e *ir.Expr) string {
+		inLoop := func(i int) bool { return !held[i] && uses(e, i) }
 		var l strings.Builder
 		if k.Persist > 0 {
 			l.WriteString("    #pragma unroll\n    for (int p = 0; p < PERSIST; p++) {\n")
 			l.WriteString("      const long long j0 = ((long long)p * THREADS + threadIdx.x) * VEC;\n")
-			l.WriteString("      if (j0 < R) {\n        #pragma unroll\n        for (int v = 0; v < VEC; v++) {\n")
-			l.WriteString("          const int q = p * VEC + v;\n")
+			l.WriteString("      if (j0 < R) {\n")
+			l.WriteString(declare("        ", "VEC", inLoop))
+			l.WriteString(loads("        ", "0", inLoop))
+			l.WriteString("        #pragma unroll\n        for (int v = 0; v < VEC; v++) {\n")
+			l.WriteString("          const int q = p * VEC + v;\n          (void)q;\n")
 		} else {
 			l.WriteString("    for (long long j0 = jlo + (long long)threadIdx.x * VEC; j0 < jhi; j0 += (long long)THREADS * VEC) {\n")
-			l.WriteString(declare("      ", "VEC"))
-			l.WriteString(loads("      ", "0"))
+			l.WriteString(declare("      ", "VEC", inLoop))
+			l.WriteString(loads("      ", "0", inLoop))
 			l.WriteString("      {\n        #pragma unroll\n        for (int v = 0; v < VEC; v++) {\n")
-			l.WriteString("          const int q = v;\n")
 		}
 		l.WriteString("          const long long j = j0 + v;\n          (void)j;\n")
 		l.WriteString(body)
@@ -334,11 +351,12 @@ template <typename T, typename C> __device__ __forceinline__ T block_allreduce(T
 	}
 	if k.Persist > 0 {
 		b.WriteString("    // The thread's elements of the row, loaded once.\n")
-		b.WriteString(declare("    ", "PERSIST * VEC"))
+		isHeld := func(i int) bool { return held[i] }
+		b.WriteString(declare("    ", "PERSIST * VEC", isHeld))
 		b.WriteString("    #pragma unroll\n    for (int p = 0; p < PERSIST; p++) {\n")
 		b.WriteString("      const long long j0 = ((long long)p * THREADS + threadIdx.x) * VEC;\n")
 		b.WriteString("      if (j0 < R) {\n")
-		b.WriteString(loads("        ", "p * VEC"))
+		b.WriteString(loads("        ", "p * VEC", isHeld))
 		b.WriteString("      }\n    }\n")
 	}
 
@@ -362,7 +380,7 @@ template <typename T, typename C> __device__ __forceinline__ T block_allreduce(T
 		}
 		A := kindC(st.Compute)
 		fmt.Fprintf(&b, "    // %s: %v over the row of %s\n    %s acc%d = %s;\n", st.Name, st.Reducer, st.Expr, A, s, st.Reducer.CIdentity(st.Compute))
-		b.WriteString(forEach(fmt.Sprintf("          acc%[1]d = combine%[1]d()(acc%[1]d, (%[2]s)(%[3]s));\n", s, A, e)))
+		b.WriteString(forEach(fmt.Sprintf("          acc%[1]d = combine%[1]d()(acc%[1]d, (%[2]s)(%[3]s));\n", s, A, e), st.Expr))
 		fmt.Fprintf(&b, "    acc%d = block_allreduce(acc%[1]d, combine%[1]d());\n", s)
 		if k.Split {
 			fmt.Fprintf(&b, "    if (threadIdx.x == 0) partial[row * gridDim.y + blockIdx.y] = acc%d;\n  }\n}\n", s)
@@ -403,7 +421,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) %s_final(
 	if k.Vec == 4 {
 		fmt.Fprintf(&b, "    %s* orow = out + row * R;\n", outType)
 		body := fmt.Sprintf("          r.v[v] = %s;\n", storeC(e, outKind, k.Out))
-		loop := forEach(body)
+		loop := forEach(body, k.Expr)
 		// Gather the four results of a vector and store them at once.
 		loop = strings.Replace(loop, "        #pragma unroll\n        for (int v = 0; v < VEC; v++) {\n",
 			fmt.Sprintf("        V4<%s> r;\n        #pragma unroll\n        for (int v = 0; v < VEC; v++) {\n", outType), 1)
@@ -411,8 +429,30 @@ extern "C" __global__ void __launch_bounds__(THREADS) %s_final(
 			fmt.Sprintf("        }\n        *(V4<%s>*)(orow + j0) = r;\n      }\n    }\n", outType), 1)
 		b.WriteString(loop)
 	} else {
-		b.WriteString(forEach(fmt.Sprintf("          if (j < R) out[row * R + j] = %s;\n", storeC(e, outKind, k.Out))))
+		b.WriteString(forEach(fmt.Sprintf("          if (j < R) out[row * R + j] = %s;\n", storeC(e, outKind, k.Out)), k.Expr))
 	}
 	b.WriteString("  }\n}\n")
 	return b.String(), nil
+}
+
+// uses reports whether e reads Arg(i).
+func uses(e *ir.Expr, i int) bool {
+	seen := map[*ir.Expr]bool{}
+	var walk func(e *ir.Expr) bool
+	walk = func(e *ir.Expr) bool {
+		if e == nil || seen[e] {
+			return false
+		}
+		seen[e] = true
+		if e.Prim == ir.PArg && e.Index == i {
+			return true
+		}
+		for _, a := range e.Args {
+			if walk(a) {
+				return true
+			}
+		}
+		return false
+	}
+	return walk(e)
 }

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"gocompile/cuda"
 	"gocompile/fuse"
 	"gocompile/ir"
 )
@@ -152,30 +151,13 @@ func TestRowKernelSourceNamesNodes(t *testing.T) {
 
 // Every row kernel configuration compiles with NVRTC.
 func TestGPURowKernelsCompile(t *testing.T) {
-	if ok, err := cuda.Available(); !ok {
-		t.Skipf("no usable GPU: %v", err)
-	}
-	dev, err := cuda.GetDevice(0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	var ks []source
 	for _, c := range rowKernels(t) {
-		src, err := c.k.Source()
+		body, err := c.k.body()
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("%s: %v", c.name, err)
 		}
-		res, err := cuda.Compile(src, c.k.Name()+".cu", dev)
-		if err != nil {
-			t.Errorf("%s: %v", c.name, err)
-			continue
-		}
-		mod, err := dev.LoadCompiled(res)
-		if err != nil {
-			t.Errorf("%s: load: %v", c.name, err)
-			continue
-		}
-		if _, err := mod.Function(c.k.Name()); err != nil {
-			t.Errorf("%s: %v", c.name, err)
-		}
+		ks = append(ks, source{c.k.Name(), body, c.k.Source})
 	}
+	compileOnGPU(t, ks)
 }
