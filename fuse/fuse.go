@@ -22,6 +22,10 @@ type Region struct {
 	Compute ir.Kind
 	// Row is set for a row region: see Row.
 	Row *Row
+	// Group is set for a horizontal group (see Horizontal): pointwise
+	// regions over one iteration space, run as one kernel. Root is then
+	// the first member's.
+	Group []*Region
 }
 
 // Input is one value a fused region reads.
@@ -34,6 +38,9 @@ type Input struct {
 func (r *Region) Fused() bool { return r.Expr != nil && r.Row == nil }
 
 func (r *Region) String() string {
+	if r.Group != nil {
+		return groupString(r.Group)
+	}
 	if !r.Fused() && r.Row == nil {
 		return fmt.Sprintf("%s (%s)", r.Root.Name(), r.Root.Op.Name)
 	}
@@ -53,6 +60,15 @@ func (r *Region) String() string {
 // Describe lists the region's nodes by name, with their ops.
 func (r *Region) Describe() string {
 	var b strings.Builder
+	if r.Group != nil {
+		for i, m := range r.Group {
+			if i > 0 {
+				b.WriteString(" | ")
+			}
+			b.WriteString(m.Describe())
+		}
+		return b.String()
+	}
 	for i, n := range r.Nodes {
 		if i > 0 {
 			b.WriteString(", ")

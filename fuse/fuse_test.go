@@ -143,3 +143,51 @@ func TestRegionExprConverts(t *testing.T) {
 		t.Fatalf("fused (x > 0) * 2.5 = %v", got)
 	}
 }
+
+// Independent pointwise regions over one iteration space run as one
+// group, placed where everything they read is ready.
+func TestHorizontal(t *testing.T) {
+	tests := []struct {
+		name  string
+		build func(g *ir.Graph) []*ir.Node
+		want  string
+	}{
+		{"siblings over one input", func(g *ir.Graph) []*ir.Node {
+			x := g.Input([]int{4, 8}, ir.Float32, ir.CPU, "")
+			a := call(t, g, ir.OpExp, ir.Attrs{}, x)
+			b := call(t, g, ir.OpSin, ir.Attrs{}, x)
+			c := call(t, g, ir.OpMul, ir.Attrs{}, x, ir.ScalarOf(3))
+			return []*ir.Node{a, b, c}
+		}, "horizontal [fused exp -> v1 | fused sin -> v2 | fused mul -> v3]"},
+		{"other shapes stay apart", func(g *ir.Graph) []*ir.Node {
+			x := g.Input([]int{4, 8}, ir.Float32, ir.CPU, "")
+			y := g.Input([]int{8}, ir.Float32, ir.CPU, "")
+			return []*ir.Node{call(t, g, ir.OpExp, ir.Attrs{}, x), call(t, g, ir.OpExp, ir.Attrs{}, y)}
+		}, "fused exp -> v2; fused exp -> v3"},
+		{"a region joins only after what it reads", func(g *ir.Graph) []*ir.Node {
+			x := g.Input([]int{4, 8}, ir.Float32, ir.CPU, "")
+			a := call(t, g, ir.OpExp, ir.Attrs{}, x)
+			s := call(t, g, ir.OpSum, ir.Attrs{Dims: []int{0}, KeepDim: true}, a) // a separate region
+			b := call(t, g, ir.OpMul, ir.Attrs{}, x, s)
+			c := call(t, g, ir.OpCos, ir.Attrs{}, x)
+			return []*ir.Node{a, b, c}
+		}, "horizontal [fused exp -> v1 | fused cos -> v4]; v2 (sum); fused mul -> v3"},
+	}
+	for _, tc := range tests {
+		g := &ir.Graph{}
+		g.Outputs = tc.build(g)
+		rs, err := Partition(g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := describe(Horizontal(rs)); got != tc.want {
+			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
+		}
+		p := PlanBuffers(g, Horizontal(rs), func(*Region) bool { return true })
+		for _, o := range g.Outputs {
+			if _, ok := p.Slot[o]; ok {
+				t.Errorf("%s: output %s was planned into a reused buffer", tc.name, o.Name())
+			}
+		}
+	}
+}

@@ -18,7 +18,8 @@ import (
 // and values an output may alias through views or extern ops, are never
 // planned: the caller keeps them.
 type Plan struct {
-	Slot []int // per region: its value's buffer, or -1
+	// Slot maps each planned value (a region's root) to its buffer.
+	Slot map[*ir.Node]int
 	// SlotBytes is each buffer's size at the graph's trace-time shapes.
 	SlotBytes []int64
 	// PeakBytes is the most bytes of values the program holds at once
@@ -37,11 +38,37 @@ func mayAlias(n *ir.Node) bool {
 	return n.Kind == ir.CallNode && n.Op.Kind != ir.Pointwise && n.Op.Kind != ir.Reduction
 }
 
-// PlanBuffers plans the buffers of regions (as Partition returns them for
-// g). planned says which regions the backend can write into a given
-// buffer.
+// step is one launch of a program: the values it writes and reads.
+type step struct {
+	writes, reads []*ir.Node
+}
+
+// steps lists what each region (a horizontal group as one) writes and
+// reads, in order.
+func steps(regions []*Region) []step {
+	var out []step
+	for _, r := range regions {
+		var st step
+		for _, m := range r.Members() {
+			st.writes = append(st.writes, m.Root)
+			if m.Expr != nil || m.Row != nil {
+				for _, in := range m.Inputs {
+					st.reads = append(st.reads, in.Node)
+				}
+			} else {
+				st.reads = append(st.reads, nodeArgs(m.Root)...)
+			}
+		}
+		out = append(out, st)
+	}
+	return out
+}
+
+// PlanBuffers plans the buffers of regions (as Partition or Horizontal
+// return them for g). planned says which regions the backend can write
+// into given buffers.
 func PlanBuffers(g *ir.Graph, regions []*Region, planned func(*Region) bool) *Plan {
-	p := &Plan{Slot: make([]int, len(regions))}
+	p := &Plan{Slot: map[*ir.Node]int{}}
 	// base maps a node to the node whose memory it may share.
 	base := map[*ir.Node]*ir.Node{}
 	var baseOf func(n *ir.Node) *ir.Node
@@ -73,66 +100,68 @@ func PlanBuffers(g *ir.Graph, regions []*Region, planned func(*Region) bool) *Pl
 		}
 	}
 
-	p.EagerPeakBytes = peak(g.Nodes, g.Outputs, baseOf, func(n *ir.Node) []*ir.Node { return nodeArgs(n) }, func(n *ir.Node) bool {
-		return n.Kind == ir.CallNode && !mayAlias(n)
-	})
-
-	roots := make([]*ir.Node, len(regions))
-	reads := map[*ir.Node][]*ir.Node{}
-	for i, r := range regions {
-		roots[i] = r.Root
-		if r.Expr != nil || r.Row != nil {
-			for _, in := range r.Inputs {
-				reads[r.Root] = append(reads[r.Root], in.Node)
-			}
-		} else {
-			reads[r.Root] = nodeArgs(r.Root)
+	var eager []step
+	for _, n := range g.Nodes {
+		st := step{reads: nodeArgs(n)}
+		if n.Kind == ir.CallNode {
+			st.writes = []*ir.Node{n}
 		}
+		eager = append(eager, st)
 	}
-	p.PeakBytes = peak(roots, g.Outputs, baseOf, func(n *ir.Node) []*ir.Node { return reads[n] }, func(n *ir.Node) bool {
-		return !mayAlias(n)
-	})
+	p.EagerPeakBytes = peak(eager, g.Outputs, baseOf)
+	order := steps(regions)
+	p.PeakBytes = peak(order, g.Outputs, baseOf)
 
-	// Assign buffers in region order.
-	last := lastUses(roots, g.Outputs, baseOf, func(n *ir.Node) []*ir.Node { return reads[n] })
+	// Assign buffers in step order.
+	last := lastUses(order, g.Outputs, baseOf)
 	var free []int
-	slotOf := map[*ir.Node]int{}
+	live := map[*ir.Node]int{}
 	for i, r := range regions {
-		p.Slot[i] = -1
-		if planned(r) && !escapes[r.Root] && !mayAlias(r.Root) {
-			need := Bytes(r.Root)
-			best := -1
-			for j, s := range free {
-				fits := p.SlotBytes[s] >= need
-				switch {
-				case best < 0:
-					best = j
-				case fits && (p.SlotBytes[free[best]] < need || p.SlotBytes[s] < p.SlotBytes[free[best]]):
-					best = j // the smallest that fits
-				case !fits && p.SlotBytes[free[best]] < need && p.SlotBytes[s] > p.SlotBytes[free[best]]:
-					best = j // none fits yet: the largest, to grow
+		if planned(r) {
+			for _, m := range r.Members() {
+				n := m.Root
+				if escapes[n] || mayAlias(n) {
+					continue
 				}
+				s := p.take(&free, Bytes(n))
+				p.Slot[n] = s
+				live[n] = s
 			}
-			if best >= 0 {
-				s := free[best]
-				free = append(free[:best], free[best+1:]...)
-				p.SlotBytes[s] = max(p.SlotBytes[s], need)
-				p.Slot[i] = s
-			} else {
-				p.Slot[i] = len(p.SlotBytes)
-				p.SlotBytes = append(p.SlotBytes, need)
-			}
-			slotOf[r.Root] = p.Slot[i]
 		}
-		// Values whose last reader is this region free their buffers.
-		for n, s := range slotOf {
+		// Values whose last reader is this step free their buffers.
+		for n, s := range live {
 			if last[n] == i {
 				free = append(free, s)
-				delete(slotOf, n)
+				delete(live, n)
 			}
 		}
 	}
 	return p
+}
+
+// take returns the free buffer that best fits need bytes (the smallest
+// that fits, else the largest, grown), or a new one.
+func (p *Plan) take(free *[]int, need int64) int {
+	best := -1
+	for j, s := range *free {
+		fits := p.SlotBytes[s] >= need
+		switch {
+		case best < 0:
+			best = j
+		case fits && (p.SlotBytes[(*free)[best]] < need || p.SlotBytes[s] < p.SlotBytes[(*free)[best]]):
+			best = j // the smallest that fits
+		case !fits && p.SlotBytes[(*free)[best]] < need && p.SlotBytes[s] > p.SlotBytes[(*free)[best]]:
+			best = j // none fits yet: the largest, to grow
+		}
+	}
+	if best < 0 {
+		p.SlotBytes = append(p.SlotBytes, need)
+		return len(p.SlotBytes) - 1
+	}
+	s := (*free)[best]
+	*free = append((*free)[:best], (*free)[best+1:]...)
+	p.SlotBytes[s] = max(p.SlotBytes[s], need)
+	return s
 }
 
 func nodeArgs(n *ir.Node) []*ir.Node {
@@ -145,13 +174,15 @@ func nodeArgs(n *ir.Node) []*ir.Node {
 	return out
 }
 
-// lastUses is, per base value, the position in order of its last reader
-// (len(order) for outputs, which live on).
-func lastUses(order, outputs []*ir.Node, baseOf func(*ir.Node) *ir.Node, reads func(*ir.Node) []*ir.Node) map[*ir.Node]int {
+// lastUses is, per base value, the step of its last reader (len(order)
+// for outputs, which live on).
+func lastUses(order []step, outputs []*ir.Node, baseOf func(*ir.Node) *ir.Node) map[*ir.Node]int {
 	last := map[*ir.Node]int{}
-	for i, n := range order {
-		last[baseOf(n)] = max(last[baseOf(n)], i)
-		for _, a := range reads(n) {
+	for i, st := range order {
+		for _, w := range st.writes {
+			last[baseOf(w)] = max(last[baseOf(w)], i)
+		}
+		for _, a := range st.reads {
 			last[baseOf(a)] = i
 		}
 	}
@@ -161,16 +192,19 @@ func lastUses(order, outputs []*ir.Node, baseOf func(*ir.Node) *ir.Node, reads f
 	return last
 }
 
-// peak walks order, holding each allocating node's bytes from its position
-// to its base's last use, and returns the most held at once.
-func peak(order, outputs []*ir.Node, baseOf func(*ir.Node) *ir.Node, reads func(*ir.Node) []*ir.Node, allocates func(*ir.Node) bool) int64 {
-	last := lastUses(order, outputs, baseOf, reads)
+// peak walks the steps, holding each value a step writes (views and
+// extern results that may alias hold nothing new) from that step to its
+// last use, and returns the most bytes held at once.
+func peak(order []step, outputs []*ir.Node, baseOf func(*ir.Node) *ir.Node) int64 {
+	last := lastUses(order, outputs, baseOf)
 	var live, most int64
 	held := map[*ir.Node]int64{}
-	for i, n := range order {
-		if allocates(n) {
-			held[n] = Bytes(n)
-			live += held[n]
+	for i, st := range order {
+		for _, w := range st.writes {
+			if !mayAlias(w) {
+				held[w] = Bytes(w)
+				live += held[w]
+			}
 		}
 		most = max(most, live)
 		for m, b := range held {

@@ -24,11 +24,15 @@ func TestPlanBuffersReuse(t *testing.T) {
 	}
 	p := PlanBuffers(g, rs, func(*Region) bool { return true })
 	planned := 0
+	slot := make([]int, len(rs))
 	for i, r := range rs {
-		if p.Slot[i] >= 0 {
+		s, ok := p.Slot[r.Root]
+		slot[i] = -1
+		if ok {
+			slot[i] = s
 			planned++
-			if p.SlotBytes[p.Slot[i]] < Bytes(r.Root) {
-				t.Errorf("%v: buffer %d holds %d bytes, value needs %d", r, p.Slot[i], p.SlotBytes[p.Slot[i]], Bytes(r.Root))
+			if p.SlotBytes[s] < Bytes(r.Root) {
+				t.Errorf("%v: buffer %d holds %d bytes, value needs %d", r, s, p.SlotBytes[s], Bytes(r.Root))
 			}
 		}
 	}
@@ -60,8 +64,8 @@ func TestPlanBuffersReuse(t *testing.T) {
 	}
 	for i := range rs {
 		for j := i + 1; j < len(rs); j++ {
-			if p.Slot[i] >= 0 && p.Slot[i] == p.Slot[j] && last[i] >= j {
-				t.Errorf("regions %d and %d share buffer %d while both live", i, j, p.Slot[i])
+			if slot[i] >= 0 && slot[i] == slot[j] && last[i] >= j {
+				t.Errorf("regions %d and %d share buffer %d while both live", i, j, slot[i])
 			}
 		}
 	}

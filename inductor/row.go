@@ -80,9 +80,9 @@ func (k *RowKernel) Name() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "gc_row_%s", k.Label)
 	for _, in := range k.Inputs {
-		fmt.Fprintf(&b, "_%s%c", in.DType, "cus"[in.Access])
+		fmt.Fprintf(&b, "_%s%c%s", in.DType, "cus"[in.Access], in.Kind)
 	}
-	fmt.Fprintf(&b, "_t%dv%dp%d", k.Threads, k.Vec, k.Persist)
+	fmt.Fprintf(&b, "_%s_to_%s_t%dv%dp%d", k.Compute, k.Out, k.Threads, k.Vec, k.Persist)
 	if k.Split {
 		b.WriteString("_split")
 	}

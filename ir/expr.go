@@ -129,7 +129,11 @@ func (e *Expr) String() string {
 	for i, a := range e.Args {
 		parts[i] = a.String()
 	}
-	return e.Prim.String() + "(" + strings.Join(parts, ", ") + ")"
+	name := e.Prim.String()
+	if e.Prim == PCast { // the target matters: kernels are named by this string
+		name += "_" + e.To.String()
+	}
+	return name + "(" + strings.Join(parts, ", ") + ")"
 }
 
 // typing assigns a compute kind to every node of an expression, given the
