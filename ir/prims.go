@@ -147,6 +147,10 @@ func evalKind[T number](p Prim, n int, dst, a, b, c *Vec) {
 }
 
 func floatLoop[T floating](p Prim, d, a, b []T) {
+	if b == nil {
+		b = a // unary: b is not read
+	}
+	a, b = a[:len(d)], b[:len(d)] // so the loops below need no bounds checks
 	switch p {
 	case PNeg:
 		for i := range d {
@@ -224,12 +228,17 @@ func floatLoop[T floating](p Prim, d, a, b []T) {
 // mapF applies a float64 library function; float32 values are widened, which
 // gives results within one ulp of the float32 libm.
 func mapF[T floating](d, a []T, f func(float64) float64) {
+	a = a[:len(d)]
 	for i := range d {
 		d[i] = T(f(float64(a[i])))
 	}
 }
 
 func intLoop(p Prim, d, a, b []int64) {
+	if b == nil {
+		b = a
+	}
+	a, b = a[:len(d)], b[:len(d)]
 	switch p {
 	case PNeg:
 		for i := range d {
@@ -306,6 +315,7 @@ func b2i(b bool) int64 {
 }
 
 func cmpLoop[T number](p Prim, d []int64, a, b []T) {
+	a, b = a[:len(d)], b[:len(d)]
 	switch p {
 	case PEq:
 		for i := range d {
@@ -352,6 +362,7 @@ func logicLoop(p Prim, d, a, b []int64) {
 }
 
 func whereLoop[T number](d []T, c []int64, a, b []T) {
+	c, a, b = c[:len(d)], a[:len(d)], b[:len(d)]
 	for i := range d {
 		if c[i] != 0 {
 			d[i] = a[i]

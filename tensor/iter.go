@@ -3,6 +3,7 @@ package tensor
 import (
 	"runtime"
 	"sync"
+	"sync/atomic"
 
 	"gocompile/ir"
 )
@@ -23,21 +24,39 @@ func parallelFor(n, grain int, fn func(lo, hi int)) { split(n, grain, blockSize,
 // least grain rows and runs fn on them on up to GOMAXPROCS goroutines.
 func parallelRows(n, grain int, fn func(lo, hi int)) { split(n, grain, 1, fn) }
 
+// chunksPerWorker is how many ranges split cuts the work into per
+// goroutine: workers take the next range as they finish one, so that one
+// that is descheduled or slowed (by other processes, or by data that costs
+// more) holds up the others by one range, not by its whole share.
+const chunksPerWorker = 8
+
+// split runs fn over ranges of [0, n) of at least grain elements, aligned
+// to align, on up to GOMAXPROCS goroutines. Which goroutine runs a range
+// varies from call to call; the ranges' results must not depend on it.
 func split(n, grain, align int, fn func(lo, hi int)) {
 	workers := min(runtime.GOMAXPROCS(0), n/max(grain, 1))
 	if workers <= 1 {
 		fn(0, n)
 		return
 	}
-	chunk := (n + workers - 1) / workers
+	chunk := max(grain, (n+workers*chunksPerWorker-1)/(workers*chunksPerWorker))
 	chunk = (chunk + align - 1) / align * align
+	var next atomic.Int64
+	work := func() {
+		for {
+			lo := int(next.Add(int64(chunk))) - chunk
+			if lo >= n {
+				return
+			}
+			fn(lo, min(lo+chunk, n))
+		}
+	}
 	var wg sync.WaitGroup
-	for lo := 0; lo < n; lo += chunk {
-		hi := min(lo+chunk, n)
+	for range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			fn(lo, hi)
+			work()
 		}()
 	}
 	wg.Wait()
