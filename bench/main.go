@@ -73,6 +73,12 @@ type Row struct {
 	EagerRepsUs []float64 `json:"eager_reps_us"`
 	CompRepsUs  []float64 `json:"compiled_reps_us"`
 	WallPerCall bool      `json:"wall_per_call,omitempty"`
+	// The compiled function's fusion regions (one kernel each) and its
+	// buffer plan's peak bytes, next to eager's (tensor.Explain).
+	Kernels        int      `json:"kernels"`
+	Regions        []string `json:"regions"`
+	PeakBytes      int64    `json:"peak_bytes"`
+	EagerPeakBytes int64    `json:"eager_peak_bytes"`
 }
 
 // Result is the whole run, as written to -json.
@@ -223,24 +229,34 @@ type workload struct {
 	bytes int64
 	small bool // latency-bound: µs per call is the figure, not GB/s
 	// make builds the inputs and returns the eager and compiled callables.
-	make func() (eager, compiled func() *tensor.Tensor)
+	make func() calls
+}
+
+// calls are a workload's eager and compiled callables, and Explain of the
+// compiled one (for its fusion regions and memory plan).
+type calls struct {
+	eager, compiled func() *tensor.Tensor
+	explain         func() (*tensor.Explanation, error)
 }
 
 var inductor = tensor.WithBackend("inductor")
 
-func fn1(f func(a *tensor.Tensor) *tensor.Tensor, a *tensor.Tensor) (func() *tensor.Tensor, func() *tensor.Tensor) {
+func fn1(f func(a *tensor.Tensor) *tensor.Tensor, a *tensor.Tensor) calls {
 	c := tensor.Compile(f, inductor)
-	return func() *tensor.Tensor { return f(a) }, func() *tensor.Tensor { return c(a) }
+	return calls{func() *tensor.Tensor { return f(a) }, func() *tensor.Tensor { return c(a) },
+		func() (*tensor.Explanation, error) { return tensor.Explain(f, a) }}
 }
 
-func fn2(f func(a, b *tensor.Tensor) *tensor.Tensor, a, b *tensor.Tensor) (func() *tensor.Tensor, func() *tensor.Tensor) {
+func fn2(f func(a, b *tensor.Tensor) *tensor.Tensor, a, b *tensor.Tensor) calls {
 	c := tensor.Compile(f, inductor)
-	return func() *tensor.Tensor { return f(a, b) }, func() *tensor.Tensor { return c(a, b) }
+	return calls{func() *tensor.Tensor { return f(a, b) }, func() *tensor.Tensor { return c(a, b) },
+		func() (*tensor.Explanation, error) { return tensor.Explain(f, a, b) }}
 }
 
-func fn3(f func(a, b, c *tensor.Tensor) *tensor.Tensor, a, b, w *tensor.Tensor) (func() *tensor.Tensor, func() *tensor.Tensor) {
+func fn3(f func(a, b, c *tensor.Tensor) *tensor.Tensor, a, b, w *tensor.Tensor) calls {
 	c := tensor.Compile(f, inductor)
-	return func() *tensor.Tensor { return f(a, b, w) }, func() *tensor.Tensor { return c(a, b, w) }
+	return calls{func() *tensor.Tensor { return f(a, b, w) }, func() *tensor.Tensor { return c(a, b, w) },
+		func() (*tensor.Explanation, error) { return tensor.Explain(f, a, b, w) }}
 }
 
 // suite lists the workloads; quick divides every size by 16 (rows for the
@@ -263,39 +279,39 @@ func suite(quick bool) []workload {
 		return strings.Join(p, "x")
 	}
 	return []workload{
-		{name: "pointwise_gelu_chain_16M", shape: dims(N), bytes: 8 * int64(N), make: func() (func() *tensor.Tensor, func() *tensor.Tensor) {
+		{name: "pointwise_gelu_chain_16M", shape: dims(N), bytes: 8 * int64(N), make: func() calls {
 			return fn1(func(x *tensor.Tensor) *tensor.Tensor {
 				return x.MulScalar(1.5).AddScalar(0.5).GELU().Mul(x.Sigmoid())
 			}, tensor.Randn(1, f32, N))
 		}},
-		{name: "bias_gelu_8192x4096", shape: dims(M, D) + "+" + dims(D), bytes: 8 * md, make: func() (func() *tensor.Tensor, func() *tensor.Tensor) {
+		{name: "bias_gelu_8192x4096", shape: dims(M, D) + "+" + dims(D), bytes: 8 * md, make: func() calls {
 			return fn2(func(a, b *tensor.Tensor) *tensor.Tensor { return a.Add(b).GELU() },
 				tensor.Randn(2, f32, M, D), tensor.Randn(3, f32, D))
 		}},
-		{name: "softmax_8192x4096", shape: dims(M, D), bytes: 8 * md, make: func() (func() *tensor.Tensor, func() *tensor.Tensor) {
+		{name: "softmax_8192x4096", shape: dims(M, D), bytes: 8 * md, make: func() calls {
 			return fn1(func(a *tensor.Tensor) *tensor.Tensor { return a.Softmax(-1) }, tensor.Randn(2, f32, M, D))
 		}},
-		{name: "layernorm_8192x4096", shape: dims(M, D), bytes: 8 * md, make: func() (func() *tensor.Tensor, func() *tensor.Tensor) {
+		{name: "layernorm_8192x4096", shape: dims(M, D), bytes: 8 * md, make: func() calls {
 			return fn3(func(a, w, b *tensor.Tensor) *tensor.Tensor { return a.LayerNorm([]int{D}, w, b, 1e-5) },
 				tensor.Randn(2, f32, M, D), tensor.Randn(4, f32, D), tensor.Randn(3, f32, D))
 		}},
-		{name: "rmsnorm_8192x4096", shape: dims(M, D), bytes: 8 * md, make: func() (func() *tensor.Tensor, func() *tensor.Tensor) {
+		{name: "rmsnorm_8192x4096", shape: dims(M, D), bytes: 8 * md, make: func() calls {
 			return fn2(func(a, w *tensor.Tensor) *tensor.Tensor { return a.RMSNorm([]int{D}, w, 1e-6) },
 				tensor.Randn(2, f32, M, D), tensor.Randn(4, f32, D))
 		}},
-		{name: "sum_rows_8192x4096", shape: dims(M, D), bytes: 4 * md, make: func() (func() *tensor.Tensor, func() *tensor.Tensor) {
+		{name: "sum_rows_8192x4096", shape: dims(M, D), bytes: 4 * md, make: func() calls {
 			return fn1(func(a *tensor.Tensor) *tensor.Tensor { return a.Sum(-1) }, tensor.Randn(2, f32, M, D))
 		}},
-		{name: "sum_all_64M", shape: dims(NS), bytes: 4 * int64(NS), make: func() (func() *tensor.Tensor, func() *tensor.Tensor) {
+		{name: "sum_all_64M", shape: dims(NS), bytes: 4 * int64(NS), make: func() calls {
 			return fn1(func(x *tensor.Tensor) *tensor.Tensor { return x.Sum() }, tensor.Randn(5, f32, NS))
 		}},
-		{name: "softmax_bf16_8192x4096", shape: dims(M, D) + " bf16", bytes: 4 * md, make: func() (func() *tensor.Tensor, func() *tensor.Tensor) {
+		{name: "softmax_bf16_8192x4096", shape: dims(M, D) + " bf16", bytes: 4 * md, make: func() calls {
 			// bf16 in and out, float32 math: as the anchor's softmax(a.float()).bfloat16().
 			return fn1(func(a *tensor.Tensor) *tensor.Tensor {
 				return a.To(tensor.Float32).Softmax(-1).To(tensor.BFloat16)
 			}, tensor.Randn(2, f32, M, D).To(tensor.BFloat16))
 		}},
-		{name: "softmax_small_32x1024", shape: dims(32, 1024), bytes: 8 * 32 * 1024, small: true, make: func() (func() *tensor.Tensor, func() *tensor.Tensor) {
+		{name: "softmax_small_32x1024", shape: dims(32, 1024), bytes: 8 * 32 * 1024, small: true, make: func() calls {
 			return fn1(func(a *tensor.Tensor) *tensor.Tensor { return a.Softmax(-1) }, tensor.Randn(6, f32, 32, 1024))
 		}},
 	}
@@ -353,7 +369,8 @@ func measure(cfg *config, n int, fs ...func() *tensor.Tensor) ([]time.Duration, 
 }
 
 func runWorkload(cfg *config, w workload) Row {
-	eager, compiled := w.make()
+	cs := w.make()
+	eager, compiled := cs.eager, cs.compiled
 	tensor.Synchronize(cfg.device)
 
 	// Compile (timed, as first_call_s), warm both, and check they agree.
@@ -382,6 +399,10 @@ func runWorkload(cfg *config, w workload) Row {
 	r.EagerGBs = float64(w.bytes) / r.EagerUs / 1e3
 	r.CompiledGBs = float64(w.bytes) / r.CompiledUs / 1e3
 	r.Speedup = r.EagerUs / r.CompiledUs
+	if ex, err := cs.explain(); err == nil {
+		r.Kernels, r.Regions = len(ex.Regions), ex.Regions
+		r.PeakBytes, r.EagerPeakBytes = ex.PeakBytes, ex.EagerPeakBytes
+	}
 	return r
 }
 
@@ -443,4 +464,8 @@ func printTable(out io.Writer, res *Result) {
 	}
 	fmt.Fprintf(out, "%-34s %-15s %11s %10s %11.1f %10.1f %7.1f%%\n", "copy_bandwidth", fmt.Sprintf("%dM f32", res.CopyBytes/8>>20), "", "", res.CopyUs, res.CopyGBs, 100.0)
 	fmt.Fprintf(out, "copy: %s; GB/s counts inputs read once + outputs written once; %% copy is compiled GB/s over the copy's\n", res.CopyMethod)
+	fmt.Fprintf(out, "\n%-34s %7s %12s %12s  %s\n", "workload", "kernels", "peak MiB", "eager MiB", "fusion regions")
+	for _, r := range res.Rows {
+		fmt.Fprintf(out, "%-34s %7d %12.1f %12.1f  %s\n", r.Name, r.Kernels, float64(r.PeakBytes)/(1<<20), float64(r.EagerPeakBytes)/(1<<20), strings.Join(r.Regions, "; "))
+	}
 }

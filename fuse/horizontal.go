@@ -73,3 +73,25 @@ func groupString(g []*Region) string {
 	}
 	return "horizontal [" + strings.Join(parts, " | ") + "]"
 }
+
+// GroupExprs gives a horizontal group's inputs (every member's, each
+// once) and each member's expression over them.
+func (r *Region) GroupExprs() ([]Input, []*ir.Expr) {
+	var inputs []Input
+	index := map[Input]int{}
+	var exprs []*ir.Expr
+	for _, m := range r.Members() {
+		args := make([]*ir.Expr, len(m.Inputs))
+		for i, in := range m.Inputs {
+			k, ok := index[in]
+			if !ok {
+				k = len(inputs)
+				index[in] = k
+				inputs = append(inputs, in)
+			}
+			args[i] = ir.Arg(k)
+		}
+		exprs = append(exprs, substitute(m.Expr, args, nil, map[*ir.Expr]*ir.Expr{}))
+	}
+	return inputs, exprs
+}

@@ -70,6 +70,35 @@ type PointwiseKernel struct {
 	// dense kernel loads before it computes any (0: chosen by the cost of
 	// the expression, see AutoUnroll).
 	Unroll int
+	// Extra are further outputs of a fused kernel (a horizontal group):
+	// each another expression over the same operands, stored to its own
+	// output pointer (out1, out2, ... after out) with the same layout as
+	// the output. Fused expressions take no op parameters.
+	Extra []ExtraOutput
+}
+
+// ExtraOutput is one more value a fused pointwise kernel computes.
+type ExtraOutput struct {
+	Expr    *ir.Expr
+	Compute ir.Kind
+	Out     ir.DType
+}
+
+// output is one value the kernel stores: its device function, output
+// pointer, expression, compute kind and type.
+type output struct {
+	fn, ptr string
+	expr    *ir.Expr
+	compute ir.Kind
+	out     ir.DType
+}
+
+func (k *PointwiseKernel) outputs() []output {
+	outs := []output{{"op_" + k.label(), "out", k.expr(), k.Compute, k.Out}}
+	for i, x := range k.Extra {
+		outs = append(outs, output{fmt.Sprintf("op_%s_%d", k.label(), i+1), fmt.Sprintf("out%d", i+1), x.Expr, x.Compute, x.Out})
+	}
+	return outs
 }
 
 // AutoUnroll is the Unroll of a dense kernel that sets none: the more
@@ -78,7 +107,12 @@ type PointwiseKernel struct {
 // it. Measured on an H200: a copy is fastest with 1, gelu with 2, the
 // gelu-times-sigmoid chain with 4.
 func (k *PointwiseKernel) AutoUnroll() int {
-	switch n := mathOps(k.expr(), map[*ir.Expr]bool{}); {
+	seen := map[*ir.Expr]bool{}
+	n := mathOps(k.expr(), seen)
+	for _, x := range k.Extra {
+		n += mathOps(x.Expr, seen)
+	}
+	switch {
 	case n == 0:
 		return 1
 	case n == 1:
@@ -138,6 +172,9 @@ func (k *PointwiseKernel) Name() string {
 		b.WriteByte(o.Access.letter())
 	}
 	b.WriteString("_" + k.Compute.String() + "_to_" + k.Out.String())
+	for _, x := range k.Extra {
+		b.WriteString("_and_" + x.Compute.String() + "_to_" + x.Out.String())
+	}
 	switch {
 	case k.Strided:
 		b.WriteString("_nd")
@@ -272,6 +309,23 @@ func (k *PointwiseKernel) body() (string, error) {
 	fmt.Fprintf(&b, "\n// %s = %v\n", k.label(), k.expr())
 	fmt.Fprintf(&b, "__device__ __forceinline__ %s op_%s(%s) {\n  return %s;\n}\n\n",
 		kindC(outKind), k.label(), strings.Join(fargs, ", "), expr)
+	outKinds := []ir.Kind{outKind}
+	for i, o := range k.outputs()[1:] {
+		pk, ok, err := o.expr.ParamKinds(argKinds, o.compute)
+		if err == nil && len(pk) > 0 {
+			err = fmt.Errorf("output %d takes op parameters", i+1)
+		}
+		if err != nil {
+			return "", fmt.Errorf("%s: %w", k.label(), err)
+		}
+		e, err := o.expr.C(func(i int) string { return fmt.Sprintf("a%d", i) }, nil, argKinds, o.compute)
+		if err != nil {
+			return "", fmt.Errorf("%s: output %d: %w", k.label(), i+1, err)
+		}
+		fmt.Fprintf(&b, "// output %d: %v\n", i+1, o.expr)
+		fmt.Fprintf(&b, "__device__ __forceinline__ %s %s(%s) {\n  return %s;\n}\n\n", kindC(ok), o.fn, strings.Join(fargs, ", "), e)
+		outKinds = append(outKinds, ok)
+	}
 
 	// Kernel signature.
 	idx := "long long"
@@ -287,7 +341,9 @@ func (k *PointwiseKernel) body() (string, error) {
 		params = append(params, fmt.Sprintf("const %s* __restrict__ x%d", storageC(o.DType), i))
 		ti++
 	}
-	params = append(params, fmt.Sprintf("%s* __restrict__ out", storageC(k.Out)))
+	for _, o := range k.outputs() {
+		params = append(params, fmt.Sprintf("%s* __restrict__ %s", storageC(o.out), o.ptr))
+	}
 	for i, o := range k.Operands {
 		if o.Access == ScalarArg {
 			params = append(params, fmt.Sprintf("%s s%d", kindC(o.Kind), i))
@@ -343,15 +399,27 @@ __device__ __forceinline__ long long gc_offset(const Geometry& g, int t, %[1]s i
 	}
 	fmt.Fprintf(&b, "extern \"C\" __global__ void %s(\n    %s) {\n", k.Name(), strings.Join(params, ",\n    "))
 
-	call := func(load func(i int, o Operand) string) string {
+	// callOut is output m's device function applied to the operands load
+	// gives.
+	callOut := func(m int, load func(i int, o Operand) string) string {
 		var as []string
 		for i, o := range k.Operands {
 			as = append(as, load(i, o))
 		}
-		for i := range paramKinds {
-			as = append(as, fmt.Sprintf("p%d", i))
+		if m == 0 {
+			for i := range paramKinds {
+				as = append(as, fmt.Sprintf("p%d", i))
+			}
 		}
-		return fmt.Sprintf("op_%s(%s)", k.label(), strings.Join(as, ", "))
+		return fmt.Sprintf("%s(%s)", k.outputs()[m].fn, strings.Join(as, ", "))
+	}
+	// storeAll stores every output at index at, its operands loaded by load.
+	storeAll := func(indent, at string, load func(i int, o Operand) string) string {
+		var l strings.Builder
+		for m, o := range k.outputs() {
+			fmt.Fprintf(&l, "%s%s[%s] = %s;\n", indent, o.ptr, at, storeC(callOut(m, load), outKinds[m], o.out))
+		}
+		return l.String()
 	}
 	// Uniform operands are read once.
 	for i, o := range k.Operands {
@@ -391,13 +459,13 @@ __device__ __forceinline__ long long gc_offset(const Geometry& g, int t, %[1]s i
 			}
 		}
 		b.WriteString("    }\n")
-		expr := call(func(i int, o Operand) string {
+		b.WriteString(storeAll("    ", "o_out", func(i int, o Operand) string {
 			if s, ok := fixed(i, o); ok {
 				return s
 			}
 			return loadC(fmt.Sprintf("x%d[o%d]", i, i), o.DType, o.Kind)
-		})
-		fmt.Fprintf(&b, "    out[o_out] = %s;\n  }\n}\n", storeC(expr, outKind, k.Out))
+		}))
+		b.WriteString("  }\n}\n")
 		return b.String(), nil
 	}
 
@@ -462,8 +530,11 @@ __device__ __forceinline__ long long gc_offset(const Geometry& g, int t, %[1]s i
 	}
 	fmt.Fprintf(&b, "      #pragma unroll\n      for (int v = 0; v < %d; v++) {\n", u)
 	fmt.Fprintf(&b, "        const long long i0 = %s;\n", vecIndex)
-	fmt.Fprintf(&b, "        V4<%s> r;\n        #pragma unroll\n        for (int j = 0; j < %d; j++) {\n", storageC(k.Out), VectorWidth)
-	expr = call(func(i int, o Operand) string {
+	for m, o := range k.outputs() {
+		fmt.Fprintf(&b, "        V4<%s> r%d;\n", storageC(o.out), m)
+	}
+	fmt.Fprintf(&b, "        #pragma unroll\n        for (int j = 0; j < %d; j++) {\n", VectorWidth)
+	vecLoad := func(i int, o Operand) string {
 		if s, ok := fixed(i, o); ok {
 			return s
 		}
@@ -471,16 +542,22 @@ __device__ __forceinline__ long long gc_offset(const Geometry& g, int t, %[1]s i
 			return loadC(fmt.Sprintf("x%d[gc_offset(g, %d, (%s)(i0 + j))]", i, tensorIndex[i], idx), o.DType, o.Kind)
 		}
 		return loadC(fmt.Sprintf("v%d[v].v[j]", i), o.DType, o.Kind)
-	})
-	fmt.Fprintf(&b, "          r.v[j] = %s;\n        }\n", storeC(expr, outKind, k.Out))
-	fmt.Fprintf(&b, "        *(V4<%s>*)(out + i0) = r;\n      }\n", storageC(k.Out))
+	}
+	for m, o := range k.outputs() {
+		fmt.Fprintf(&b, "          r%d.v[j] = %s;\n", m, storeC(callOut(m, vecLoad), outKinds[m], o.out))
+	}
+	b.WriteString("        }\n")
+	for m, o := range k.outputs() {
+		fmt.Fprintf(&b, "        *(V4<%s>*)(%s + i0) = r%d;\n", storageC(o.out), o.ptr, m)
+	}
+	b.WriteString("      }\n")
 	// The last, partial tile and unaligned tensors: element by element.
 	b.WriteString("    } else {\n")
 	fmt.Fprintf(&b, "      for (int v = 0; v < %d; v++) {\n", u)
 	fmt.Fprintf(&b, "        for (int j = 0; j < %d; j++) {\n", VectorWidth)
 	fmt.Fprintf(&b, "          const long long i = %s + j;\n", vecIndex)
 	b.WriteString("          if (i >= n) break;\n")
-	expr = call(func(i int, o Operand) string {
+	b.WriteString(storeAll("          ", "i", func(i int, o Operand) string {
 		if s, ok := fixed(i, o); ok {
 			return s
 		}
@@ -493,8 +570,8 @@ __device__ __forceinline__ long long gc_offset(const Geometry& g, int t, %[1]s i
 			return loadC(fmt.Sprintf("x%d[(%s)i / inner%d]", i, idx, i), o.DType, o.Kind)
 		}
 		return loadC(fmt.Sprintf("x%d[i]", i), o.DType, o.Kind)
-	})
-	fmt.Fprintf(&b, "          out[i] = %s;\n        }\n      }\n    }\n  }\n}\n", storeC(expr, outKind, k.Out))
+	}))
+	b.WriteString("        }\n      }\n    }\n  }\n}\n")
 	return b.String(), nil
 }
 

@@ -116,7 +116,35 @@ func allKernels(t *testing.T) []source {
 			}
 		}
 	}
+	// Horizontal groups: one kernel, several outputs of other types.
+	for _, access := range []Access{Dense, Strided, RowBroadcast, Uniform} {
+		for _, strided := range []bool{false, true} {
+			if strided && (access.broadcast() || access == Strided) {
+				continue
+			}
+			k := &PointwiseKernel{Expr: ir.Mul(ir.Exp(ir.Arg(0)), ir.Arg(1)), Label: "group", Compute: ir.F32, Out: ir.Float32,
+				Operands: []Operand{{DType: ir.Float32, Kind: ir.F32, Access: Dense}, {DType: ir.Float16, Kind: ir.F32, Access: access}},
+				Extra: []ExtraOutput{{Expr: ir.Sin(ir.Arg(0)), Compute: ir.F32, Out: ir.BFloat16},
+					{Expr: ir.Add(ir.Arg(0), ir.Arg(1)), Compute: ir.F32, Out: ir.Float64}},
+				Strided: strided, Index32: true}
+			for i, o := range k.Operands {
+				if strided && o.Access == Dense { // as tensor makes them
+					k.Operands[i].Access = Strided
+				}
+			}
+			out = append(out, source{k.Name(), mustBody(t, k), k.Source})
+		}
+	}
 	return out
+}
+
+func mustBody(t *testing.T, k *PointwiseKernel) string {
+	t.Helper()
+	b, err := k.body()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 func TestKernelNamesUnique(t *testing.T) {

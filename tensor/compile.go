@@ -52,10 +52,12 @@ type options struct {
 // WithMode selects the compilation mode.
 func WithMode(m Mode) Option { return func(o *options) { o.mode = m } }
 
-// WithBackend selects a registered backend by name: "eager" (the default)
-// runs captured graphs op by op with the eager kernels, which tells
-// capture problems from code generation problems; "inductor" runs each
-// chain of pointwise ops as one fused kernel; RegisterBackend adds others.
+// WithBackend selects a registered backend by name: "inductor" (the
+// default) runs each fusion region (pointwise chains, reductions over the
+// last dim with their prologue and epilogue) as one generated kernel;
+// "eager" runs captured graphs op by op with the eager kernels, which
+// tells capture problems from code generation problems; RegisterBackend
+// adds others.
 func WithBackend(name string) Option { return func(o *options) { o.backend = name } }
 
 // FullGraph makes every graph break an error naming its reason and
@@ -130,7 +132,7 @@ func init() {
 }
 
 // defaultBackend is used when no WithBackend option is given.
-const defaultBackend = "eager"
+const defaultBackend = "inductor"
 
 // logOn reports whether GOCOMPILE_LOGS (a comma-separated list: graph,
 // guards, recompiles, breaks, fusion, output_code, cache, or all) names

@@ -116,7 +116,7 @@ func TestCompileComposites(t *testing.T) {
 	m := &mlpModel{g.Randn(Float32, 64, 32), g.Randn(Float32, 64), g.Randn(Float32, 8, 64), g.Randn(Float32, 8)}
 	fwd := func(m *mlpModel, x *Tensor) *Tensor { return m.forward(x) }
 	x := g.Randn(Float32, 5, 32)
-	sameValues(t, "mlp", Compile(fwd)(m, x), fwd(m, x))
+	nearValues(t, "mlp", Compile(fwd)(m, x), fwd(m, x))
 
 	const s, d = 7, 16
 	xs := g.Randn(Float32, 2, s, d)
@@ -129,7 +129,7 @@ func TestCompileComposites(t *testing.T) {
 		}
 	}
 	block := func(x *Tensor) *Tensor { return attention(x, wqkv, wo, w1, w2, ln, mask) }
-	sameValues(t, "transformer block", Compile(block)(xs), block(xs))
+	nearValues(t, "transformer block", Compile(block)(xs), block(xs))
 }
 
 func TestCompileRecompiles(t *testing.T) {
@@ -151,7 +151,7 @@ func TestCompileRecompiles(t *testing.T) {
 	before := st.Compiles.Load()
 	for _, b := range []int{3, 17, 64, 100} {
 		x := Randn(uint64(b), Float32, b, 16)
-		sameValues(t, fmt.Sprint("batch ", b), f(x), x.Softmax(-1).MulScalar(2))
+		nearValues(t, fmt.Sprint("batch ", b), f(x), x.Softmax(-1).MulScalar(2))
 	}
 	if st.Compiles.Load() != before {
 		t.Fatalf("new batch sizes recompiled %d times after the dim became dynamic", st.Compiles.Load()-before)
@@ -201,8 +201,8 @@ func TestCompileGraphBreak(t *testing.T) {
 	f := Compile(breaking, WithStats(&st))
 	small, big := FromSlice([]float32{0, 0.5}), FromSlice([]float32{3, 4})
 	for range 2 {
-		sameValues(t, "small", f(small), breaking(small))
-		sameValues(t, "big", f(big), breaking(big))
+		nearValues(t, "small", f(small), breaking(small))
+		nearValues(t, "big", f(big), breaking(big))
 	}
 	if st.Breaks.Load() == 0 {
 		t.Fatal("the break was not counted")
@@ -239,6 +239,11 @@ func TestExplainReportsOpsAndGuards(t *testing.T) {
 	if !strings.Contains(ex.Guards, "float32") || !strings.Contains(ex.String(), "matmul") {
 		t.Fatalf("explain:\n%v", ex)
 	}
+	// matmul, then relu and the row sum in one row kernel.
+	if len(ex.Regions) != 2 || !strings.HasPrefix(ex.Regions[1], "row relu+sum") ||
+		ex.PeakBytes == 0 || ex.PeakBytes >= ex.EagerPeakBytes {
+		t.Fatalf("explain regions %q, peak %d bytes, eager %d", ex.Regions, ex.PeakBytes, ex.EagerPeakBytes)
+	}
 }
 
 func TestCompileConcurrent(t *testing.T) {
@@ -256,7 +261,7 @@ func TestCompileConcurrent(t *testing.T) {
 				x := Randn(uint64(g*10+i), Float32, b, 32)
 				got, want := f(x, w).Float64s(), x.Linear(w, nil).GELU().Sum(-1).Float64s()
 				for j := range want {
-					if got[j] != want[j] {
+					if math.Abs(got[j]-want[j]) > 1e-5*(math.Abs(want[j])+1) { // fused: a few ulps
 						errs <- fmt.Sprintf("goroutine %d batch %d: %v vs %v", g, b, got[j], want[j])
 						return
 					}
@@ -287,8 +292,8 @@ func TestCompileArgumentKinds(t *testing.T) {
 	cf := Compile(f)
 	for range 2 {
 		got, want := cf(p, xs, 3), f(p, xs, 3)
-		sameValues(t, "struct", got[0], want[0])
-		sameValues(t, "slice", got[1], want[1])
+		nearValues(t, "struct", got[0], want[0])
+		nearValues(t, "slice", got[1], want[1])
 	}
 	err := Try(func() { Compile(func(m map[string]*Tensor) *Tensor { return m["a"] })(nil) })
 	if err == nil || !strings.Contains(err.Error(), "unsupported type") {
@@ -362,7 +367,7 @@ func TestCompileReplaysWithoutRunningFn(t *testing.T) {
 	f := Compile(func(x *Tensor) *Tensor { runs++; return x.Exp().Sum() })
 	x := FromSlice([]float32{1, 2, 3})
 	for range 5 {
-		sameValues(t, "replay", f(x), x.Exp().Sum())
+		nearValues(t, "replay", f(x), x.Exp().Sum())
 	}
 	if runs != 1 {
 		t.Fatalf("fn ran %d times; a replay should not run it", runs)
@@ -394,7 +399,7 @@ func TestCompileMarkDynamicAndDynamicOption(t *testing.T) {
 		}
 		f(x)
 		for _, b := range []int{5, 9, 2} {
-			sameValues(t, tc.name, f(Randn(2, Float32, b, 3)), Randn(2, Float32, b, 3).SumKeepDim(1))
+			nearValues(t, tc.name, f(Randn(2, Float32, b, 3)), Randn(2, Float32, b, 3).SumKeepDim(1))
 		}
 		if st.Compiles.Load() != 1 {
 			t.Errorf("%s: %d compiles, want 1", tc.name, st.Compiles.Load())
@@ -416,7 +421,7 @@ func TestCompileShapeReadSpecializes(t *testing.T) {
 	f := Compile(func(x *Tensor) *Tensor { return x.Reshape(x.Size(0)*2, -1) }, Dynamic(true), WithStats(&st))
 	for _, b := range []int{4, 6, 4} {
 		x := Randn(1, Float32, b, 8)
-		sameValues(t, "reshape", f(x), x.Reshape(b*2, -1))
+		nearValues(t, "reshape", f(x), x.Reshape(b*2, -1))
 	}
 	if st.Compiles.Load() != 2 {
 		t.Errorf("%d compiles, want one per size read", st.Compiles.Load())
@@ -432,7 +437,7 @@ func TestCondWithoutBreak(t *testing.T) {
 	cf := Compile(f, FullGraph())
 	for _, v := range [][]float32{{1, 2}, {-3, 1}} {
 		x := FromSlice(v)
-		sameValues(t, fmt.Sprint(v), cf(x), f(x))
+		nearValues(t, fmt.Sprint(v), cf(x), f(x))
 	}
 	ex, err := Explain(f, FromSlice([]float32{1, 2}))
 	if err != nil || ex.Graphs != 1 || len(ex.Breaks) != 0 || ex.OpCounts["where"] != 1 {
@@ -566,7 +571,7 @@ func TestCompileGraphShowsSymbols(t *testing.T) {
 func TestCompileReshapeOfTranspose(t *testing.T) {
 	f := func(x *Tensor) *Tensor { return x.Transpose(0, 1).Reshape(-1) }
 	x := Arange(0, 6, 1, Float32).Reshape(2, 3)
-	sameValues(t, "reshape of transpose", Compile(f)(x), f(x))
+	nearValues(t, "reshape of transpose", Compile(f)(x), f(x))
 	var contiguous bool
 	Compile(func(x *Tensor) *Tensor { contiguous = x.T().IsContiguous(); return x })(x)
 	if contiguous {
@@ -578,7 +583,7 @@ func TestCompileBreakFirstCallRunsOnce(t *testing.T) {
 	runs := 0
 	f := Compile(func(x *Tensor) *Tensor { runs++; return breaking(x) })
 	x := FromSlice([]float32{1, 2})
-	sameValues(t, "first call", f(x), breaking(x))
+	nearValues(t, "first call", f(x), breaking(x))
 	if runs != 1 {
 		t.Fatalf("the first call ran fn %d times", runs)
 	}
@@ -600,12 +605,12 @@ func TestCompileBreakAfterComposite(t *testing.T) {
 	x := Randn(3, Float32, 3, 4)
 	f := Compile(fn)
 	for range 2 {
-		sameValues(t, "after a break", f(x), fn(x))
+		nearValues(t, "after a break", f(x), fn(x))
 	}
 }
 
-// The inductor backend fuses pointwise chains into one kernel and gives
-// the eager results bit for bit (intermediates it fuses store exactly).
+// The inductor backend fuses pointwise chains and row reductions into one
+// kernel each and gives the eager results within a few ulps.
 func TestInductorBackendMatchesEager(t *testing.T) {
 	g := NewGenerator(5)
 	x := g.Randn(Float32, 3, 1023)
@@ -625,16 +630,26 @@ func TestInductorBackendMatchesEager(t *testing.T) {
 	for name, f := range fns {
 		t.Run(name, func(t *testing.T) {
 			got, want := Compile(f, WithBackend("inductor"))(x, y), f(x, y)
-			if got.Device() == CPU {
-				sameValues(t, name, got, want)
-				return
-			}
-			// On a GPU NVRTC contracts a*b+c into one rounding (FMA) inside a
-			// fused kernel, where eager kernels round between ops: allow a
-			// few ulps of the values' scale.
+			// Fused kernels round differently from eager ones in two places:
+			// on a GPU NVRTC contracts a*b+c into one rounding (FMA), and on
+			// the CPU fused float32 code evaluates transcendentals with
+			// ir.FastMath's approximations (within a few ulps). Allow a few
+			// ulps of the values' scale.
 			closeValues(t, name, got, want, 1e-6)
 		})
 	}
+}
+
+// nearValues checks a compiled result against the eager one: the default
+// backend's fused kernels may round differently (FMA contraction on GPUs,
+// ir.FastMath's float32 transcendentals on the CPU, reductions in another
+// order), and models carry those differences through matmuls, so values
+// agree to 1e-4 relative to |want|+1 in float32 (1e-12 in float64, about
+// two ulps in 16-bit types); integers and bools exactly.
+func nearValues(t *testing.T, what string, got, want *Tensor) {
+	t.Helper()
+	rtol := map[DType]float64{Float32: 1e-4, Float64: 1e-12, Float16: 2e-3, BFloat16: 1.6e-2}[want.DType()]
+	closeValues(t, what, got, want, rtol)
 }
 
 // closeValues is sameValues with a tolerance of rtol·(|want|+1).
@@ -685,5 +700,5 @@ func TestCompileErrorWhileTracing(t *testing.T) {
 		t.Fatalf("the error carries a stack trace: %v", err)
 	}
 	x := FromSlice([]float32{1, 2, 3})
-	sameValues(t, "after an error", f(x, x), x.Add(x).Exp())
+	nearValues(t, "after an error", f(x, x), x.Add(x).Exp())
 }

@@ -153,8 +153,13 @@ func pointwise(op *ir.Op, a ir.Attrs, args []ir.Value) *Tensor {
 // tensor operands (args: tensors and scalars, in the program's operand
 // order) into a new CPU tensor of type out.
 func runBlock(blk *ir.Block, args []ir.Value, params []float64, out DType, shape []int) *Tensor {
+	return runBlockInto(blk, args, params, newTensor(out, shape))
+}
+
+// runBlockInto is runBlock writing into res, a contiguous CPU tensor.
+func runBlockInto(blk *ir.Block, args []ir.Value, params []float64, res *Tensor) *Tensor {
 	tensors := tensorsOf(args)
-	res := newTensor(out, shape)
+	out, shape := res.dtype, res.shape
 	n := res.Numel()
 	if n == 0 {
 		return res

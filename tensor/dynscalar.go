@@ -36,7 +36,9 @@ func perturb(i int, v float64) float64 {
 // compileDynamic traces fn twice and compiles a program with scalar slots,
 // or returns nil and why it cannot.
 func (c *compiled) compileDynamic(fa *flatArgs, args []reflect.Value) (*entry, string) {
-	if c.opts.backend != "eager" {
+	// Scalar slots live in eager programs: with the default backend, such
+	// entries run op by op rather than recompiling for every value.
+	if c.opts.backend != "eager" && c.opts.backend != defaultBackend {
 		return nil, fmt.Sprintf("backend %q takes no scalar inputs", c.opts.backend)
 	}
 	trace1 := func(args []reflect.Value) (*ir.Graph, []reflect.Value, *tracer) {

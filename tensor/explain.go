@@ -2,6 +2,7 @@ package tensor
 
 import (
 	"fmt"
+	"gocompile/fuse"
 	"reflect"
 	"sort"
 	"strings"
@@ -33,6 +34,13 @@ type Explanation struct {
 	OpCounts map[string]int // ops in the captured graphs, by registry name
 	Guards   string         // the guards installed for these arguments
 	Graph    []string       // each graph, printed
+	// Regions lists the fusion regions of every graph, each of which the
+	// inductor backend runs as one kernel (views need none).
+	Regions []string
+	// PeakBytes is the most memory the compiled graphs hold at once for
+	// their values (inputs excluded), by their buffer plans at these
+	// shapes; EagerPeakBytes is the same running the ops one by one.
+	PeakBytes, EagerPeakBytes int64
 }
 
 func (e *Explanation) String() string {
@@ -50,6 +58,11 @@ func (e *Explanation) String() string {
 	for _, n := range names {
 		fmt.Fprintf(&b, "  %-14s %d\n", n, e.OpCounts[n])
 	}
+	b.WriteString("fusion regions:\n")
+	for _, r := range e.Regions {
+		fmt.Fprintf(&b, "  %s\n", r)
+	}
+	fmt.Fprintf(&b, "peak memory: %d bytes compiled, %d bytes eager\n", e.PeakBytes, e.EagerPeakBytes)
 	b.WriteString("guards:\n")
 	for _, l := range strings.Split(strings.TrimSpace(e.Guards), "\n") {
 		fmt.Fprintf(&b, "  %s\n", l)
@@ -88,6 +101,17 @@ func Explain(fn any, args ...any) (*Explanation, error) {
 
 		for _, g := range e.graphs {
 			ex.Graph = append(ex.Graph, g.String())
+			if regions, err := fuse.Partition(g); err == nil {
+				regions = fuse.Horizontal(regions)
+				for _, r := range regions {
+					if r.Root.Op.Kind != ir.View {
+						ex.Regions = append(ex.Regions, r.String())
+					}
+				}
+				plan := fuse.PlanBuffers(g, regions, plannable)
+				ex.PeakBytes = max(ex.PeakBytes, plan.PeakBytes)
+				ex.EagerPeakBytes = max(ex.EagerPeakBytes, plan.EagerPeakBytes)
+			}
 			for _, n := range g.Nodes {
 				if n.Kind == ir.CallNode {
 					ex.OpCounts[n.Op.Name]++

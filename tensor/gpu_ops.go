@@ -132,7 +132,10 @@ var (
 
 // gpuKernel runs the pointwise kernel k (an op's, or a fused region's,
 // with Compute and Out set) over args into res.
-func gpuKernel(k *inductor.PointwiseKernel, title string, scalars []float64, args []ir.Value, kinds []ir.Kind, res *Tensor) *Tensor {
+//
+// A kernel with extra outputs (k.Extra, a horizontal group) writes them to
+// extra, contiguous tensors of res's shape.
+func gpuKernel(k *inductor.PointwiseKernel, title string, scalars []float64, args []ir.Value, kinds []ir.Kind, res *Tensor, extra ...*Tensor) *Tensor {
 	n := res.Numel()
 	if n == 0 {
 		return res
@@ -205,6 +208,9 @@ func gpuKernel(k *inductor.PointwiseKernel, title string, scalars []float64, arg
 	args2.I64(int64(n))
 	// Vector access needs the output and the dense operands aligned.
 	aligned := res.devicePtr()%cuda.DevicePtr(inductor.VectorWidth*res.dtype.Size()) == 0
+	for _, t := range extra {
+		aligned = aligned && t.devicePtr()%cuda.DevicePtr(inductor.VectorWidth*t.dtype.Size()) == 0
+	}
 	for i, v := range args {
 		if t, ok := v.(*Tensor); ok {
 			p := t.devicePtr()
@@ -215,6 +221,9 @@ func gpuKernel(k *inductor.PointwiseKernel, title string, scalars []float64, arg
 		}
 	}
 	args2.Ptr(res.devicePtr())
+	for _, t := range extra {
+		args2.Ptr(t.devicePtr())
+	}
 	for i, v := range args {
 		if s, ok := v.(ir.Scalar); ok {
 			addKind(args2, kinds[i], s.Value)

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
+	"sync"
+	"sync/atomic"
 
 	"gocompile/fuse"
 	"gocompile/inductor"
@@ -21,9 +23,15 @@ func init() {
 }
 
 type inductorProgram struct {
-	g     *ir.Graph
-	index map[*ir.Node]int
-	steps []inductorStep
+	g      *ir.Graph
+	index  map[*ir.Node]int
+	steps  []inductorStep
+	plan   *fuse.Plan
+	arenas arenaPool
+	// eager is set once a generated kernel failed to build: the graph then
+	// runs with the eager kernels.
+	eager    atomic.Pointer[eagerProgram]
+	fellBack sync.Once
 }
 
 type inductorStep struct {
@@ -34,6 +42,12 @@ type inductorStep struct {
 	blk   *ir.Block // the CPU program of a fused region
 	label string    // a fused region's kernel label
 	row   *rowStep  // a row region
+	slot  int       // the buffer of the plan the step writes, or -1
+	// A horizontal group: its runner, and per member the node index and
+	// planned buffer (or -1) of its value.
+	group      *groupStep
+	roots      []int
+	groupSlots []int
 }
 
 func newInductorProgram(g *ir.Graph) (Program, error) {
@@ -41,17 +55,28 @@ func newInductorProgram(g *ir.Graph) (Program, error) {
 	if err != nil {
 		return nil, err
 	}
+	regions = fuse.Horizontal(regions)
 	p := &inductorProgram{g: g, index: make(map[*ir.Node]int, len(g.Nodes))}
 	for i, n := range g.Nodes {
 		p.index[n] = i
 	}
 	for _, r := range regions {
 		s := inductorStep{r: r, root: p.index[r.Root]}
-		if r.Row != nil {
+		if r.Group != nil {
+			if s.group, err = newGroupStep(r); err != nil {
+				return nil, err
+			}
+			for _, in := range s.group.inputs {
+				s.args = append(s.args, p.index[in.Node])
+			}
+			for _, m := range r.Group {
+				s.roots = append(s.roots, p.index[m.Root])
+			}
+		} else if r.Row != nil {
 			for _, in := range r.Inputs {
 				s.args = append(s.args, p.index[in.Node])
 			}
-			if s.row, err = newRowStep(r, ir.CompileBlock); err != nil {
+			if s.row, err = newRowStep(r, compileFused); err != nil {
 				return nil, err
 			}
 		} else if r.Fused() && len(r.Nodes) > 1 {
@@ -59,7 +84,7 @@ func newInductorProgram(g *ir.Graph) (Program, error) {
 				s.args = append(s.args, p.index[in.Node])
 				s.kinds = append(s.kinds, in.Kind)
 			}
-			if s.blk, err = ir.CompileBlock(r.Expr, s.kinds, r.Compute); err != nil {
+			if s.blk, err = compileFused(r.Expr, s.kinds, r.Compute); err != nil {
 				return nil, fmt.Errorf("region %v: %w", r, err)
 			}
 			h := fnv.New64a()
@@ -68,9 +93,27 @@ func newInductorProgram(g *ir.Graph) (Program, error) {
 		}
 		p.steps = append(p.steps, s)
 	}
+	p.plan = fuse.PlanBuffers(g, regions, plannable)
+	p.arenas.plan = p.plan
+	for i, s := range p.steps {
+		p.steps[i].slot = -1
+		if slot, ok := p.plan.Slot[s.r.Root]; ok {
+			p.steps[i].slot = slot
+		}
+		for _, m := range s.r.Members() {
+			slot, ok := p.plan.Slot[m.Root]
+			if !ok {
+				slot = -1
+			}
+			p.steps[i].groupSlots = append(p.steps[i].groupSlots, slot)
+		}
+	}
 	if logOn("fusion") {
+		slog.Info("gocompile: buffer plan", "regions", len(regions), "plan", p.plan.String())
 		for _, s := range p.steps {
 			switch {
+			case s.group != nil:
+				slog.Info("gocompile: fusion", "region", s.r.String(), "nodes", s.r.Describe(), "kernel", "horizontal")
 			case s.row != nil:
 				slog.Info("gocompile: fusion", "region", s.r.String(), "nodes", s.r.Describe(), "kernel", "row")
 			case s.blk != nil:
@@ -81,7 +124,30 @@ func newInductorProgram(g *ir.Graph) (Program, error) {
 	return p, nil
 }
 
-func (p *inductorProgram) Run(inputs []*Tensor) []*Tensor {
+// compileFused compiles a fused expression for the CPU, as the fused
+// pointwise regions are.
+func compileFused(e *ir.Expr, kinds []ir.Kind, compute ir.Kind) (*ir.Block, error) {
+	return ir.CompileBlock(e, kinds, compute, ir.FastMath())
+}
+
+func (p *inductorProgram) Run(inputs []*Tensor) (outs []*Tensor) {
+	if ep := p.eager.Load(); ep != nil {
+		return ep.Run(inputs)
+	}
+	defer func() {
+		if e := recover(); e != nil {
+			ke, ok := e.(*kernelError)
+			if !ok {
+				panic(e)
+			}
+			p.fellBack.Do(func() {
+				slog.Warn("gocompile: a generated kernel failed to build; running this graph with the eager kernels",
+					"kernel", ke.name, "err", ke.err)
+				p.eager.Store(newEagerProgram(p.g))
+			})
+			outs = p.eager.Load().Run(inputs)
+		}
+	}()
 	vals := make([]*Tensor, len(p.g.Nodes))
 	for i, n := range p.g.Nodes {
 		switch n.Kind {
@@ -91,14 +157,32 @@ func (p *inductorProgram) Run(inputs []*Tensor) []*Tensor {
 			vals[i] = n.Value.(*Tensor)
 		}
 	}
+	a := p.arenas.get()
+	defer p.arenas.put(a)
 	for _, s := range p.steps {
 		n := s.r.Root
+		if s.group != nil {
+			args := make([]*Tensor, len(s.args))
+			for j, a := range s.args {
+				args[j] = vals[a]
+			}
+			res := s.group.run(args, func(m int, dev Device, shape []int) *Tensor {
+				if slot := s.groupSlots[m]; slot >= 0 {
+					return a.tensor(slot, dev, s.r.Group[m].Root.DType, shape)
+				}
+				return nil
+			})
+			for m, t := range res {
+				vals[s.roots[m]] = t
+			}
+			continue
+		}
 		if s.row != nil {
 			args := make([]*Tensor, len(s.args))
 			for j, a := range s.args {
 				args[j] = vals[a]
 			}
-			vals[s.root] = s.row.run(args)
+			vals[s.root] = s.row.run(args, p.dst(a, s))
 			continue
 		}
 		if s.blk == nil { // a node of its own: the eager kernel
@@ -109,7 +193,7 @@ func (p *inductorProgram) Run(inputs []*Tensor) []*Tensor {
 		for j, a := range s.args {
 			args[j] = vals[a]
 		}
-		vals[s.root] = p.runFused(s, args)
+		vals[s.root] = p.runFused(s, args, p.dst(a, s))
 	}
 	out := make([]*Tensor, len(p.g.Outputs))
 	for i, n := range p.g.Outputs {
@@ -118,14 +202,48 @@ func (p *inductorProgram) Run(inputs []*Tensor) []*Tensor {
 	return out
 }
 
-// runFused runs a fused region over its inputs.
-func (p *inductorProgram) runFused(s inductorStep, args []ir.Value) *Tensor {
+// dst returns, for a step whose value the plan puts in a buffer, a
+// function that gives that buffer as a tensor of the value's type and the
+// shape of the call; nil for other steps.
+func (p *inductorProgram) dst(a *arena, s inductorStep) func(dev Device, shape []int) *Tensor {
+	if s.slot < 0 {
+		return nil
+	}
+	return func(dev Device, shape []int) *Tensor { return a.tensor(s.slot, dev, s.r.Root.DType, shape) }
+}
+
+// runFused runs a fused region over its inputs, into dst's tensor when dst
+// is not nil.
+func (p *inductorProgram) runFused(s inductorStep, args []ir.Value, dst func(Device, []int) *Tensor) *Tensor {
 	n := s.r.Root
 	dev := args[0].(*Tensor).st.dev
 	checkDevices(n.Op, args)
+	// The root's shape is its inputs' broadcast shape: with dynamic dims
+	// it differs from call to call.
+	var shapes [][]int
+	for _, t := range tensorsOf(args) {
+		shapes = append(shapes, t.shape)
+	}
+	shape, err := ir.Broadcast(n.Op.Title, shapes...)
+	check(err, n.Op.Title, tensorsOf(args)...)
+	var res *Tensor
+	switch {
+	case dst != nil:
+		res = dst(dev, shape)
+	case dev != CPU:
+		res = newGPUTensor(dev, n.DType, shape)
+	default:
+		res = newTensor(n.DType, shape)
+	}
 	if dev != CPU {
 		k := &inductor.PointwiseKernel{Expr: s.r.Expr, Label: s.label, Compute: s.r.Compute, Out: n.DType}
-		return gpuKernel(k, "fused "+n.Op.Title, nil, args, s.kinds, newGPUTensor(dev, n.DType, n.Shape))
+		return gpuKernel(k, "fused "+n.Op.Title, nil, args, s.kinds, res)
 	}
-	return runBlock(s.blk, args, nil, n.DType, n.Shape)
+	return runBlockInto(s.blk, args, nil, res)
+}
+
+// plannable reports whether the backend writes the region's value into a
+// buffer it is given: generated kernels do; eager ops allocate their own.
+func plannable(r *fuse.Region) bool {
+	return r.Group != nil || r.Row != nil || (r.Fused() && len(r.Nodes) > 1)
 }

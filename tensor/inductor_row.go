@@ -2,6 +2,7 @@ package tensor
 
 import (
 	"fmt"
+	"runtime"
 
 	"gocompile/cuda"
 	"gocompile/fuse"
@@ -48,8 +49,9 @@ func newRowStep(r *fuse.Region, compile func(e *ir.Expr, kinds []ir.Kind, comput
 	return s, nil
 }
 
-// run computes the region's value from its inputs (in r.Inputs order).
-func (s *rowStep) run(args []*Tensor) *Tensor {
+// run computes the region's value from its inputs (in r.Inputs order),
+// into dst's tensor when dst is not nil.
+func (s *rowStep) run(args []*Tensor, dst func(Device, []int) *Tensor) *Tensor {
 	n := s.r.Root
 	shapes := make([][]int, len(args))
 	vals := make([]ir.Value, len(args))
@@ -68,7 +70,12 @@ func (s *rowStep) run(args []*Tensor) *Tensor {
 	if R == 0 || ir.Numel(shape) == 0 {
 		return s.runNodes(args) // the eager ops' rules for empty rows
 	}
-	res := newOn(dev, n.DType, shape)
+	var res *Tensor
+	if dst != nil {
+		res = dst(dev, shape)
+	} else {
+		res = newOn(dev, n.DType, shape)
+	}
 	if dev != CPU {
 		s.runGPU(args, full, res)
 	} else {
@@ -116,6 +123,25 @@ func (s *rowStep) runCPU(args []*Tensor, full []int, res *Tensor) {
 	outer, inner := rowLayout(args, full)
 	nIn := len(args)
 	stages := s.r.Row.Stages
+	// Fewer rows than cores, and long: a lone reduction splits each row
+	// across the cores; anything else runs op by op (the eager kernels
+	// split reductions themselves).
+	if workers := runtime.GOMAXPROCS(0); rows < workers && R >= 2*minParallel {
+		if s.kernel.CanSplit() {
+			s.splitCPU(args, outerShape, outer, inner, R, res)
+			return
+		}
+		copyInto(res, s.runNodes(args))
+		return
+	}
+	// A stage's value is repeated over a chunk only for the programs that
+	// read it.
+	needVec := make([]bool, len(stages))
+	for k := range stages {
+		for _, blk := range append(append([]*ir.Block(nil), s.stages[k+1:]...), s.root) {
+			needVec[k] = needVec[k] || (blk != nil && blk.Uses(nIn+k))
+		}
+	}
 	parallelRows(rows, max(1, minParallel/R), func(lo, hi int) {
 		chunk := min(blockSize, R)
 		frames := make([]*ir.Frame, len(stages))
@@ -173,7 +199,9 @@ func (s *rowStep) runCPU(args []*Tensor, full []int, res *Tensor) {
 					bind(f, blk, 0, 1, k)
 					setKind(one[k], st.Kind, roundTo(st.Node.DType, kindAt(f.Run(1, nil), blk.OutKind())))
 				}
-				stageVecs[k].Fill(st.Kind, kindAt(one[k], st.Kind))
+				if needVec[k] {
+					stageVecs[k].Fill(st.Kind, kindAt(one[k], st.Kind))
+				}
 				val = one[k]
 			}
 			if s.root == nil {
@@ -187,6 +215,52 @@ func (s *rowStep) runCPU(args []*Tensor, full []int, res *Tensor) {
 			}
 		}
 	})
+}
+
+// splitCPU runs a region whose one stage is a reduction and the root with
+// each row split across the cores, the parts merged in order.
+func (s *rowStep) splitCPU(args []*Tensor, outerShape []int, outer [][]int, inner []int, R int, res *Tensor) {
+	st, blk := s.r.Row.Stages[0], s.stages[0]
+	workers := runtime.GOMAXPROCS(0)
+	chunk := (R + workers - 1) / workers
+	chunk = (chunk + blockSize - 1) / blockSize * blockSize
+	idx := make([]int, len(outerShape))
+	one := ir.NewVec(st.Kind, 1)
+	for row := range ir.Numel(outerShape) {
+		offsets := make([]int, len(args))
+		for i, t := range args {
+			offsets[i] = t.offset
+			if len(outerShape) > 0 {
+				offsets[i] += unravel(row, outerShape, outer[i], idx)
+			}
+		}
+		parts := make([]ir.Acc, (R+chunk-1)/chunk)
+		parallelRows(len(parts), 1, func(plo, phi int) {
+			f := blk.NewFrame(min(blockSize, R), nil)
+			ops := make([]*operand, len(args))
+			for i, t := range args {
+				ops[i] = newOperand(t.st.data, t.dtype, []int{R}, []int{inner[i]}, offsets[i])
+			}
+			for p := plo; p < phi; p++ {
+				parts[p] = st.Reducer.Init()
+				for s0 := p * chunk; s0 < min((p+1)*chunk, R); s0 += blockSize {
+					m := min(blockSize, R-s0)
+					for i, o := range ops {
+						if blk.Uses(i) {
+							f.SetArg(i, o.load(s0, m, f.ArgKind(i), f.ArgBuf(i)))
+						}
+					}
+					accumulate(st.Reducer, &parts[p], f.Run(m, nil), blk.OutKind(), m, s0)
+				}
+			}
+		})
+		acc := st.Reducer.Init()
+		for _, p := range parts {
+			st.Reducer.Merge(&acc, p, st.Compute == ir.I64)
+		}
+		setKind(one, st.Kind, roundTo(st.Node.DType, st.Reducer.ResultF(acc, R)))
+		store(res.st.data, res.dtype, row, one, st.Kind, 1)
+	}
 }
 
 // accumulate folds n values of v (kind k), the first at index base of the
@@ -290,6 +364,17 @@ func (s *rowStep) runGPU(args []*Tensor, full []int, res *Tensor) {
 	}
 	k.Vec = vec
 	k.Threads, k.Persist = inductor.ChooseRowConfig(R, vec)
+
+	// Few long rows: a reduction with a prologue splits each row across
+	// blocks so that every SM works; a bare reduction, or anything else,
+	// runs op by op (the eager reduction kernel splits rows itself).
+	if few := rows < 2*g.dev.SMCount && R >= 1<<15; few && k.CanSplit() && len(s.r.Nodes) > 1 {
+		s.splitGPU(g, &k, args, rows, R, geo, res)
+		return
+	} else if few && (rows < g.dev.SMCount/2 || len(s.r.Nodes) == 1) {
+		gpuCopyInto(res, s.runNodes(args))
+		return
+	}
 	fn := g.kernel(k.Name(), k.Source)
 	a := g.getArgs()
 	defer g.putArgs(a)
@@ -299,4 +384,36 @@ func (s *rowStep) runGPU(args []*Tensor, full []int, res *Tensor) {
 	}
 	a.Ptr(res.devicePtr()).Bytes(geo.Bytes(), 8)
 	g.launch("fused "+s.r.Root.Op.Title, fn, min(rows, 1<<24), k.Threads, a)
+}
+
+// splitGPU launches the split form of k: grid (rows, parts), each block
+// reducing chunk columns of a row into a partial accumulator, then the
+// final pass over each row's partials.
+func (s *rowStep) splitGPU(g *gpu, k *inductor.RowKernel, args []*Tensor, rows, R int, geo inductor.RowGeometry, res *Tensor) {
+	k.Split, k.Persist, k.Threads = true, 0, 512
+	step := k.Threads * k.Vec * 4 // columns a block covers in four passes
+	parts := min((R+step-1)/step, (4*g.dev.SMCount+rows-1)/rows, 65535)
+	chunk := (R + parts - 1) / parts
+	chunk = (chunk + k.Vec - 1) / k.Vec * k.Vec
+	parts = (R + chunk - 1) / chunk
+	acc := Float32
+	if k.Stages[0].Compute == ir.F64 {
+		acc = Float64
+	}
+	partial := newGPUTensor(res.st.dev, acc, []int{rows * parts})
+	fn := g.kernel(k.Name(), k.Source)
+	final := g.kernel(k.Name()+"_final", k.Source)
+	a := g.getArgs()
+	defer g.putArgs(a)
+	a.I64(int64(rows)).I64(int64(R)).I64(int64(chunk))
+	for _, t := range args {
+		a.Ptr(t.devicePtr())
+	}
+	a.Ptr(res.devicePtr()).Ptr(partial.devicePtr()).Bytes(geo.Bytes(), 8)
+	title := "fused " + s.r.Root.Op.Title
+	if err := g.stream.Launch(fn, cuda.Dim3{X: uint32(rows), Y: uint32(parts), Z: 1}, cuda.Dim3{X: uint32(k.Threads), Y: 1, Z: 1}, 0, a); err != nil {
+		panic(fmt.Sprintf("tensor: %s: launch: %v", title, err))
+	}
+	a.Reset().I64(int64(rows)).I64(int64(parts)).I64(int64(R)).Ptr(partial.devicePtr()).Ptr(res.devicePtr())
+	g.launch(title, final, rows, k.Threads, a)
 }

@@ -880,6 +880,11 @@ func runCase(t *testing.T, c *pwCase, dt DType, ls []layout, seed uint64) {
 		}
 		checkClose(t, what, got, odt, out, want, c.k)
 	}
+	// Each compiled case builds a kernel; on a GPU (NVRTC, without a kernel
+	// cache yet) the contiguous layouts cover the kernels' arithmetic.
+	if !strided || got.Device() == CPU {
+		checkCompiledCase(t, c, args, got)
+	}
 	if strided {
 		contig := make([]*Tensor, len(args))
 		for i := range args {
@@ -887,6 +892,24 @@ func runCase(t *testing.T, c *pwCase, dt DType, ls []layout, seed uint64) {
 		}
 		checkSame(t, what+" vs contiguous copies", got, c.apply(contig...))
 	}
+}
+
+// checkCompiledCase runs c compiled, as one fused kernel with an add of
+// zeros after it (an input, so the passes cannot fold it away), and checks
+// it against the eager result: within a few ulps for floating results
+// (fused kernels may contract into FMAs or use fast float32
+// transcendentals), exactly for integers and bools.
+func checkCompiledCase(t *testing.T, c *pwCase, args []*Tensor, eager *Tensor) {
+	t.Helper()
+	zero := Zeros(eager.DType(), eager.Shape()...).ToDevice(eager.Device())
+	f := Compile(func(args []*Tensor, zero *Tensor) *Tensor { return c.apply(args...).Add(zero) })
+	got := f(args, zero)
+	if got.DType() != eager.DType() || !shapeEq(got.Shape(), eager.Shape()) {
+		t.Errorf("%s compiled: %v%v, eager %v%v", c.name, got.DType(), got.Shape(), eager.DType(), eager.Shape())
+		return
+	}
+	want := vals(eager)
+	checkClose(t, c.name+" compiled vs eager", got, eager.DType(), eager.Shape(), want, 4*c.k)
 }
 
 func TestPointwiseOps(t *testing.T) {

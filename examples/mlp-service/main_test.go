@@ -152,7 +152,7 @@ func TestPredictMatchesEagerModel(t *testing.T) {
 				t.Fatalf("row %d has %d outputs, want 16", i, len(pr.Outputs[i]))
 			}
 			for j := range want[i] {
-				if math.Float32bits(pr.Outputs[i][j]) != math.Float32bits(want[i][j]) {
+				if d := math.Abs(float64(pr.Outputs[i][j]) - float64(want[i][j])); !(d <= 1e-5*(math.Abs(float64(want[i][j]))+1)) {
 					t.Fatalf("batch %d row %d col %d: got %v, want %v (plain model)", batch, i, j, pr.Outputs[i][j], want[i][j])
 				}
 			}

@@ -1,0 +1,66 @@
+package tensor
+
+import (
+	"sync"
+
+	"gocompile/fuse"
+	"gocompile/ir"
+)
+
+// An arena holds the reusable buffers of a compiled program's buffer plan
+// (fuse.Plan) for one call at a time. Programs keep their arenas in a pool:
+// a call takes one, writes its planned intermediates into it, and returns
+// it when its outputs are computed. Intermediates never escape a call (the
+// plan leaves out outputs and what they may alias), and GPU work is
+// ordered on the device's stream, so the next call may reuse the memory
+// while earlier kernels are still queued.
+type arena struct {
+	slots []arenaSlot
+}
+
+type arenaSlot struct {
+	dev   Device
+	bytes int                // capacity of gpu
+	gpu   *storage           // device memory
+	cpu   map[DType]*storage // host memory, by element type
+	elems map[DType]int
+}
+
+type arenaPool struct {
+	plan *fuse.Plan
+	pool sync.Pool
+}
+
+func (p *arenaPool) get() *arena {
+	if a, ok := p.pool.Get().(*arena); ok {
+		return a
+	}
+	return &arena{slots: make([]arenaSlot, len(p.plan.SlotBytes))}
+}
+
+func (p *arenaPool) put(a *arena) { p.pool.Put(a) }
+
+// tensor is a contiguous tensor of the given type and shape in buffer
+// slot, valid until the arena is reused.
+func (a *arena) tensor(slot int, dev Device, dt DType, shape []int) *Tensor {
+	s := &a.slots[slot]
+	n := ir.Numel(shape)
+	var st *storage
+	if dev == CPU {
+		if s.cpu == nil {
+			s.cpu, s.elems = map[DType]*storage{}, map[DType]int{}
+		}
+		if st = s.cpu[dt]; st == nil || s.elems[dt] < n {
+			st = newTensor(dt, []int{n}).st
+			s.cpu[dt], s.elems[dt] = st, n
+		}
+	} else {
+		bytes := n * dt.Size()
+		if st = s.gpu; st == nil || s.dev != dev || s.bytes < bytes {
+			st = newGPUTensor(dev, Bool, []int{bytes}).st // raw bytes
+			s.gpu, s.dev, s.bytes = st, dev, bytes
+		}
+	}
+	shape = append([]int(nil), shape...)
+	return &Tensor{st: st, shape: shape, strides: ir.ContiguousStrides(shape), dtype: dt}
+}

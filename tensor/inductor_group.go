@@ -1,0 +1,128 @@
+package tensor
+
+import (
+	"fmt"
+	"hash/fnv"
+
+	"gocompile/fuse"
+	"gocompile/inductor"
+	"gocompile/ir"
+)
+
+// A horizontal group (fuse.Horizontal) runs as one pass over the group's
+// iteration space that reads each input once and writes every member's
+// value: on the CPU one block loop running each member's program per
+// chunk, on a GPU one kernel with an output per member.
+
+type groupStep struct {
+	r      *fuse.Region
+	inputs []fuse.Input
+	kinds  []ir.Kind
+	blks   []*ir.Block
+	kernel inductor.PointwiseKernel
+}
+
+func newGroupStep(r *fuse.Region) (*groupStep, error) {
+	s := &groupStep{r: r}
+	var exprs []*ir.Expr
+	s.inputs, exprs = r.GroupExprs()
+	for _, in := range s.inputs {
+		s.kinds = append(s.kinds, in.Kind)
+	}
+	h := fnv.New64a()
+	for i, m := range r.Group {
+		blk, err := compileFused(exprs[i], s.kinds, m.Compute)
+		if err != nil {
+			return nil, fmt.Errorf("region %v: %w", m, err)
+		}
+		s.blks = append(s.blks, blk)
+		fmt.Fprintln(h, exprs[i])
+		if i > 0 {
+			s.kernel.Extra = append(s.kernel.Extra, inductor.ExtraOutput{Expr: exprs[i], Compute: m.Compute, Out: m.Root.DType})
+		}
+	}
+	lead := r.Group[0]
+	s.kernel.Expr, s.kernel.Compute, s.kernel.Out = exprs[0], lead.Compute, lead.Root.DType
+	s.kernel.Label = fmt.Sprintf("group%d_%x", len(r.Group), h.Sum64()>>32)
+	return s, nil
+}
+
+// run computes every member's value from the group's inputs; dst gives
+// member m's result tensor (a planned buffer) or nil.
+func (s *groupStep) run(args []*Tensor, dst func(m int, dev Device, shape []int) *Tensor) []*Tensor {
+	vals := make([]ir.Value, len(args))
+	shapes := make([][]int, len(args))
+	for i, t := range args {
+		vals[i], shapes[i] = t, t.shape
+	}
+	lead := s.r.Group[0].Root
+	checkDevices(lead.Op, vals)
+	shape, err := ir.Broadcast(lead.Op.Title, shapes...)
+	check(err, lead.Op.Title, args...)
+	dev := args[0].st.dev
+	res := make([]*Tensor, len(s.r.Group))
+	for m, mem := range s.r.Group {
+		if res[m] = dst(m, dev, shape); res[m] == nil {
+			res[m] = newOn(dev, mem.Root.DType, shape)
+		}
+	}
+	if dev != CPU {
+		k := s.kernel
+		gpuKernel(&k, "fused group", nil, vals, s.kinds, res[0], res[1:]...)
+		return res
+	}
+	runGroupCPU(s.blks, s.kinds, args, res)
+	return res
+}
+
+// runGroupCPU runs each block program over args (loaded in kinds), into
+// the contiguous tensors res (one per program, all of one shape), loading
+// each chunk of every input once.
+func runGroupCPU(blks []*ir.Block, kinds []ir.Kind, args []*Tensor, res []*Tensor) {
+	shape := res[0].shape
+	n := ir.Numel(shape)
+	if n == 0 {
+		return
+	}
+	strides := [][]int{res[0].strides}
+	for _, t := range args {
+		strides = append(strides, ir.BroadcastStrides(t.shape, t.strides, shape))
+	}
+	cshape, cstrides := coalesce(shape, strides...)
+	used := make([]bool, len(args))
+	for i := range args {
+		for _, b := range blks {
+			used[i] = used[i] || b.Uses(i)
+		}
+	}
+	parallelFor(n, minParallel, func(lo, hi int) {
+		c := min(blockSize, hi-lo)
+		frames := make([]*ir.Frame, len(blks))
+		for j, b := range blks {
+			frames[j] = b.NewFrame(c, nil)
+		}
+		ops := make([]*operand, len(args))
+		bufs := make([]ir.Vec, len(args))
+		for i, t := range args {
+			if used[i] {
+				ops[i] = newOperand(t.st.data, t.dtype, cshape, cstrides[i+1], t.offset)
+				bufs[i] = ir.NewVec(kinds[i], c)
+			}
+		}
+		for s := lo; s < hi; s += blockSize {
+			m := min(blockSize, hi-s)
+			for i, o := range ops {
+				if o == nil {
+					continue
+				}
+				v := o.load(s, m, kinds[i], bufs[i])
+				for _, f := range frames {
+					f.SetArg(i, v)
+				}
+			}
+			for j, f := range frames {
+				store(res[j].st.data, res[j].dtype, s, f.Run(m, nil), blks[j].OutKind(), m)
+			}
+		}
+	})
+}
