@@ -369,6 +369,11 @@ func measure(cfg *config, n int, fs ...func() *tensor.Tensor) ([]time.Duration, 
 }
 
 func runWorkload(cfg *config, w workload) Row {
+	// Each workload starts from an empty device cache, so that where the
+	// allocator places its buffers does not depend on the workloads before.
+	runtime.GC()
+	tensor.Synchronize(cfg.device)
+	tensor.EmptyCache(cfg.device)
 	cs := w.make()
 	eager, compiled := cs.eager, cs.compiled
 	tensor.Synchronize(cfg.device)
@@ -384,6 +389,11 @@ func runWorkload(cfg *config, w workload) Row {
 	compiled()
 	tensor.Synchronize(cfg.device)
 
+	// Settle the heap first: the garbage of earlier workloads would
+	// otherwise be collected (and its device memory returned) while this
+	// one is timed.
+	runtime.GC()
+	tensor.Synchronize(cfg.device)
 	n := chooseIters(cfg, eager)
 	if nc := chooseIters(cfg, compiled); cfg.iters == 0 && nc > n {
 		n = nc // the same count for both, enough for the faster one

@@ -67,6 +67,9 @@ type RowKernel struct {
 	// writes its partial accumulator, and the kernel Name()+"_final"
 	// combines a row's partials. For few long rows.
 	Split bool
+	// Index32 indexes columns with 32-bit integers (valid when a row has
+	// fewer than 2^31 - Threads·Vec elements); rows still use 64 bits.
+	Index32 bool
 }
 
 // CanSplit reports whether the region's rows can be split across blocks:
@@ -86,6 +89,10 @@ func (k *RowKernel) Name() string {
 	if k.Split {
 		b.WriteString("_split")
 	}
+	if k.Index32 {
+		b.WriteString("_i32")
+	}
+
 	return b.String()
 }
 
@@ -236,6 +243,10 @@ template <typename T, typename C> __device__ __forceinline__ T block_allreduce(T
 	if k.Split && (!k.CanSplit() || k.Persist > 0) {
 		return "", fmt.Errorf("row kernel %s: only a looped kernel of one reduction splits", k.Label)
 	}
+	J := "long long" // column indices
+	if k.Index32 {
+		J = "int"
+	}
 	params := []string{"long long rows", "long long R"}
 	if k.Split {
 		params = append(params, "long long chunk")
@@ -253,10 +264,10 @@ template <typename T, typename C> __device__ __forceinline__ T block_allreduce(T
 	if k.Split {
 		b.WriteString("  // This block reduces columns [jlo, jhi) of one row.\n")
 		b.WriteString("  for (long long row = blockIdx.x; row < rows; row += gridDim.x) {\n")
-		b.WriteString("    const long long jlo = (long long)blockIdx.y * chunk, jhi = min(R, jlo + chunk);\n")
+		fmt.Fprintf(&b, "    const %[1]s jlo = (%[1]s)(blockIdx.y * chunk), jhi = (%[1]s)min(R, (long long)jlo + chunk);\n", J)
 	} else {
 		b.WriteString("  for (long long row = blockIdx.x; row < rows; row += gridDim.x) {\n")
-		b.WriteString("    const long long jlo = 0, jhi = R;\n")
+		fmt.Fprintf(&b, "    const %[1]s jlo = 0, jhi = (%[1]s)R;\n", J)
 	}
 	if nIn > 0 {
 		b.WriteString("    // Each input's offset of the row's first element.\n    long long base[" + fmt.Sprint(nIn) + "] = {0};\n")
@@ -332,19 +343,19 @@ template <typename T, typename C> __device__ __forceinline__ T block_allreduce(T
 		var l strings.Builder
 		if k.Persist > 0 {
 			l.WriteString("    #pragma unroll\n    for (int p = 0; p < PERSIST; p++) {\n")
-			l.WriteString("      const long long j0 = ((long long)p * THREADS + threadIdx.x) * VEC;\n")
+			fmt.Fprintf(&l, "      const %[1]s j0 = ((%[1]s)p * THREADS + threadIdx.x) * VEC;\n", J)
 			l.WriteString("      if (j0 < R) {\n")
 			l.WriteString(declare("        ", "VEC", inLoop))
 			l.WriteString(loads("        ", "0", inLoop))
 			l.WriteString("        #pragma unroll\n        for (int v = 0; v < VEC; v++) {\n")
 			l.WriteString("          const int q = p * VEC + v;\n          (void)q;\n")
 		} else {
-			l.WriteString("    for (long long j0 = jlo + (long long)threadIdx.x * VEC; j0 < jhi; j0 += (long long)THREADS * VEC) {\n")
+			fmt.Fprintf(&l, "    for (%[1]s j0 = jlo + (%[1]s)threadIdx.x * VEC; j0 < jhi; j0 += (%[1]s)THREADS * VEC) {\n", J)
 			l.WriteString(declare("      ", "VEC", inLoop))
 			l.WriteString(loads("      ", "0", inLoop))
 			l.WriteString("      {\n        #pragma unroll\n        for (int v = 0; v < VEC; v++) {\n")
 		}
-		l.WriteString("          const long long j = j0 + v;\n          (void)j;\n")
+		fmt.Fprintf(&l, "          const %s j = j0 + v;\n          (void)j;\n", J)
 		l.WriteString(body)
 		l.WriteString("        }\n      }\n    }\n")
 		return l.String()
@@ -354,7 +365,7 @@ template <typename T, typename C> __device__ __forceinline__ T block_allreduce(T
 		isHeld := func(i int) bool { return held[i] }
 		b.WriteString(declare("    ", "PERSIST * VEC", isHeld))
 		b.WriteString("    #pragma unroll\n    for (int p = 0; p < PERSIST; p++) {\n")
-		b.WriteString("      const long long j0 = ((long long)p * THREADS + threadIdx.x) * VEC;\n")
+		fmt.Fprintf(&b, "      const %[1]s j0 = ((%[1]s)p * THREADS + threadIdx.x) * VEC;\n", J)
 		b.WriteString("      if (j0 < R) {\n")
 		b.WriteString(loads("        ", "p * VEC", isHeld))
 		b.WriteString("      }\n    }\n")

@@ -95,6 +95,7 @@ func rowKernels(t *testing.T) []rowCase {
 				for _, acc := range []RowAccess{RowContig, RowStrided, RowUniform} {
 					k := NewRowKernel(r)
 					k.Threads, k.Vec, k.Persist = cfg.threads, cfg.vec, cfg.persist
+					k.Index32 = cfg.threads != 32 // both widths
 					for i := range k.Inputs {
 						if i == 0 {
 							k.Inputs[i].Access = acc

@@ -364,14 +364,16 @@ func (s *rowStep) runGPU(args []*Tensor, full []int, res *Tensor) {
 	}
 	k.Vec = vec
 	k.Threads, k.Persist = inductor.ChooseRowConfig(R, vec)
+	k.Index32 = R < 1<<30
 
-	// Few long rows: a reduction with a prologue splits each row across
-	// blocks so that every SM works; a bare reduction, or anything else,
-	// runs op by op (the eager reduction kernel splits rows itself).
-	if few := rows < 2*g.dev.SMCount && R >= 1<<15; few && k.CanSplit() && len(s.r.Nodes) > 1 {
+
+	// Few long rows: a lone reduction (with its prologue) splits each row
+	// across blocks so that every SM works; anything else runs op by op
+	// (the eager reduction kernels split rows themselves).
+	if few := rows < 2*g.dev.SMCount && R >= 1<<15; few && k.CanSplit() {
 		s.splitGPU(g, &k, args, rows, R, geo, res)
 		return
-	} else if few && (rows < g.dev.SMCount/2 || len(s.r.Nodes) == 1) {
+	} else if few && rows < g.dev.SMCount/2 {
 		gpuCopyInto(res, s.runNodes(args))
 		return
 	}
