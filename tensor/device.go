@@ -225,8 +225,12 @@ func MemoryStats(d Device) cuda.AllocatorStats {
 }
 
 // EmptyCache returns the cached, unused GPU memory of device d to the
-// driver (tensors still alive keep theirs).
+// driver (tensors still alive keep theirs). On the CPU, which caches
+// nothing, it does nothing, as Synchronize.
 func EmptyCache(d Device) {
+	if d == CPU {
+		return
+	}
 	check(mustGPU("EmptyCache", d).alloc.EmptyCache(), "EmptyCache")
 }
 

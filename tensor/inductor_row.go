@@ -366,7 +366,6 @@ func (s *rowStep) runGPU(args []*Tensor, full []int, res *Tensor) {
 	k.Threads, k.Persist = inductor.ChooseRowConfig(R, vec)
 	k.Index32 = R < 1<<30
 
-
 	// Few long rows: a lone reduction (with its prologue) splits each row
 	// across blocks so that every SM works; anything else runs op by op
 	// (the eager reduction kernels split rows themselves).
