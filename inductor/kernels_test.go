@@ -188,20 +188,24 @@ func TestPointwiseSourceReadable(t *testing.T) {
 
 // Every generated kernel is valid C++ (CUDA built-ins stubbed), checked
 // with the host compiler: the cheap half of what NVRTC checks on a GPU.
-func TestGeneratedSourcesParseAsCpp(t *testing.T) {
+func TestGeneratedSourcesParseAsCpp(t *testing.T) { parseAsCpp(t, allKernels(t)) }
+
+// parseAsCpp checks that the kernels parse as C++ with the host compiler,
+// in one translation unit (each in its namespace, as compileOnGPU puts
+// them in one module).
+func parseAsCpp(t *testing.T, ks []source) {
+	t.Helper()
 	cxx, err := exec.LookPath("g++")
 	if err != nil {
 		t.Skip("no g++ on this machine")
 	}
 	var b strings.Builder
 	b.WriteString(cppStubs)
-	prelude := strings.ReplaceAll(cudaPrelude, "asm(", "gc_asm(")
-	b.WriteString(prelude)
-	for i, k := range allKernels(t) {
-		fmt.Fprintf(&b, "\nnamespace k%d {\n%s\n}\n", i, k.body)
+	b.WriteString(strings.ReplaceAll(cudaPrelude, "asm(", "gc_asm("))
+	for i, k := range ks {
+		fmt.Fprintf(&b, "\nnamespace k%d {\n%s\n#undef THREADS\n#undef VEC\n#undef PERSIST\n}\n", i, k.body)
 	}
-	dir := t.TempDir()
-	path := filepath.Join(dir, "kernels.cpp")
+	path := filepath.Join(t.TempDir(), "kernels.cpp")
 	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -231,6 +235,7 @@ inline float __uint_as_float(unsigned u) { float f; std::memcpy(&f, &u, 4); retu
 inline unsigned __float_as_uint(float f) { unsigned u; std::memcpy(&u, &f, 4); return u; }
 inline double __longlong_as_double(long long i) { double f; std::memcpy(&f, &i, 8); return f; }
 template <typename T> T __shfl_down_sync(unsigned, T v, int) { return v; }
+template <typename T> T __shfl_xor_sync(unsigned, T v, int) { return v; }
 inline void __syncthreads() {}
 inline unsigned long long atomicExch(unsigned long long* p, unsigned long long v) { auto o = *p; *p = v; return o; }
 using std::min; using std::max;

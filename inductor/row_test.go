@@ -2,9 +2,6 @@ package inductor
 
 import (
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -116,32 +113,19 @@ func rowKernels(t *testing.T) []rowCase {
 
 // Every row kernel configuration is valid C++ with the CUDA built-ins
 // stubbed.
-func TestRowKernelsParseAsCpp(t *testing.T) {
-	cxx, err := exec.LookPath("g++")
-	if err != nil {
-		t.Skip("no g++ on this machine")
-	}
-	var b strings.Builder
-	b.WriteString(cppStubs)
-	b.WriteString(`template <typename T> T __shfl_xor_sync(unsigned, T v, int) { return v; }
-`)
-	b.WriteString(strings.ReplaceAll(cudaPrelude, "asm(", "gc_asm("))
-	for i, c := range rowKernels(t) {
+func TestRowKernelsParseAsCpp(t *testing.T) { parseAsCpp(t, rowSources(t)) }
+
+// rowSources is every row kernel configuration as a source.
+func rowSources(t *testing.T) []source {
+	var ks []source
+	for _, c := range rowKernels(t) {
 		body, err := c.k.body()
 		if err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
-		fmt.Fprintf(&b, "\nnamespace r%d {\n%s\n#undef THREADS\n#undef VEC\n#undef PERSIST\n}\n", i, body)
+		ks = append(ks, source{c.k.Name(), body, c.k.Source})
 	}
-	path := filepath.Join(t.TempDir(), "rows.cpp")
-	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	out, err := exec.Command(cxx, "-std=c++17", "-fsyntax-only", "-w", path).CombinedOutput()
-	if err != nil {
-		lines := strings.Split(string(out), "\n")
-		t.Fatalf("generated row kernels do not parse:\n%s", strings.Join(lines[:min(len(lines), 40)], "\n"))
-	}
+	return ks
 }
 
 // The generated source names the graph nodes it computes.
@@ -161,17 +145,7 @@ func TestRowKernelSourceNamesNodes(t *testing.T) {
 }
 
 // Every row kernel configuration compiles with NVRTC.
-func TestGPURowKernelsCompile(t *testing.T) {
-	var ks []source
-	for _, c := range rowKernels(t) {
-		body, err := c.k.body()
-		if err != nil {
-			t.Fatalf("%s: %v", c.name, err)
-		}
-		ks = append(ks, source{c.k.Name(), body, c.k.Source})
-	}
-	compileOnGPU(t, ks)
-}
+func TestGPURowKernelsCompile(t *testing.T) { compileOnGPU(t, rowSources(t)) }
 
 // A kernel's name identifies its source: kernels are cached by name, so two
 // configurations with one name would share the first one's code.

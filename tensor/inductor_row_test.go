@@ -202,14 +202,7 @@ func rowClose(t *testing.T, what string, got *Tensor, want []float64, tol float6
 // Softmax, log-softmax, layer norm and RMS norm each compile to a single
 // kernel: one row region.
 func TestInductorRowRegionsAreOneKernel(t *testing.T) {
-	var prog *inductorProgram
-	RegisterBackend("inductor-capture", BackendFunc(func(g *ir.Graph) (Program, error) {
-		p, err := newInductorProgram(g)
-		if err == nil {
-			prog = p.(*inductorProgram)
-		}
-		return p, err
-	}))
+	prog := captureBackend("inductor-capture")
 	x, w, b := Randn(1, Float32, 4, 8), Randn(2, Float32, 8), Randn(3, Float32, 8)
 	for name, f := range map[string]func(x, w, b *Tensor) *Tensor{
 		"softmax":          func(x, w, b *Tensor) *Tensor { return x.Softmax(-1) },
@@ -218,22 +211,22 @@ func TestInductorRowRegionsAreOneKernel(t *testing.T) {
 		"rms_norm":         func(x, w, b *Tensor) *Tensor { return x.RMSNorm([]int{8}, w, 1e-6) },
 		"bfloat16 softmax": func(x, w, b *Tensor) *Tensor { return x.Softmax(-1) },
 	} {
-		prog = nil
+		*prog = nil
 		in := x
 		if name == "bfloat16 softmax" {
 			in = x.To(BFloat16)
 		}
 		Compile(f, WithBackend("inductor-capture"))(in, w, b)
-		if prog == nil {
+		if *prog == nil {
 			t.Fatalf("%s: no program was compiled", name)
 		}
 		var kernels []string
-		for _, s := range prog.steps {
+		for _, s := range (*prog).steps {
 			if s.r.Root.Op.Kind != ir.View {
 				kernels = append(kernels, s.r.String())
 			}
 		}
-		if len(kernels) != 1 || prog.steps[len(prog.steps)-1].row == nil {
+		if len(kernels) != 1 || (*prog).steps[len((*prog).steps)-1].row == nil {
 			t.Errorf("%s: %d kernels %v, want one row kernel", name, len(kernels), kernels)
 		}
 	}
@@ -269,17 +262,10 @@ func TestInductorBufferPlanConcurrent(t *testing.T) {
 		return v.Neg()
 	}
 	compiled := Compile(f, WithBackend("inductor"))
-	var prog *inductorProgram
-	RegisterBackend("inductor-plan", BackendFunc(func(g *ir.Graph) (Program, error) {
-		p, err := newInductorProgram(g)
-		if err == nil {
-			prog = p.(*inductorProgram)
-		}
-		return p, err
-	}))
+	prog := captureBackend("inductor-plan")
 	Compile(f, WithBackend("inductor-plan"))(Randn(0, Float32, 9, 17))
-	if prog == nil || len(prog.plan.SlotBytes) == 0 {
-		t.Fatalf("no intermediates were planned: %v", prog.plan)
+	if *prog == nil || len((*prog).plan.SlotBytes) == 0 {
+		t.Fatal("no intermediates were planned")
 	}
 	errs := make(chan error, 16)
 	for w := range 16 {
@@ -308,14 +294,7 @@ func TestInductorBufferPlanConcurrent(t *testing.T) {
 // kernel (a horizontal group) and agree with eager, on broadcast and
 // non-contiguous inputs, with outputs of different dtypes.
 func TestInductorHorizontalGroup(t *testing.T) {
-	var prog *inductorProgram
-	RegisterBackend("inductor-group", BackendFunc(func(g *ir.Graph) (Program, error) {
-		p, err := newInductorProgram(g)
-		if err == nil {
-			prog = p.(*inductorProgram)
-		}
-		return p, err
-	}))
+	prog := captureBackend("inductor-group")
 	f := func(x, y *Tensor) (*Tensor, *Tensor, *Tensor) {
 		return x.Exp(), x.Sin().Mul(y), x.AddScalar(1).To(Float16)
 	}
@@ -327,8 +306,22 @@ func TestInductorHorizontalGroup(t *testing.T) {
 		nearValues(t, "exp", a, ea)
 		nearValues(t, "sin*y", b, eb)
 		nearValues(t, "x+1 as float16", c, ec)
-		if len(prog.steps) != 1 || prog.steps[0].group == nil || len(prog.steps[0].r.Group) != 3 {
-			t.Fatalf("%v: %d steps, want one group of 3", sz, len(prog.steps))
+		if len((*prog).steps) != 1 || (*prog).steps[0].group == nil || len((*prog).steps[0].r.Group) != 3 {
+			t.Fatalf("%v: %d steps, want one group of 3", sz, len((*prog).steps))
 		}
 	}
+}
+
+// captureBackend registers a backend under name that compiles as
+// "inductor" does and keeps the last program it built.
+func captureBackend(name string) **inductorProgram {
+	var prog *inductorProgram
+	RegisterBackend(name, BackendFunc(func(g *ir.Graph) (Program, error) {
+		p, err := newInductorProgram(g)
+		if err == nil {
+			prog = p.(*inductorProgram)
+		}
+		return p, err
+	}))
+	return &prog
 }

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"gocompile/ir"
 )
 
 // TestRandomGraphsInductor builds random graphs of pointwise, reduction,
@@ -473,27 +475,8 @@ func rgNumel(shape []int) int {
 // rgBroadcast is the broadcast shape of the given shapes, if they
 // broadcast.
 func rgBroadcast(shapes ...[]int) ([]int, bool) {
-	r := 0
-	for _, s := range shapes {
-		r = max(r, len(s))
-	}
-	out := make([]int, r)
-	for i := range out {
-		out[i] = 1
-	}
-	for _, s := range shapes {
-		for i, d := range s {
-			j := r - len(s) + i
-			switch {
-			case d == out[j] || d == 1:
-			case out[j] == 1:
-				out[j] = d
-			default:
-				return nil, false
-			}
-		}
-	}
-	return out, true
+	out, err := ir.Broadcast("graph generator", shapes...)
+	return out, err == nil
 }
 
 // rgCall runs f, turning a panic into an error with its stack.
