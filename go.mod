@@ -4,7 +4,16 @@ go 1.26.0
 
 require github.com/x448/float16 v0.8.4
 
-require gonum.org/v1/gonum v0.17.0
+require (
+	github.com/tinylib/msgp v1.6.5
+	gonum.org/v1/gonum v0.17.0
+)
+
+require (
+	github.com/philhofer/fwd v1.2.0 // indirect
+	golang.org/x/mod v0.27.0 // indirect
+	golang.org/x/tools v0.36.0 // indirect
+)
 
 require (
 	codeberg.org/go-fonts/liberation v0.5.0 // indirect
@@ -25,3 +34,5 @@ require (
 	github.com/sbinet/npyio v0.6.0
 	golang.org/x/sync v0.24.0
 )
+
+tool github.com/tinylib/msgp
