@@ -50,6 +50,7 @@ type config struct {
 	reps      int
 	quick     bool
 	only      string
+	warmstart bool
 }
 
 // Row is one workload's result. The JSON names match bench/pytorch/bench.py
@@ -110,13 +111,14 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	reps := fs.Int("reps", 0, "timed repetitions, the median is reported (default 5 on a GPU, 3 on the CPU)")
 	quick := fs.Bool("quick", false, "sizes 16x smaller, for smoke runs")
 	only := fs.String("only", "", "run only workloads whose name contains this")
+	warm := fs.Bool("warmstart", false, "measure the first call of a compiled MLP in new processes, with a cold and a warm kernel cache")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	c := &config{jsonPath: *jsonPath, chartPath: *chart, iters: *iters, reps: *reps, quick: *quick, only: *only}
+	c := &config{jsonPath: *jsonPath, chartPath: *chart, iters: *iters, reps: *reps, quick: *quick, only: *only, warmstart: *warm}
 	c.device = tensor.DefaultDevice()
 	if *dev != "" {
 		d, err := tensor.ParseDevice(*dev)
@@ -138,9 +140,16 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 }
 
 func run(args []string, out io.Writer) (err error) {
+	phase, args, child := isWarmStartChild(args)
 	cfg, err := parseFlags(args, out)
 	if err != nil {
 		return err
+	}
+	if child {
+		return warmStartChild(cfg, phase, out)
+	}
+	if cfg.warmstart {
+		return warmStartParent(cfg, out)
 	}
 	defer func() { // the library reports misuse and device failures by panicking with *tensor.Error
 		if r := recover(); r != nil {

@@ -11,6 +11,7 @@ import (
 	"gocompile/cuda"
 	"gocompile/inductor"
 	"gocompile/ir"
+	"gocompile/kcache"
 )
 
 // Eager ops on CUDA tensors: each runs one kernel generated from the op's
@@ -35,7 +36,7 @@ func (g *gpu) kernel(name string, gen func() (string, error)) *cuda.Function {
 				return
 			}
 		}
-		res, err := cuda.Compile(src, name+".cu", g.dev)
+		res, err := compileCached(g.dev, name, src)
 		if err != nil {
 			e.err = fmt.Errorf("compiling %s: %w", name, err)
 			return
@@ -569,4 +570,34 @@ func blasType(dt DType) cuda.DataType {
 		return cuda.R16BF
 	}
 	return cuda.R32F
+}
+
+// kernelCodegenVersion names the meaning of generated kernels beyond their
+// source (how they are launched): bump it when that changes.
+const kernelCodegenVersion = "1"
+
+// compileCached compiles a kernel's source with NVRTC, or takes the
+// compiled module from the kernel cache (package kcache: memory, then the
+// cache directory), so a new process skips NVRTC for kernels an earlier
+// one compiled. The key covers everything that changes the module: the
+// source, the NVRTC version and the device's architecture.
+func compileCached(dev *cuda.Device, name, src string) (*cuda.CompileResult, error) {
+	major, minor, err := cuda.NVRTCVersion()
+	if err != nil {
+		return nil, err
+	}
+	key := kcache.KernelSpec{Source: src, Name: name, CodegenVersion: kernelCodegenVersion,
+		NVRTCVersion: fmt.Sprintf("%d.%d", major, minor), Arch: fmt.Sprintf("sm_%d%d", dev.Major, dev.Minor)}.Key()
+	e, err := kcache.Default().GetOrCompute(key, func() (kcache.Entry, error) {
+		res, err := cuda.Compile(src, name+".cu", dev)
+		if err != nil {
+			return kcache.Entry{}, err
+		}
+		return kcache.Entry{Kernel: &kcache.Kernel{Arch: res.Arch, CUBIN: res.CUBIN, PTX: res.PTX, Log: res.Log,
+			Functions: []kcache.Function{{Name: name}}}}, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &cuda.CompileResult{CUBIN: e.Kernel.CUBIN, PTX: e.Kernel.PTX, Log: e.Kernel.Log, Arch: e.Kernel.Arch}, nil
 }
