@@ -92,8 +92,10 @@ func DynamicScalars(args ...int) Option {
 // on, with one warning (default 8, as torch's cache_size_limit).
 func RecompileLimit(n int) Option { return func(o *options) { o.limit = n } }
 
-// WithCacheDir sets where compiled artifacts are cached on disk (default:
-// GOCOMPILE_CACHE_DIR, else the user cache directory).
+// WithCacheDir is meant to set where a function's compiled artifacts are
+// cached on disk. Today GPU kernels are shared by the whole process and
+// cached in GOCOMPILE_CACHE_DIR (else the user cache directory); this
+// option is recorded but not yet used.
 func WithCacheDir(dir string) Option { return func(o *options) { o.cacheDir = dir } }
 
 // MarkDynamic asks Compile to treat dims of t as dynamic from the first
