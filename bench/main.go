@@ -51,6 +51,7 @@ type config struct {
 	quick     bool
 	only      string
 	warmstart bool
+	mlp       bool
 }
 
 // Row is one workload's result. The JSON names match bench/pytorch/bench.py
@@ -111,6 +112,7 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	reps := fs.Int("reps", 0, "timed repetitions, the median is reported (default 5 on a GPU, 3 on the CPU)")
 	quick := fs.Bool("quick", false, "sizes 16x smaller, for smoke runs")
 	only := fs.String("only", "", "run only workloads whose name contains this")
+	mlp := fs.Bool("mlp", false, "time the 4-layer MLP eager and compiled at batch 1 and 32")
 	warm := fs.Bool("warmstart", false, "measure the first call of a compiled MLP in new processes, with a cold and a warm kernel cache")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -118,7 +120,7 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	c := &config{jsonPath: *jsonPath, chartPath: *chart, iters: *iters, reps: *reps, quick: *quick, only: *only, warmstart: *warm}
+	c := &config{jsonPath: *jsonPath, chartPath: *chart, iters: *iters, reps: *reps, quick: *quick, only: *only, warmstart: *warm, mlp: *mlp}
 	c.device = tensor.DefaultDevice()
 	if *dev != "" {
 		d, err := tensor.ParseDevice(*dev)
@@ -172,6 +174,10 @@ func run(args []string, out io.Writer) (err error) {
 	fmt.Fprintf(out, "device: %s (%s), GOMAXPROCS %d, %s, eager vs Compile(WithBackend(\"inductor\"))%s\n",
 		res.Device, res.DeviceKind, res.Threads, res.Version, map[bool]string{true: ", -quick (sizes /16)"}[cfg.quick])
 
+	if cfg.mlp {
+		runMLP(cfg, out)
+		return nil
+	}
 	measureCopy(cfg, res)
 	fmt.Fprintf(out, "copy bandwidth: %.1f GB/s (%s, %d MB read + written, %.1f µs)\n",
 		res.CopyGBs, res.CopyMethod, res.CopyBytes>>20, res.CopyUs)

@@ -70,21 +70,8 @@ func warmStartChild(cfg *config, phase string, out io.Writer) error {
 	if cfg.device != tensor.CPU {
 		tensor.SetDefaultDevice(cfg.device)
 	}
-	const layers, width, batch = 4, 1024, 32
-	ws := make([]*tensor.Tensor, layers)
-	bs := make([]*tensor.Tensor, layers)
-	for i := range ws {
-		ws[i] = tensor.Randn(uint64(10+i), tensor.Float32, width, width).MulScalar(0.03)
-		bs[i] = tensor.Randn(uint64(20+i), tensor.Float32, width).MulScalar(0.1)
-	}
-	x := tensor.Randn(1, tensor.Float32, batch, width)
-	mlp := func(x *tensor.Tensor) *tensor.Tensor {
-		for i := range ws {
-			x = x.Linear(ws[i], bs[i]).GELU()
-		}
-		return x
-	}
-	f := tensor.Compile(mlp)
+	x := tensor.Randn(1, tensor.Float32, 32, 1024)
+	f := tensor.Compile(mlpModel())
 	tensor.Synchronize(cfg.device)
 	r := warmResult{Phase: phase, SetupS: time.Since(t0).Seconds()}
 
