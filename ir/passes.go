@@ -473,11 +473,14 @@ func simplifyNode(n *Node) *Node {
 		if len(n.Args) != 2 {
 			return nil
 		}
-		if isScalar(n.Args[1], unit) {
+		// x + 0 is not x for floats: -0 + 0 is +0. (x * 1, x - 0 and x / 1
+		// are x exactly, signed zeros and NaNs included.)
+		keeps := func(v *Node) bool { return n.Op == OpMul || (v != nil && !v.DType.IsFloat()) }
+		if isScalar(n.Args[1], unit) && keeps(x) {
 			return x
 		}
-		if isScalar(n.Args[0], unit) {
-			return argNode(n, 1)
+		if y := argNode(n, 1); isScalar(n.Args[0], unit) && keeps(y) {
+			return y
 		}
 	case OpSub:
 		if len(n.Args) == 2 && isScalar(n.Args[1], 0) {

@@ -152,8 +152,12 @@ func TestSimplify(t *testing.T) {
 			x := g.Input(shp(3), Float16, CPU, "")
 			return built{mustCall(t, g, OpMul, Attrs{}, "", x, floatS(1)), x}
 		}},
-		{"x+0", func(t *testing.T, g *Graph) built {
+		{"float x+0 kept: -0 + 0 is +0", func(t *testing.T, g *Graph) built {
 			x := g.Input(shp(3), Float32, CPU, "")
+			return built{mustCall(t, g, OpAdd, Attrs{}, "", x, intS(0)), nil}
+		}},
+		{"int x+0", func(t *testing.T, g *Graph) built {
+			x := g.Input(shp(3), Int64, CPU, "")
 			return built{mustCall(t, g, OpAdd, Attrs{}, "", x, intS(0)), x}
 		}},
 		{"0+x int32", func(t *testing.T, g *Graph) built {
@@ -168,9 +172,9 @@ func TestSimplify(t *testing.T) {
 			x := g.Input(shp(3), Float32, CPU, "")
 			return built{mustCall(t, g, OpDiv, Attrs{}, "", x, intS(1)), x}
 		}},
-		{"rank-0 x+0", func(t *testing.T, g *Graph) built {
+		{"rank-0 x*1", func(t *testing.T, g *Graph) built {
 			x := g.Input(shp(), Float32, CPU, "")
-			return built{mustCall(t, g, OpAdd, Attrs{}, "", x, intS(0)), x}
+			return built{mustCall(t, g, OpMul, Attrs{}, "", x, intS(1)), x}
 		}},
 		{"int x*1.0 promotes", func(t *testing.T, g *Graph) built {
 			x := g.Input(shp(3), Int64, CPU, "")
@@ -299,7 +303,7 @@ func TestSimplify(t *testing.T) {
 		}},
 		{"nested identities", func(t *testing.T, g *Graph) built {
 			x := g.Input(shp(3), Float32, CPU, "")
-			a := mustCall(t, g, OpAdd, Attrs{}, "", x, intS(0))
+			a := mustCall(t, g, OpSub, Attrs{}, "", x, intS(0))
 			b := mustCall(t, g, OpMul, Attrs{}, "", a, floatS(1))
 			return built{mustCall(t, g, OpCast, Attrs{DType: Float32}, "", b), x}
 		}},

@@ -702,3 +702,14 @@ func TestCompileErrorWhileTracing(t *testing.T) {
 	x := FromSlice([]float32{1, 2, 3})
 	nearValues(t, "after an error", f(x, x), x.Add(x).Exp())
 }
+
+// Compiled code keeps the sign of zero as eager code does: -0 + 0 is +0,
+// so the graph passes must not drop the add.
+func TestCompileKeepsSignedZero(t *testing.T) {
+	f := func(x *Tensor) *Tensor { return x.AddScalar(0) }
+	x := FromSlice([]float32{float32(math.Copysign(0, -1)), 1})
+	got, want := Compile(f)(x).Float32s(), f(x).Float32s()
+	if math.Signbit(float64(got[0])) != math.Signbit(float64(want[0])) || math.Signbit(float64(want[0])) {
+		t.Fatalf("-0 + 0: compiled %v, eager %v; want +0 from both", got[0], want[0])
+	}
+}
