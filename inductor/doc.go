@@ -1,12 +1,22 @@
-// Package inductor generates and runs gocompile's kernels.
+// Package inductor generates gocompile's GPU kernels as CUDA C for NVRTC.
 //
-// It generates the CUDA kernels of fused pointwise regions (see package
-// fuse; PointwiseKernel with Expr set) and the single-op kernels that eager
-// ops on CUDA tensors run: pointwise kernels from the registry's expressions (dense
-// kernels with vector loads, and strided kernels that index N-d views),
-// reductions (a block per output row, split across blocks for long rows,
-// accumulating in float32 for 16- and 32-bit floats), and gathers. The
-// generated C is self-contained (no CUDA headers), names the op it came
-// from, and uses exactly the conversions and primitive semantics of the
-// CPU kernels, so both backends agree.
+// It generates:
+//
+//   - PointwiseKernel: the single-op kernels eager ops on CUDA tensors run,
+//     from the registry's expressions, and the kernels of fused pointwise
+//     regions (Expr set) and horizontal groups (Extra outputs). Dense
+//     kernels load several 128-bit vectors per thread; broadcast operands
+//     are read by cheap row or column index arithmetic; strided kernels
+//     index N-d views in 32-bit arithmetic where it fits.
+//   - RowKernel: a row region of package fuse (softmax, layer norm, RMS
+//     norm, reductions with prologues) as one kernel with a block per row,
+//     persistent (the row in registers), looped, or split across blocks
+//     for few long rows, chosen from the shape.
+//   - ReduceKernel and IndexKernel: eager reductions and gathers.
+//
+// The generated C is self-contained (no CUDA headers), names the ops and
+// graph nodes each part comes from, and uses exactly the conversions and
+// primitive semantics of the CPU kernels (the registry's C forms), so both
+// devices agree. Package tensor compiles the sources, through the kernel
+// cache of package kcache.
 package inductor
