@@ -3,6 +3,8 @@ package inductor
 import (
 	"fmt"
 	"hash/fnv"
+	"regexp"
+	"strconv"
 	"strings"
 
 	"gocompile/fuse"
@@ -390,7 +392,7 @@ template <typename T, typename C> __device__ __forceinline__ T block_allreduce(T
 			return "", fmt.Errorf("row kernel %s: stage %s: %w", k.Label, st.Name, err)
 		}
 		A := kindC(st.Compute)
-		fmt.Fprintf(&b, "    // %s: %v over the row of %s\n    %s acc%d = %s;\n", st.Name, st.Reducer, st.Expr, A, s, st.Reducer.CIdentity(st.Compute))
+		fmt.Fprintf(&b, "    // %s: %v over the row of %s\n    %s acc%d = %s;\n", st.Name, st.Reducer, k.exprDoc(st.Expr), A, s, st.Reducer.CIdentity(st.Compute))
 		b.WriteString(forEach(fmt.Sprintf("          acc%[1]d = combine%[1]d()(acc%[1]d, (%[2]s)(%[3]s));\n", s, A, e), st.Expr))
 		fmt.Fprintf(&b, "    acc%d = block_allreduce(acc%[1]d, combine%[1]d());\n", s)
 		if k.Split {
@@ -428,7 +430,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) %s_final(
 	if err != nil {
 		return "", fmt.Errorf("row kernel %s: root: %w", k.Label, err)
 	}
-	fmt.Fprintf(&b, "    // the root, per element: %s\n", k.Expr)
+	fmt.Fprintf(&b, "    // the root, per element: %s\n", k.exprDoc(k.Expr))
 	if k.Vec == 4 {
 		fmt.Fprintf(&b, "    %s* orow = out + row * R;\n", outType)
 		body := fmt.Sprintf("          r.v[v] = %s;\n", storeC(e, outKind, k.Out))
@@ -466,4 +468,18 @@ func uses(e *ir.Expr, i int) bool {
 		return false
 	}
 	return walk(e)
+}
+
+var argName = regexp.MustCompile(`\bx(\d+)\b`)
+
+// exprDoc prints e for a comment, naming arguments as the kernel's code
+// does: x<i> for input i, rv<k> for stage k's value.
+func (k *RowKernel) exprDoc(e *ir.Expr) string {
+	return argName.ReplaceAllStringFunc(e.String(), func(m string) string {
+		i, _ := strconv.Atoi(m[1:])
+		if i >= len(k.Inputs) {
+			return fmt.Sprintf("rv%d", i-len(k.Inputs))
+		}
+		return m
+	})
 }
