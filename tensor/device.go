@@ -113,6 +113,11 @@ func gpuFor(d Device) (*gpu, error) {
 		}
 		gi.g = &gpu{dev: dev, stream: s, alloc: dev.Allocator()}
 		gi.g.args.New = func() any { return new(cuda.Args) }
+		// Creating the cuBLAS handle takes tens of milliseconds: start it
+		// now, in the background, so it does not fall on the first matrix
+		// product (a service's first request). A failure is reported by
+		// the first product that needs it.
+		go dev.BLAS()
 	})
 	return gi.g, gi.err
 }
