@@ -588,7 +588,7 @@ func compileCached(dev *cuda.Device, name, src string) (*cuda.CompileResult, err
 	}
 	key := kcache.KernelSpec{Source: src, Name: name, CodegenVersion: kernelCodegenVersion,
 		NVRTCVersion: fmt.Sprintf("%d.%d", major, minor), Arch: fmt.Sprintf("sm_%d%d", dev.Major, dev.Minor)}.Key()
-	e, err := kcache.Default().GetOrCompute(key, func() (kcache.Entry, error) {
+	e, err := artifactCache().GetOrCompute(key, func() (kcache.Entry, error) {
 		res, err := cuda.Compile(src, name+".cu", dev)
 		if err != nil {
 			return kcache.Entry{}, err

@@ -4,12 +4,14 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 
 	"gocompile/fuse"
 	"gocompile/inductor"
 	"gocompile/ir"
+	"gocompile/kcache"
 )
 
 // The "inductor" backend runs a graph as fusion regions (package fuse):
@@ -51,11 +53,10 @@ type inductorStep struct {
 }
 
 func newInductorProgram(g *ir.Graph) (Program, error) {
-	regions, err := fuse.Partition(g)
+	regions, err := partition(g)
 	if err != nil {
 		return nil, err
 	}
-	regions = fuse.Horizontal(regions)
 	p := &inductorProgram{g: g, index: make(map[*ir.Node]int, len(g.Nodes))}
 	for i, n := range g.Nodes {
 		p.index[n] = i
@@ -246,4 +247,45 @@ func (p *inductorProgram) runFused(s inductorStep, args []ir.Value, dst func(Dev
 // buffer it is given: generated kernels do; eager ops allocate their own.
 func plannable(r *fuse.Region) bool {
 	return r.Group != nil || r.Row != nil || (r.Fused() && len(r.Nodes) > 1)
+}
+
+// artifactCache is where compiled artifacts are kept: the fusion layouts
+// of compiled graphs and the GPU kernels (compileCached). Tests point it
+// elsewhere.
+var artifactCache = kcache.Default
+
+// layoutVersion versions the fusion decisions a cached layout records:
+// bump it when Partition or Horizontal would decide differently.
+const layoutVersion = "1"
+
+// partition splits g into regions and groups them, or rebuilds the
+// regions a previous compile of the same graph (in this process or an
+// earlier one) recorded in the program cache, skipping the search.
+func partition(g *ir.Graph) ([]*fuse.Region, error) {
+	var shapes strings.Builder
+	for _, n := range g.Nodes {
+		fmt.Fprintln(&shapes, n.Shape)
+	}
+	key := kcache.ProgramSpec{Kind: "gocompile/fuse.Layout", Graph: g.Key(), Guards: []string{shapes.String()},
+		Version: layoutVersion}.Key()
+	c := artifactCache()
+	if e, ok := c.Get(key); ok && e.Program != nil {
+		var l fuse.Layout
+		if _, err := l.UnmarshalMsg(e.Program.Payload); err == nil {
+			if regions, err := l.Rebuild(g); err == nil {
+				return regions, nil
+			} else if logOn("cache") {
+				slog.Info("gocompile: cached fusion layout does not fit; partitioning again", "err", err)
+			}
+		}
+	}
+	regions, err := fuse.Partition(g)
+	if err != nil {
+		return nil, err
+	}
+	regions = fuse.Horizontal(regions)
+	if b, err := fuse.NewLayout(g, regions).MarshalMsg(nil); err == nil {
+		c.Put(key, kcache.Entry{Program: &kcache.Program{Kind: "gocompile/fuse.Layout", Payload: b}})
+	}
+	return regions, nil
 }

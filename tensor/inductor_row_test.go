@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"gocompile/ir"
+	"gocompile/kcache"
 )
 
 // Row references: plain float64 loops over rows of r values.
@@ -324,4 +325,31 @@ func captureBackend(name string) **inductorProgram {
 		return p, err
 	}))
 	return &prog
+}
+
+// A compile in a new process (here: a new cache on the same directory)
+// rebuilds its fusion regions from the layout an earlier one stored,
+// instead of partitioning again, and computes the same values.
+func TestInductorLayoutFromCache(t *testing.T) {
+	dir := t.TempDir()
+	defer func(old func() *kcache.Cache) { artifactCache = old }(artifactCache)
+	f := func(x, w *Tensor) (*Tensor, *Tensor) {
+		return x.LayerNorm([]int{33}, w, nil, 1e-5).GELU(), x.Exp()
+	}
+	x, w := Randn(1, Float32, 5, 33), Randn(2, Float32, 33)
+	var first, second *kcache.Cache
+	for i, c := range []**kcache.Cache{&first, &second} {
+		*c = kcache.Open(dir)
+		artifactCache = func() *kcache.Cache { return *c }
+		a, b := Compile(f)(x, w)
+		ea, eb := f(x, w)
+		nearValues(t, fmt.Sprint("layer norm, process ", i), a, ea)
+		nearValues(t, fmt.Sprint("exp, process ", i), b, eb)
+	}
+	if s := first.Stats(); s.Writes == 0 {
+		t.Fatalf("the first process stored no layout: %+v", s)
+	}
+	if s := second.Stats(); s.DiskHits == 0 || s.Writes != 0 {
+		t.Fatalf("the second process did not reuse the layout: %+v", s)
+	}
 }
