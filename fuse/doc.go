@@ -9,9 +9,12 @@
 //     inside the region, they have the region's shape and device, and
 //     their values would survive a store and reload exactly (float32,
 //     float64, int64 and bool intermediates; float16, bfloat16 and int32
-//     ones stay materialised). The region's value is one expression over
-//     the registry's primitives (Region.Expr), which CPU block loops and the
-//     CUDA code generator both run.
+//     ones stay materialised). A producer read through one view that only
+//     re-indexes (transpose, permute, squeeze, unsqueeze, slice) fuses too:
+//     the kernel reads the producer's inputs through that view (Input.Views),
+//     so nothing is copied or materialised. The region's value is one
+//     expression over the registry's primitives (Region.Expr), which CPU
+//     block loops and the CUDA code generator both run.
 //   - Row regions (reduction fusion): reductions over the last dim together
 //     with their pointwise prologue and epilogue: softmax, log-softmax,
 //     layer norm, RMS norm, means and variances over the last dim. See Row.

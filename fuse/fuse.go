@@ -28,10 +28,32 @@ type Region struct {
 	Group []*Region
 }
 
-// Input is one value a fused region reads.
+// Input is one value a fused region reads. When Views is set, the region
+// reads it through views of a producer it fused: the value broadcast to
+// the shape of the views' operand, then each view applied in order.
 type Input struct {
-	Node *ir.Node
-	Kind ir.Kind
+	Node  *ir.Node
+	Kind  ir.Kind
+	Views *ViewChain
+}
+
+// ViewChain is the view ops (transpose, permute, squeeze, unsqueeze,
+// slice) between a fused producer and its reader, in the order they apply:
+// today one view.
+type ViewChain struct {
+	Views []*ir.Node
+}
+
+// fusibleView reports whether a fused region may read a producer through
+// view n: views that only re-index elements (an expand would make the
+// kernel recompute the producer for every copy; a reshape need not be a
+// strided view of an arbitrary input).
+func fusibleView(n *ir.Node) bool {
+	switch n.Op {
+	case ir.OpTranspose, ir.OpPermute, ir.OpSqueeze, ir.OpUnsqueeze, ir.OpSlice:
+		return true
+	}
+	return false
 }
 
 // Fused reports whether the region runs as one generated pointwise kernel.
@@ -108,8 +130,27 @@ func Partition(g *ir.Graph) ([]*Region, error) {
 		members := map[*ir.Node]bool{n: true}
 		full, isRow := p.rowMembers(n, members)
 		if !isRow && n.Op.Kind == ir.Pointwise {
-			p.absorb(members, func(q *ir.Node) bool { return p.pointwiseAbsorbable(q, n) })
+			// First through views; if the views cannot be composed (a
+			// value read through two different views), without them.
+			p.absorb(members, func(q *ir.Node) bool { return p.pointwiseAbsorbable(q, n, true) })
+			// A view is fused only with the producer it views: a view of
+			// an input or of another region's value stays a view.
+			for changed := true; changed; {
+				changed = false
+				for m := range members {
+					if a, ok := m.Args[0].(*ir.Node); m.Op.Kind == ir.View && (!ok || !members[a]) {
+						delete(members, m)
+						changed = true
+					}
+				}
+			}
+			if err := r.buildFrom(g, members); err != nil {
+				*r = Region{Root: n}
+				members = map[*ir.Node]bool{n: true}
+				p.absorb(members, func(q *ir.Node) bool { return p.pointwiseAbsorbable(q, n, false) })
+			}
 		}
+		*r = Region{Root: n}
 		for m := range members {
 			p.region[m] = r
 		}
@@ -167,8 +208,37 @@ func (p *partitioner) absorb(members map[*ir.Node]bool, ok func(*ir.Node) bool) 
 	}
 }
 
-func (p *partitioner) pointwiseAbsorbable(q, root *ir.Node) bool {
-	return q.Op.Kind == ir.Pointwise && q.Device == root.Device && ir.SameShape(q.Shape, root.Shape) && exactIntermediate(q.DType)
+// pointwiseAbsorbable reports whether a pointwise region rooted at root
+// may fuse q: a pointwise op of the root's shape; or, with views, a
+// pointwise op or fusible view every reader of which reads it whole, at
+// its own shape or through a view (so the kernel computes each of its
+// elements once).
+func (p *partitioner) pointwiseAbsorbable(q, root *ir.Node, views bool) bool {
+	if q.Device != root.Device || !exactIntermediate(q.DType) {
+		return false
+	}
+	if !views {
+		return q.Op.Kind == ir.Pointwise && ir.SameShape(q.Shape, root.Shape)
+	}
+	if q.Op.Kind != ir.Pointwise && !fusibleView(q) {
+		return false
+	}
+	for _, u := range p.users[q] {
+		if u.Op.Kind != ir.View && !ir.SameShape(u.Shape, q.Shape) {
+			return false
+		}
+	}
+	return true
+}
+
+// buildFrom sets r's nodes to members (in g's order) and builds it.
+func (r *Region) buildFrom(g *ir.Graph, members map[*ir.Node]bool) error {
+	for _, m := range g.Nodes {
+		if members[m] {
+			r.Nodes = append(r.Nodes, m)
+		}
+	}
+	return r.build()
 }
 
 // build composes the region's expressions from its nodes' registry
@@ -179,6 +249,10 @@ func (r *Region) build() error {
 	for _, n := range r.Nodes {
 		members[n] = true
 	}
+	chains, err := r.viewChains(members)
+	if err != nil {
+		return err
+	}
 	inputIndex := map[Input]int{}
 	type value struct {
 		e    *ir.Expr
@@ -187,6 +261,10 @@ func (r *Region) build() error {
 	vals := map[*ir.Node]value{}
 	var stageArgs []*ir.Expr // stage k's value: Arg(len(Inputs)+k), numbered at the end
 	for _, n := range r.Nodes {
+		if n.Op.Kind == ir.View { // a fused view re-indexes its operand's leaves
+			vals[n] = vals[n.Args[0].(*ir.Node)]
+			continue
+		}
 		compute, kinds, err := operandKinds(n)
 		if err != nil {
 			return err
@@ -208,7 +286,7 @@ func (r *Region) build() error {
 					args[i] = e
 					continue
 				}
-				in := Input{Node: a, Kind: kinds[i]}
+				in := Input{Node: a, Kind: kinds[i], Views: chains[n]}
 				k, ok := inputIndex[in]
 				if !ok {
 					k = len(r.Inputs)
@@ -313,4 +391,43 @@ func substitute(e *ir.Expr, args []*ir.Expr, params []float64, memo map[*ir.Expr
 	}
 	memo[e] = out
 	return out
+}
+
+// viewChains gives each member read through fused views the chain of
+// views between it and the root, or an error when a member is read
+// through two different chains (one kernel cannot index it both ways).
+func (r *Region) viewChains(members map[*ir.Node]bool) (map[*ir.Node]*ViewChain, error) {
+	chains := map[*ir.Node]*ViewChain{}
+	byFirst := map[*ir.Node]*ViewChain{} // one chain per first view
+	decided := map[*ir.Node]bool{r.Root: true}
+	for i := len(r.Nodes) - 1; i >= 0; i-- { // readers before what they read
+		u := r.Nodes[i]
+		if !decided[u] {
+			return nil, fmt.Errorf("fuse: %s is not read inside its region", u.Name())
+		}
+		for _, a := range u.Args {
+			n, ok := a.(*ir.Node)
+			if !ok || n == nil || !members[n] {
+				continue
+			}
+			c := chains[u]
+			if u.Op.Kind == ir.View {
+				// One view between a producer and the root's scope: the
+				// kernel then finds the producer's shape from its inputs.
+				if chains[u] != nil {
+					return nil, fmt.Errorf("fuse: %s is read through nested views", n.Name())
+				}
+				c = byFirst[u]
+				if c == nil {
+					c = &ViewChain{Views: []*ir.Node{u}}
+					byFirst[u] = c
+				}
+			}
+			if decided[n] && chains[n] != c {
+				return nil, fmt.Errorf("fuse: %s is read through different views", n.Name())
+			}
+			chains[n], decided[n] = c, true
+		}
+	}
+	return chains, nil
 }

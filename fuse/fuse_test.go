@@ -96,6 +96,24 @@ func TestPartition(t *testing.T) {
 			e := call(t, g, ir.OpExp, ir.Attrs{}, y)
 			return []*ir.Node{call(t, g, ir.OpAdd, ir.Attrs{}, x, e)}
 		}, "fused exp -> v2; fused add -> v3"},
+		{"a producer fuses through a transpose", func(g *ir.Graph) []*ir.Node {
+			x := g.Input([]int{4, 8}, ir.Float32, ir.CPU, "")
+			e := call(t, g, ir.OpExp, ir.Attrs{}, x)
+			tr := call(t, g, ir.OpTranspose, ir.Attrs{Dim: 0, Dim2: 1}, e)
+			return []*ir.Node{call(t, g, ir.OpAdd, ir.Attrs{}, tr, ir.ScalarOf(1))}
+		}, "fused exp+transpose+add -> v3"},
+		{"an expand stays a view: fusing it would recompute", func(g *ir.Graph) []*ir.Node {
+			x := g.Input([]int{1, 8}, ir.Float32, ir.CPU, "")
+			e := call(t, g, ir.OpExp, ir.Attrs{}, x)
+			ex := call(t, g, ir.OpExpand, ir.Attrs{Dims: []int{4, 8}}, e)
+			return []*ir.Node{call(t, g, ir.OpAdd, ir.Attrs{}, ex, ir.ScalarOf(1))}
+		}, "fused exp -> v1; v2 (expand); fused add -> v3"},
+		{"a value read directly and through a view is materialised", func(g *ir.Graph) []*ir.Node {
+			x := g.Input([]int{4, 4}, ir.Float32, ir.CPU, "")
+			e := call(t, g, ir.OpExp, ir.Attrs{}, x)
+			tr := call(t, g, ir.OpTranspose, ir.Attrs{Dim: 0, Dim2: 1}, e)
+			return []*ir.Node{call(t, g, ir.OpAdd, ir.Attrs{}, tr, e)}
+		}, "fused exp -> v1; v2 (transpose); fused add -> v3"},
 		{"a shared producer joins when all users do", func(g *ir.Graph) []*ir.Node {
 			x := g.Input([]int{5}, ir.Float32, ir.CPU, "")
 			e := call(t, g, ir.OpExp, ir.Attrs{}, x)

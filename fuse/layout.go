@@ -173,7 +173,7 @@ func rebuildRegion(nodes func([]int32) ([]*ir.Node, error), idx []int32, kind ui
 		}
 	case layoutPointwise:
 		for _, n := range ns {
-			if n.Op.Kind != ir.Pointwise {
+			if n.Op.Kind != ir.Pointwise && !fusibleView(n) {
 				return nil, fmt.Errorf("fuse: layout fuses %s (%s) as pointwise", n.Name(), n.Op.Name)
 			}
 		}

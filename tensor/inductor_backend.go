@@ -167,6 +167,7 @@ func (p *inductorProgram) Run(inputs []*Tensor) (outs []*Tensor) {
 			for j, a := range s.args {
 				args[j] = vals[a]
 			}
+			args = viewInputs(s.group.inputs, args)
 			res := s.group.run(args, func(m int, dev Device, shape []int) *Tensor {
 				if slot := s.groupSlots[m]; slot >= 0 {
 					return a.tensor(slot, dev, s.r.Group[m].Root.DType, shape)
@@ -190,9 +191,14 @@ func (p *inductorProgram) Run(inputs []*Tensor) (outs []*Tensor) {
 			vals[s.root] = runNode(n, n.Attrs, nodeArgs(n, vals, p.index))
 			continue
 		}
-		args := make([]ir.Value, len(s.args))
+		ins := make([]*Tensor, len(s.args))
 		for j, a := range s.args {
-			args[j] = vals[a]
+			ins[j] = vals[a]
+		}
+		ins = viewInputs(s.r.Inputs, ins)
+		args := make([]ir.Value, len(ins))
+		for j, t := range ins {
+			args[j] = t
 		}
 		vals[s.root] = p.runFused(s, args, p.dst(a, s))
 	}
@@ -288,4 +294,48 @@ func partition(g *ir.Graph) ([]*fuse.Region, error) {
 		c.Put(key, kcache.Entry{Program: &kcache.Program{Kind: "gocompile/fuse.Layout", Payload: b}})
 	}
 	return regions, nil
+}
+
+// viewInputs gives the tensors a fused kernel reads for its inputs: each
+// input a region reads through fused views (fuse.Input.Views) as that
+// view of itself, broadcast to the shape the views start from (the shape
+// of the fused producer, which all inputs read through one chain
+// broadcast to). Views only re-stride, so nothing is copied.
+func viewInputs(inputs []fuse.Input, ts []*Tensor) []*Tensor {
+	var out []*Tensor
+	bases := map[*fuse.ViewChain][]int{}
+	for i, in := range inputs {
+		if in.Views == nil {
+			continue
+		}
+		if out == nil {
+			out = append([]*Tensor(nil), ts...)
+		}
+		base, ok := bases[in.Views]
+		if !ok {
+			var shapes [][]int
+			for j, other := range inputs {
+				if other.Views == in.Views {
+					shapes = append(shapes, ts[j].shape)
+				}
+			}
+			var err error
+			base, err = ir.Broadcast(in.Views.Views[0].Op.Title, shapes...)
+			check(err, in.Views.Views[0].Op.Title, ts[i])
+			bases[in.Views] = base
+		}
+		t := ts[i]
+		l := ir.Layout{Shape: base, Strides: ir.BroadcastStrides(t.shape, t.strides, base), Offset: t.offset}
+		for _, v := range in.Views.Views {
+			a := v.Attrs
+			var err error
+			l, err = v.Op.View(l, &a)
+			check(err, v.Op.Title, t)
+		}
+		out[i] = t.withLayout(l)
+	}
+	if out == nil {
+		return ts
+	}
+	return out
 }

@@ -353,3 +353,34 @@ func TestInductorLayoutFromCache(t *testing.T) {
 		t.Fatalf("the second process did not reuse the layout: %+v", s)
 	}
 }
+
+// A pointwise producer read through a transpose, permute, slice, squeeze
+// or unsqueeze fuses into its reader: one kernel that reads the producer's
+// inputs through the view, with no intermediate and no copy. (One view at
+// a time: a value behind two views in a row stays materialised.)
+func TestInductorFusesThroughViews(t *testing.T) {
+	prog := captureBackend("inductor-views")
+	cases := map[string]func(x, y *Tensor) *Tensor{
+		"transpose": func(x, y *Tensor) *Tensor { return x.Exp().Mul(y).T().AddScalar(1).Sigmoid() },
+		"permute":   func(x, y *Tensor) *Tensor { return x.Cos().Permute(1, 0).MulScalar(3) },
+		"unsqueeze": func(x, y *Tensor) *Tensor { return x.Sin().Unsqueeze(1).Neg().Squeeze(1) },
+		"slice":     func(x, y *Tensor) *Tensor { return x.Mul(y).Tanh().Slice(1, 1, 1000, 3).MulScalar(2) },
+	}
+	for name, f := range cases {
+		for _, sz := range [][2]int{{1, 3}, {3, 1023}, {5, 4097}} {
+			x := Randn(1, Float32, sz[0], sz[1])
+			y := Randn(2, Float32, sz[1]) // broadcast, read through the view too
+			got, want := Compile(f, WithBackend("inductor-views"))(x, y), f(x, y)
+			nearValues(t, fmt.Sprint(name, sz), got, want)
+			kernels := 0
+			for _, s := range (*prog).steps {
+				if s.r.Root.Op.Kind != ir.View {
+					kernels++
+				}
+			}
+			if kernels != 1 {
+				t.Errorf("%s %v: %d kernels, want 1", name, sz, kernels)
+			}
+		}
+	}
+}
