@@ -39,7 +39,7 @@ type Input struct {
 
 // ViewChain is the view ops (transpose, permute, squeeze, unsqueeze,
 // slice) between a fused producer and its reader, in the order they apply:
-// today one view.
+// one view, or views in a row with nothing else read between them.
 type ViewChain struct {
 	Views []*ir.Node
 }
@@ -399,6 +399,7 @@ func substitute(e *ir.Expr, args []*ir.Expr, params []float64, memo map[*ir.Expr
 func (r *Region) viewChains(members map[*ir.Node]bool) (map[*ir.Node]*ViewChain, error) {
 	chains := map[*ir.Node]*ViewChain{}
 	byFirst := map[*ir.Node]*ViewChain{} // one chain per first view
+	extended := map[*ViewChain]bool{}    // chains a view in a row continues
 	decided := map[*ir.Node]bool{r.Root: true}
 	for i := len(r.Nodes) - 1; i >= 0; i-- { // readers before what they read
 		u := r.Nodes[i]
@@ -412,14 +413,13 @@ func (r *Region) viewChains(members map[*ir.Node]bool) (map[*ir.Node]*ViewChain,
 			}
 			c := chains[u]
 			if u.Op.Kind == ir.View {
-				// One view between a producer and the root's scope: the
-				// kernel then finds the producer's shape from its inputs.
-				if chains[u] != nil {
-					return nil, fmt.Errorf("fuse: %s is read through nested views", n.Name())
-				}
 				c = byFirst[u]
 				if c == nil {
 					c = &ViewChain{Views: []*ir.Node{u}}
+					if outer := chains[u]; outer != nil { // views in a row
+						c.Views = append(c.Views, outer.Views...)
+						extended[outer] = true
+					}
 					byFirst[u] = c
 				}
 			}
@@ -427,6 +427,18 @@ func (r *Region) viewChains(members map[*ir.Node]bool) (map[*ir.Node]*ViewChain,
 				return nil, fmt.Errorf("fuse: %s is read through different views", n.Name())
 			}
 			chains[n], decided[n] = c, true
+		}
+	}
+	// A chain continued by a view in a row must hold nothing but that view:
+	// the kernel finds the shape a chain starts from from the inputs read
+	// through it, so no level between two views may read anything else.
+	count := map[*ViewChain]int{}
+	for _, c := range chains {
+		count[c]++
+	}
+	for c := range extended {
+		if count[c] != 1 {
+			return nil, fmt.Errorf("fuse: values are read between views %v", c.Views[0].Name())
 		}
 	}
 	return chains, nil

@@ -102,6 +102,13 @@ func TestPartition(t *testing.T) {
 			tr := call(t, g, ir.OpTranspose, ir.Attrs{Dim: 0, Dim2: 1}, e)
 			return []*ir.Node{call(t, g, ir.OpAdd, ir.Attrs{}, tr, ir.ScalarOf(1))}
 		}, "fused exp+transpose+add -> v3"},
+		{"views in a row fuse", func(g *ir.Graph) []*ir.Node {
+			x := g.Input([]int{4, 8}, ir.Float32, ir.CPU, "")
+			e := call(t, g, ir.OpExp, ir.Attrs{}, x)
+			u := call(t, g, ir.OpUnsqueeze, ir.Attrs{Dim: 0}, e)
+			p := call(t, g, ir.OpPermute, ir.Attrs{Dims: []int{2, 0, 1}}, u)
+			return []*ir.Node{call(t, g, ir.OpNeg, ir.Attrs{}, p)}
+		}, "fused exp+unsqueeze+permute+neg -> v4"},
 		{"an expand stays a view: fusing it would recompute", func(g *ir.Graph) []*ir.Node {
 			x := g.Input([]int{1, 8}, ir.Float32, ir.CPU, "")
 			e := call(t, g, ir.OpExp, ir.Attrs{}, x)

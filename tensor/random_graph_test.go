@@ -896,14 +896,26 @@ var rgUnaryOps = []struct {
 	{text: "$0.Sin()", fn: (*Tensor).Sin, lip: 1},
 	{text: "$0.Cos()", fn: (*Tensor).Cos, lip: 1},
 	{text: "$0.Erf()", fn: (*Tensor).Erf, lip: 1.2},
-	{text: "$0.GELU()", fn: (*Tensor).GELU, lip: 1.2, float: true},
-	{text: "$0.GELUTanh()", fn: (*Tensor).GELUTanh, lip: 1.2, float: true},
+	{text: "$0.GELU()", fn: (*Tensor).GELU, float: true, errFun: rgGELUErr},
+	{text: "$0.GELUTanh()", fn: (*Tensor).GELUTanh, float: true, errFun: rgGELUErr},
 	{text: "$0.SiLU()", fn: (*Tensor).SiLU, lip: 1.2, float: true},
 	{text: "$0.ReLU()", fn: (*Tensor).ReLU, lip: 1, exact: true},
 	{text: "$0.Neg()", fn: (*Tensor).Neg, lip: 1, exact: true},
 	{text: "$0.Abs()", fn: (*Tensor).Abs, lip: 1, exact: true},
 	{text: "$0.Abs().AddScalar(0.25).Sqrt()", fn: func(x *Tensor) *Tensor { return x.Abs().AddScalar(0.25).Sqrt() }, lip: 1},
 	{text: "$0.Abs().AddScalar(1).Rsqrt()", fn: func(x *Tensor) *Tensor { return x.Abs().AddScalar(1).Rsqrt() }, lip: 0.5},
+}
+
+// rgGELUErr is GELU's error: its Lipschitz constant times its operand's,
+// plus, for values computed in float32 (FastMath in fused CPU code), the
+// cancellation of 1 + erf(x) (or 1 + tanh(…)) at negative x, which
+// ir.FastMath bounds by |x|·2^-24 (allowed twice over).
+func rgGELUErr(a []*Tensor, e, m []float64) float64 {
+	err := 1.2 * e[0]
+	if dt := a[0].DType(); dt == Float32 || dt == Float16 || dt == BFloat16 {
+		err += m[0] * 0x1p-23
+	}
+	return err
 }
 
 func (s *rgGen) unaryOp() *rgStep {
