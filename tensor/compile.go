@@ -636,14 +636,9 @@ func (p *eagerProgram) Run(inputs []*Tensor) []*Tensor { return p.runWith(inputs
 
 // runWith runs the graph with the call's dynamic scalars in their slots.
 func (p *eagerProgram) runWith(inputs []*Tensor, scalars []float64) []*Tensor {
-	vals := make([]*Tensor, len(p.g.Nodes))
+	vals := bindLeaves(p.g, inputs)
 	for i, n := range p.g.Nodes {
-		switch n.Kind {
-		case ir.InputNode:
-			vals[i] = inputs[n.Index]
-		case ir.ConstNode:
-			vals[i] = n.Value.(*Tensor)
-		default:
+		if n.Kind == ir.CallNode {
 			args := nodeArgs(n, vals, p.index)
 			attrs := n.Attrs
 			if slots := p.slots[i]; slots != nil {
@@ -652,9 +647,29 @@ func (p *eagerProgram) runWith(inputs []*Tensor, scalars []float64) []*Tensor {
 			vals[i] = runNode(n, attrs, args)
 		}
 	}
-	out := make([]*Tensor, len(p.g.Outputs))
-	for i, n := range p.g.Outputs {
-		out[i] = vals[p.index[n]]
+	return outputsOf(p.g, p.index, vals)
+}
+
+// bindLeaves gives a graph's values by node index with its inputs and
+// constants filled in, ready for a program to compute the rest.
+func bindLeaves(g *ir.Graph, inputs []*Tensor) []*Tensor {
+	vals := make([]*Tensor, len(g.Nodes))
+	for i, n := range g.Nodes {
+		switch n.Kind {
+		case ir.InputNode:
+			vals[i] = inputs[n.Index]
+		case ir.ConstNode:
+			vals[i] = n.Value.(*Tensor)
+		}
+	}
+	return vals
+}
+
+// outputsOf picks a graph's outputs from its values.
+func outputsOf(g *ir.Graph, index map[*ir.Node]int, vals []*Tensor) []*Tensor {
+	out := make([]*Tensor, len(g.Outputs))
+	for i, n := range g.Outputs {
+		out[i] = vals[index[n]]
 	}
 	return out
 }

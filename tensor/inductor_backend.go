@@ -2,14 +2,12 @@ package tensor
 
 import (
 	"fmt"
-	"hash/fnv"
 	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
 
 	"gocompile/fuse"
-	"gocompile/inductor"
 	"gocompile/ir"
 	"gocompile/kcache"
 )
@@ -37,19 +35,15 @@ type inductorProgram struct {
 }
 
 type inductorStep struct {
-	r     *fuse.Region
-	root  int
-	args  []int     // node indices of a fused region's inputs
-	kinds []ir.Kind // the kind each input is loaded in
-	blk   *ir.Block // the CPU program of a fused region
-	label string    // a fused region's kernel label
-	row   *rowStep  // a row region
-	slot  int       // the buffer of the plan the step writes, or -1
-	// A horizontal group: its runner, and per member the node index and
-	// planned buffer (or -1) of its value.
-	group      *groupStep
-	roots      []int
-	groupSlots []int
+	r    *fuse.Region
+	args []int // node indices of the values a generated kernel reads
+	// Per member of the region (one, or a horizontal group's): the node
+	// index of its value and its planned buffer (-1: none).
+	roots, slots []int
+	// How the step runs: a pointwise region or horizontal group as one
+	// kernel, a row region, or (neither) a node with its eager kernel.
+	group *groupStep
+	row   *rowStep
 }
 
 func newInductorProgram(g *ir.Graph) (Program, error) {
@@ -61,64 +55,41 @@ func newInductorProgram(g *ir.Graph) (Program, error) {
 	for i, n := range g.Nodes {
 		p.index[n] = i
 	}
+	p.plan = fuse.PlanBuffers(g, regions, plannable)
+	p.arenas.plan = p.plan
 	for _, r := range regions {
-		s := inductorStep{r: r, root: p.index[r.Root]}
-		if r.Group != nil {
-			if s.group, err = newGroupStep(r); err != nil {
-				return nil, err
-			}
-			for _, in := range s.group.inputs {
-				s.args = append(s.args, p.index[in.Node])
-			}
-			for _, m := range r.Group {
-				s.roots = append(s.roots, p.index[m.Root])
-			}
-		} else if r.Row != nil {
-			for _, in := range r.Inputs {
-				s.args = append(s.args, p.index[in.Node])
-			}
+		s := inductorStep{r: r}
+		var inputs []fuse.Input
+		switch {
+		case r.Row != nil:
 			if s.row, err = newRowStep(r, compileFused); err != nil {
 				return nil, err
 			}
-		} else if r.Fused() && len(r.Nodes) > 1 {
-			for _, in := range r.Inputs {
-				s.args = append(s.args, p.index[in.Node])
-				s.kinds = append(s.kinds, in.Kind)
+			inputs = r.Inputs
+		case plannable(r): // a group, or a fused pointwise region of several nodes
+			if s.group, err = newGroupStep(r); err != nil {
+				return nil, err
 			}
-			if s.blk, err = compileFused(r.Expr, s.kinds, r.Compute); err != nil {
-				return nil, fmt.Errorf("region %v: %w", r, err)
-			}
-			h := fnv.New64a()
-			fmt.Fprint(h, r.Expr.String())
-			s.label = fmt.Sprintf("fused%d_%x", len(r.Nodes), h.Sum64()>>32)
+			inputs = s.group.inputs
 		}
-		p.steps = append(p.steps, s)
-	}
-	p.plan = fuse.PlanBuffers(g, regions, plannable)
-	p.arenas.plan = p.plan
-	for i, s := range p.steps {
-		p.steps[i].slot = -1
-		if slot, ok := p.plan.Slot[s.r.Root]; ok {
-			p.steps[i].slot = slot
+		for _, in := range inputs {
+			s.args = append(s.args, p.index[in.Node])
 		}
-		for _, m := range s.r.Members() {
+		for _, m := range r.Members() {
 			slot, ok := p.plan.Slot[m.Root]
 			if !ok {
 				slot = -1
 			}
-			p.steps[i].groupSlots = append(p.steps[i].groupSlots, slot)
+			s.roots = append(s.roots, p.index[m.Root])
+			s.slots = append(s.slots, slot)
 		}
+		p.steps = append(p.steps, s)
 	}
 	if logOn("fusion") {
 		slog.Info("gocompile: buffer plan", "regions", len(regions), "plan", p.plan.String())
 		for _, s := range p.steps {
-			switch {
-			case s.group != nil:
-				slog.Info("gocompile: fusion", "region", s.r.String(), "nodes", s.r.Describe(), "kernel", "horizontal")
-			case s.row != nil:
-				slog.Info("gocompile: fusion", "region", s.r.String(), "nodes", s.r.Describe(), "kernel", "row")
-			case s.blk != nil:
-				slog.Info("gocompile: fusion", "region", s.r.String(), "nodes", s.r.Describe(), "expr", s.r.Expr.String())
+			if s.group != nil || s.row != nil {
+				slog.Info("gocompile: fusion", "region", s.r.String(), "nodes", s.r.Describe())
 			}
 		}
 	}
@@ -149,104 +120,38 @@ func (p *inductorProgram) Run(inputs []*Tensor) (outs []*Tensor) {
 			outs = p.eager.Load().Run(inputs)
 		}
 	}()
-	vals := make([]*Tensor, len(p.g.Nodes))
-	for i, n := range p.g.Nodes {
-		switch n.Kind {
-		case ir.InputNode:
-			vals[i] = inputs[n.Index]
-		case ir.ConstNode:
-			vals[i] = n.Value.(*Tensor)
-		}
-	}
+	vals := bindLeaves(p.g, inputs)
 	a := p.arenas.get()
 	defer p.arenas.put(a)
 	for _, s := range p.steps {
-		n := s.r.Root
-		if s.group != nil {
-			args := make([]*Tensor, len(s.args))
-			for j, a := range s.args {
-				args[j] = vals[a]
-			}
-			args = viewInputs(s.group.inputs, args)
-			res := s.group.run(args, func(m int, dev Device, shape []int) *Tensor {
-				if slot := s.groupSlots[m]; slot >= 0 {
-					return a.tensor(slot, dev, s.r.Group[m].Root.DType, shape)
-				}
-				return nil
-			})
-			for m, t := range res {
-				vals[s.roots[m]] = t
-			}
+		if s.group == nil && s.row == nil { // a node of its own: the eager kernel
+			n := s.r.Root
+			vals[s.roots[0]] = runNode(n, n.Attrs, nodeArgs(n, vals, p.index))
 			continue
+		}
+		args := make([]*Tensor, len(s.args))
+		for j, a := range s.args {
+			args[j] = vals[a]
+		}
+		// dst gives member m's planned buffer, or nil.
+		dst := func(m int, dev Device, dt DType, shape []int) *Tensor {
+			if slot := s.slots[m]; slot >= 0 {
+				return a.tensor(slot, dev, dt, shape)
+			}
+			return nil
 		}
 		if s.row != nil {
-			args := make([]*Tensor, len(s.args))
-			for j, a := range s.args {
-				args[j] = vals[a]
-			}
-			vals[s.root] = s.row.run(args, p.dst(a, s))
+			vals[s.roots[0]] = s.row.run(args, func(dev Device, shape []int) *Tensor {
+				return dst(0, dev, s.r.Root.DType, shape)
+			})
 			continue
 		}
-		if s.blk == nil { // a node of its own: the eager kernel
-			vals[s.root] = runNode(n, n.Attrs, nodeArgs(n, vals, p.index))
-			continue
+		res := s.group.run(viewInputs(s.group.inputs, args), dst)
+		for m, t := range res {
+			vals[s.roots[m]] = t
 		}
-		ins := make([]*Tensor, len(s.args))
-		for j, a := range s.args {
-			ins[j] = vals[a]
-		}
-		ins = viewInputs(s.r.Inputs, ins)
-		args := make([]ir.Value, len(ins))
-		for j, t := range ins {
-			args[j] = t
-		}
-		vals[s.root] = p.runFused(s, args, p.dst(a, s))
 	}
-	out := make([]*Tensor, len(p.g.Outputs))
-	for i, n := range p.g.Outputs {
-		out[i] = vals[p.index[n]]
-	}
-	return out
-}
-
-// dst returns, for a step whose value the plan puts in a buffer, a
-// function that gives that buffer as a tensor of the value's type and the
-// shape of the call; nil for other steps.
-func (p *inductorProgram) dst(a *arena, s inductorStep) func(dev Device, shape []int) *Tensor {
-	if s.slot < 0 {
-		return nil
-	}
-	return func(dev Device, shape []int) *Tensor { return a.tensor(s.slot, dev, s.r.Root.DType, shape) }
-}
-
-// runFused runs a fused region over its inputs, into dst's tensor when dst
-// is not nil.
-func (p *inductorProgram) runFused(s inductorStep, args []ir.Value, dst func(Device, []int) *Tensor) *Tensor {
-	n := s.r.Root
-	dev := args[0].(*Tensor).st.dev
-	checkDevices(n.Op, args)
-	// The root's shape is its inputs' broadcast shape: with dynamic dims
-	// it differs from call to call.
-	var shapes [][]int
-	for _, t := range tensorsOf(args) {
-		shapes = append(shapes, t.shape)
-	}
-	shape, err := ir.Broadcast(n.Op.Title, shapes...)
-	check(err, n.Op.Title, tensorsOf(args)...)
-	var res *Tensor
-	switch {
-	case dst != nil:
-		res = dst(dev, shape)
-	case dev != CPU:
-		res = newGPUTensor(dev, n.DType, shape)
-	default:
-		res = newTensor(n.DType, shape)
-	}
-	if dev != CPU {
-		k := &inductor.PointwiseKernel{Expr: s.r.Expr, Label: s.label, Compute: s.r.Compute, Out: n.DType}
-		return gpuKernel(k, "fused "+n.Op.Title, nil, args, s.kinds, res)
-	}
-	return runBlockInto(s.blk, args, nil, res)
+	return outputsOf(p.g, p.index, vals)
 }
 
 // plannable reports whether the backend writes the region's value into a

@@ -9,10 +9,11 @@ import (
 	"gocompile/ir"
 )
 
-// A horizontal group (fuse.Horizontal) runs as one pass over the group's
-// iteration space that reads each input once and writes every member's
-// value: on the CPU one block loop running each member's program per
-// chunk, on a GPU one kernel with an output per member.
+// A fused pointwise region, or a horizontal group of them
+// (fuse.Horizontal), runs as one pass over its iteration space that reads
+// each input once and writes every member's value: on the CPU one block
+// loop running each member's program per chunk, on a GPU one kernel with
+// an output per member.
 
 type groupStep struct {
 	r      *fuse.Region
@@ -30,7 +31,8 @@ func newGroupStep(r *fuse.Region) (*groupStep, error) {
 		s.kinds = append(s.kinds, in.Kind)
 	}
 	h := fnv.New64a()
-	for i, m := range r.Group {
+	members := r.Members()
+	for i, m := range members {
 		blk, err := compileFused(exprs[i], s.kinds, m.Compute)
 		if err != nil {
 			return nil, fmt.Errorf("region %v: %w", m, err)
@@ -41,34 +43,35 @@ func newGroupStep(r *fuse.Region) (*groupStep, error) {
 			s.kernel.Extra = append(s.kernel.Extra, inductor.ExtraOutput{Expr: exprs[i], Compute: m.Compute, Out: m.Root.DType})
 		}
 	}
-	lead := r.Group[0]
+	lead := members[0]
 	s.kernel.Expr, s.kernel.Compute, s.kernel.Out = exprs[0], lead.Compute, lead.Root.DType
-	s.kernel.Label = fmt.Sprintf("group%d_%x", len(r.Group), h.Sum64()>>32)
+	s.kernel.Label = fmt.Sprintf("fused%d_%x", len(members), h.Sum64()>>32)
 	return s, nil
 }
 
-// run computes every member's value from the group's inputs; dst gives
+// run computes every member's value from the region's inputs; dst gives
 // member m's result tensor (a planned buffer) or nil.
-func (s *groupStep) run(args []*Tensor, dst func(m int, dev Device, shape []int) *Tensor) []*Tensor {
+func (s *groupStep) run(args []*Tensor, dst func(m int, dev Device, dt DType, shape []int) *Tensor) []*Tensor {
 	vals := make([]ir.Value, len(args))
 	shapes := make([][]int, len(args))
 	for i, t := range args {
 		vals[i], shapes[i] = t, t.shape
 	}
-	lead := s.r.Group[0].Root
+	members := s.r.Members()
+	lead := members[0].Root
 	checkDevices(lead.Op, vals)
 	shape, err := ir.Broadcast(lead.Op.Title, shapes...)
 	check(err, lead.Op.Title, args...)
 	dev := args[0].st.dev
-	res := make([]*Tensor, len(s.r.Group))
-	for m, mem := range s.r.Group {
-		if res[m] = dst(m, dev, shape); res[m] == nil {
+	res := make([]*Tensor, len(members))
+	for m, mem := range members {
+		if res[m] = dst(m, dev, mem.Root.DType, shape); res[m] == nil {
 			res[m] = newOn(dev, mem.Root.DType, shape)
 		}
 	}
 	if dev != CPU {
 		k := s.kernel
-		gpuKernel(&k, "fused group", nil, vals, s.kinds, res[0], res[1:]...)
+		gpuKernel(&k, "fused "+lead.Op.Title, nil, vals, s.kinds, res[0], res[1:]...)
 		return res
 	}
 	runGroupCPU(s.blks, s.kinds, args, res)
@@ -121,7 +124,13 @@ func runGroupCPU(blks []*ir.Block, kinds []ir.Kind, args []*Tensor, res []*Tenso
 				}
 			}
 			for j, f := range frames {
-				store(res[j].st.data, res[j].dtype, s, f.Run(m, nil), blks[j].OutKind(), m)
+				out, k := res[j].dtype, blks[j].OutKind()
+				if sameKind(out, k) && blks[j].Computes() { // compute straight into the result
+					dst, _ := aliasVec(res[j].st.data, out, k, s, s+m)
+					f.Run(m, &dst)
+					continue
+				}
+				store(res[j].st.data, out, s, f.Run(m, nil), k, m)
 			}
 		}
 	})

@@ -67,13 +67,14 @@ func (s *rowStep) run(args []*Tensor, dst func(Device, []int) *Tensor) *Tensor {
 		shape = ir.ReduceShape(full, []int{len(full) - 1}, n.Attrs.KeepDim)
 	}
 	dev := args[0].st.dev
-	if R == 0 || ir.Numel(shape) == 0 {
-		return s.runNodes(args) // the eager ops' rules for empty rows
+	if R == 0 || ir.Numel(shape) == 0 || s.opByOp(args[0], ir.Numel(full[:len(full)-1]), R) {
+		return s.runNodes(args)
 	}
 	var res *Tensor
 	if dst != nil {
 		res = dst(dev, shape)
-	} else {
+	}
+	if res == nil {
 		res = newOn(dev, n.DType, shape)
 	}
 	if dev != CPU {
@@ -82,6 +83,21 @@ func (s *rowStep) run(args []*Tensor, dst func(Device, []int) *Tensor) *Tensor {
 		s.runCPU(args, full, res)
 	}
 	return res
+}
+
+// opByOp reports whether the region runs better op by op with the eager
+// kernels: empty rows (their rules are the eager ops'), and few long rows
+// that only a lone reduction can split across the cores or SMs (the eager
+// reductions split rows themselves).
+func (s *rowStep) opByOp(t *Tensor, rows, R int) bool {
+	if s.kernel.CanSplit() {
+		return false
+	}
+	if t.st.dev == CPU {
+		return rows < runtime.GOMAXPROCS(0) && R >= 2*minParallel
+	}
+	sms := t.st.gpu.g.dev.SMCount
+	return rows < sms/2 && R >= 1<<15
 }
 
 // runNodes runs the region's nodes one by one with the eager kernels.
@@ -124,14 +140,9 @@ func (s *rowStep) runCPU(args []*Tensor, full []int, res *Tensor) {
 	nIn := len(args)
 	stages := s.r.Row.Stages
 	// Fewer rows than cores, and long: a lone reduction splits each row
-	// across the cores; anything else runs op by op (the eager kernels
-	// split reductions themselves).
-	if workers := runtime.GOMAXPROCS(0); rows < workers && R >= 2*minParallel {
-		if s.kernel.CanSplit() {
-			s.splitCPU(args, outerShape, outer, inner, R, res)
-			return
-		}
-		copyInto(res, s.runNodes(args))
+	// across the cores (opByOp took the other regions).
+	if rows < runtime.GOMAXPROCS(0) && R >= 2*minParallel {
+		s.splitCPU(args, outerShape, outer, inner, R, res)
 		return
 	}
 	// A stage's value is repeated over a chunk only for the programs that
@@ -160,9 +171,11 @@ func (s *rowStep) runCPU(args []*Tensor, full []int, res *Tensor) {
 		for k, st := range stages {
 			stageVecs[k] = ir.NewVec(st.Kind, chunk)
 		}
-		one := make([]ir.Vec, len(stages))
+		one := make([]ir.Vec, len(stages)) // each stage's value
+		rounders := make([]*rounder, len(stages))
 		for k, st := range stages {
 			one[k] = ir.NewVec(st.Kind, 1)
+			rounders[k] = newRounder(st.Node.DType, st.Kind)
 		}
 		idx := make([]int, len(outerShape))
 		// bind makes f read every input at [start, start+n) of the row and
@@ -188,16 +201,14 @@ func (s *rowStep) runCPU(args []*Tensor, full []int, res *Tensor) {
 			for k, st := range stages {
 				f, blk := frames[k], s.stages[k]
 				if st.Reduce {
-					acc := st.Reducer.Init()
-					for s0 := 0; s0 < R; s0 += chunk {
-						m := min(chunk, R-s0)
+					acc := foldRange(st.Reducer, blk.OutKind(), 0, R, func(s0, m int) ir.Vec {
 						bind(f, blk, s0, m, k)
-						accumulate(st.Reducer, &acc, f.Run(m, nil), blk.OutKind(), m, s0)
-					}
-					setKind(one[k], st.Kind, roundTo(st.Node.DType, st.Reducer.ResultF(acc, R)))
+						return f.Run(m, nil)
+					})
+					rounders[k].result(st.Reducer, acc, R, one[k])
 				} else {
 					bind(f, blk, 0, 1, k)
-					setKind(one[k], st.Kind, roundTo(st.Node.DType, kindAt(f.Run(1, nil), blk.OutKind())))
+					rounders[k].value(f.Run(1, nil), blk.OutKind(), one[k])
 				}
 				if needVec[k] {
 					stageVecs[k].Fill(st.Kind, kindAt(one[k], st.Kind))
@@ -221,11 +232,9 @@ func (s *rowStep) runCPU(args []*Tensor, full []int, res *Tensor) {
 // each row split across the cores, the parts merged in order.
 func (s *rowStep) splitCPU(args []*Tensor, outerShape []int, outer [][]int, inner []int, R int, res *Tensor) {
 	st, blk := s.r.Row.Stages[0], s.stages[0]
-	workers := runtime.GOMAXPROCS(0)
-	chunk := (R + workers - 1) / workers
-	chunk = (chunk + blockSize - 1) / blockSize * blockSize
 	idx := make([]int, len(outerShape))
 	one := ir.NewVec(st.Kind, 1)
+	round := newRounder(st.Node.DType, st.Kind)
 	for row := range ir.Numel(outerShape) {
 		offsets := make([]int, len(args))
 		for i, t := range args {
@@ -234,46 +243,54 @@ func (s *rowStep) splitCPU(args []*Tensor, outerShape []int, outer [][]int, inne
 				offsets[i] += unravel(row, outerShape, outer[i], idx)
 			}
 		}
-		parts := make([]ir.Acc, (R+chunk-1)/chunk)
-		parallelRows(len(parts), 1, func(plo, phi int) {
+		acc := foldSplit(st.Reducer, st.Compute == ir.I64, R, func() func(lo, hi int) ir.Acc {
 			f := blk.NewFrame(min(blockSize, R), nil)
 			ops := make([]*operand, len(args))
 			for i, t := range args {
 				ops[i] = newOperand(t.st.data, t.dtype, []int{R}, []int{inner[i]}, offsets[i])
 			}
-			for p := plo; p < phi; p++ {
-				parts[p] = st.Reducer.Init()
-				for s0 := p * chunk; s0 < min((p+1)*chunk, R); s0 += blockSize {
-					m := min(blockSize, R-s0)
+			return func(lo, hi int) ir.Acc {
+				return foldRange(st.Reducer, blk.OutKind(), lo, hi, func(s0, m int) ir.Vec {
 					for i, o := range ops {
 						if blk.Uses(i) {
 							f.SetArg(i, o.load(s0, m, f.ArgKind(i), f.ArgBuf(i)))
 						}
 					}
-					accumulate(st.Reducer, &parts[p], f.Run(m, nil), blk.OutKind(), m, s0)
-				}
+					return f.Run(m, nil)
+				})
 			}
 		})
-		acc := st.Reducer.Init()
-		for _, p := range parts {
-			st.Reducer.Merge(&acc, p, st.Compute == ir.I64)
-		}
-		setKind(one, st.Kind, roundTo(st.Node.DType, st.Reducer.ResultF(acc, R)))
+		round.result(st.Reducer, acc, R, one)
 		store(res.st.data, res.dtype, row, one, st.Kind, 1)
 	}
 }
 
-// accumulate folds n values of v (kind k), the first at index base of the
-// row, into acc.
-func accumulate(r ir.Reducer, acc *ir.Acc, v ir.Vec, k ir.Kind, n, base int) {
-	switch k {
-	case ir.F32:
-		ir.Accumulate(r, acc, v.F32[:n], int64(base))
-	case ir.F64:
-		ir.Accumulate(r, acc, v.F64[:n], int64(base))
-	default:
-		ir.Accumulate(r, acc, v.I64[:n], int64(base))
-	}
+// rounder gives a stage's value as storing it in the stage node's dtype
+// and reading it back in the stage's kind gives (a row kernel keeps it in
+// registers, but eager code would have stored it): the storage's own
+// conversions, through a one-element cell. One per goroutine.
+type rounder struct {
+	dt   DType
+	kind ir.Kind
+	cell any
+	f    [1]float64
+}
+
+func newRounder(dt DType, k ir.Kind) *rounder {
+	return &rounder{dt: dt, kind: k, cell: allocData(dt, 1)}
+}
+
+// result rounds the floating result of a reduction over n values into v.
+func (r *rounder) result(red ir.Reducer, acc ir.Acc, n int, v ir.Vec) {
+	r.f[0] = red.ResultF(acc, n)
+	storeFrom(r.cell, r.dt, 0, r.f[:])
+	convert(v, r.kind, r.cell, r.dt, 0, 1)
+}
+
+// value rounds x[0], of kind k, into v.
+func (r *rounder) value(x ir.Vec, k ir.Kind, v ir.Vec) {
+	store(r.cell, r.dt, 0, x, k, 1)
+	convert(v, r.kind, r.cell, r.dt, 0, 1)
 }
 
 // kindAt is v[0] as a float64.
@@ -285,39 +302,6 @@ func kindAt(v ir.Vec, k ir.Kind) float64 {
 		return v.F64[0]
 	}
 	return float64(v.I64[0])
-}
-
-func setKind(v ir.Vec, k ir.Kind, x float64) {
-	switch k {
-	case ir.F32:
-		v.F32[0] = float32(x)
-	case ir.F64:
-		v.F64[0] = x
-	default:
-		v.I64[0] = int64(x)
-	}
-}
-
-// roundTo is x as storing it in dtype dt and reading it back gives.
-func roundTo(dt DType, x float64) float64 {
-	switch dt {
-	case Float32:
-		return float64(float32(x))
-	case Float16:
-		return float64(ir.F16ToF32(ir.F32ToF16(float32(x))))
-	case BFloat16:
-		return float64(ir.BF16ToF32(ir.F32ToBF16(float32(x))))
-	case Int32:
-		return float64(int32(int64(x)))
-	case Int64:
-		return float64(int64(x))
-	case Bool:
-		if x != 0 {
-			return 1
-		}
-		return 0
-	}
-	return x
 }
 
 func (s *rowStep) runGPU(args []*Tensor, full []int, res *Tensor) {
@@ -367,13 +351,9 @@ func (s *rowStep) runGPU(args []*Tensor, full []int, res *Tensor) {
 	k.Index32 = R < 1<<30
 
 	// Few long rows: a lone reduction (with its prologue) splits each row
-	// across blocks so that every SM works; anything else runs op by op
-	// (the eager reduction kernels split rows themselves).
-	if few := rows < 2*g.dev.SMCount && R >= 1<<15; few && k.CanSplit() {
+	// across blocks so that every SM works (opByOp took the other regions).
+	if rows < 2*g.dev.SMCount && R >= 1<<15 && k.CanSplit() {
 		s.splitGPU(g, &k, args, rows, R, geo, res)
-		return
-	} else if few && rows < g.dev.SMCount/2 {
-		gpuCopyInto(res, s.runNodes(args))
 		return
 	}
 	fn := g.kernel(k.Name(), k.Source)

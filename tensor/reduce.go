@@ -54,20 +54,7 @@ func reduce(op *ir.Op, a ir.Attrs, x *Tensor) *Tensor {
 	// fold reduces flat range [lo, hi) of the reduced dims of the row at off.
 	fold := func(o *operand, buf ir.Vec, off, lo, hi int) ir.Acc {
 		o.offset = off
-		acc := r.Init()
-		for s := lo; s < hi; s += blockSize {
-			m := min(blockSize, hi-s)
-			v := o.load(s, m, k, buf)
-			switch k {
-			case ir.F32:
-				ir.Accumulate(r, &acc, v.F32[:m], int64(s))
-			case ir.F64:
-				ir.Accumulate(r, &acc, v.F64[:m], int64(s))
-			default:
-				ir.Accumulate(r, &acc, v.I64[:m], int64(s))
-			}
-		}
-		return acc
+		return foldRange(r, k, lo, hi, func(s, m int) ir.Vec { return o.load(s, m, k, buf) })
 	}
 	newRowOperand := func() (*operand, ir.Vec) {
 		return newOperand(x.st.data, x.dtype, rshape, rstride, 0), ir.NewVec(k, min(blockSize, max(nRed, 1)))
@@ -79,8 +66,7 @@ func reduce(op *ir.Op, a ir.Attrs, x *Tensor) *Tensor {
 		return x.offset + unravel(o, keptShape, keptStrides, idx)
 	}
 	accs := make([]ir.Acc, nOut)
-	workers := runtime.GOMAXPROCS(0)
-	if nOut >= workers || nRed < 2*minParallel {
+	if nOut >= runtime.GOMAXPROCS(0) || nRed < 2*minParallel {
 		// Many rows: each goroutine reduces whole rows.
 		parallelRows(nOut, max(1, minParallel/max(nRed, 1)), func(lo, hi int) {
 			o, buf := newRowOperand()
@@ -90,23 +76,14 @@ func reduce(op *ir.Op, a ir.Attrs, x *Tensor) *Tensor {
 			}
 		})
 	} else {
-		// Few long rows: split each row and merge the parts in order.
+		// Few long rows: split each row across the cores.
 		idx := make([]int, len(keptShape))
 		for i := range nOut {
 			off := rowOffset(i, idx)
-			chunk := (nRed + workers - 1) / workers
-			chunk = (chunk + blockSize - 1) / blockSize * blockSize
-			parts := make([]ir.Acc, (nRed+chunk-1)/chunk)
-			parallelRows(len(parts), 1, func(plo, phi int) {
+			accs[i] = foldSplit(r, isInt, nRed, func() func(lo, hi int) ir.Acc {
 				o, buf := newRowOperand()
-				for p := plo; p < phi; p++ {
-					parts[p] = fold(o, buf, off, p*chunk, min((p+1)*chunk, nRed))
-				}
+				return func(lo, hi int) ir.Acc { return fold(o, buf, off, lo, hi) }
 			})
-			accs[i] = r.Init()
-			for _, p := range parts {
-				r.Merge(&accs[i], p, isInt)
-			}
 		}
 	}
 	writeResults(res, r, accs, isInt, nRed)
@@ -127,4 +104,46 @@ func writeResults(res *Tensor, r ir.Reducer, accs []ir.Acc, isInt bool, n int) {
 		vals[i] = r.ResultF(acc, n)
 	}
 	storeFrom(res.st.data, res.dtype, 0, vals)
+}
+
+// foldRange folds [lo, hi) of a reduced range into a fresh accumulator a
+// block at a time: block(s, m) gives the m values from index s, in kind k.
+// Eager reductions and fused row reductions fold through it, so that both
+// add up the same blocks in the same order.
+func foldRange(r ir.Reducer, k ir.Kind, lo, hi int, block func(s, m int) ir.Vec) ir.Acc {
+	acc := r.Init()
+	for s := lo; s < hi; s += blockSize {
+		m := min(blockSize, hi-s)
+		v := block(s, m)
+		switch k {
+		case ir.F32:
+			ir.Accumulate(r, &acc, v.F32[:m], int64(s))
+		case ir.F64:
+			ir.Accumulate(r, &acc, v.F64[:m], int64(s))
+		default:
+			ir.Accumulate(r, &acc, v.I64[:m], int64(s))
+		}
+	}
+	return acc
+}
+
+// foldSplit reduces a long range of n values on all cores: parts of whole
+// blocks, each folded by a goroutine's fold (from newFold), merged in
+// order.
+func foldSplit(r ir.Reducer, isInt bool, n int, newFold func() func(lo, hi int) ir.Acc) ir.Acc {
+	workers := runtime.GOMAXPROCS(0)
+	chunk := (n + workers - 1) / workers
+	chunk = (chunk + blockSize - 1) / blockSize * blockSize
+	parts := make([]ir.Acc, (n+chunk-1)/chunk)
+	parallelRows(len(parts), 1, func(plo, phi int) {
+		fold := newFold()
+		for p := plo; p < phi; p++ {
+			parts[p] = fold(p*chunk, min((p+1)*chunk, n))
+		}
+	})
+	acc := r.Init()
+	for _, p := range parts {
+		r.Merge(&acc, p, isInt)
+	}
+	return acc
 }
