@@ -112,12 +112,12 @@ func NewRowKernel(r *fuse.Region) *RowKernel {
 			Expr: st.Expr, Compute: st.Compute, Kind: st.Kind, DType: st.Node.DType,
 		})
 	}
-	k.Label = RowLabel(k.Stages, r.Expr)
+	k.Label = rowLabel(k.Stages, r.Expr)
 	return k
 }
 
-// RowLabel names a row region's kernel by a hash of its expressions.
-func RowLabel(stages []RowStage, root *ir.Expr) string {
+// rowLabel names a row region's kernel by a hash of its expressions.
+func rowLabel(stages []RowStage, root *ir.Expr) string {
 	h := fnv.New64a()
 	for _, s := range stages {
 		fmt.Fprintf(h, "%v %v %v %v %v|", s.Reduce, s.Reducer, s.Expr, s.Compute, s.DType)

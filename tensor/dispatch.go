@@ -153,20 +153,24 @@ func pointwise(op *ir.Op, a ir.Attrs, args []ir.Value) *Tensor {
 // tensor operands (args: tensors and scalars, in the program's operand
 // order) into a new CPU tensor of type out.
 func runBlock(blk *ir.Block, args []ir.Value, params []float64, out DType, shape []int) *Tensor {
-	return runBlockInto(blk, args, params, newTensor(out, shape))
+	res := newTensor(out, shape)
+	runBlocks([]*ir.Block{blk}, args, params, []*Tensor{res})
+	return res
 }
 
-// runBlockInto is runBlock writing into res, a contiguous CPU tensor.
-func runBlockInto(blk *ir.Block, args []ir.Value, params []float64, res *Tensor) *Tensor {
-	tensors := tensorsOf(args)
-	out, shape := res.dtype, res.shape
-	n := res.Numel()
+// runBlocks runs block programs over the same operands (tensors, or
+// scalars filled in) into res, contiguous CPU tensors of one shape, one
+// per program: one pass over the iteration space, in blocks split across
+// the cores, loading each block of each operand once. Fused regions and
+// horizontal groups run several programs; eager pointwise ops one.
+func runBlocks(blks []*ir.Block, args []ir.Value, params []float64, res []*Tensor) {
+	shape := res[0].shape
+	n := ir.Numel(shape)
 	if n == 0 {
-		return res
+		return
 	}
-
-	strides := [][]int{res.strides}
-	for _, t := range tensors {
+	strides := [][]int{res[0].strides}
+	for _, t := range tensorsOf(args) {
 		strides = append(strides, ir.BroadcastStrides(t.shape, t.strides, shape))
 	}
 	cshape, cstrides := coalesce(shape, strides...)
@@ -178,39 +182,61 @@ func runBlockInto(blk *ir.Block, args []ir.Value, params []float64, res *Tensor)
 			operands[i] = newOperand(t.st.data, t.dtype, cshape, cstrides[ti], t.offset)
 		}
 	}
-	outKind := blk.OutKind()
-	alias := sameKind(out, outKind) && blk.Computes()
+	// user is, per operand, a program that reads it (all read it in the
+	// same kind), or -1.
+	user := make([]int, len(args))
+	for i := range args {
+		user[i] = -1
+		for j, b := range blks {
+			if user[i] < 0 && b.Uses(i) {
+				user[i] = j
+			}
+		}
+	}
 	parallelFor(n, minParallel, func(lo, hi int) {
-		f := blk.NewFrame(min(blockSize, hi-lo), params) // small ops get small frames
+		frames := make([]*ir.Frame, len(blks))
+		for j, b := range blks {
+			frames[j] = b.NewFrame(min(blockSize, hi-lo), params) // small ops get small frames
+		}
 		local := make([]*operand, len(args))
+		bufs := make([]ir.Vec, len(args))
 		for i, v := range args {
-			if !blk.Uses(i) {
+			if user[i] < 0 {
 				continue
 			}
 			if s, ok := v.(ir.Scalar); ok {
-				buf := f.ArgBuf(i)
-				buf.Fill(f.ArgKind(i), s.Value)
-				f.SetArg(i, buf)
+				for j, f := range frames {
+					if blks[j].Uses(i) {
+						buf := f.ArgBuf(i)
+						buf.Fill(f.ArgKind(i), s.Value)
+						f.SetArg(i, buf)
+					}
+				}
 				continue
 			}
-			local[i] = operands[i].clone()
+			local[i], bufs[i] = operands[i].clone(), frames[user[i]].ArgBuf(i)
 		}
 		for s := lo; s < hi; s += blockSize {
 			m := min(blockSize, hi-s)
 			for i, o := range local {
 				if o != nil {
-					f.SetArg(i, o.load(s, m, f.ArgKind(i), f.ArgBuf(i)))
+					v := o.load(s, m, frames[user[i]].ArgKind(i), bufs[i])
+					for _, f := range frames {
+						f.SetArg(i, v)
+					}
 				}
 			}
-			if alias {
-				dst, _ := aliasVec(res.st.data, out, outKind, s, s+m)
-				f.Run(m, &dst)
-				continue
+			for j, f := range frames {
+				out, k := res[j].dtype, blks[j].OutKind()
+				if sameKind(out, k) && blks[j].Computes() { // compute straight into the result
+					dst, _ := aliasVec(res[j].st.data, out, k, s, s+m)
+					f.Run(m, &dst)
+					continue
+				}
+				store(res[j].st.data, out, s, f.Run(m, nil), k, m)
 			}
-			store(res.st.data, out, s, f.Run(m, nil), outKind, m)
 		}
 	})
-	return res
 }
 
 // newOn allocates a contiguous tensor on device d (zeros on the CPU,

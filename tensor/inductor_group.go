@@ -74,64 +74,6 @@ func (s *groupStep) run(args []*Tensor, dst func(m int, dev Device, dt DType, sh
 		gpuKernel(&k, "fused "+lead.Op.Title, nil, vals, s.kinds, res[0], res[1:]...)
 		return res
 	}
-	runGroupCPU(s.blks, s.kinds, args, res)
+	runBlocks(s.blks, vals, nil, res)
 	return res
-}
-
-// runGroupCPU runs each block program over args (loaded in kinds), into
-// the contiguous tensors res (one per program, all of one shape), loading
-// each chunk of every input once.
-func runGroupCPU(blks []*ir.Block, kinds []ir.Kind, args []*Tensor, res []*Tensor) {
-	shape := res[0].shape
-	n := ir.Numel(shape)
-	if n == 0 {
-		return
-	}
-	strides := [][]int{res[0].strides}
-	for _, t := range args {
-		strides = append(strides, ir.BroadcastStrides(t.shape, t.strides, shape))
-	}
-	cshape, cstrides := coalesce(shape, strides...)
-	used := make([]bool, len(args))
-	for i := range args {
-		for _, b := range blks {
-			used[i] = used[i] || b.Uses(i)
-		}
-	}
-	parallelFor(n, minParallel, func(lo, hi int) {
-		c := min(blockSize, hi-lo)
-		frames := make([]*ir.Frame, len(blks))
-		for j, b := range blks {
-			frames[j] = b.NewFrame(c, nil)
-		}
-		ops := make([]*operand, len(args))
-		bufs := make([]ir.Vec, len(args))
-		for i, t := range args {
-			if used[i] {
-				ops[i] = newOperand(t.st.data, t.dtype, cshape, cstrides[i+1], t.offset)
-				bufs[i] = ir.NewVec(kinds[i], c)
-			}
-		}
-		for s := lo; s < hi; s += blockSize {
-			m := min(blockSize, hi-s)
-			for i, o := range ops {
-				if o == nil {
-					continue
-				}
-				v := o.load(s, m, kinds[i], bufs[i])
-				for _, f := range frames {
-					f.SetArg(i, v)
-				}
-			}
-			for j, f := range frames {
-				out, k := res[j].dtype, blks[j].OutKind()
-				if sameKind(out, k) && blks[j].Computes() { // compute straight into the result
-					dst, _ := aliasVec(res[j].st.data, out, k, s, s+m)
-					f.Run(m, &dst)
-					continue
-				}
-				store(res[j].st.data, out, s, f.Run(m, nil), k, m)
-			}
-		}
-	})
 }
