@@ -12,11 +12,13 @@ import (
 	"gocompile/kcache"
 )
 
-// The "inductor" backend runs a graph as fusion regions (package fuse):
-// each fused pointwise region is one kernel that reads the region's inputs
-// once and writes its result once, with no intermediate tensors: on the
-// CPU a block program of the region's expression, on a GPU a CUDA kernel
-// generated from it. Other nodes run with the eager kernels.
+// The "inductor" backend runs a graph as fusion regions (package fuse),
+// each one kernel that reads its inputs once and writes its values once:
+// pointwise regions and horizontal groups (inductor_group.go) and row
+// regions (inductor_row.go), on the CPU as block programs, on a GPU as
+// generated CUDA kernels. Other nodes run with the eager kernels. Values
+// between regions live in buffers reused by liveness (arena.go); the
+// regions of a graph are cached with its kernels (partition).
 
 func init() {
 	RegisterBackend("inductor", BackendFunc(newInductorProgram))
