@@ -235,6 +235,8 @@ inline float __uint_as_float(unsigned u) { float f; std::memcpy(&f, &u, 4); retu
 inline unsigned __float_as_uint(float f) { unsigned u; std::memcpy(&u, &f, 4); return u; }
 inline double __longlong_as_double(long long i) { double f; std::memcpy(&f, &i, 8); return f; }
 template <typename T> T __shfl_down_sync(unsigned, T v, int) { return v; }
+struct float4 { float x, y, z, w; };
+template <typename T> T __ldg(const T* p) { return *p; }
 template <typename T> T __shfl_xor_sync(unsigned, T v, int) { return v; }
 inline void __syncthreads() {}
 inline unsigned long long atomicExch(unsigned long long* p, unsigned long long v) { auto o = *p; *p = v; return o; }

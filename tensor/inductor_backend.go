@@ -46,6 +46,9 @@ type inductorStep struct {
 	// kernel, a row region, or (neither) a node with its eager kernel.
 	group *groupStep
 	row   *rowStep
+	// epilogue is the fused region a matrix product's kernel may apply
+	// before its store (inductor_gemm.go).
+	epilogue *gemmEpilogue
 }
 
 func newInductorProgram(g *ir.Graph) (Program, error) {
@@ -87,6 +90,7 @@ func newInductorProgram(g *ir.Graph) (Program, error) {
 		}
 		p.steps = append(p.steps, s)
 	}
+	p.findEpilogues()
 	if logOn("fusion") {
 		slog.Info("gocompile: buffer plan", "regions", len(regions), "plan", p.plan.String())
 		for _, s := range p.steps {
@@ -125,9 +129,17 @@ func (p *inductorProgram) Run(inputs []*Tensor) (outs []*Tensor) {
 	vals := bindLeaves(p.g, inputs)
 	a := p.arenas.get()
 	defer p.arenas.put(a)
-	for _, s := range p.steps {
+	for i := range p.steps {
+		s := &p.steps[i]
+		if vals[s.roots[0]] != nil {
+			continue // an epilogue the product's kernel applied
+		}
 		if s.group == nil && s.row == nil { // a node of its own: the eager kernel
 			n := s.r.Root
+			if n.Op == ir.OpMatMul {
+				p.runMatMul(s, vals, a)
+				continue
+			}
 			vals[s.roots[0]] = runNode(n, n.Attrs, nodeArgs(n, vals, p.index))
 			continue
 		}

@@ -1,0 +1,99 @@
+package inductor
+
+import (
+	"strings"
+	"testing"
+
+	"gocompile/ir"
+)
+
+// gemmEpilogues are epilogues of the shapes fusion hands a GemmKernel:
+// none, bias then GELU (Linear+GELU), a residual add stored as bfloat16,
+// and SiLU of the product alone.
+func gemmEpilogues() []GemmKernel {
+	gelu := func(x *ir.Expr) *ir.Expr {
+		return ir.Mul(ir.Mul(x, ir.Const(0.5)), ir.Add(ir.Const(1), ir.Erf(ir.Mul(x, ir.Const(0.7071067811865476)))))
+	}
+	f32 := Operand{DType: ir.Float32, Kind: ir.F32}
+	return []GemmKernel{
+		{Out: ir.Float32},
+		{Epilogue: gelu(ir.Add(ir.Arg(0), ir.Arg(1))), Product: 0, Operands: []Operand{f32, f32},
+			Compute: ir.F32, Out: ir.Float32, Label: "bias_gelu", Doc: "v3 = add(v2, bias)\nv4 = gelu(v3)"},
+		{Epilogue: ir.Add(ir.Arg(0), ir.Arg(1)), Product: 1, Operands: []Operand{{DType: ir.BFloat16, Kind: ir.F32}, f32},
+			Compute: ir.F32, Out: ir.BFloat16, Label: "residual"},
+		{Epilogue: ir.Div(ir.Arg(0), ir.Add(ir.Const(1), ir.Exp(ir.Neg(ir.Arg(0))))), Operands: []Operand{f32},
+			Compute: ir.F32, Out: ir.Float32, Label: "silu"},
+	}
+}
+
+// gemmSources is every epilogue in every candidate launch shape for a
+// few row counts.
+func gemmSources(t *testing.T) []source {
+	var ks []source
+	seen := map[string]bool{}
+	for _, m := range []int{1, 3, 32} {
+		for _, c := range GemmCandidates(m) {
+			for _, k := range gemmEpilogues() {
+				k.Config = c
+				if seen[k.Name()] {
+					continue
+				}
+				seen[k.Name()] = true
+				body, err := k.body()
+				if err != nil {
+					t.Fatalf("%s: %v", k.Name(), err)
+				}
+				ks = append(ks, source{k.Name(), body, k.Source})
+			}
+		}
+	}
+	return ks
+}
+
+func TestGemmKernelsParseAsCpp(t *testing.T) { parseAsCpp(t, gemmSources(t)) }
+
+func TestGPUGemmKernelsCompile(t *testing.T) { compileOnGPU(t, gemmSources(t)) }
+
+func TestGemmKernelSource(t *testing.T) {
+	k := gemmEpilogues()[1]
+	k.Config = GemmConfig{Warps: 4, NT: 2, MT: 8}
+	src, err := k.Source()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"// v3 = add(v2, bias)", "__device__ __forceinline__ float epilogue(float a0, float a1)",
+		"const float* __restrict__ x1, long long x1m, long long x1n", "__launch_bounds__(128)", k.Name()} {
+		if !strings.Contains(src, want) {
+			t.Errorf("source lacks %q:\n%s", want, src)
+		}
+	}
+	if strings.Count(src, "erff(") != 1 {
+		t.Error("the epilogue's expression should appear once, in its device function")
+	}
+	bad := k
+	bad.Epilogue = ir.Add(ir.Arg(0), ir.Param(0))
+	if _, err := bad.Source(); err == nil {
+		t.Error("an epilogue with op parameters should be refused")
+	}
+}
+
+func TestChooseGemmConfig(t *testing.T) {
+	for _, tc := range []struct {
+		m, n, sms int
+		want      GemmConfig
+	}{
+		{1, 1024, 132, GemmConfig{Warps: 4, NT: 1, MT: 1}},
+		{32, 1024, 132, GemmConfig{Warps: 4, NT: 2, MT: 8}},
+		{3, 4096, 132, GemmConfig{Warps: 4, NT: 2, MT: 4}},
+		{64, 7, 132, GemmConfig{Warps: 4, NT: 1, MT: 8}},
+		{64, 8192, 132, GemmConfig{Warps: 4, NT: 4, MT: 8}},
+	} {
+		if got := ChooseGemmConfig(tc.m, tc.n, tc.sms); got != tc.want {
+			t.Errorf("ChooseGemmConfig(%d, %d, %d) = %v, want %v", tc.m, tc.n, tc.sms, got, tc.want)
+		}
+		x, y := tc.want.Grid(tc.m, tc.n)
+		if x*tc.want.Warps*tc.want.NT < tc.n || y*tc.want.MT < tc.m {
+			t.Errorf("grid %d×%d of %v does not cover %d×%d", x, y, tc.want, tc.m, tc.n)
+		}
+	}
+}

@@ -1,0 +1,229 @@
+package tensor
+
+import (
+	"slices"
+
+	"gocompile/cuda"
+	"gocompile/fuse"
+	"gocompile/inductor"
+	"gocompile/ir"
+)
+
+// A matrix product of few rows (inference at small batch) runs on a GPU as
+// a generated kernel (inductor.GemmKernel) that applies the product's
+// pointwise epilogue, a bias add and activation, before its only store:
+// the product is never written and read back, and no library is loaded or
+// initialised for it, so a new process serves its first call without
+// cuBLAS's start-up. Larger products, other types and other layouts run
+// with cuBLAS, the epilogue as its own fused kernel.
+
+// gemmEpilogue is a fused pointwise region that can run as the epilogue of
+// the product it reads: it reads the product once, unviewed, nothing else
+// reads the product, and every other input exists before the product does.
+type gemmEpilogue struct {
+	step    int // the region's step
+	product int // the product's position among the region's inputs
+}
+
+// findEpilogues pairs each matrix-product step with the fused region that
+// can be its epilogue.
+func (p *inductorProgram) findEpilogues() {
+	uses := map[*ir.Node][]*ir.Node{}
+	for _, n := range p.g.Nodes {
+		for _, a := range n.Args {
+			if an, ok := a.(*ir.Node); ok && an != nil {
+				uses[an] = append(uses[an], n)
+			}
+		}
+	}
+	outputs := map[*ir.Node]bool{}
+	for _, n := range p.g.Outputs {
+		outputs[n] = true
+	}
+	for i := range p.steps {
+		s := &p.steps[i]
+		mm := s.r.Root
+		if s.group != nil || s.row != nil || mm.Op != ir.OpMatMul || mm.DType != Float32 || outputs[mm] {
+			continue
+		}
+		for j := i + 1; j < len(p.steps); j++ {
+			t := &p.steps[j]
+			if t.group == nil && t.row == nil && t.r.Fused() && p.readsNode(t.r, mm) {
+				// A single pointwise op (an activation alone) can be an
+				// epilogue too: it runs as a generated kernel.
+				if g, err := newGroupStep(t.r); err == nil {
+					t.group = g
+					for _, in := range g.inputs {
+						t.args = append(t.args, p.index[in.Node])
+					}
+				}
+			}
+			if t.group == nil || len(t.r.Members()) != 1 {
+				continue
+			}
+			product, ok := -1, true
+			for k, in := range t.group.inputs {
+				switch {
+				case in.Node == mm && (product >= 0 || in.Views != nil):
+					ok = false
+				case in.Node == mm:
+					product = k
+				case p.index[in.Node] > p.index[mm]:
+					ok = false // computed after the product
+				}
+			}
+			if !ok || product < 0 {
+				continue
+			}
+			inRegion := map[*ir.Node]bool{}
+			for _, n := range t.r.Nodes {
+				inRegion[n] = true
+			}
+			for _, u := range uses[mm] {
+				ok = ok && inRegion[u]
+			}
+			if ok {
+				s.epilogue = &gemmEpilogue{step: j, product: product}
+			}
+			break
+		}
+	}
+}
+
+// readsNode reports whether region r reads node n.
+func (p *inductorProgram) readsNode(r *fuse.Region, n *ir.Node) bool {
+	for _, in := range r.Inputs {
+		if in.Node == n {
+			return true
+		}
+	}
+	return false
+}
+
+// runMatMul runs a matrix-product step: on a GPU as a GemmKernel with the
+// step's epilogue when it applies (storing the epilogue's value for its
+// region, which then has nothing to do), else with the eager kernel.
+func (p *inductorProgram) runMatMul(s *inductorStep, vals []*Tensor, a *arena) {
+	n := s.r.Root
+	args := nodeArgs(n, vals, p.index)
+	x, y := args[0].(*Tensor), args[1].(*Tensor)
+	if x.st.dev != CPU {
+		if e := s.epilogue; e != nil {
+			t := &p.steps[e.step]
+			ins := make([]*Tensor, len(t.args))
+			for j, ai := range t.args {
+				if j != e.product {
+					ins[j] = vals[ai]
+				}
+			}
+			ins = viewInputs(t.group.inputs, ins)
+			dst := func(shape []int) *Tensor {
+				if t.slots[0] >= 0 {
+					return a.tensor(t.slots[0], x.st.dev, t.r.Root.DType, shape)
+				}
+				return newGPUTensor(x.st.dev, t.r.Root.DType, shape)
+			}
+			if r := gpuGemm(x, y, t, e.product, ins, dst); r != nil {
+				vals[t.roots[0]] = r
+				return
+			}
+		}
+		if r := gpuGemm(x, y, nil, 0, nil, nil); r != nil {
+			vals[s.roots[0]] = r
+			return
+		}
+	}
+	vals[s.roots[0]] = runNode(n, n.Attrs, args)
+}
+
+// gpuGemm computes x·y (followed by epilogue step t, whose operand product
+// is the product, the others ins) with a GemmKernel into a tensor of
+// dst's (or a new one), or returns nil when the kernel does not apply: types other than
+// float32, more than inductor.GemmMaxM rows, y not read with unit stride
+// along k, or epilogue operands not indexable as [row, column].
+func gpuGemm(x, y *Tensor, t *inductorStep, product int, ins []*Tensor, dst func(shape []int) *Tensor) *Tensor {
+	if x.dtype != Float32 || y.dtype != Float32 || len(y.shape) != 2 || len(x.shape) == 0 || x.st.dev != y.st.dev {
+		return nil
+	}
+	k, n := y.shape[0], y.shape[1]
+	if x.shape[len(x.shape)-1] != k {
+		return nil
+	}
+	m := ir.Numel(x.shape[:len(x.shape)-1])
+	if m < 1 || m > inductor.GemmMaxM || k < 1 || n < 1 {
+		return nil
+	}
+	xst, ok := ir.ViewStrides(x.shape, x.strides, []int{m, k})
+	if !ok || (xst[1] != 1 && k > 1) {
+		return nil
+	}
+	lda, ldb := int64(xst[0]), int64(y.strides[1])
+	if y.strides[0] != 1 && k > 1 {
+		return nil
+	}
+	if m == 1 {
+		lda = int64(k)
+	}
+	if n == 1 {
+		ldb = int64(k)
+	}
+	shape := append(append([]int(nil), x.shape[:len(x.shape)-1]...), n)
+	kern := inductor.GemmKernel{Out: ir.Float32}
+	var ops [][2]int64 // each epilogue operand's row and column stride
+	if t != nil {
+		g := t.group
+		kern.Epilogue, kern.Product = g.kernel.Expr, product
+		kern.Compute, kern.Out, kern.Label, kern.Doc = g.kernel.Compute, g.kernel.Out, g.kernel.Label, t.r.Describe()
+		for j, in := range ins {
+			if j == product {
+				kern.Operands = append(kern.Operands, inductor.Operand{DType: Float32, Kind: g.kinds[j]})
+				ops = append(ops, [2]int64{})
+				continue
+			}
+			if in.st.dev != x.st.dev {
+				return nil
+			}
+			if b, err := ir.Broadcast("", shape, in.shape); err != nil || !slices.Equal(b, shape) {
+				return nil // the epilogue's value is larger than the product
+			}
+			st, ok := ir.ViewStrides(shape, ir.BroadcastStrides(in.shape, in.strides, shape), []int{m, n})
+			if !ok {
+				return nil
+			}
+			kern.Operands = append(kern.Operands, inductor.Operand{DType: in.dtype, Kind: g.kinds[j]})
+			ops = append(ops, [2]int64{int64(st[0]), int64(st[1])})
+		}
+	}
+	g := mustGPU("MatMul", x.st.dev)
+	kern.Config = gemmConfigFor(m, n, g.dev.SMCount)
+	var out *Tensor
+	if dst != nil {
+		out = dst(shape)
+	} else {
+		out = newGPUTensor(x.st.dev, kern.Out, shape)
+	}
+	fn := g.kernel(kern.Name(), kern.Source)
+	args := g.getArgs()
+	defer g.putArgs(args)
+	vec := k%4 == 0 && lda%4 == 0 && ldb%4 == 0 && x.devicePtr()%16 == 0 && y.devicePtr()%16 == 0
+	args.Ptr(x.devicePtr()).I64(lda).Ptr(y.devicePtr()).I64(ldb).I32(int32(m)).I32(int32(n)).I32(int32(k))
+	if vec {
+		args.I32(1)
+	} else {
+		args.I32(0)
+	}
+	args.Ptr(out.devicePtr()).I64(int64(n))
+	for j, in := range ins {
+		if j != product {
+			args.Ptr(in.devicePtr()).I64(ops[j][0]).I64(ops[j][1])
+		}
+	}
+	gx, gy := kern.Config.Grid(m, n)
+	err := g.stream.Launch(fn, cuda.Dim3{X: uint32(gx), Y: uint32(gy), Z: 1}, cuda.Dim3{X: uint32(kern.Config.Threads()), Y: 1, Z: 1}, 0, args)
+	check(err, "MatMul", x, y)
+	return out
+}
+
+// gemmConfigFor picks a GemmKernel's launch shape; tests replace it to
+// check every candidate.
+var gemmConfigFor = inductor.ChooseGemmConfig

@@ -1,0 +1,189 @@
+package tensor
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+
+	"gocompile/inductor"
+)
+
+// A Linear followed by pointwise ops pairs the product with its epilogue;
+// a product that is also returned, or read by two regions, does not pair.
+func TestInductorPairsMatMulEpilogues(t *testing.T) {
+	prog := captureBackend("inductor-gemm-capture")
+	x, w, b := Randn(1, Float32, 3, 8), Randn(2, Float32, 5, 8), Randn(3, Float32, 5)
+	for _, tc := range []struct {
+		name  string
+		f     func(x, w, b *Tensor) []*Tensor
+		pairs int
+	}{
+		{"linear gelu", func(x, w, b *Tensor) []*Tensor { return []*Tensor{x.Linear(w, b).GELU()} }, 1},
+		{"two layers", func(x, w, b *Tensor) []*Tensor {
+			h := x.Linear(w, b).SiLU()
+			return []*Tensor{h.MatMul(w.Narrow(1, 0, 5)).ReLU()}
+		}, 2},
+		{"product returned", func(x, w, b *Tensor) []*Tensor {
+			y := x.MatMul(w.T())
+			return []*Tensor{y, y.Add(b).ReLU()}
+		}, 0},
+		{"product read twice", func(x, w, b *Tensor) []*Tensor {
+			y := x.MatMul(w.T())
+			return []*Tensor{y.Add(b).ReLU().Add(y.Sum(-1).Unsqueeze(-1))}
+		}, 0},
+	} {
+		*prog = nil
+		Compile(tc.f, WithBackend("inductor-gemm-capture"))(x, w, b)
+		pairs := 0
+		for _, s := range (*prog).steps {
+			if s.epilogue != nil {
+				pairs++
+			}
+		}
+		if pairs != tc.pairs {
+			t.Errorf("%s: %d products paired with an epilogue, want %d", tc.name, pairs, tc.pairs)
+		}
+	}
+}
+
+// refLinear computes act(x·wᵀ + bias + res) in float64, and per element
+// Σ|x·w| (the scale of float32 rounding error).
+func refLinear(x []float64, m, k int, w []float64, n int, bias, res []float64, act func(float64) float64) (out, scale []float64) {
+	out, scale = make([]float64, m*n), make([]float64, m*n)
+	for i := range m {
+		for j := range n {
+			s, sa := 0.0, 0.0
+			for q := range k {
+				v := x[i*k+q] * w[j*k+q]
+				s += v
+				sa += math.Abs(v)
+			}
+			if bias != nil {
+				s += bias[j]
+			}
+			if res != nil {
+				s += res[i*n+j]
+			}
+			out[i*n+j], scale[i*n+j] = act(s), sa
+		}
+	}
+	return out, scale
+}
+
+// gemmClose checks float32 results against float64 ones: each element
+// within 2e-5 of its scale Σ|x·w| plus 1e-6 (the sums over k run in a
+// different order, as any float32 GEMM's do).
+func gemmClose(t *testing.T, what string, got *Tensor, want, scale []float64) {
+	t.Helper()
+	g := got.Float64s()
+	if len(g) != len(want) {
+		t.Fatalf("%s: %d values, want %d", what, len(g), len(want))
+	}
+	for i := range g {
+		if d := math.Abs(g[i] - want[i]); !(d <= 2e-5*scale[i]+1e-6) {
+			t.Fatalf("%s: element %d is %v, want %v (scale %g)", what, i, g[i], want[i], scale[i])
+		}
+	}
+}
+
+// gemmKernelsLoaded is the names of the generated GEMM kernels device d
+// has loaded.
+func gemmKernelsLoaded(d Device) map[string]bool {
+	names := map[string]bool{}
+	mustGPU("test", d).kernels.Range(func(k, _ any) bool {
+		if s := k.(string); strings.HasPrefix(s, "gc_gemm_") {
+			names[s] = true
+		}
+		return true
+	})
+	return names
+}
+
+// Compiled Linear layers with epilogues equal float64 loops on odd sizes,
+// strided and unaligned inputs, flattened batch dims and residual
+// operands, through the generated GEMM kernel up to GemmMaxM rows and
+// cuBLAS beyond.
+func TestGPUGemmEpilogues(t *testing.T) {
+	requireGPU(t)
+	dev := CUDA(0)
+	type layer struct{ x, w, b, res *Tensor }
+	cases := []struct {
+		name string
+		f    func(l layer) *Tensor
+		act  func(float64) float64
+		bias bool
+		res  bool
+	}{
+		{"linear gelu", func(l layer) *Tensor { return l.x.Linear(l.w, l.b).GELU() }, refGELU, true, false},
+		{"plain product", func(l layer) *Tensor { return l.x.MatMul(l.w.T()) }, func(v float64) float64 { return v }, false, false},
+		{"residual relu", func(l layer) *Tensor { return l.x.Linear(l.w, nil).Add(l.res).ReLU() },
+			func(v float64) float64 { return max(v, 0) }, false, true},
+		{"bias silu", func(l layer) *Tensor { return l.x.Linear(l.w, l.b).SiLU() },
+			func(v float64) float64 { return v / (1 + math.Exp(-v)) }, true, false},
+	}
+	sizes := [][3]int{{1, 1, 1}, {1, 1024, 1024}, {3, 3, 3}, {3, 1023, 5}, {32, 1024, 1024}, {7, 4097, 3}, {64, 256, 1023}, {65, 64, 33}}
+	for _, tc := range cases {
+		for _, sz := range sizes {
+			f := Compile(tc.f) // a function per size: within the recompile limit, all compiled
+			m, k, n := sz[0], sz[1], sz[2]
+			xs, ws, bs := Randn(1, Float32, m, k), Randn(2, Float32, n, k).MulScalar(1/math.Sqrt(float64(k))), Randn(3, Float32, n)
+			rs := Randn(4, Float32, n, m) // read transposed: a strided operand
+			var bias, res []float64
+			if tc.bias {
+				bias = bs.Float64s()
+			}
+			if tc.res {
+				res = rs.T().Contiguous().Float64s()
+			}
+			want, scale := refLinear(xs.Float64s(), m, k, ws.Float64s(), n, bias, res, tc.act)
+			l := layer{xs.To(dev), ws.To(dev), bs.To(dev), rs.To(dev).T()}
+			gemmClose(t, fmt.Sprintf("%s %v", tc.name, sz), f(l), want, scale)
+
+			// x with a row stride past its width, one element off alignment.
+			wide := Randn(5, Float32, m, k+3)
+			xv := wide.Narrow(1, 1, k)
+			want, scale = refLinear(xv.Contiguous().Float64s(), m, k, ws.Float64s(), n, bias, res, tc.act)
+			l.x = wide.To(dev).Narrow(1, 1, k)
+			gemmClose(t, fmt.Sprintf("%s %v strided", tc.name, sz), f(l), want, scale)
+		}
+	}
+	// Batch dims fold into rows.
+	x3 := Randn(6, Float32, 2, 5, 64)
+	w, b := Randn(7, Float32, 48, 64).MulScalar(0.125), Randn(8, Float32, 48)
+	want, scale := refLinear(x3.Float64s(), 10, 64, w.Float64s(), 48, b.Float64s(), nil, refGELU)
+	got := Compile(func(x, w, b *Tensor) *Tensor { return x.Linear(w, b).GELU() })(x3.To(dev), w.To(dev), b.To(dev))
+	if s := got.Shape(); len(s) != 3 || s[0] != 2 || s[1] != 5 || s[2] != 48 {
+		t.Fatalf("batched linear: shape %v, want [2 5 48]", s)
+	}
+	gemmClose(t, "batched linear gelu", got, want, scale)
+
+	loaded := gemmKernelsLoaded(dev)
+	epilogues := 0
+	for name := range loaded {
+		if !strings.HasPrefix(name, "gc_gemm_plain") {
+			epilogues++
+		}
+	}
+	if epilogues < 3 || !loaded[fmt.Sprintf("gc_gemm_plain_to_float32_%v", gemmConfigFor(3, 3, mustGPU("test", dev).dev.SMCount))] {
+		t.Errorf("the generated GEMM kernels did not run: loaded %v", loaded)
+	}
+}
+
+// Every launch shape an autotuner may pick computes the same product.
+func TestGPUGemmConfigs(t *testing.T) {
+	requireGPU(t)
+	dev := CUDA(0)
+	defer func(old func(m, n, sms int) inductor.GemmConfig) { gemmConfigFor = old }(gemmConfigFor)
+	for _, sz := range [][3]int{{1, 1023, 37}, {5, 512, 130}, {32, 96, 1000}} {
+		m, k, n := sz[0], sz[1], sz[2]
+		x, w, b := Randn(1, Float32, m, k), Randn(2, Float32, n, k).MulScalar(0.05), Randn(3, Float32, n)
+		want, scale := refLinear(x.Float64s(), m, k, w.Float64s(), n, b.Float64s(), nil, refGELU)
+		xd, wd, bd := x.To(dev), w.To(dev), b.To(dev)
+		for _, c := range inductor.GemmCandidates(m) {
+			gemmConfigFor = func(int, int, int) inductor.GemmConfig { return c }
+			got := Compile(func(x, w, b *Tensor) *Tensor { return x.Linear(w, b).GELU() })(xd, wd, bd)
+			gemmClose(t, fmt.Sprintf("%v %v", sz, c), got, want, scale)
+		}
+	}
+}
