@@ -123,7 +123,7 @@ func rowLabel(stages []RowStage, root *ir.Expr) string {
 		fmt.Fprintf(h, "%v %v %v %v %v|", s.Reduce, s.Reducer, s.Expr, s.Compute, s.DType)
 	}
 	fmt.Fprint(h, root)
-	return fmt.Sprintf("%x", h.Sum64()>>24)
+	return fmt.Sprintf("%016x", h.Sum64())
 }
 
 // RowGeometry is the layout of a row kernel's inputs: the outer (row)

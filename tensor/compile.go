@@ -14,6 +14,7 @@ import (
 
 	"gocompile/guard"
 	"gocompile/ir"
+	"gocompile/kcache"
 	"gocompile/trace"
 )
 
@@ -92,11 +93,38 @@ func DynamicScalars(args ...int) Option {
 // on, with one warning (default 8, as torch's cache_size_limit).
 func RecompileLimit(n int) Option { return func(o *options) { o.limit = n } }
 
-// WithCacheDir is meant to set where a function's compiled artifacts are
-// cached on disk. Today GPU kernels are shared by the whole process and
-// cached in GOCOMPILE_CACHE_DIR (else the user cache directory); this
-// option is recorded but not yet used.
+// WithCacheDir sets the directory that keeps the function's compiled
+// artifacts (its fusion layouts and generated kernels) across processes,
+// instead of GOCOMPILE_CACHE_DIR or, without it, the user cache directory
+// (os.UserCacheDir()/gocompile). Kernels already loaded in the process are
+// shared by all functions whichever directory they came from.
 func WithCacheDir(dir string) Option { return func(o *options) { o.cacheDir = dir } }
+
+// backendConfig is what the options tell a backend beyond the graph.
+type backendConfig struct {
+	mode  Mode
+	cache *kcache.Cache // where compiled artifacts are kept
+}
+
+// configurable is a backend that follows the options (the built-in ones).
+type configurable interface {
+	compileWith(g *ir.Graph, cfg backendConfig) (Program, error)
+}
+
+// caches holds the cache of each WithCacheDir directory, opened once.
+var caches sync.Map // dir → *kcache.Cache
+
+// cacheFor is the artifact cache for dir ("": the default one).
+func cacheFor(dir string) *kcache.Cache {
+	if dir == "" {
+		return artifactCache()
+	}
+	if c, ok := caches.Load(dir); ok {
+		return c.(*kcache.Cache)
+	}
+	c, _ := caches.LoadOrStore(dir, kcache.Open(dir))
+	return c.(*kcache.Cache)
+}
 
 // MarkDynamic asks Compile to treat dims of t as dynamic from the first
 // compile of any function t is passed to, and returns t.
@@ -574,7 +602,13 @@ func (c *compiled) compileGraph(g *ir.Graph, syms [][]int) Program {
 	if dir := os.Getenv("GOCOMPILE_DEBUG_DIR"); dir != "" {
 		dumpGraph(dir, c.name, g)
 	}
-	p, err := c.backend.Compile(g)
+	var p Program
+	var err error
+	if cb, ok := c.backend.(configurable); ok {
+		p, err = cb.compileWith(g, backendConfig{mode: c.opts.mode, cache: cacheFor(c.opts.cacheDir)})
+	} else {
+		p, err = c.backend.Compile(g)
+	}
 	if err != nil {
 		slog.Warn("gocompile: backend failed; running the graph eagerly", "function", c.name, "backend", c.opts.backend, "err", err)
 		return newEagerProgram(g)

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"gocompile/cuda"
@@ -22,21 +23,28 @@ import (
 // compiling it on first use (concurrent first uses compile once). A kernel
 // that fails to generate or compile panics with a *kernelError.
 func (g *gpu) kernel(name string, gen func() (string, error)) *cuda.Function {
-	v, _ := g.kernels.LoadOrStore(name, &kernelEntry{})
+	return g.kernelIn(nil, name, gen)
+}
+
+// kernelIn is kernel with the compiled module kept in cache c (nil: the
+// process-wide artifact cache). Loaded kernels are shared by name across
+// the process whichever cache they came from.
+func (g *gpu) kernelIn(c *kcache.Cache, name string, gen func() (string, error)) *cuda.Function {
+	v, ok := g.kernels.Load(name)
+	if !ok {
+		v, _ = g.kernels.LoadOrStore(name, &kernelEntry{})
+	}
 	e := v.(*kernelEntry)
 	e.once.Do(func() {
-		src, err := gen()
-		if err != nil {
-			e.err = err
-			return
-		}
-		writeKernelSource(name, src)
 		if kernelFault != nil {
 			if e.err = kernelFault(name); e.err != nil {
 				return
 			}
 		}
-		res, err := compileCached(g.dev, name, src)
+		if c == nil {
+			c = artifactCache()
+		}
+		res, err := compileCached(c, g.dev, name, gen)
 		if err != nil {
 			e.err = fmt.Errorf("compiling %s: %w", name, err)
 			return
@@ -137,6 +145,11 @@ var (
 // A kernel with extra outputs (k.Extra, a horizontal group) writes them to
 // extra, contiguous tensors of res's shape.
 func gpuKernel(k *inductor.PointwiseKernel, title string, scalars []float64, args []ir.Value, kinds []ir.Kind, res *Tensor, extra ...*Tensor) *Tensor {
+	return gpuKernelIn(nil, k, title, scalars, args, kinds, res, extra...)
+}
+
+// gpuKernelIn is gpuKernel with the kernel kept in cache c (see kernelIn).
+func gpuKernelIn(c *kcache.Cache, k *inductor.PointwiseKernel, title string, scalars []float64, args []ir.Value, kinds []ir.Kind, res *Tensor, extra ...*Tensor) *Tensor {
 	n := res.Numel()
 	if n == 0 {
 		return res
@@ -202,7 +215,7 @@ func gpuKernel(k *inductor.PointwiseKernel, title string, scalars []float64, arg
 				"the layout has %d dims that cannot be merged; GPU kernels index at most %d", len(cshape), inductor.MaxRank)
 		}
 	}
-	fn := g.kernel(k.Name(), k.Source)
+	fn := g.kernelIn(c, k.Name(), k.Source)
 
 	args2 := g.getArgs()
 	defer g.putArgs(args2)
@@ -577,18 +590,44 @@ func blasType(dt DType) cuda.DataType {
 const kernelCodegenVersion = "1"
 
 // compileCached compiles a kernel's source with NVRTC, or takes the
-// compiled module from the kernel cache (package kcache: memory, then the
-// cache directory), so a new process skips NVRTC for kernels an earlier
-// one compiled. The key covers everything that changes the module: the
-// source, the NVRTC version and the device's architecture.
-func compileCached(dev *cuda.Device, name, src string) (*cuda.CompileResult, error) {
+// compiled module from cache c (memory, then its directory), so a new
+// process skips NVRTC for kernels an earlier one compiled. The key covers
+// everything that changes the module: the source, the NVRTC version and
+// the device's architecture. In a build that names its code exactly (see
+// buildIdentity) the kernel's name and that build stand for the source,
+// which is then generated only on a miss: a new process skips code
+// generation too.
+func compileCached(c *kcache.Cache, dev *cuda.Device, name string, gen func() (string, error)) (*cuda.CompileResult, error) {
 	major, minor, err := cuda.NVRTCVersion()
 	if err != nil {
 		return nil, err
 	}
-	key := kcache.KernelSpec{Source: src, Name: name, CodegenVersion: kernelCodegenVersion,
-		NVRTCVersion: fmt.Sprintf("%d.%d", major, minor), Arch: fmt.Sprintf("sm_%d%d", dev.Major, dev.Minor)}.Key()
-	e, err := artifactCache().GetOrCompute(key, func() (kcache.Entry, error) {
+	spec := kcache.KernelSpec{Name: name, CodegenVersion: kernelCodegenVersion,
+		NVRTCVersion: fmt.Sprintf("%d.%d", major, minor), Arch: fmt.Sprintf("sm_%d%d", dev.Major, dev.Minor)}
+	var src string
+	generate := func() error {
+		if src != "" {
+			return nil
+		}
+		var err error
+		if src, err = gen(); err == nil {
+			kernelSources.Add(1)
+			writeKernelSource(name, src)
+		}
+		return err
+	}
+	if id := buildIdentity(); id != "" && !kernelSourcesWanted() {
+		spec.CodegenVersion += " build " + id
+	} else {
+		if err := generate(); err != nil {
+			return nil, err
+		}
+		spec.Source = src
+	}
+	e, err := c.GetOrCompute(spec.Key(), func() (kcache.Entry, error) {
+		if err := generate(); err != nil {
+			return kcache.Entry{}, err
+		}
 		res, err := cuda.Compile(src, name+".cu", dev)
 		if err != nil {
 			return kcache.Entry{}, err
@@ -601,3 +640,6 @@ func compileCached(dev *cuda.Device, name, src string) (*cuda.CompileResult, err
 	}
 	return &cuda.CompileResult{CUBIN: e.Kernel.CUBIN, PTX: e.Kernel.PTX, Log: e.Kernel.Log, Arch: e.Kernel.Arch}, nil
 }
+
+// kernelSources counts the kernel sources generated in this process.
+var kernelSources atomic.Int64

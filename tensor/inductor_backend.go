@@ -21,11 +21,21 @@ import (
 // regions of a graph are cached with its kernels (partition).
 
 func init() {
-	RegisterBackend("inductor", BackendFunc(newInductorProgram))
+	RegisterBackend("inductor", inductorBackend{})
+}
+
+// inductorBackend is the "inductor" backend.
+type inductorBackend struct{}
+
+func (inductorBackend) Compile(g *ir.Graph) (Program, error) { return newInductorProgram(g) }
+
+func (inductorBackend) compileWith(g *ir.Graph, cfg backendConfig) (Program, error) {
+	return newInductorProgramWith(g, cfg)
 }
 
 type inductorProgram struct {
 	g      *ir.Graph
+	cfg    backendConfig
 	index  map[*ir.Node]int
 	steps  []inductorStep
 	plan   *fuse.Plan
@@ -52,11 +62,15 @@ type inductorStep struct {
 }
 
 func newInductorProgram(g *ir.Graph) (Program, error) {
-	regions, err := partition(g)
+	return newInductorProgramWith(g, backendConfig{cache: artifactCache()})
+}
+
+func newInductorProgramWith(g *ir.Graph, cfg backendConfig) (Program, error) {
+	regions, err := partition(g, cfg.cache)
 	if err != nil {
 		return nil, err
 	}
-	p := &inductorProgram{g: g, index: make(map[*ir.Node]int, len(g.Nodes))}
+	p := &inductorProgram{g: g, cfg: cfg, index: make(map[*ir.Node]int, len(g.Nodes))}
 	for i, n := range g.Nodes {
 		p.index[n] = i
 	}
@@ -70,11 +84,13 @@ func newInductorProgram(g *ir.Graph) (Program, error) {
 			if s.row, err = newRowStep(r, compileFused); err != nil {
 				return nil, err
 			}
+			s.row.cache = cfg.cache
 			inputs = r.Inputs
 		case plannable(r): // a group, or a fused pointwise region of several nodes
 			if s.group, err = newGroupStep(r); err != nil {
 				return nil, err
 			}
+			s.group.cache = cfg.cache
 			inputs = s.group.inputs
 		}
 		for _, in := range inputs {
@@ -186,14 +202,13 @@ const layoutVersion = "1"
 // partition splits g into regions and groups them, or rebuilds the
 // regions a previous compile of the same graph (in this process or an
 // earlier one) recorded in the program cache, skipping the search.
-func partition(g *ir.Graph) ([]*fuse.Region, error) {
+func partition(g *ir.Graph, c *kcache.Cache) ([]*fuse.Region, error) {
 	var shapes strings.Builder
 	for _, n := range g.Nodes {
 		fmt.Fprintln(&shapes, n.Shape)
 	}
 	key := kcache.ProgramSpec{Kind: "gocompile/fuse.Layout", Graph: g.Key(), Guards: []string{shapes.String()},
 		Version: layoutVersion}.Key()
-	c := artifactCache()
 	if e, ok := c.Get(key); ok && e.Program != nil {
 		var l fuse.Layout
 		if _, err := l.UnmarshalMsg(e.Program.Payload); err == nil {
@@ -208,12 +223,17 @@ func partition(g *ir.Graph) ([]*fuse.Region, error) {
 	if err != nil {
 		return nil, err
 	}
+	partitions.Add(1)
 	regions = fuse.Horizontal(regions)
 	if b, err := fuse.NewLayout(g, regions).MarshalMsg(nil); err == nil {
 		c.Put(key, kcache.Entry{Program: &kcache.Program{Kind: "gocompile/fuse.Layout", Payload: b}})
 	}
 	return regions, nil
 }
+
+// partitions counts the graphs this process partitioned (not rebuilt from
+// a cached layout).
+var partitions atomic.Int64
 
 // viewInputs gives the tensors a fused kernel reads for its inputs: each
 // input a region reads through fused views (fuse.Input.Views) as that

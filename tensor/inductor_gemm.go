@@ -7,6 +7,7 @@ import (
 	"gocompile/fuse"
 	"gocompile/inductor"
 	"gocompile/ir"
+	"gocompile/kcache"
 )
 
 // A matrix product of few rows (inference at small batch) runs on a GPU as
@@ -52,6 +53,7 @@ func (p *inductorProgram) findEpilogues() {
 				// A single pointwise op (an activation alone) can be an
 				// epilogue too: it runs as a generated kernel.
 				if g, err := newGroupStep(t.r); err == nil {
+					g.cache = p.cfg.cache
 					t.group = g
 					for _, in := range g.inputs {
 						t.args = append(t.args, p.index[in.Node])
@@ -123,12 +125,12 @@ func (p *inductorProgram) runMatMul(s *inductorStep, vals []*Tensor, a *arena) {
 				}
 				return newGPUTensor(x.st.dev, t.r.Root.DType, shape)
 			}
-			if r := gpuGemm(x, y, t, e.product, ins, dst); r != nil {
+			if r := gpuGemm(p.cfg.cache, x, y, t, e.product, ins, dst); r != nil {
 				vals[t.roots[0]] = r
 				return
 			}
 		}
-		if r := gpuGemm(x, y, nil, 0, nil, nil); r != nil {
+		if r := gpuGemm(p.cfg.cache, x, y, nil, 0, nil, nil); r != nil {
 			vals[s.roots[0]] = r
 			return
 		}
@@ -141,7 +143,7 @@ func (p *inductorProgram) runMatMul(s *inductorStep, vals []*Tensor, a *arena) {
 // dst's (or a new one), or returns nil when the kernel does not apply: types other than
 // float32, more than inductor.GemmMaxM rows, y not read with unit stride
 // along k, or epilogue operands not indexable as [row, column].
-func gpuGemm(x, y *Tensor, t *inductorStep, product int, ins []*Tensor, dst func(shape []int) *Tensor) *Tensor {
+func gpuGemm(c *kcache.Cache, x, y *Tensor, t *inductorStep, product int, ins []*Tensor, dst func(shape []int) *Tensor) *Tensor {
 	if x.dtype != Float32 || y.dtype != Float32 || len(y.shape) != 2 || len(x.shape) == 0 || x.st.dev != y.st.dev {
 		return nil
 	}
@@ -202,7 +204,7 @@ func gpuGemm(x, y *Tensor, t *inductorStep, product int, ins []*Tensor, dst func
 	} else {
 		out = newGPUTensor(x.st.dev, kern.Out, shape)
 	}
-	fn := g.kernel(kern.Name(), kern.Source)
+	fn := g.kernelIn(c, kern.Name(), kern.Source)
 	args := g.getArgs()
 	defer g.putArgs(args)
 	vec := k%4 == 0 && lda%4 == 0 && ldb%4 == 0 && x.devicePtr()%16 == 0 && y.devicePtr()%16 == 0

@@ -7,6 +7,7 @@ import (
 	"gocompile/fuse"
 	"gocompile/inductor"
 	"gocompile/ir"
+	"gocompile/kcache"
 )
 
 // A fused pointwise region, or a horizontal group of them
@@ -21,6 +22,7 @@ type groupStep struct {
 	kinds  []ir.Kind
 	blks   []*ir.Block
 	kernel inductor.PointwiseKernel
+	cache  *kcache.Cache // where its GPU kernels are kept (nil: the process-wide cache)
 }
 
 func newGroupStep(r *fuse.Region) (*groupStep, error) {
@@ -45,7 +47,7 @@ func newGroupStep(r *fuse.Region) (*groupStep, error) {
 	}
 	lead := members[0]
 	s.kernel.Expr, s.kernel.Compute, s.kernel.Out = exprs[0], lead.Compute, lead.Root.DType
-	s.kernel.Label = fmt.Sprintf("fused%d_%x", len(members), h.Sum64()>>32)
+	s.kernel.Label = fmt.Sprintf("fused%d_%016x", len(members), h.Sum64())
 	return s, nil
 }
 
@@ -71,7 +73,7 @@ func (s *groupStep) run(args []*Tensor, dst func(m int, dev Device, dt DType, sh
 	}
 	if dev != CPU {
 		k := s.kernel
-		gpuKernel(&k, "fused "+lead.Op.Title, nil, vals, s.kinds, res[0], res[1:]...)
+		gpuKernelIn(s.cache, &k, "fused "+lead.Op.Title, nil, vals, s.kinds, res[0], res[1:]...)
 		return res
 	}
 	runBlocks(s.blks, vals, nil, res)

@@ -8,6 +8,7 @@ import (
 	"gocompile/fuse"
 	"gocompile/inductor"
 	"gocompile/ir"
+	"gocompile/kcache"
 )
 
 // Row regions (see fuse.Row) run as one kernel that walks each row of the
@@ -22,6 +23,7 @@ type rowStep struct {
 	stages []*ir.Block // the CPU program of each stage's expression
 	root   *ir.Block   // the root's per-element program; nil when the root is the last stage
 	kernel inductor.RowKernel
+	cache  *kcache.Cache // where its GPU kernels are kept (nil: the process-wide cache)
 }
 
 func newRowStep(r *fuse.Region, compile func(e *ir.Expr, kinds []ir.Kind, compute ir.Kind) (*ir.Block, error)) (*rowStep, error) {
@@ -356,7 +358,7 @@ func (s *rowStep) runGPU(args []*Tensor, full []int, res *Tensor) {
 		s.splitGPU(g, &k, args, rows, R, geo, res)
 		return
 	}
-	fn := g.kernel(k.Name(), k.Source)
+	fn := g.kernelIn(s.cache, k.Name(), k.Source)
 	a := g.getArgs()
 	defer g.putArgs(a)
 	a.I64(int64(rows)).I64(int64(R))
@@ -382,8 +384,8 @@ func (s *rowStep) splitGPU(g *gpu, k *inductor.RowKernel, args []*Tensor, rows, 
 		acc = Float64
 	}
 	partial := newGPUTensor(res.st.dev, acc, []int{rows * parts})
-	fn := g.kernel(k.Name(), k.Source)
-	final := g.kernel(k.Name()+"_final", k.Source)
+	fn := g.kernelIn(s.cache, k.Name(), k.Source)
+	final := g.kernelIn(s.cache, k.Name()+"_final", k.Source)
 	a := g.getArgs()
 	defer g.putArgs(a)
 	a.I64(int64(rows)).I64(int64(R)).I64(int64(chunk))
