@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -10,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 	"unsafe"
 
 	"github.com/x448/float16"
@@ -1061,4 +1063,73 @@ func BenchmarkGPULaunchArgs(b *testing.B) {
 	}
 	b.StopTimer()
 	check(b, s.Synchronize())
+}
+
+// A captured graph's kernel nodes read back with their parameters; giving
+// a node new ones redirects the replay; while one goroutine captures,
+// another goroutine's launch on the stream waits and is not captured.
+func TestGPUGraphKernelParams(t *testing.T) {
+	d := requireGPU(t)
+	m := loadTestModule(t, d)
+	scale, addc := fn(t, m, "scale"), fn(t, m, "addc")
+	const n = 1000
+	init := make([]float32, n)
+	for i := range init {
+		init[i] = float32(i)
+	}
+	px, py := upload(t, d, init), upload(t, d, init)
+	defer d.Free(px)
+	defer d.Free(py)
+	s, err := d.NewStream()
+	check(t, err)
+	defer s.Destroy()
+
+	check(t, s.BeginCapture())
+	other := make(chan error)
+	go func() { // queued during the capture: must wait, and land after it
+		other <- s.Launch(addc, Dim3{X: blocks(n, 128)}, Dim3{X: 128}, 0, NewArgs().Ptr(py).F32(100).I32(n))
+	}()
+	check(t, s.Launch(scale, Dim3{X: blocks(n, 128)}, Dim3{X: 128}, 0, NewArgs().Ptr(px).F32(2).I32(n)))
+	check(t, s.Launch(addc, Dim3{X: blocks(n, 128)}, Dim3{X: 128}, 0, NewArgs().Ptr(px).F32(1).I32(n)))
+	select {
+	case err := <-other:
+		t.Fatalf("another goroutine's launch ran during the capture (err %v)", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	g, err := s.EndCapture()
+	check(t, err)
+	defer g.Destroy()
+	check(t, <-other)
+	nodes, others, err := g.KernelNodes()
+	check(t, err)
+	if len(nodes) != 2 || others != 0 {
+		t.Fatalf("graph has %d kernel nodes and %d others, want 2 and 0", len(nodes), others)
+	}
+	for _, k := range nodes {
+		if len(k.Params) != 3 || len(k.Params[0]) != 8 || len(k.Params[1]) != 4 || len(k.Params[2]) != 4 {
+			t.Fatalf("kernel node parameters %v, want sizes 8, 4, 4", k.Params)
+		}
+		if p, ok := k.Pointer(0); !ok || p != px {
+			t.Fatalf("kernel node reads %#x, want %#x", p, px)
+		}
+	}
+	exec, err := g.Instantiate()
+	check(t, err)
+	defer exec.Destroy()
+	// Redirect both nodes to py.
+	for i := range nodes {
+		ps := append([][]byte(nil), nodes[i].Params...)
+		ps[0] = binary.LittleEndian.AppendUint64(nil, uint64(py))
+		check(t, exec.SetKernelParams(&nodes[i], ps))
+	}
+	check(t, exec.Launch(s))
+	gotX, gotY := download(t, s, px, n), download(t, s, py, n)
+	for i := range init {
+		if gotX[i] != init[i] || gotY[i] != 2*(init[i]+100)+1 {
+			t.Fatalf("x[%d] = %v (want %v), y[%d] = %v (want %v)", i, gotX[i], init[i], i, gotY[i], 2*(init[i]+100)+1)
+		}
+	}
+	if err := exec.SetKernelParams(&nodes[0], nodes[0].Params[:2]); err == nil {
+		t.Error("SetKernelParams with a parameter missing succeeded")
+	}
 }

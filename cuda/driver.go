@@ -33,6 +33,8 @@ var drv struct {
 	cuFuncGetAttribute, cuFuncSetAttribute, cuLaunchKernel                        uintptr
 	cuStreamBeginCapture, cuStreamEndCapture, cuGraphInstantiateWithFlags         uintptr
 	cuGraphLaunch, cuGraphExecUpdate, cuGraphDestroy, cuGraphExecDestroy          uintptr
+	cuGraphGetNodes, cuGraphNodeGetType, cuGraphKernelNodeGetParams               uintptr
+	cuGraphExecKernelNodeSetParams, cuFuncGetParamInfo                            uintptr
 }
 
 func driverSymbols() []symbol {
@@ -82,6 +84,11 @@ func driverSymbols() []symbol {
 		{"cuGraphExecUpdate_v2", &d.cuGraphExecUpdate, true},
 		{"cuGraphDestroy", &d.cuGraphDestroy, true},
 		{"cuGraphExecDestroy", &d.cuGraphExecDestroy, true},
+		{"cuGraphGetNodes", &d.cuGraphGetNodes, true},
+		{"cuGraphNodeGetType", &d.cuGraphNodeGetType, true},
+		{"cuGraphKernelNodeGetParams_v2", &d.cuGraphKernelNodeGetParams, true},
+		{"cuGraphExecKernelNodeSetParams_v2", &d.cuGraphExecKernelNodeSetParams, true},
+		{"cuFuncGetParamInfo", &d.cuFuncGetParamInfo, true},
 	}
 }
 
@@ -443,6 +450,31 @@ func (d *Device) FreeHost(p unsafe.Pointer) error {
 type Stream struct {
 	dev *Device
 	h   uintptr // CUstream
+
+	// While one thread captures s (BeginCapture), gate keeps every other
+	// thread's work off s, so the graph holds the capturer's work only.
+	gate   sync.RWMutex
+	captor atomic.Int64 // the capturing OS thread's id, or 0
+}
+
+// enter admits a call that queues work on s or waits for it: at once on
+// the capturing thread, else once no capture is running (it reports
+// whether exit must release the gate).
+func (s *Stream) enter() bool {
+	if s == nil {
+		return false
+	}
+	if c := s.captor.Load(); c != 0 && c == threadID() {
+		return false
+	}
+	s.gate.RLock()
+	return true
+}
+
+func (s *Stream) exit(held bool) {
+	if held {
+		s.gate.RUnlock()
+	}
 }
 
 // CU_STREAM_NON_BLOCKING
@@ -507,6 +539,7 @@ func (s *Stream) call(op string, fn, a1, a2, a3, a4 uintptr) error {
 	if err != nil {
 		return err
 	}
+	defer s.exit(s.enter())
 	return d.call(op, fn, a1, a2, a3, a4)
 }
 
@@ -592,6 +625,7 @@ func (d *Device) NewEvent() (*Event, error) {
 // Record records the event on s (cuEventRecord); s may be nil for the legacy
 // default stream.
 func (e *Event) Record(s *Stream) error {
+	defer s.exit(s.enter())
 	return e.dev.call("cuEventRecord", drv.cuEventRecord, e.h, s.handle(), 0, 0)
 }
 
@@ -733,13 +767,16 @@ func (s *Stream) Launch(f *Function, grid, block Dim3, sharedMem int, args *Args
 		// kernelParams points into args's heap memory, which does not move
 		// and is kept alive below.
 		uintptr(unsafe.Pointer(args.params())), 0}
+	held := s.enter()
 	if err := d.lock(); err != nil {
 		runtime.UnlockOSThread()
+		s.exit(held)
 		callPool.Put(b)
 		return err
 	}
 	r, _, _ := purego.SyscallN(drv.cuLaunchKernel, b.a[:11]...)
 	runtime.UnlockOSThread()
+	s.exit(held)
 	callPool.Put(b)
 	runtime.KeepAlive(args)
 	if cuResult(r) != 0 {
@@ -862,22 +899,49 @@ func (a *Args) params() *unsafe.Pointer {
 	return &a.ptrs[0]
 }
 
-// CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
-const captureModeThreadLocal = 1
+// CU_STREAM_CAPTURE_MODE_RELAXED: the capturing thread may make calls
+// such as cuMemAlloc that are unsafe in the stricter modes; other threads
+// are kept off the stream by its gate instead.
+const captureModeRelaxed = 2
 
 // BeginCapture starts capturing the work queued on s into a graph
-// (cuStreamBeginCapture_v2, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL). s must be a
-// stream from NewStream, not the legacy default stream.
+// (cuStreamBeginCapture_v2, relaxed mode). The calling goroutine is locked
+// to its OS thread until EndCapture, which it must call; meanwhile calls
+// from other threads that queue work on s or wait for it block, so the
+// graph holds this goroutine's work only. s must be a stream from
+// NewStream, not the legacy default stream.
 func (s *Stream) BeginCapture() error {
 	if s.handle() == 0 {
 		return errors.New("cuda: BeginCapture: the legacy default stream cannot be captured")
 	}
-	return s.call("cuStreamBeginCapture_v2", drv.cuStreamBeginCapture, s.h, captureModeThreadLocal, 0, 0)
+	tid := threadIDLocked()
+	if tid == 0 {
+		return errors.New("cuda: BeginCapture: capture needs thread ids, which this platform does not give")
+	}
+	s.gate.Lock()
+	s.captor.Store(tid)
+	if err := s.call("cuStreamBeginCapture_v2", drv.cuStreamBeginCapture, s.h, captureModeRelaxed, 0, 0); err != nil {
+		s.release()
+		return err
+	}
+	return nil
+}
+
+// release ends BeginCapture's hold on s and the calling goroutine.
+func (s *Stream) release() {
+	s.captor.Store(0)
+	s.gate.Unlock()
+	runtime.UnlockOSThread()
 }
 
 // EndCapture ends capturing on s and returns the captured graph
-// (cuStreamEndCapture).
+// (cuStreamEndCapture). It fails when the capture was invalidated, for
+// example by waiting for the stream while capturing.
 func (s *Stream) EndCapture() (*Graph, error) {
+	if s.captor.Load() != threadID() {
+		return nil, errors.New("cuda: EndCapture: not capturing on this goroutine")
+	}
+	defer s.release()
 	g := &Graph{dev: s.Device()}
 	if err := s.call("cuStreamEndCapture", drv.cuStreamEndCapture, s.handle(), uintptr(unsafe.Pointer(&g.h)), 0, 0); err != nil {
 		return nil, err
@@ -919,6 +983,7 @@ type GraphExec struct {
 
 // Launch queues the graph on s (cuGraphLaunch).
 func (e *GraphExec) Launch(s *Stream) error {
+	defer s.exit(s.enter())
 	return e.dev.call("cuGraphLaunch", drv.cuGraphLaunch, e.h, s.handle(), 0, 0)
 }
 
