@@ -173,6 +173,10 @@ func (b *BLAS) GemmStridedBatched(s *Stream, transA, transB bool, m, n, k int,
 	if transB {
 		tb = opT
 	}
+	// cuBLAS launches on s itself: pass the stream's capture gate first, as
+	// the package's own launches do, so another thread's capture of s
+	// neither holds this product nor deadlocks with it over b.mu.
+	defer s.exit(s.enter())
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if dtype == R32F && b.tf32 {

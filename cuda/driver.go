@@ -927,6 +927,13 @@ func (s *Stream) BeginCapture() error {
 	return nil
 }
 
+// CapturingHere reports whether the calling goroutine is capturing s
+// (between its BeginCapture and EndCapture).
+func (s *Stream) CapturingHere() bool {
+	c := s.captor.Load()
+	return c != 0 && c == threadID()
+}
+
 // release ends BeginCapture's hold on s and the calling goroutine.
 func (s *Stream) release() {
 	s.captor.Store(0)

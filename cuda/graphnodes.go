@@ -63,6 +63,9 @@ func (g *Graph) KernelNodes() (nodes []KernelNode, others int, err error) {
 		if err := g.dev.call("cuGraphKernelNodeGetParams_v2", drv.cuGraphKernelNodeGetParams, h, uintptr(unsafe.Pointer(&k.params)), 0, 0); err != nil {
 			return nil, 0, err
 		}
+		if k.params.fn == 0 {
+			return nil, 0, fmt.Errorf("cuda: a kernel node has no function handle (a library kernel), so its parameters cannot be read")
+		}
 		if k.params.kernelParams == nil {
 			return nil, 0, fmt.Errorf("cuda: a kernel node passes its parameters as extra, which cannot be read back")
 		}
@@ -71,6 +74,9 @@ func (g *Graph) KernelNodes() (nodes []KernelNode, others int, err error) {
 			var off, size uintptr
 			if err := g.dev.call("cuFuncGetParamInfo", drv.cuFuncGetParamInfo, k.params.fn, uintptr(i),
 				uintptr(unsafe.Pointer(&off)), uintptr(unsafe.Pointer(&size))); err != nil {
+				if i == 0 {
+					return nil, 0, fmt.Errorf("cuda: reading a kernel node's parameters: %w", err)
+				}
 				break // past the last parameter
 			}
 			if i >= len(ptrs) {

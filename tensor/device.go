@@ -73,6 +73,9 @@ func onDefault(t *Tensor) *Tensor {
 type gpu struct {
 	dev     *cuda.Device
 	stream  *cuda.Stream
+	// captured, while a program is captured into a CUDA graph, collects the
+	// memory the capturing goroutine allocates: the graph owns it.
+	captured atomic.Pointer[[]*storage]
 	alloc   *cuda.Allocator
 	kernels sync.Map // kernel name → *kernelEntry
 	args    sync.Pool
@@ -162,6 +165,9 @@ func newGPUTensor(d Device, dt DType, shape []int) *Tensor {
 	buf := &gpuBuffer{g: g, block: blk}
 	st := &storage{dev: d, gpu: buf}
 	freeWhenUnreachable(st, buf)
+	if k := g.captured.Load(); k != nil && g.stream.CapturingHere() {
+		*k = append(*k, st)
+	}
 	return &Tensor{st: st, shape: shape, strides: ir.ContiguousStrides(shape), dtype: dt}
 }
 

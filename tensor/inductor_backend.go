@@ -44,6 +44,7 @@ type inductorProgram struct {
 	// runs with the eager kernels.
 	eager    atomic.Pointer[eagerProgram]
 	fellBack sync.Once
+	graphs   graphSet // ReduceOverhead: captured CUDA graphs (cudagraphs.go)
 }
 
 type inductorStep struct {
@@ -142,9 +143,19 @@ func (p *inductorProgram) Run(inputs []*Tensor) (outs []*Tensor) {
 			outs = p.eager.Load().Run(inputs)
 		}
 	}()
-	vals := bindLeaves(p.g, inputs)
+	if p.cfg.mode == ReduceOverhead {
+		if outs, ok := p.runGraph(inputs); ok {
+			return outs
+		}
+	}
 	a := p.arenas.get()
 	defer p.arenas.put(a)
+	return p.runWith(inputs, a)
+}
+
+// runWith runs the program's steps with arena a.
+func (p *inductorProgram) runWith(inputs []*Tensor, a *arena) []*Tensor {
+	vals := bindLeaves(p.g, inputs)
 	for i := range p.steps {
 		s := &p.steps[i]
 		if vals[s.roots[0]] != nil {

@@ -1,0 +1,129 @@
+package tensor
+
+import (
+	"bytes"
+	"fmt"
+	"log/slog"
+	"math"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// mlp2 is a two-layer MLP with a layer norm, closing over its weights.
+func mlp2(d Device) func(x *Tensor) *Tensor {
+	w1, b1 := Randn(2, Float32, 96, 64).MulScalar(0.1).To(d), Randn(3, Float32, 96).To(d)
+	w2, b2 := Randn(4, Float32, 48, 96).MulScalar(0.1).To(d), Randn(5, Float32, 48).To(d)
+	g := Randn(6, Float32, 48).To(d)
+	return func(x *Tensor) *Tensor {
+		h := x.Linear(w1, b1).GELU()
+		return h.Linear(w2, b2).SiLU().LayerNorm([]int{48}, g, nil, 1e-5)
+	}
+}
+
+// Replayed graphs compute what plain launches compute, bit for bit, over
+// many calls with new input data each time; a call's result is not
+// overwritten by later calls; each new shape gets its own graph.
+func TestGPUReduceOverheadReplays(t *testing.T) {
+	requireGPU(t)
+	dev := CUDA(0)
+	f := mlp2(dev)
+	plain := Compile(f)
+	graphed := Compile(f, WithMode(ReduceOverhead))
+	before := graphReplays.Load()
+	type call struct {
+		out  *Tensor
+		want []float64
+	}
+	var calls []call
+	for i := range 20 {
+		rows := []int{8, 3}[i%2] // two shapes: two graphs
+		x := Randn(uint64(100+i), Float32, rows, 64).To(dev)
+		want := plain(x).Float64s()
+		out := graphed(x)
+		calls = append(calls, call{out, want})
+	}
+	for i, c := range calls { // read only now: after every later replay
+		got := c.out.Float64s()
+		for j := range got {
+			if got[j] != c.want[j] && !(math.IsNaN(got[j]) && math.IsNaN(c.want[j])) {
+				t.Fatalf("call %d: element %d is %v after later calls, plain launches give %v", i, j, got[j], c.want[j])
+			}
+		}
+	}
+	// Per shape: a plain first call, a captured second, replays after.
+	if n := graphReplays.Load() - before; n != 18 {
+		t.Errorf("%d graph replays, want 18", n)
+	}
+}
+
+// Many goroutines calling one ReduceOverhead function at once each get
+// their own correct results.
+func TestGPUReduceOverheadConcurrent(t *testing.T) {
+	requireGPU(t)
+	dev := CUDA(0)
+	f := mlp2(dev)
+	plain := Compile(f)
+	graphed := Compile(f, WithMode(ReduceOverhead))
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 25 {
+				x := Randn(uint64(1000*w+i), Float32, 8, 64).To(dev)
+				got, want := graphed(x).Float64s(), plain(x).Float64s()
+				for j := range got {
+					if got[j] != want[j] {
+						errs <- fmt.Errorf("worker %d call %d: element %d is %v, want %v", w, i, j, got[j], want[j])
+						return
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
+
+// A program that waits for the device (an index bounds check reads a flag
+// back) cannot be captured: it runs with plain launches, correctly, and
+// GOCOMPILE_LOGS=cudagraphs says why.
+func TestGPUReduceOverheadCaptureFallback(t *testing.T) {
+	requireGPU(t)
+	dev := CUDA(0)
+	t.Setenv("GOCOMPILE_LOGS", "cudagraphs")
+	var buf bytes.Buffer
+	old := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(&buf, nil)))
+	defer slog.SetDefault(old)
+	f := Compile(func(x, idx *Tensor) *Tensor { return x.MulScalar(2).IndexSelect(0, idx).AddScalar(1) }, WithMode(ReduceOverhead))
+	x := Randn(1, Float32, 6, 5)
+	idx := FromSlice([]int64{4, 0, 5}, 3)
+	want := x.MulScalar(2).IndexSelect(0, idx).AddScalar(1).Float64s()
+	for i := range 4 {
+		got := f(x.To(dev), idx.To(dev)).Float64s()
+		for j := range got {
+			if math.Abs(got[j]-want[j]) > 1e-6 {
+				t.Fatalf("call %d: element %d is %v, want %v", i, j, got[j], want[j])
+			}
+		}
+	}
+	if log := buf.String(); !strings.Contains(log, "cannot capture") {
+		t.Errorf("no capture fallback logged:\n%s", log)
+	}
+}
+
+// On the CPU, ReduceOverhead runs the compiled program plainly.
+func TestReduceOverheadOnCPU(t *testing.T) {
+	f := mlp2(CPU)
+	g := Compile(f, WithMode(ReduceOverhead))
+	for i := range 3 {
+		x := Randn(uint64(i), Float32, 4, 64)
+		nearValues(t, fmt.Sprint("call ", i), g(x), f(x))
+	}
+}
