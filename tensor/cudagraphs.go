@@ -62,6 +62,7 @@ type graphSet struct {
 type replayGraph struct {
 	mu      sync.Mutex // a replay sets parameters, then launches
 	g       *gpu
+	graph   *cuda.Graph // kept: its nodes name what SetKernelParams changes
 	exec    *cuda.GraphExec
 	nodes   []cuda.KernelNode
 	params  [][][]byte // each node's current parameter values
@@ -162,7 +163,19 @@ func (p *inductorProgram) runGraph(inputs []*Tensor) ([]*Tensor, bool) {
 		graphLog("captured", "kernels", len(rg.nodes), "layout", key)
 	}
 	gs.mu.Unlock()
-	return rg.replay(inputs), true
+	outs, err := rg.replay(inputs)
+	if err != nil {
+		// Not expected; the graph is dropped and the layout runs plainly.
+		gs.mu.Lock()
+		if gs.graphs[key] == rg {
+			delete(gs.graphs, key)
+			gs.failed[key] = err.Error()
+		}
+		gs.mu.Unlock()
+		slog.Warn("gocompile: a CUDA graph replay failed; running this input layout with plain launches", "err", err)
+		return nil, false
+	}
+	return outs, true
 }
 
 func graphLog(msg string, args ...any) {
@@ -210,7 +223,12 @@ func (p *inductorProgram) capture(inputs []*Tensor) (rg *replayGraph, err error)
 		}
 		return nil, err
 	}
-	defer graph.Destroy()
+	rg.graph = graph
+	defer func() {
+		if err != nil {
+			rg.destroy()
+		}
+	}()
 	nodes, others, err := graph.KernelNodes()
 	if err != nil {
 		return nil, err
@@ -274,17 +292,27 @@ func (p *inductorProgram) capture(inputs []*Tensor) (rg *replayGraph, err error)
 	return rg, nil
 }
 
+// destroy releases the graph's driver objects (its memory goes with rg).
+func (rg *replayGraph) destroy() {
+	if rg.exec != nil {
+		rg.exec.Destroy()
+	}
+	rg.graph.Destroy()
+}
+
 // storageElems is how many elements of t's type its storage holds.
 func storageElems(t *Tensor) int { return t.st.gpu.block.Size / t.dtype.Size() }
 
 // replay runs the graph for inputs and returns fresh outputs.
-func (rg *replayGraph) replay(inputs []*Tensor) []*Tensor {
+func (rg *replayGraph) replay(inputs []*Tensor) ([]*Tensor, error) {
 	g := rg.g
 	rg.mu.Lock()
 	defer rg.mu.Unlock()
 	if graphInputs == copyInputs && rg.static != nil {
 		for i, t := range inputs {
-			check(g.stream.CopyDtoD(rg.static[i].devicePtr(), t.st.gpu.ptr(), storageElems(t)*t.dtype.Size()), "ReduceOverhead", t)
+			if err := g.stream.CopyDtoD(rg.static[i].devicePtr(), t.st.gpu.ptr(), storageElems(t)*t.dtype.Size()); err != nil {
+				return nil, err
+			}
 		}
 	}
 	for i := range rg.inputs {
@@ -301,17 +329,21 @@ func (rg *replayGraph) replay(inputs []*Tensor) []*Tensor {
 	}
 	for i := range rg.nodes {
 		if rg.dirty[i] {
-			check(rg.exec.SetKernelParams(&rg.nodes[i], rg.params[i]), "ReduceOverhead")
+			if err := rg.exec.SetKernelParams(&rg.nodes[i], rg.params[i]); err != nil {
+				return nil, err
+			}
 			rg.dirty[i] = false
 		}
 	}
-	check(rg.exec.Launch(g.stream), "ReduceOverhead")
+	if err := rg.exec.Launch(g.stream); err != nil {
+		return nil, err
+	}
 	graphReplays.Add(1)
 	outs := make([]*Tensor, len(rg.views))
 	for i, v := range rg.views {
 		outs[i] = &Tensor{st: fresh[rg.results[i]].st, shape: v.shape, strides: v.strides, offset: v.offset, dtype: v.dtype}
 	}
-	return outs
+	return outs, nil
 }
 
 // patch points the parameters refs at base (plus each one's delta).
