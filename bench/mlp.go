@@ -30,30 +30,33 @@ func mlpModel() func(x *tensor.Tensor) *tensor.Tensor {
 }
 
 // runMLP prints eager and compiled time per call at batch 1 and 32, in
-// the default mode and in ReduceOverhead.
+// the default mode, ReduceOverhead and MaxAutotune.
 func runMLP(cfg *config, out io.Writer) {
 	mlp := mlpModel()
 	compiled := tensor.Compile(mlp)
 	graphed := tensor.Compile(mlp, tensor.WithMode(tensor.ReduceOverhead))
+	tunedFn := tensor.Compile(mlp, tensor.WithMode(tensor.MaxAutotune))
 	fmt.Fprintf(out, "MLP 4x Linear(1024,1024)+GELU float32 on %s: µs per call (many calls, one sync; median of %d)\n", cfg.device, cfg.reps)
-	fmt.Fprintf(out, "%-6s %10s %10s %16s %15s %14s\n", "batch", "eager", "compiled", "reduce-overhead", "eager/compiled", "eager/reduce")
+	fmt.Fprintf(out, "%-6s %10s %10s %16s %13s %15s %14s\n", "batch", "eager", "compiled", "reduce-overhead", "max-autotune", "eager/compiled", "eager/reduce")
 	for _, batch := range []int{1, 32} {
 		x := tensor.Randn(1, tensor.Float32, batch, 1024)
 		e := func() *tensor.Tensor { return mlp(x) }
 		c := func() *tensor.Tensor { return compiled(x) }
 		r := func() *tensor.Tensor { return graphed(x) }
+		a := func() *tensor.Tensor { return tunedFn(x) }
 		for range 3 { // compile, capture, replay
 			c()
 			e()
 			r()
+			a()
 		}
 		n := cfg.iters
 		if n == 0 {
 			n = 500
 		}
-		med, _ := measure(cfg, n, e, c, r)
-		eu, cu, ru := us(med[0]), us(med[1]), us(med[2])
-		fmt.Fprintf(out, "%-6d %10.1f %10.1f %16.1f %14.2fx %13.2fx\n", batch, eu, cu, ru, eu/cu, eu/ru)
+		med, _ := measure(cfg, n, e, c, r, a)
+		eu, cu, ru, au := us(med[0]), us(med[1]), us(med[2]), us(med[3])
+		fmt.Fprintf(out, "%-6d %10.1f %10.1f %16.1f %13.1f %14.2fx %13.2fx\n", batch, eu, cu, ru, au, eu/cu, eu/ru)
 	}
 }
 

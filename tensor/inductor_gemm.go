@@ -1,13 +1,13 @@
 package tensor
 
 import (
+	"fmt"
 	"slices"
 
 	"gocompile/cuda"
 	"gocompile/fuse"
 	"gocompile/inductor"
 	"gocompile/ir"
-	"gocompile/kcache"
 )
 
 // A matrix product of few rows (inference at small batch) runs on a GPU as
@@ -125,12 +125,12 @@ func (p *inductorProgram) runMatMul(s *inductorStep, vals []*Tensor, a *arena) {
 				}
 				return newGPUTensor(x.st.dev, t.r.Root.DType, shape)
 			}
-			if r := gpuGemm(p.cfg.cache, x, y, t, e.product, ins, dst); r != nil {
+			if r := gpuGemm(p.cfg, x, y, t, e.product, ins, dst); r != nil {
 				vals[t.roots[0]] = r
 				return
 			}
 		}
-		if r := gpuGemm(p.cfg.cache, x, y, nil, 0, nil, nil); r != nil {
+		if r := gpuGemm(p.cfg, x, y, nil, 0, nil, nil); r != nil {
 			vals[s.roots[0]] = r
 			return
 		}
@@ -143,7 +143,7 @@ func (p *inductorProgram) runMatMul(s *inductorStep, vals []*Tensor, a *arena) {
 // dst's (or a new one), or returns nil when the kernel does not apply: types other than
 // float32, more than inductor.GemmMaxM rows, y not read with unit stride
 // along k, or epilogue operands not indexable as [row, column].
-func gpuGemm(c *kcache.Cache, x, y *Tensor, t *inductorStep, product int, ins []*Tensor, dst func(shape []int) *Tensor) *Tensor {
+func gpuGemm(bc backendConfig, x, y *Tensor, t *inductorStep, product int, ins []*Tensor, dst func(shape []int) *Tensor) *Tensor {
 	if x.dtype != Float32 || y.dtype != Float32 || len(y.shape) != 2 || len(x.shape) == 0 || x.st.dev != y.st.dev {
 		return nil
 	}
@@ -197,32 +197,49 @@ func gpuGemm(c *kcache.Cache, x, y *Tensor, t *inductorStep, product int, ins []
 		}
 	}
 	g := mustGPU("MatMul", x.st.dev)
-	kern.Config = gemmConfigFor(m, n, g.dev.SMCount)
 	var out *Tensor
 	if dst != nil {
 		out = dst(shape)
 	} else {
 		out = newGPUTensor(x.st.dev, kern.Out, shape)
 	}
-	fn := g.kernelIn(c, kern.Name(), kern.Source)
-	args := g.getArgs()
-	defer g.putArgs(args)
 	vec := k%4 == 0 && lda%4 == 0 && ldb%4 == 0 && x.devicePtr()%16 == 0 && y.devicePtr()%16 == 0
-	args.Ptr(x.devicePtr()).I64(lda).Ptr(y.devicePtr()).I64(ldb).I32(int32(m)).I32(int32(n)).I32(int32(k))
-	if vec {
-		args.I32(1)
-	} else {
-		args.I32(0)
-	}
-	args.Ptr(out.devicePtr()).I64(int64(n))
-	for j, in := range ins {
-		if j != product {
-			args.Ptr(in.devicePtr()).I64(ops[j][0]).I64(ops[j][1])
+	launch := func(cfg inductor.GemmConfig) error {
+		kern := kern
+		kern.Config = cfg
+		fn := g.kernelIn(bc.cache, kern.Name(), kern.Source)
+		args := g.getArgs()
+		defer g.putArgs(args)
+		args.Ptr(x.devicePtr()).I64(lda).Ptr(y.devicePtr()).I64(ldb).I32(int32(m)).I32(int32(n)).I32(int32(k))
+		if vec {
+			args.I32(1)
+		} else {
+			args.I32(0)
 		}
+		args.Ptr(out.devicePtr()).I64(int64(n))
+		for j, in := range ins {
+			if j != product {
+				args.Ptr(in.devicePtr()).I64(ops[j][0]).I64(ops[j][1])
+			}
+		}
+		gx, gy := cfg.Grid(m, n)
+		return g.stream.Launch(fn, cuda.Dim3{X: uint32(gx), Y: uint32(gy), Z: 1}, cuda.Dim3{X: uint32(cfg.Threads()), Y: 1, Z: 1}, 0, args)
 	}
-	gx, gy := kern.Config.Grid(m, n)
-	err := g.stream.Launch(fn, cuda.Dim3{X: uint32(gx), Y: uint32(gy), Z: 1}, cuda.Dim3{X: uint32(kern.Config.Threads()), Y: 1, Z: 1}, 0, args)
-	check(err, "MatMul", x, y)
+	cfg := gemmConfigFor(m, n, g.dev.SMCount)
+	if bc.mode == MaxAutotune && !g.stream.CapturingHere() {
+		cands := inductor.GemmCandidates(m)
+		names := make([]string, len(cands))
+		for i, c := range cands {
+			names[i] = c.String()
+		}
+		kern.Config = inductor.GemmConfig{}
+		key := fmt.Sprintf("%s m%d n%d k%d vec%v", kern.Name(), m, n, k, vec)
+		best := autotune(bc.cache, g, "gemm", key, names, slices.Index(names, cfg.String()),
+			func(i int) { c := kern; c.Config = cands[i]; g.kernelIn(bc.cache, c.Name(), c.Source) },
+			func(i int) error { return launch(cands[i]) })
+		cfg = cands[best]
+	}
+	check(launch(cfg), "MatMul", x, y)
 	return out
 }
 

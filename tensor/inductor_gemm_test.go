@@ -187,3 +187,20 @@ func TestGPUGemmConfigs(t *testing.T) {
 		}
 	}
 }
+
+// MaxAutotune picks a GEMM launch shape by timing and computes the same
+// product.
+func TestGPUGemmMaxAutotune(t *testing.T) {
+	requireGPU(t)
+	dev := CUDA(0)
+	x, w, b := Randn(1, Float32, 6, 200), Randn(2, Float32, 300, 200).MulScalar(0.07), Randn(3, Float32, 300)
+	want, scale := refLinear(x.Float64s(), 6, 200, w.Float64s(), 300, b.Float64s(), nil, refGELU)
+	before := autotuneSearches.Load()
+	f := Compile(func(x, w, b *Tensor) *Tensor { return x.Linear(w, b).GELU() }, WithMode(MaxAutotune))
+	for i := range 3 {
+		gemmClose(t, fmt.Sprint("autotuned call ", i), f(x.To(dev), w.To(dev), b.To(dev)), want, scale)
+	}
+	if n := autotuneSearches.Load() - before; n != 1 {
+		t.Errorf("%d autotune searches for one kernel and shape over three calls, want 1", n)
+	}
+}

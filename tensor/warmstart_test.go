@@ -13,7 +13,8 @@ import (
 // A new process that compiles a function an earlier process compiled,
 // with the same cache directory (WithCacheDir), rebuilds its program from
 // the cache: no fusion search, and on a GPU no kernel source generated
-// and no NVRTC, with the same results. Each process is this test binary
+// and no NVRTC, and no autotune search (the winners are cached), with the
+// same results. Each process is this test binary
 // run again as a child (warmStartChild).
 func TestWarmStartFromCacheDir(t *testing.T) {
 	if os.Getenv("GOCOMPILE_WARM_CHILD") != "" {
@@ -39,21 +40,22 @@ func TestWarmStartFromCacheDir(t *testing.T) {
 					fields = strings.Fields(rest)
 				}
 			}
-			if len(fields) != 3 {
+			if len(fields) != 4 {
 				t.Fatalf("%s run %d: no report in\n%s", dev, run, out)
 			}
-			t.Logf("%s run %d: %s graphs partitioned, %s kernel sources generated, checksum %s", dev, run, fields[0], fields[1], fields[2])
+			t.Logf("%s run %d: %s graphs partitioned, %s kernel sources generated, %s autotune searches, checksum %s",
+				dev, run, fields[0], fields[1], fields[3], fields[2])
 			if run == 0 {
 				first = fields
-				if fields[0] == "0" || dev == "cuda" && fields[1] == "0" {
-					t.Fatalf("%s: the first process partitioned %s graphs and generated %s kernel sources; want some of each",
-						dev, fields[0], fields[1])
+				if fields[0] == "0" || dev == "cuda" && (fields[1] == "0" || fields[3] == "0") {
+					t.Fatalf("%s: the first process partitioned %s graphs, generated %s kernel sources and ran %s autotune searches; want some of each",
+						dev, fields[0], fields[1], fields[3])
 				}
 				continue
 			}
-			if fields[0] != "0" || fields[1] != "0" {
-				t.Errorf("%s run %d: partitioned %s graphs and generated %s kernel sources; want none (warm cache)",
-					dev, run, fields[0], fields[1])
+			if fields[0] != "0" || fields[1] != "0" || fields[3] != "0" {
+				t.Errorf("%s run %d: partitioned %s graphs, generated %s kernel sources, ran %s autotune searches; want none (warm cache)",
+					dev, run, fields[0], fields[1], fields[3])
 			}
 			if fields[2] != first[2] {
 				t.Errorf("%s run %d: result checksum %s, first process %s", dev, run, fields[2], first[2])
@@ -63,9 +65,10 @@ func TestWarmStartFromCacheDir(t *testing.T) {
 }
 
 // TestWarmStartChild is one process of TestWarmStartFromCacheDir: it
-// compiles and runs a two-layer MLP with a layer norm, then reports how
-// many graphs it partitioned, how many kernel sources it generated, and a
-// checksum of the result.
+// compiles (in MaxAutotune mode) and runs a two-layer MLP with a layer
+// norm, then reports how many graphs it partitioned, how many kernel
+// sources it generated, a checksum of the result, and how many autotune
+// searches it ran.
 func TestWarmStartChild(t *testing.T) {
 	dev := os.Getenv("GOCOMPILE_WARM_CHILD")
 	if dev == "" {
@@ -83,10 +86,10 @@ func TestWarmStartChild(t *testing.T) {
 	f := Compile(func(x *Tensor) *Tensor {
 		h := x.Linear(w1, b1).GELU()
 		return h.Linear(w2, b2).SiLU().LayerNorm([]int{32}, g, nil, 1e-5).Softmax(-1)
-	}, WithCacheDir(os.Getenv("GOCOMPILE_WARM_DIR")))
+	}, WithCacheDir(os.Getenv("GOCOMPILE_WARM_DIR")), WithMode(MaxAutotune))
 	sum := 0.0
 	for i, v := range f(x).Float64s() {
 		sum += v * float64(i%7+1)
 	}
-	fmt.Printf("WARM %d %d %.6f\n", partitions.Load(), kernelSources.Load(), sum)
+	fmt.Printf("WARM %d %d %.6f %d\n", partitions.Load(), kernelSources.Load(), sum, autotuneSearches.Load())
 }
