@@ -33,40 +33,91 @@ type GemmKernel struct {
 	Config     GemmConfig
 }
 
-// GemmConfig is a GemmKernel's launch shape.
+// GemmConfig is a GemmKernel's launch shape: a warp kernel (Split 0), or
+// a tiled kernel (Split > 0).
+//
+// The warp kernel has each warp compute NT columns of MT rows, its lanes
+// splitting k; it suits very few rows. The tiled kernel stages 32×32
+// tiles of A and 64×32 tiles of B in shared memory, each of its 256
+// threads computing 2×4 outputs of a 32×64 block, and splits k across
+// Split blocks (grid.z): each writes its partial sums to a workspace, and
+// the last block of a tile to finish adds them in order (so results do not
+// depend on timing) and applies the epilogue.
 type GemmConfig struct {
 	Warps int // warps per block
 	NT    int // columns per warp
 	MT    int // rows per block (grid.y is ⌈M/MT⌉)
+	Split int // tiled: blocks sharing each output tile's k range
 }
 
-func (c GemmConfig) String() string { return fmt.Sprintf("w%dn%dm%d", c.Warps, c.NT, c.MT) }
+func (c GemmConfig) String() string {
+	if c.Split > 0 {
+		return fmt.Sprintf("t%d", c.Split)
+	}
+	return fmt.Sprintf("w%dn%dm%d", c.Warps, c.NT, c.MT)
+}
+
+// Tiled kernels' block tile.
+const (
+	gemmTileM = 32
+	gemmTileN = 64
+)
 
 // Grid is the launch grid for an M×N output.
-func (c GemmConfig) Grid(m, n int) (x, y int) {
+func (c GemmConfig) Grid(m, n int) (x, y, z int) {
+	if c.Split > 0 {
+		return (n + gemmTileN - 1) / gemmTileN, (m + gemmTileM - 1) / gemmTileM, c.Split
+	}
 	cols := c.Warps * c.NT
-	return (n + cols - 1) / cols, (m + c.MT - 1) / c.MT
+	return (n + cols - 1) / cols, (m + c.MT - 1) / c.MT, 1
 }
 
 // Threads is the block size.
-func (c GemmConfig) Threads() int { return c.Warps * 32 }
+func (c GemmConfig) Threads() int {
+	if c.Split > 0 {
+		return 256
+	}
+	return c.Warps * 32
+}
+
+// Workspace is the float32 partial sums and tile counters a tiled launch
+// for an M×N output needs (zero for others). Counters must be zero before
+// the launch; the kernel leaves them zero.
+func (c GemmConfig) Workspace(m, n int) (partials, counters int) {
+	if c.Split <= 1 {
+		return 0, 0
+	}
+	x, y, _ := c.Grid(m, n)
+	return c.Split * m * n, x * y
+}
 
 // GemmMaxM is the most rows a GemmKernel is meant for: beyond it a tiled
 // library GEMM, which reuses each loaded element across many rows, wins.
 const GemmMaxM = 64
 
-// ChooseGemmConfig picks the launch shape for an M×N output on a device
-// with sms multiprocessors: row tiles of up to 8 rows (the partial sums a
-// lane holds are MT·NT registers), and the widest column group that still
-// gives every multiprocessor two blocks.
-func ChooseGemmConfig(m, n, sms int) GemmConfig {
+// ChooseGemmConfig picks the launch shape for an M×N output with inner
+// dimension k on a device with sms multiprocessors. Up to 4 rows: the
+// warp kernel, with row tiles of up to 8 rows (the partial sums a lane
+// holds are MT·NT registers) and the widest column group that still gives
+// every multiprocessor two blocks. More rows: the tiled kernel, split
+// along k until there are about two blocks per multiprocessor, each with
+// at least four 32-wide steps of k before splitting.
+func ChooseGemmConfig(m, n, k, sms int) GemmConfig {
+	if m > 4 {
+		c := GemmConfig{Split: 1}
+		x, y, _ := c.Grid(m, n)
+		for c.Split < 32 && x*y*c.Split*2 <= 2*sms && (k+31)/32 >= 8*c.Split {
+			c.Split *= 2
+		}
+		return c
+	}
 	c := GemmConfig{Warps: 4, MT: 8}
 	for c.MT > 1 && c.MT/2 >= m {
 		c.MT /= 2
 	}
 	for _, nt := range []int{4, 2, 1} {
 		c.NT = nt
-		if x, y := c.Grid(m, n); x*y >= 2*sms {
+		if x, y, _ := c.Grid(m, n); x*y >= 2*sms {
 			break
 		}
 	}
@@ -85,6 +136,9 @@ func GemmCandidates(m int) []GemmConfig {
 				cs = append(cs, GemmConfig{Warps: w, NT: nt, MT: mt})
 			}
 		}
+	}
+	for _, split := range []int{1, 2, 4, 8, 16, 32} {
+		cs = append(cs, GemmConfig{Split: split})
 	}
 	return cs
 }
@@ -129,7 +183,7 @@ func (k *GemmKernel) Source() (string, error) {
 // body is the kernel's source after the prelude.
 func (k *GemmKernel) body() (string, error) {
 	c := k.Config
-	if c.Warps < 1 || c.NT < 1 || c.MT < 1 {
+	if c.Split <= 0 && (c.Warps < 1 || c.NT < 1 || c.MT < 1) {
 		return "", fmt.Errorf("gemm: bad launch shape %v", c)
 	}
 	var b strings.Builder
@@ -171,6 +225,10 @@ func (k *GemmKernel) body() (string, error) {
 	value := "acc[i][j]"
 	if k.Epilogue != nil {
 		value = "epilogue(" + strings.Join(loads, ", ") + ")"
+	}
+	if c.Split > 0 {
+		k.tiledBody(&b, params, storeC(value, outKind, k.Out))
+		return b.String(), nil
 	}
 
 	fmt.Fprintf(&b, `
@@ -243,6 +301,110 @@ extern "C" __global__ void __launch_bounds__(%[1]d) %[2]s(
 `, c.Threads(), k.Name(), storageC(k.Out), strings.Join(prefixAll(", ", params), ""), c.MT, c.NT, c.Warps,
 		storeC(value, outKind, k.Out))
 	return b.String(), nil
+}
+
+// tiledBody writes the tiled kernel; store is the expression stored for
+// acc[i][j] at [m, n].
+func (k *GemmKernel) tiledBody(b *strings.Builder, params []string, store string) {
+	fmt.Fprintf(b, `
+// Block (x, y, z) computes rows 32y.., columns 64x.. of the product over
+// its share of k; thread (ty, tx) holds rows 2ty, 2ty+1 and columns
+// 4tx..4tx+3 of the block.
+extern "C" __global__ void __launch_bounds__(256) %[1]s(
+    const float* __restrict__ A, long long lda, const float* __restrict__ B, long long ldb,
+    int M, int N, int K, int vec, %[2]s* __restrict__ out, long long ldo,
+    float* __restrict__ ws, unsigned int* __restrict__ counters%[3]s) {
+  __align__(16) __shared__ float As[32][36]; // [k][m], rows padded to keep 8-byte reads aligned
+  __align__(16) __shared__ float Bs[32][68]; // [k][n]
+  __shared__ unsigned int last;
+  const int t = threadIdx.x, tx = t & 15, ty = t >> 4;
+  const int n0 = blockIdx.x * 64, m0 = blockIdx.y * 32;
+  const int S = gridDim.z, z = blockIdx.z;
+  const int chunks = (K + 31) / 32, per = (chunks + S - 1) / S;
+  const int kBegin = min(K, z * per * 32), kEnd = min(K, kBegin + per * 32);
+  // Loads: thread t brings k lk..lk+3 of A's row lr and of B's columns
+  // lr and lr+32; rows and columns past the end read the last one.
+  const int lr = t >> 3, lk = (t & 7) * 4;
+  const float* ar = A + (long long)min(m0 + lr, M - 1) * lda;
+  const float* br0 = B + (long long)min(n0 + lr, N - 1) * ldb;
+  const float* br1 = B + (long long)min(n0 + lr + 32, N - 1) * ldb;
+  float acc[2][4];
+  #pragma unroll
+  for (int i = 0; i < 2; i++)
+    #pragma unroll
+    for (int j = 0; j < 4; j++) acc[i][j] = 0.f;
+  for (int k0 = kBegin; k0 < kEnd; k0 += 32) {
+    const int k = k0 + lk;
+    float4 a, b0, b1;
+    if (vec && k < kEnd) { // K a multiple of 4: the whole vector is in range
+      a = __ldg((const float4*)(ar + k));
+      b0 = __ldg((const float4*)(br0 + k));
+      b1 = __ldg((const float4*)(br1 + k));
+    } else {
+      float va[4], vb0[4], vb1[4];
+      #pragma unroll
+      for (int q = 0; q < 4; q++) {
+        const bool in = k + q < kEnd;
+        va[q] = in ? __ldg(ar + k + q) : 0.f;
+        vb0[q] = in ? __ldg(br0 + k + q) : 0.f;
+        vb1[q] = in ? __ldg(br1 + k + q) : 0.f;
+      }
+      a = make_float4(va[0], va[1], va[2], va[3]);
+      b0 = make_float4(vb0[0], vb0[1], vb0[2], vb0[3]);
+      b1 = make_float4(vb1[0], vb1[1], vb1[2], vb1[3]);
+    }
+    As[lk][lr] = a.x; As[lk + 1][lr] = a.y; As[lk + 2][lr] = a.z; As[lk + 3][lr] = a.w;
+    Bs[lk][lr] = b0.x; Bs[lk + 1][lr] = b0.y; Bs[lk + 2][lr] = b0.z; Bs[lk + 3][lr] = b0.w;
+    Bs[lk][lr + 32] = b1.x; Bs[lk + 1][lr + 32] = b1.y; Bs[lk + 2][lr + 32] = b1.z; Bs[lk + 3][lr + 32] = b1.w;
+    __syncthreads();
+    #pragma unroll
+    for (int kk = 0; kk < 32; kk++) {
+      const float2 av = *(const float2*)&As[kk][ty * 2];
+      const float4 bv = *(const float4*)&Bs[kk][tx * 4];
+      acc[0][0] = fmaf(av.x, bv.x, acc[0][0]); acc[0][1] = fmaf(av.x, bv.y, acc[0][1]);
+      acc[0][2] = fmaf(av.x, bv.z, acc[0][2]); acc[0][3] = fmaf(av.x, bv.w, acc[0][3]);
+      acc[1][0] = fmaf(av.y, bv.x, acc[1][0]); acc[1][1] = fmaf(av.y, bv.y, acc[1][1]);
+      acc[1][2] = fmaf(av.y, bv.z, acc[1][2]); acc[1][3] = fmaf(av.y, bv.w, acc[1][3]);
+    }
+    __syncthreads();
+  }
+  if (S > 1) {
+    // Publish this block's partial sums; the last block of the tile to
+    // finish adds all of them, in split order.
+    #pragma unroll
+    for (int i = 0; i < 2; i++)
+      #pragma unroll
+      for (int j = 0; j < 4; j++) {
+        const int m = m0 + ty * 2 + i, n = n0 + tx * 4 + j;
+        if (m < M && n < N) ws[((long long)z * M + m) * N + n] = acc[i][j];
+      }
+    __threadfence();
+    __syncthreads();
+    if (t == 0) last = atomicAdd(&counters[blockIdx.y * gridDim.x + blockIdx.x], 1u) == (unsigned)S - 1;
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    #pragma unroll
+    for (int i = 0; i < 2; i++)
+      #pragma unroll
+      for (int j = 0; j < 4; j++) {
+        const int m = m0 + ty * 2 + i, n = n0 + tx * 4 + j;
+        float v = 0.f;
+        if (m < M && n < N)
+          for (int s = 0; s < S; s++) v += __ldcg(&ws[((long long)s * M + m) * N + n]);
+        acc[i][j] = v;
+      }
+    if (t == 0) counters[blockIdx.y * gridDim.x + blockIdx.x] = 0; // ready for the next launch
+  }
+  #pragma unroll
+  for (int i = 0; i < 2; i++)
+    #pragma unroll
+    for (int j = 0; j < 4; j++) {
+      const int m = m0 + ty * 2 + i, n = n0 + tx * 4 + j;
+      if (m < M && n < N) out[(long long)m * ldo + n] = %[4]s;
+    }
+}
+`, k.Name(), storageC(k.Out), strings.Join(prefixAll(", ", params), ""), store)
 }
 
 func prefixAll(p string, ss []string) []string {

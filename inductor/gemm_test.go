@@ -79,21 +79,27 @@ func TestGemmKernelSource(t *testing.T) {
 
 func TestChooseGemmConfig(t *testing.T) {
 	for _, tc := range []struct {
-		m, n, sms int
-		want      GemmConfig
+		m, n, k, sms int
+		want         GemmConfig
 	}{
-		{1, 1024, 132, GemmConfig{Warps: 4, NT: 1, MT: 1}},
-		{32, 1024, 132, GemmConfig{Warps: 4, NT: 2, MT: 8}},
-		{3, 4096, 132, GemmConfig{Warps: 4, NT: 2, MT: 4}},
-		{64, 7, 132, GemmConfig{Warps: 4, NT: 1, MT: 8}},
-		{64, 8192, 132, GemmConfig{Warps: 4, NT: 4, MT: 8}},
+		{1, 1024, 1024, 132, GemmConfig{Warps: 4, NT: 1, MT: 1}},
+		{3, 4096, 1024, 132, GemmConfig{Warps: 4, NT: 2, MT: 4}},
+		{32, 1024, 1024, 132, GemmConfig{Split: 8}},
+		{64, 7, 100, 132, GemmConfig{Split: 1}},
+		{64, 7, 300, 132, GemmConfig{Split: 2}},
+		{64, 8192, 4096, 132, GemmConfig{Split: 1}},
 	} {
-		if got := ChooseGemmConfig(tc.m, tc.n, tc.sms); got != tc.want {
-			t.Errorf("ChooseGemmConfig(%d, %d, %d) = %v, want %v", tc.m, tc.n, tc.sms, got, tc.want)
+		if got := ChooseGemmConfig(tc.m, tc.n, tc.k, tc.sms); got != tc.want {
+			t.Errorf("ChooseGemmConfig(%d, %d, %d, %d) = %v, want %v", tc.m, tc.n, tc.k, tc.sms, got, tc.want)
 		}
-		x, y := tc.want.Grid(tc.m, tc.n)
-		if x*tc.want.Warps*tc.want.NT < tc.n || y*tc.want.MT < tc.m {
-			t.Errorf("grid %d×%d of %v does not cover %d×%d", x, y, tc.want, tc.m, tc.n)
+		c := tc.want
+		x, y, _ := c.Grid(tc.m, tc.n)
+		cols, rows := c.Warps*c.NT, c.MT
+		if c.Split > 0 {
+			cols, rows = gemmTileN, gemmTileM
+		}
+		if x*cols < tc.n || y*rows < tc.m {
+			t.Errorf("grid %d×%d of %v does not cover %d×%d", x, y, c, tc.m, tc.n)
 		}
 	}
 }

@@ -236,6 +236,11 @@ inline unsigned __float_as_uint(float f) { unsigned u; std::memcpy(&u, &f, 4); r
 inline double __longlong_as_double(long long i) { double f; std::memcpy(&f, &i, 8); return f; }
 template <typename T> T __shfl_down_sync(unsigned, T v, int) { return v; }
 struct float4 { float x, y, z, w; };
+struct float2 { float x, y; };
+inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
+template <typename T> T __ldcg(const T* p) { return *p; }
+inline void __threadfence() {}
+inline unsigned atomicAdd(unsigned* p, unsigned v) { auto o = *p; *p += v; return o; }
 template <typename T> T __ldg(const T* p) { return *p; }
 template <typename T> T __shfl_xor_sync(unsigned, T v, int) { return v; }
 inline void __syncthreads() {}

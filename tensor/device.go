@@ -76,6 +76,7 @@ type gpu struct {
 	// captured, while a program is captured into a CUDA graph, collects the
 	// memory the capturing goroutine allocates: the graph owns it.
 	captured atomic.Pointer[[]*storage]
+	gemm     gemmScratch // split GEMM workspace (inductor_gemm.go)
 	alloc   *cuda.Allocator
 	kernels sync.Map // kernel name → *kernelEntry
 	args    sync.Pool

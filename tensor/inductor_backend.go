@@ -60,6 +60,7 @@ type inductorStep struct {
 	// epilogue is the fused region a matrix product's kernel may apply
 	// before its store (inductor_gemm.go).
 	epilogue *gemmEpilogue
+	tuned    *sync.Map // MaxAutotune: the GEMM launch shape chosen per shape
 }
 
 func newInductorProgram(g *ir.Graph) (Program, error) {
@@ -78,7 +79,7 @@ func newInductorProgramWith(g *ir.Graph, cfg backendConfig) (Program, error) {
 	p.plan = fuse.PlanBuffers(g, regions, plannable)
 	p.arenas.plan = p.plan
 	for _, r := range regions {
-		s := inductorStep{r: r}
+		s := inductorStep{r: r, tuned: new(sync.Map)}
 		var inputs []fuse.Input
 		switch {
 		case r.Row != nil:

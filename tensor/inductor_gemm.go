@@ -3,6 +3,7 @@ package tensor
 import (
 	"fmt"
 	"slices"
+	"sync"
 
 	"gocompile/cuda"
 	"gocompile/fuse"
@@ -125,12 +126,12 @@ func (p *inductorProgram) runMatMul(s *inductorStep, vals []*Tensor, a *arena) {
 				}
 				return newGPUTensor(x.st.dev, t.r.Root.DType, shape)
 			}
-			if r := gpuGemm(p.cfg, x, y, t, e.product, ins, dst); r != nil {
+			if r := gpuGemm(p.cfg, s.tuned, x, y, t, e.product, ins, dst); r != nil {
 				vals[t.roots[0]] = r
 				return
 			}
 		}
-		if r := gpuGemm(p.cfg, x, y, nil, 0, nil, nil); r != nil {
+		if r := gpuGemm(p.cfg, s.tuned, x, y, nil, 0, nil, nil); r != nil {
 			vals[s.roots[0]] = r
 			return
 		}
@@ -143,7 +144,7 @@ func (p *inductorProgram) runMatMul(s *inductorStep, vals []*Tensor, a *arena) {
 // dst's (or a new one), or returns nil when the kernel does not apply: types other than
 // float32, more than inductor.GemmMaxM rows, y not read with unit stride
 // along k, or epilogue operands not indexable as [row, column].
-func gpuGemm(bc backendConfig, x, y *Tensor, t *inductorStep, product int, ins []*Tensor, dst func(shape []int) *Tensor) *Tensor {
+func gpuGemm(bc backendConfig, tunedAt *sync.Map, x, y *Tensor, t *inductorStep, product int, ins []*Tensor, dst func(shape []int) *Tensor) *Tensor {
 	if x.dtype != Float32 || y.dtype != Float32 || len(y.shape) != 2 || len(x.shape) == 0 || x.st.dev != y.st.dev {
 		return nil
 	}
@@ -217,16 +218,27 @@ func gpuGemm(bc backendConfig, x, y *Tensor, t *inductorStep, product int, ins [
 			args.I32(0)
 		}
 		args.Ptr(out.devicePtr()).I64(int64(n))
+		if cfg.Split > 0 {
+			ws, ctr := g.gemmWorkspace(cfg.Workspace(m, n))
+			args.Ptr(ws).Ptr(ctr)
+		}
 		for j, in := range ins {
 			if j != product {
 				args.Ptr(in.devicePtr()).I64(ops[j][0]).I64(ops[j][1])
 			}
 		}
-		gx, gy := cfg.Grid(m, n)
-		return g.stream.Launch(fn, cuda.Dim3{X: uint32(gx), Y: uint32(gy), Z: 1}, cuda.Dim3{X: uint32(cfg.Threads()), Y: 1, Z: 1}, 0, args)
+		gx, gy, gz := cfg.Grid(m, n)
+		return g.stream.Launch(fn, cuda.Dim3{X: uint32(gx), Y: uint32(gy), Z: uint32(gz)}, cuda.Dim3{X: uint32(cfg.Threads()), Y: 1, Z: 1}, 0, args)
 	}
-	cfg := gemmConfigFor(m, n, g.dev.SMCount)
-	if bc.mode == MaxAutotune && !g.stream.CapturingHere() {
+	cfg := gemmConfigFor(m, n, k, g.dev.SMCount)
+	type shapeKey struct {
+		m, n, k int
+		vec     bool
+	}
+	sk := shapeKey{m, n, k, vec}
+	if v, ok := tunedAt.Load(sk); ok {
+		cfg = v.(inductor.GemmConfig)
+	} else if bc.mode == MaxAutotune && !g.stream.CapturingHere() {
 		cands := inductor.GemmCandidates(m)
 		names := make([]string, len(cands))
 		for i, c := range cands {
@@ -238,11 +250,46 @@ func gpuGemm(bc backendConfig, x, y *Tensor, t *inductorStep, product int, ins [
 			func(i int) { c := kern; c.Config = cands[i]; g.kernelIn(bc.cache, c.Name(), c.Source) },
 			func(i int) error { return launch(cands[i]) })
 		cfg = cands[best]
+		tunedAt.Store(sk, cfg)
 	}
 	check(launch(cfg), "MatMul", x, y)
 	return out
 }
 
-// gemmConfigFor picks a GemmKernel's launch shape; tests replace it to
-// check every candidate.
+// gemmConfigFor picks a GemmKernel's launch shape (m, n, k, SM count);
+// tests replace it to check every candidate.
 var gemmConfigFor = inductor.ChooseGemmConfig
+
+// gemmScratch is a device's workspace for split GEMM kernels: partial sums
+// and tile counters (zero between launches). Launches on the device's one
+// stream run in order, so they share it; a grown workspace replaces the
+// old one, which is kept, as graphs captured earlier still use it.
+type gemmScratch struct {
+	mu       sync.Mutex
+	partials *Tensor
+	counters *Tensor
+	old      []*Tensor
+}
+
+// gemmWorkspace returns a workspace of at least partials float32s and
+// counters zeroed counters.
+func (g *gpu) gemmWorkspace(partials, counters int) (cuda.DevicePtr, cuda.DevicePtr) {
+	s := &g.gemm
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	dev := g.dev.Ordinal
+	if s.partials == nil || s.partials.Numel() < partials {
+		if s.partials != nil {
+			s.old = append(s.old, s.partials)
+		}
+		s.partials = newGPUTensor(CUDA(dev), Float32, []int{max(partials, 1<<16)})
+	}
+	if s.counters == nil || s.counters.Numel() < counters {
+		if s.counters != nil {
+			s.old = append(s.old, s.counters)
+		}
+		s.counters = newGPUTensor(CUDA(dev), Int32, []int{max(counters, 1<<12)})
+		check(g.stream.Memset8(s.counters.devicePtr(), 0, s.counters.Numel()*4), "MatMul")
+	}
+	return s.partials.devicePtr(), s.counters.devicePtr()
+}
