@@ -71,15 +71,15 @@ func onDefault(t *Tensor) *Tensor {
 // on the device runs on it, in order), allocator, cuBLAS handle and the
 // kernels compiled for it.
 type gpu struct {
-	dev     *cuda.Device
-	stream  *cuda.Stream
+	dev    *cuda.Device
+	stream *cuda.Stream
 	// captured, while a program is captured into a CUDA graph, collects the
 	// memory the capturing goroutine allocates: the graph owns it.
 	captured atomic.Pointer[[]*storage]
 	gemm     gemmScratch // split GEMM workspace (inductor_gemm.go)
-	alloc   *cuda.Allocator
-	kernels sync.Map // kernel name → *kernelEntry
-	args    sync.Pool
+	alloc    *cuda.Allocator
+	kernels  sync.Map // kernel name → *kernelEntry
+	args     sync.Pool
 }
 
 type kernelEntry struct {
