@@ -307,6 +307,29 @@ extern "C" __global__ void __launch_bounds__(%[1]d) %[2]s(
 // acc[i][j] at [m, n].
 func (k *GemmKernel) tiledBody(b *strings.Builder, params []string, store string) {
 	fmt.Fprintf(b, `
+// gc_gemm_load loads k..k+3 of A's row and B's two columns (zeros past
+// kEnd).
+__device__ __forceinline__ void gc_gemm_load(const float* ar, const float* br0, const float* br1, int k, int kEnd, int vec,
+    float4& a, float4& b0, float4& b1) {
+  if (vec && k < kEnd) { // K a multiple of 4: the whole vector is in range
+    a = __ldg((const float4*)(ar + k));
+    b0 = __ldg((const float4*)(br0 + k));
+    b1 = __ldg((const float4*)(br1 + k));
+    return;
+  }
+  float va[4], vb0[4], vb1[4];
+  #pragma unroll
+  for (int q = 0; q < 4; q++) {
+    const bool in = k + q < kEnd;
+    va[q] = in ? __ldg(ar + k + q) : 0.f;
+    vb0[q] = in ? __ldg(br0 + k + q) : 0.f;
+    vb1[q] = in ? __ldg(br1 + k + q) : 0.f;
+  }
+  a = make_float4(va[0], va[1], va[2], va[3]);
+  b0 = make_float4(vb0[0], vb0[1], vb0[2], vb0[3]);
+  b1 = make_float4(vb1[0], vb1[1], vb1[2], vb1[3]);
+}
+
 // Block (x, y, z) computes rows 32y.., columns 64x.. of the product over
 // its share of k; thread (ty, tx) holds rows 2ty, 2ty+1 and columns
 // 4tx..4tx+3 of the block.
@@ -319,7 +342,7 @@ extern "C" __global__ void __launch_bounds__(256) %[1]s(
   __shared__ unsigned int last;
   const int t = threadIdx.x, tx = t & 15, ty = t >> 4;
   const int n0 = blockIdx.x * 64, m0 = blockIdx.y * 32;
-  const int S = gridDim.z, z = blockIdx.z;
+  const int S = %[5]d, z = blockIdx.z; // gridDim.z
   const int chunks = (K + 31) / 32, per = (chunks + S - 1) / S;
   const int kBegin = min(K, z * per * 32), kEnd = min(K, kBegin + per * 32);
   // Loads: thread t brings k lk..lk+3 of A's row lr and of B's columns
@@ -333,30 +356,16 @@ extern "C" __global__ void __launch_bounds__(256) %[1]s(
   for (int i = 0; i < 2; i++)
     #pragma unroll
     for (int j = 0; j < 4; j++) acc[i][j] = 0.f;
+  // The loads of the next step of k are in flight while this one's
+  // products are computed.
+  float4 a, b0, b1;
+  gc_gemm_load(ar, br0, br1, kBegin + lk, kEnd, vec, a, b0, b1);
   for (int k0 = kBegin; k0 < kEnd; k0 += 32) {
-    const int k = k0 + lk;
-    float4 a, b0, b1;
-    if (vec && k < kEnd) { // K a multiple of 4: the whole vector is in range
-      a = __ldg((const float4*)(ar + k));
-      b0 = __ldg((const float4*)(br0 + k));
-      b1 = __ldg((const float4*)(br1 + k));
-    } else {
-      float va[4], vb0[4], vb1[4];
-      #pragma unroll
-      for (int q = 0; q < 4; q++) {
-        const bool in = k + q < kEnd;
-        va[q] = in ? __ldg(ar + k + q) : 0.f;
-        vb0[q] = in ? __ldg(br0 + k + q) : 0.f;
-        vb1[q] = in ? __ldg(br1 + k + q) : 0.f;
-      }
-      a = make_float4(va[0], va[1], va[2], va[3]);
-      b0 = make_float4(vb0[0], vb0[1], vb0[2], vb0[3]);
-      b1 = make_float4(vb1[0], vb1[1], vb1[2], vb1[3]);
-    }
     As[lk][lr] = a.x; As[lk + 1][lr] = a.y; As[lk + 2][lr] = a.z; As[lk + 3][lr] = a.w;
     Bs[lk][lr] = b0.x; Bs[lk + 1][lr] = b0.y; Bs[lk + 2][lr] = b0.z; Bs[lk + 3][lr] = b0.w;
     Bs[lk][lr + 32] = b1.x; Bs[lk + 1][lr + 32] = b1.y; Bs[lk + 2][lr + 32] = b1.z; Bs[lk + 3][lr + 32] = b1.w;
     __syncthreads();
+    if (k0 + 32 < kEnd) gc_gemm_load(ar, br0, br1, k0 + 32 + lk, kEnd, vec, a, b0, b1);
     #pragma unroll
     for (int kk = 0; kk < 32; kk++) {
       const float2 av = *(const float2*)&As[kk][ty * 2];
@@ -389,9 +398,12 @@ extern "C" __global__ void __launch_bounds__(256) %[1]s(
       #pragma unroll
       for (int j = 0; j < 4; j++) {
         const int m = m0 + ty * 2 + i, n = n0 + tx * 4 + j;
+        float p[S];
+        #pragma unroll
+        for (int s = 0; s < S; s++) p[s] = m < M && n < N ? __ldcg(&ws[((long long)s * M + m) * N + n]) : 0.f;
         float v = 0.f;
-        if (m < M && n < N)
-          for (int s = 0; s < S; s++) v += __ldcg(&ws[((long long)s * M + m) * N + n]);
+        #pragma unroll
+        for (int s = 0; s < S; s++) v += p[s];
         acc[i][j] = v;
       }
     if (t == 0) counters[blockIdx.y * gridDim.x + blockIdx.x] = 0; // ready for the next launch
@@ -404,7 +416,7 @@ extern "C" __global__ void __launch_bounds__(256) %[1]s(
       if (m < M && n < N) out[(long long)m * ldo + n] = %[4]s;
     }
 }
-`, k.Name(), storageC(k.Out), strings.Join(prefixAll(", ", params), ""), store)
+`, k.Name(), storageC(k.Out), strings.Join(prefixAll(", ", params), ""), store, k.Config.Split)
 }
 
 func prefixAll(p string, ss []string) []string {
