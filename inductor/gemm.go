@@ -38,8 +38,8 @@ type GemmKernel struct {
 //
 // The warp kernel has each warp compute NT columns of MT rows, its lanes
 // splitting k; it suits very few rows. The tiled kernel stages 32×32
-// tiles of A and 64×32 tiles of B in shared memory, each of its 256
-// threads computing 2×4 outputs of a 32×64 block, and splits k across
+// tiles of A and 64×32 tiles of B in shared memory, each of its 128
+// threads computing 4×4 outputs of a 32×64 block, and splits k across
 // Split blocks (grid.z): each writes its partial sums to a workspace, and
 // the last block of a tile to finish adds them in order (so results do not
 // depend on timing) and applies the epilogue.
@@ -75,7 +75,7 @@ func (c GemmConfig) Grid(m, n int) (x, y, z int) {
 // Threads is the block size.
 func (c GemmConfig) Threads() int {
 	if c.Split > 0 {
-		return 256
+		return 128
 	}
 	return c.Warps * 32
 }
@@ -307,73 +307,88 @@ extern "C" __global__ void __launch_bounds__(%[1]d) %[2]s(
 // acc[i][j] at [m, n].
 func (k *GemmKernel) tiledBody(b *strings.Builder, params []string, store string) {
 	fmt.Fprintf(b, `
-// gc_gemm_load loads k..k+3 of A's row and B's two columns (zeros past
-// kEnd).
+// gc_gemm_load loads k..k+7 of A's row and of B's two columns (zeros
+// past kEnd).
 __device__ __forceinline__ void gc_gemm_load(const float* ar, const float* br0, const float* br1, int k, int kEnd, int vec,
-    float4& a, float4& b0, float4& b1) {
-  if (vec && k < kEnd) { // K a multiple of 4: the whole vector is in range
-    a = __ldg((const float4*)(ar + k));
-    b0 = __ldg((const float4*)(br0 + k));
-    b1 = __ldg((const float4*)(br1 + k));
-    return;
-  }
-  float va[4], vb0[4], vb1[4];
+    float4 (&a)[2], float4 (&b0)[2], float4 (&b1)[2]) {
   #pragma unroll
-  for (int q = 0; q < 4; q++) {
-    const bool in = k + q < kEnd;
-    va[q] = in ? __ldg(ar + k + q) : 0.f;
-    vb0[q] = in ? __ldg(br0 + k + q) : 0.f;
-    vb1[q] = in ? __ldg(br1 + k + q) : 0.f;
+  for (int h = 0; h < 2; h++) {
+    const int kh = k + 4 * h;
+    if (vec && kh < kEnd) { // K a multiple of 4: the whole vector is in range
+      a[h] = __ldg((const float4*)(ar + kh));
+      b0[h] = __ldg((const float4*)(br0 + kh));
+      b1[h] = __ldg((const float4*)(br1 + kh));
+      continue;
+    }
+    float va[4], vb0[4], vb1[4];
+    #pragma unroll
+    for (int q = 0; q < 4; q++) {
+      const bool in = kh + q < kEnd;
+      va[q] = in ? __ldg(ar + kh + q) : 0.f;
+      vb0[q] = in ? __ldg(br0 + kh + q) : 0.f;
+      vb1[q] = in ? __ldg(br1 + kh + q) : 0.f;
+    }
+    a[h] = make_float4(va[0], va[1], va[2], va[3]);
+    b0[h] = make_float4(vb0[0], vb0[1], vb0[2], vb0[3]);
+    b1[h] = make_float4(vb1[0], vb1[1], vb1[2], vb1[3]);
   }
-  a = make_float4(va[0], va[1], va[2], va[3]);
-  b0 = make_float4(vb0[0], vb0[1], vb0[2], vb0[3]);
-  b1 = make_float4(vb1[0], vb1[1], vb1[2], vb1[3]);
+}
+
+// gc_gemm_put stores the 8 values of v from k index lk of row (or
+// column) r of a [k][r] tile.
+template <int W> __device__ __forceinline__ void gc_gemm_put(float (*s)[W], int lk, int r, const float4 (&v)[2]) {
+  #pragma unroll
+  for (int h = 0; h < 2; h++) {
+    s[lk + 4 * h][r] = v[h].x; s[lk + 4 * h + 1][r] = v[h].y;
+    s[lk + 4 * h + 2][r] = v[h].z; s[lk + 4 * h + 3][r] = v[h].w;
+  }
 }
 
 // Block (x, y, z) computes rows 32y.., columns 64x.. of the product over
-// its share of k; thread (ty, tx) holds rows 2ty, 2ty+1 and columns
-// 4tx..4tx+3 of the block.
-extern "C" __global__ void __launch_bounds__(256) %[1]s(
+// its share of k (split z of %[5]d); thread (ty, tx) holds rows
+// 4ty..4ty+3 and columns 4tx..4tx+3 of the block.
+extern "C" __global__ void __launch_bounds__(128) %[1]s(
     const float* __restrict__ A, long long lda, const float* __restrict__ B, long long ldb,
     int M, int N, int K, int vec, %[2]s* __restrict__ out, long long ldo,
     float* __restrict__ ws, unsigned int* __restrict__ counters%[3]s) {
-  __align__(16) __shared__ float As[32][36]; // [k][m], rows padded to keep 8-byte reads aligned
+  __align__(16) __shared__ float As[32][36]; // [k][m], rows padded, 16-byte aligned
   __align__(16) __shared__ float Bs[32][68]; // [k][n]
   __shared__ unsigned int last;
   const int t = threadIdx.x, tx = t & 15, ty = t >> 4;
   const int n0 = blockIdx.x * 64, m0 = blockIdx.y * 32;
-  const int S = %[5]d, z = blockIdx.z; // gridDim.z
+  const int S = %[5]d, z = blockIdx.z; // S is gridDim.z
   const int chunks = (K + 31) / 32, per = (chunks + S - 1) / S;
   const int kBegin = min(K, z * per * 32), kEnd = min(K, kBegin + per * 32);
-  // Loads: thread t brings k lk..lk+3 of A's row lr and of B's columns
+  // Loads: thread t brings k lk..lk+7 of A's row lr and of B's columns
   // lr and lr+32; rows and columns past the end read the last one.
-  const int lr = t >> 3, lk = (t & 7) * 4;
+  const int lr = t >> 2, lk = (t & 3) * 8;
   const float* ar = A + (long long)min(m0 + lr, M - 1) * lda;
   const float* br0 = B + (long long)min(n0 + lr, N - 1) * ldb;
   const float* br1 = B + (long long)min(n0 + lr + 32, N - 1) * ldb;
-  float acc[2][4];
+  float acc[4][4];
   #pragma unroll
-  for (int i = 0; i < 2; i++)
+  for (int i = 0; i < 4; i++)
     #pragma unroll
     for (int j = 0; j < 4; j++) acc[i][j] = 0.f;
   // The loads of the next step of k are in flight while this one's
   // products are computed.
-  float4 a, b0, b1;
+  float4 a[2], b0[2], b1[2];
   gc_gemm_load(ar, br0, br1, kBegin + lk, kEnd, vec, a, b0, b1);
   for (int k0 = kBegin; k0 < kEnd; k0 += 32) {
-    As[lk][lr] = a.x; As[lk + 1][lr] = a.y; As[lk + 2][lr] = a.z; As[lk + 3][lr] = a.w;
-    Bs[lk][lr] = b0.x; Bs[lk + 1][lr] = b0.y; Bs[lk + 2][lr] = b0.z; Bs[lk + 3][lr] = b0.w;
-    Bs[lk][lr + 32] = b1.x; Bs[lk + 1][lr + 32] = b1.y; Bs[lk + 2][lr + 32] = b1.z; Bs[lk + 3][lr + 32] = b1.w;
+    gc_gemm_put(As, lk, lr, a);
+    gc_gemm_put(Bs, lk, lr, b0);
+    gc_gemm_put(Bs, lk, lr + 32, b1);
     __syncthreads();
     if (k0 + 32 < kEnd) gc_gemm_load(ar, br0, br1, k0 + 32 + lk, kEnd, vec, a, b0, b1);
     #pragma unroll
     for (int kk = 0; kk < 32; kk++) {
-      const float2 av = *(const float2*)&As[kk][ty * 2];
+      const float4 av = *(const float4*)&As[kk][ty * 4];
       const float4 bv = *(const float4*)&Bs[kk][tx * 4];
-      acc[0][0] = fmaf(av.x, bv.x, acc[0][0]); acc[0][1] = fmaf(av.x, bv.y, acc[0][1]);
-      acc[0][2] = fmaf(av.x, bv.z, acc[0][2]); acc[0][3] = fmaf(av.x, bv.w, acc[0][3]);
-      acc[1][0] = fmaf(av.y, bv.x, acc[1][0]); acc[1][1] = fmaf(av.y, bv.y, acc[1][1]);
-      acc[1][2] = fmaf(av.y, bv.z, acc[1][2]); acc[1][3] = fmaf(av.y, bv.w, acc[1][3]);
+      const float ar4[4] = {av.x, av.y, av.z, av.w}, br4[4] = {bv.x, bv.y, bv.z, bv.w};
+      #pragma unroll
+      for (int i = 0; i < 4; i++)
+        #pragma unroll
+        for (int j = 0; j < 4; j++) acc[i][j] = fmaf(ar4[i], br4[j], acc[i][j]);
     }
     __syncthreads();
   }
@@ -381,10 +396,10 @@ extern "C" __global__ void __launch_bounds__(256) %[1]s(
     // Publish this block's partial sums; the last block of the tile to
     // finish adds all of them, in split order.
     #pragma unroll
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < 4; i++)
       #pragma unroll
       for (int j = 0; j < 4; j++) {
-        const int m = m0 + ty * 2 + i, n = n0 + tx * 4 + j;
+        const int m = m0 + ty * 4 + i, n = n0 + tx * 4 + j;
         if (m < M && n < N) ws[((long long)z * M + m) * N + n] = acc[i][j];
       }
     __threadfence();
@@ -394,10 +409,10 @@ extern "C" __global__ void __launch_bounds__(256) %[1]s(
     if (!last) return;
     __threadfence();
     #pragma unroll
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < 4; i++)
       #pragma unroll
       for (int j = 0; j < 4; j++) {
-        const int m = m0 + ty * 2 + i, n = n0 + tx * 4 + j;
+        const int m = m0 + ty * 4 + i, n = n0 + tx * 4 + j;
         float p[S];
         #pragma unroll
         for (int s = 0; s < S; s++) p[s] = m < M && n < N ? __ldcg(&ws[((long long)s * M + m) * N + n]) : 0.f;
@@ -409,10 +424,10 @@ extern "C" __global__ void __launch_bounds__(256) %[1]s(
     if (t == 0) counters[blockIdx.y * gridDim.x + blockIdx.x] = 0; // ready for the next launch
   }
   #pragma unroll
-  for (int i = 0; i < 2; i++)
+  for (int i = 0; i < 4; i++)
     #pragma unroll
     for (int j = 0; j < 4; j++) {
-      const int m = m0 + ty * 2 + i, n = n0 + tx * 4 + j;
+      const int m = m0 + ty * 4 + i, n = n0 + tx * 4 + j;
       if (m < M && n < N) out[(long long)m * ldo + n] = %[4]s;
     }
 }
