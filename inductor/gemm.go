@@ -48,9 +48,16 @@ type GemmConfig struct {
 	NT    int // columns per warp
 	MT    int // rows per block (grid.y is ⌈M/MT⌉)
 	Split int // tiled: blocks sharing each output tile's k range
+	// Cluster makes the Split blocks of a tile one thread block cluster
+	// (sm_90 and later, Split ≤ 8) that adds its partial sums through
+	// distributed shared memory instead of a workspace.
+	Cluster bool
 }
 
 func (c GemmConfig) String() string {
+	if c.Cluster {
+		return fmt.Sprintf("c%d", c.Split)
+	}
 	if c.Split > 0 {
 		return fmt.Sprintf("t%d", c.Split)
 	}
@@ -84,7 +91,7 @@ func (c GemmConfig) Threads() int {
 // for an M×N output needs (zero for others). Counters must be zero before
 // the launch; the kernel leaves them zero.
 func (c GemmConfig) Workspace(m, n int) (partials, counters int) {
-	if c.Split <= 1 {
+	if c.Split <= 1 || c.Cluster {
 		return 0, 0
 	}
 	x, y, _ := c.Grid(m, n)
@@ -102,13 +109,14 @@ const GemmMaxM = 64
 // every multiprocessor two blocks. More rows: the tiled kernel, split
 // along k until there are about two blocks per multiprocessor, each with
 // at least four 32-wide steps of k before splitting.
-func ChooseGemmConfig(m, n, k, sms int) GemmConfig {
+func ChooseGemmConfig(m, n, k, sms, arch int) GemmConfig {
 	if m > 4 {
 		c := GemmConfig{Split: 1}
 		x, y, _ := c.Grid(m, n)
 		for c.Split < 32 && x*y*c.Split*2 <= 2*sms && (k+31)/32 >= 8*c.Split {
 			c.Split *= 2
 		}
+		c.Cluster = arch >= 90 && c.Split > 1 && c.Split <= 8
 		return c
 	}
 	c := GemmConfig{Warps: 4, MT: 8}
@@ -124,8 +132,9 @@ func ChooseGemmConfig(m, n, k, sms int) GemmConfig {
 	return c
 }
 
-// GemmCandidates are the launch shapes an autotuner tries for M rows.
-func GemmCandidates(m int) []GemmConfig {
+// GemmCandidates are the launch shapes an autotuner tries for M rows on
+// a device of compute capability arch (90 for sm_90).
+func GemmCandidates(m, arch int) []GemmConfig {
 	var cs []GemmConfig
 	for _, w := range []int{2, 4, 8} {
 		for _, nt := range []int{1, 2, 4} {
@@ -139,6 +148,9 @@ func GemmCandidates(m int) []GemmConfig {
 	}
 	for _, split := range []int{1, 2, 4, 8, 16, 32} {
 		cs = append(cs, GemmConfig{Split: split})
+		if arch >= 90 && split > 1 && split <= 8 {
+			cs = append(cs, GemmConfig{Split: split, Cluster: true})
+		}
 	}
 	return cs
 }
@@ -227,6 +239,9 @@ func (k *GemmKernel) body() (string, error) {
 		value = "epilogue(" + strings.Join(loads, ", ") + ")"
 	}
 	if c.Split > 0 {
+		if c.Cluster && (c.Split < 2 || c.Split > 8) {
+			return "", fmt.Errorf("gemm: a cluster of %d blocks (2 to 8)", c.Split)
+		}
 		k.tiledBody(&b, params, storeC(value, outKind, k.Out))
 		return b.String(), nil
 	}
@@ -347,7 +362,7 @@ template <int W> __device__ __forceinline__ void gc_gemm_put(float (*s)[W], int 
 // Block (x, y, z) computes rows 32y.., columns 64x.. of the product over
 // its share of k (split z of %[5]d); thread (ty, tx) holds rows
 // 4ty..4ty+3 and columns 4tx..4tx+3 of the block.
-extern "C" __global__ void __launch_bounds__(128) %[1]s(
+extern "C" __global__ void __launch_bounds__(128) %[7]s%[1]s(
     const float* __restrict__ A, long long lda, const float* __restrict__ B, long long ldb,
     int M, int N, int K, int vec, %[2]s* __restrict__ out, long long ldo,
     float* __restrict__ ws, unsigned int* __restrict__ counters%[3]s) {
@@ -392,6 +407,7 @@ extern "C" __global__ void __launch_bounds__(128) %[1]s(
     }
     __syncthreads();
   }
+%[6]s
   if (S > 1) {
     // Publish this block's partial sums; the last block of the tile to
     // finish adds all of them, in split order.
@@ -431,7 +447,56 @@ extern "C" __global__ void __launch_bounds__(128) %[1]s(
       if (m < M && n < N) out[(long long)m * ldo + n] = %[4]s;
     }
 }
-`, k.Name(), storageC(k.Out), strings.Join(prefixAll(", ", params), ""), store, k.Config.Split)
+`, k.Name(), storageC(k.Out), strings.Join(prefixAll(", ", params), ""), store, k.Config.Split, clusterReduce(k.Config, store), clusterDims(k.Config))
+}
+
+// clusterDims is the kernel attribute making a tile's split blocks one
+// cluster.
+func clusterDims(c GemmConfig) string {
+	if !c.Cluster {
+		return ""
+	}
+	return fmt.Sprintf("__cluster_dims__(1, 1, %d) ", c.Split)
+}
+
+// clusterReduce is the tiled kernel's reduction through distributed
+// shared memory: each block leaves its partial sums in its shared memory,
+// and after a cluster barrier block r adds, in split order, every block's
+// partials for its 1/S of the tile, applies the epilogue and stores; a
+// second barrier keeps every block's shared memory alive until read.
+func clusterReduce(c GemmConfig, store string) string {
+	if !c.Cluster {
+		return ""
+	}
+	return fmt.Sprintf(`  {
+    __shared__ float red[32 * 64];
+    #pragma unroll
+    for (int i = 0; i < 4; i++)
+      #pragma unroll
+      for (int j = 0; j < 4; j++) red[(ty * 4 + i) * 64 + tx * 4 + j] = acc[i][j];
+    asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+    unsigned base;
+    asm("{ .reg .u64 g; cvta.to.shared.u64 g, %%1; cvt.u32.u64 %%0, g; }" : "=r"(base) : "l"(red));
+    const int per = 32 * 64 / S / 128; // values each thread adds
+    #pragma unroll
+    for (int q = 0; q < per; q++) {
+      const int f = z * (32 * 64 / S) + q * 128 + t;
+      float p[S];
+      #pragma unroll
+      for (int s = 0; s < S; s++) {
+        unsigned r;
+        asm volatile("mapa.shared::cluster.u32 %%0, %%1, %%2;" : "=r"(r) : "r"(base + 4u * f), "r"(s));
+        asm volatile("ld.shared::cluster.f32 %%0, [%%1];" : "=f"(p[s]) : "r"(r) : "memory");
+      }
+      float acc[1][1] = {{0.f}};
+      #pragma unroll
+      for (int s = 0; s < S; s++) acc[0][0] += p[s];
+      const int i = 0, j = 0, m = m0 + f / 64, n = n0 + f %% 64;
+      if (m < M && n < N) out[(long long)m * ldo + n] = %s;
+    }
+    asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+    return;
+  }`, store)
 }
 
 func prefixAll(p string, ss []string) []string {

@@ -32,7 +32,7 @@ func gemmSources(t *testing.T) []source {
 	var ks []source
 	seen := map[string]bool{}
 	for _, m := range []int{1, 3, 32} {
-		for _, c := range GemmCandidates(m) {
+		for _, c := range GemmCandidates(m, 90) {
 			for _, k := range gemmEpilogues() {
 				k.Config = c
 				if seen[k.Name()] {
@@ -84,12 +84,12 @@ func TestChooseGemmConfig(t *testing.T) {
 	}{
 		{1, 1024, 1024, 132, GemmConfig{Warps: 4, NT: 1, MT: 1}},
 		{3, 4096, 1024, 132, GemmConfig{Warps: 4, NT: 2, MT: 4}},
-		{32, 1024, 1024, 132, GemmConfig{Split: 8}},
+		{32, 1024, 1024, 132, GemmConfig{Split: 8, Cluster: true}},
 		{64, 7, 100, 132, GemmConfig{Split: 1}},
-		{64, 7, 300, 132, GemmConfig{Split: 2}},
+		{64, 7, 300, 132, GemmConfig{Split: 2, Cluster: true}},
 		{64, 8192, 4096, 132, GemmConfig{Split: 1}},
 	} {
-		if got := ChooseGemmConfig(tc.m, tc.n, tc.k, tc.sms); got != tc.want {
+		if got := ChooseGemmConfig(tc.m, tc.n, tc.k, tc.sms, 90); got != tc.want {
 			t.Errorf("ChooseGemmConfig(%d, %d, %d, %d) = %v, want %v", tc.m, tc.n, tc.k, tc.sms, got, tc.want)
 		}
 		c := tc.want

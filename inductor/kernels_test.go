@@ -227,6 +227,7 @@ const cppStubs = `#include <cmath>
 #define __restrict__
 #define __align__(n) alignas(n)
 #define __launch_bounds__(n)
+#define __cluster_dims__(...)
 #define __shared__ static
 #define gc_asm(...) ((void)0)
 struct gc_dim3 { unsigned x, y, z; };

@@ -230,7 +230,8 @@ func gpuGemm(bc backendConfig, tunedAt *sync.Map, x, y *Tensor, t *inductorStep,
 		gx, gy, gz := cfg.Grid(m, n)
 		return g.stream.Launch(fn, cuda.Dim3{X: uint32(gx), Y: uint32(gy), Z: uint32(gz)}, cuda.Dim3{X: uint32(cfg.Threads()), Y: 1, Z: 1}, 0, args)
 	}
-	cfg := gemmConfigFor(m, n, k, g.dev.SMCount)
+	arch := g.dev.Major*10 + g.dev.Minor
+	cfg := gemmConfigFor(m, n, k, g.dev.SMCount, arch)
 	type shapeKey struct {
 		m, n, k int
 		vec     bool
@@ -239,7 +240,7 @@ func gpuGemm(bc backendConfig, tunedAt *sync.Map, x, y *Tensor, t *inductorStep,
 	if v, ok := tunedAt.Load(sk); ok {
 		cfg = v.(inductor.GemmConfig)
 	} else if bc.mode == MaxAutotune && !g.stream.CapturingHere() {
-		cands := inductor.GemmCandidates(m)
+		cands := inductor.GemmCandidates(m, arch)
 		names := make([]string, len(cands))
 		for i, c := range cands {
 			names[i] = c.String()
@@ -256,7 +257,8 @@ func gpuGemm(bc backendConfig, tunedAt *sync.Map, x, y *Tensor, t *inductorStep,
 	return out
 }
 
-// gemmConfigFor picks a GemmKernel's launch shape (m, n, k, SM count);
+// gemmConfigFor picks a GemmKernel's launch shape (m, n, k, SM count,
+// compute capability);
 // tests replace it to check every candidate.
 var gemmConfigFor = inductor.ChooseGemmConfig
 

@@ -165,7 +165,7 @@ func TestGPUGemmEpilogues(t *testing.T) {
 			epilogues++
 		}
 	}
-	if epilogues < 3 || !loaded[fmt.Sprintf("gc_gemm_plain_to_float32_%v", gemmConfigFor(3, 3, 3, mustGPU("test", dev).dev.SMCount))] {
+	if epilogues < 3 || !loaded[fmt.Sprintf("gc_gemm_plain_to_float32_%v", gemmConfigFor(3, 3, 3, mustGPU("test", dev).dev.SMCount, 0))] {
 		t.Errorf("the generated GEMM kernels did not run: loaded %v", loaded)
 	}
 }
@@ -174,14 +174,14 @@ func TestGPUGemmEpilogues(t *testing.T) {
 func TestGPUGemmConfigs(t *testing.T) {
 	requireGPU(t)
 	dev := CUDA(0)
-	defer func(old func(m, n, k, sms int) inductor.GemmConfig) { gemmConfigFor = old }(gemmConfigFor)
+	defer func(old func(m, n, k, sms, arch int) inductor.GemmConfig) { gemmConfigFor = old }(gemmConfigFor)
 	for _, sz := range [][3]int{{1, 1023, 37}, {5, 512, 130}, {32, 96, 1000}} {
 		m, k, n := sz[0], sz[1], sz[2]
 		x, w, b := Randn(1, Float32, m, k), Randn(2, Float32, n, k).MulScalar(0.05), Randn(3, Float32, n)
 		want, scale := refLinear(x.Float64s(), m, k, w.Float64s(), n, b.Float64s(), nil, refGELU)
 		xd, wd, bd := x.To(dev), w.To(dev), b.To(dev)
-		for _, c := range inductor.GemmCandidates(m) {
-			gemmConfigFor = func(int, int, int, int) inductor.GemmConfig { return c }
+		for _, c := range inductor.GemmCandidates(m, mustGPU("test", dev).dev.Major*10+mustGPU("test", dev).dev.Minor) {
+			gemmConfigFor = func(int, int, int, int, int) inductor.GemmConfig { return c }
 			got := Compile(func(x, w, b *Tensor) *Tensor { return x.Linear(w, b).GELU() })(xd, wd, bd)
 			gemmClose(t, fmt.Sprintf("%v %v", sz, c), got, want, scale)
 		}
