@@ -52,14 +52,29 @@ type GemmConfig struct {
 	// (sm_90 and later, Split ≤ 8) that adds its partial sums through
 	// distributed shared memory instead of a workspace.
 	Cluster bool
+	// TileN is the tiled kernel's block width in columns: 64 (0 means 64)
+	// or 32, which gives twice the blocks.
+	TileN int
+}
+
+// tileN is c's block width.
+func (c GemmConfig) tileN() int {
+	if c.TileN == 0 {
+		return gemmTileN
+	}
+	return c.TileN
 }
 
 func (c GemmConfig) String() string {
+	suffix := ""
+	if c.tileN() != gemmTileN {
+		suffix = fmt.Sprintf("n%d", c.tileN())
+	}
 	if c.Cluster {
-		return fmt.Sprintf("c%d", c.Split)
+		return fmt.Sprintf("c%d%s", c.Split, suffix)
 	}
 	if c.Split > 0 {
-		return fmt.Sprintf("t%d", c.Split)
+		return fmt.Sprintf("t%d%s", c.Split, suffix)
 	}
 	return fmt.Sprintf("w%dn%dm%d", c.Warps, c.NT, c.MT)
 }
@@ -73,7 +88,7 @@ const (
 // Grid is the launch grid for an M×N output.
 func (c GemmConfig) Grid(m, n int) (x, y, z int) {
 	if c.Split > 0 {
-		return (n + gemmTileN - 1) / gemmTileN, (m + gemmTileM - 1) / gemmTileM, c.Split
+		return (n + c.tileN() - 1) / c.tileN(), (m + gemmTileM - 1) / gemmTileM, c.Split
 	}
 	cols := c.Warps * c.NT
 	return (n + cols - 1) / cols, (m + c.MT - 1) / c.MT, 1
@@ -146,10 +161,12 @@ func GemmCandidates(m, arch int) []GemmConfig {
 			}
 		}
 	}
-	for _, split := range []int{1, 2, 4, 8, 16, 32} {
-		cs = append(cs, GemmConfig{Split: split})
-		if arch >= 90 && split > 1 && split <= 8 {
-			cs = append(cs, GemmConfig{Split: split, Cluster: true})
+	for _, tn := range []int{64, 32} {
+		for _, split := range []int{1, 2, 4, 8, 16, 32} {
+			cs = append(cs, GemmConfig{Split: split, TileN: tn})
+			if arch >= 90 && split > 1 && split <= 8 {
+				cs = append(cs, GemmConfig{Split: split, Cluster: true, TileN: tn})
+			}
 		}
 	}
 	return cs
@@ -242,6 +259,9 @@ func (k *GemmKernel) body() (string, error) {
 		if c.Cluster && (c.Split < 2 || c.Split > 8) {
 			return "", fmt.Errorf("gemm: a cluster of %d blocks (2 to 8)", c.Split)
 		}
+		if c.tileN() != 32 && c.tileN() != 64 {
+			return "", fmt.Errorf("gemm: tile width %d (32 or 64)", c.tileN())
+		}
 		k.tiledBody(&b, params, storeC(value, outKind, k.Out))
 		return b.String(), nil
 	}
@@ -322,9 +342,9 @@ extern "C" __global__ void __launch_bounds__(%[1]d) %[2]s(
 // acc[i][j] at [m, n].
 func (k *GemmKernel) tiledBody(b *strings.Builder, params []string, store string) {
 	fmt.Fprintf(b, `
-// gc_gemm_load loads k..k+7 of A's row and of B's two columns (zeros
-// past kEnd).
-__device__ __forceinline__ void gc_gemm_load(const float* ar, const float* br0, const float* br1, int k, int kEnd, int vec,
+// gc_gemm_load loads k..k+7 of A's row and of B's column (or two, Two)
+// (zeros past kEnd).
+template <bool Two> __device__ __forceinline__ void gc_gemm_load(const float* ar, const float* br0, const float* br1, int k, int kEnd, int vec,
     float4 (&a)[2], float4 (&b0)[2], float4 (&b1)[2]) {
   #pragma unroll
   for (int h = 0; h < 2; h++) {
@@ -332,7 +352,7 @@ __device__ __forceinline__ void gc_gemm_load(const float* ar, const float* br0, 
     if (vec && kh < kEnd) { // K a multiple of 4: the whole vector is in range
       a[h] = __ldg((const float4*)(ar + kh));
       b0[h] = __ldg((const float4*)(br0 + kh));
-      b1[h] = __ldg((const float4*)(br1 + kh));
+      if constexpr (Two) b1[h] = __ldg((const float4*)(br1 + kh));
       continue;
     }
     float va[4], vb0[4], vb1[4];
@@ -341,7 +361,7 @@ __device__ __forceinline__ void gc_gemm_load(const float* ar, const float* br0, 
       const bool in = kh + q < kEnd;
       va[q] = in ? __ldg(ar + kh + q) : 0.f;
       vb0[q] = in ? __ldg(br0 + kh + q) : 0.f;
-      vb1[q] = in ? __ldg(br1 + kh + q) : 0.f;
+      vb1[q] = in && Two ? __ldg(br1 + kh + q) : 0.f;
     }
     a[h] = make_float4(va[0], va[1], va[2], va[3]);
     b0[h] = make_float4(vb0[0], vb0[1], vb0[2], vb0[3]);
@@ -359,51 +379,60 @@ template <int W> __device__ __forceinline__ void gc_gemm_put(float (*s)[W], int 
   }
 }
 
-// Block (x, y, z) computes rows 32y.., columns 64x.. of the product over
-// its share of k (split z of %[5]d); thread (ty, tx) holds rows
-// 4ty..4ty+3 and columns 4tx..4tx+3 of the block.
+// Block (x, y, z) computes rows 32y.., columns %[8]dx.. of the product
+// over its share of k (split z of %[5]d); thread (ty, tx) holds rows
+// 4ty..4ty+3 and columns %[8]d/16 tx.. of the block.
 extern "C" __global__ void __launch_bounds__(128) %[7]s%[1]s(
     const float* __restrict__ A, long long lda, const float* __restrict__ B, long long ldb,
     int M, int N, int K, int vec, %[2]s* __restrict__ out, long long ldo,
     float* __restrict__ ws, unsigned int* __restrict__ counters%[3]s) {
-  __align__(16) __shared__ float As[32][36]; // [k][m], rows padded, 16-byte aligned
-  __align__(16) __shared__ float Bs[32][68]; // [k][n]
+  constexpr int BN = %[8]d, TN = BN / 16;
+  __align__(16) __shared__ float As[32][36];     // [k][m], rows padded, 16-byte aligned
+  __align__(16) __shared__ float Bs[32][BN + 4]; // [k][n]
   __shared__ unsigned int last;
   const int t = threadIdx.x, tx = t & 15, ty = t >> 4;
-  const int n0 = blockIdx.x * 64, m0 = blockIdx.y * 32;
+  const int n0 = blockIdx.x * BN, m0 = blockIdx.y * 32;
   const int S = %[5]d, z = blockIdx.z; // S is gridDim.z
   const int chunks = (K + 31) / 32, per = (chunks + S - 1) / S;
   const int kBegin = min(K, z * per * 32), kEnd = min(K, kBegin + per * 32);
-  // Loads: thread t brings k lk..lk+7 of A's row lr and of B's columns
-  // lr and lr+32; rows and columns past the end read the last one.
+  // Loads: thread t brings k lk..lk+7 of A's row lr and of B's column lr
+  // (and lr+32 when BN is 64); rows and columns past the end read the
+  // last one.
   const int lr = t >> 2, lk = (t & 3) * 8;
   const float* ar = A + (long long)min(m0 + lr, M - 1) * lda;
   const float* br0 = B + (long long)min(n0 + lr, N - 1) * ldb;
   const float* br1 = B + (long long)min(n0 + lr + 32, N - 1) * ldb;
-  float acc[4][4];
+  float acc[4][TN];
   #pragma unroll
   for (int i = 0; i < 4; i++)
     #pragma unroll
-    for (int j = 0; j < 4; j++) acc[i][j] = 0.f;
+    for (int j = 0; j < TN; j++) acc[i][j] = 0.f;
   // The loads of the next step of k are in flight while this one's
   // products are computed.
   float4 a[2], b0[2], b1[2];
-  gc_gemm_load(ar, br0, br1, kBegin + lk, kEnd, vec, a, b0, b1);
+  gc_gemm_load<BN == 64>(ar, br0, br1, kBegin + lk, kEnd, vec, a, b0, b1);
   for (int k0 = kBegin; k0 < kEnd; k0 += 32) {
     gc_gemm_put(As, lk, lr, a);
     gc_gemm_put(Bs, lk, lr, b0);
-    gc_gemm_put(Bs, lk, lr + 32, b1);
+    if constexpr (BN == 64) gc_gemm_put(Bs, lk, lr + 32, b1);
     __syncthreads();
-    if (k0 + 32 < kEnd) gc_gemm_load(ar, br0, br1, k0 + 32 + lk, kEnd, vec, a, b0, b1);
+    if (k0 + 32 < kEnd) gc_gemm_load<BN == 64>(ar, br0, br1, k0 + 32 + lk, kEnd, vec, a, b0, b1);
     #pragma unroll
     for (int kk = 0; kk < 32; kk++) {
       const float4 av = *(const float4*)&As[kk][ty * 4];
-      const float4 bv = *(const float4*)&Bs[kk][tx * 4];
-      const float ar4[4] = {av.x, av.y, av.z, av.w}, br4[4] = {bv.x, bv.y, bv.z, bv.w};
+      const float ar4[4] = {av.x, av.y, av.z, av.w};
+      float br4[TN];
+      if constexpr (TN == 4) {
+        const float4 bv = *(const float4*)&Bs[kk][tx * 4];
+        br4[0] = bv.x; br4[1] = bv.y; br4[2] = bv.z; br4[3] = bv.w;
+      } else {
+        const float2 bv = *(const float2*)&Bs[kk][tx * 2];
+        br4[0] = bv.x; br4[1] = bv.y;
+      }
       #pragma unroll
       for (int i = 0; i < 4; i++)
         #pragma unroll
-        for (int j = 0; j < 4; j++) acc[i][j] = fmaf(ar4[i], br4[j], acc[i][j]);
+        for (int j = 0; j < TN; j++) acc[i][j] = fmaf(ar4[i], br4[j], acc[i][j]);
     }
     __syncthreads();
   }
@@ -414,8 +443,8 @@ extern "C" __global__ void __launch_bounds__(128) %[7]s%[1]s(
     #pragma unroll
     for (int i = 0; i < 4; i++)
       #pragma unroll
-      for (int j = 0; j < 4; j++) {
-        const int m = m0 + ty * 4 + i, n = n0 + tx * 4 + j;
+      for (int j = 0; j < TN; j++) {
+        const int m = m0 + ty * 4 + i, n = n0 + tx * TN + j;
         if (m < M && n < N) ws[((long long)z * M + m) * N + n] = acc[i][j];
       }
     __threadfence();
@@ -427,8 +456,8 @@ extern "C" __global__ void __launch_bounds__(128) %[7]s%[1]s(
     #pragma unroll
     for (int i = 0; i < 4; i++)
       #pragma unroll
-      for (int j = 0; j < 4; j++) {
-        const int m = m0 + ty * 4 + i, n = n0 + tx * 4 + j;
+      for (int j = 0; j < TN; j++) {
+        const int m = m0 + ty * 4 + i, n = n0 + tx * TN + j;
         float p[S];
         #pragma unroll
         for (int s = 0; s < S; s++) p[s] = m < M && n < N ? __ldcg(&ws[((long long)s * M + m) * N + n]) : 0.f;
@@ -442,12 +471,12 @@ extern "C" __global__ void __launch_bounds__(128) %[7]s%[1]s(
   #pragma unroll
   for (int i = 0; i < 4; i++)
     #pragma unroll
-    for (int j = 0; j < 4; j++) {
-      const int m = m0 + ty * 4 + i, n = n0 + tx * 4 + j;
+    for (int j = 0; j < TN; j++) {
+      const int m = m0 + ty * 4 + i, n = n0 + tx * TN + j;
       if (m < M && n < N) out[(long long)m * ldo + n] = %[4]s;
     }
 }
-`, k.Name(), storageC(k.Out), strings.Join(prefixAll(", ", params), ""), store, k.Config.Split, clusterReduce(k.Config, store), clusterDims(k.Config))
+`, k.Name(), storageC(k.Out), strings.Join(prefixAll(", ", params), ""), store, k.Config.Split, clusterReduce(k.Config, store), clusterDims(k.Config), k.Config.tileN())
 }
 
 // clusterDims is the kernel attribute making a tile's split blocks one
@@ -469,18 +498,18 @@ func clusterReduce(c GemmConfig, store string) string {
 		return ""
 	}
 	return fmt.Sprintf(`  {
-    __shared__ float red[32 * 64];
+    __shared__ float red[32 * BN];
     #pragma unroll
     for (int i = 0; i < 4; i++)
       #pragma unroll
-      for (int j = 0; j < 4; j++) red[(ty * 4 + i) * 64 + tx * 4 + j] = acc[i][j];
+      for (int j = 0; j < TN; j++) red[(ty * 4 + i) * BN + tx * TN + j] = acc[i][j];
     asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
     unsigned base;
     asm("{ .reg .u64 g; cvta.to.shared.u64 g, %%1; cvt.u32.u64 %%0, g; }" : "=r"(base) : "l"(red));
-    const int per = 32 * 64 / S / 128; // values each thread adds
+    const int per = 32 * BN / S / 128; // values each thread adds
     #pragma unroll
     for (int q = 0; q < per; q++) {
-      const int f = z * (32 * 64 / S) + q * 128 + t;
+      const int f = z * (32 * BN / S) + q * 128 + t;
       float p[S];
       #pragma unroll
       for (int s = 0; s < S; s++) {
@@ -491,7 +520,7 @@ func clusterReduce(c GemmConfig, store string) string {
       float acc[1][1] = {{0.f}};
       #pragma unroll
       for (int s = 0; s < S; s++) acc[0][0] += p[s];
-      const int i = 0, j = 0, m = m0 + f / 64, n = n0 + f %% 64;
+      const int i = 0, j = 0, m = m0 + f / BN, n = n0 + f %% BN;
       if (m < M && n < N) out[(long long)m * ldo + n] = %s;
     }
     asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
