@@ -24,10 +24,16 @@ type Mode int
 const (
 	// Default balances compile time and speed.
 	Default Mode = iota
-	// ReduceOverhead replays whole programs as CUDA graphs to save launch
-	// overhead at small batch sizes.
+	// ReduceOverhead replays whole programs on a GPU as CUDA graphs, one
+	// launch per call, to save launch overhead at small batch sizes: each
+	// input layout is captured on its second call (the first runs plainly
+	// and compiles the kernels). Every call returns new output tensors.
+	// Programs that cannot be captured run plainly, with the reason under
+	// GOCOMPILE_LOGS=cudagraphs. On the CPU it is Default.
 	ReduceOverhead
-	// MaxAutotune benchmarks kernel configurations and keeps the fastest.
+	// MaxAutotune times the launch shapes of generated GEMM kernels on the
+	// device and keeps the fastest, remembered in the artifact cache so
+	// each device searches once per kernel and shape.
 	MaxAutotune
 )
 
