@@ -123,7 +123,7 @@ func TestReduceOverheadOnCPU(t *testing.T) {
 	f := mlp2(CPU)
 	g := Compile(f, WithMode(ReduceOverhead))
 	for i := range 3 {
-		x := Randn(uint64(i), Float32, 4, 64)
+		x := Randn(uint64(i), Float32, 4, 64).To(CPU)
 		nearValues(t, fmt.Sprint("call ", i), g(x), f(x))
 	}
 }
