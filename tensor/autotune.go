@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"golang.org/x/sync/errgroup"
+
 	"gocompile/cuda"
 	"gocompile/kcache"
 )
@@ -63,20 +65,17 @@ func search(g *gpu, what, key string, names []string, def int, compile func(i in
 	progress := logOn("autotune")
 	ok := make([]bool, len(names))
 	// Build every candidate first, in parallel: NVRTC dominates.
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, runtime.NumCPU())
+	var eg errgroup.Group
+	eg.SetLimit(runtime.NumCPU())
 	for i := range names {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sem <- struct{}{}
-			defer func() { <-sem }()
+		eg.Go(func() error {
 			defer func() { recover() }() // a candidate that does not build is skipped
 			compile(i)
 			ok[i] = true
-		}()
+			return nil
+		})
 	}
-	wg.Wait()
+	eg.Wait()
 	start, err1 := g.dev.NewEvent()
 	end, err2 := g.dev.NewEvent()
 	if err1 != nil || err2 != nil {

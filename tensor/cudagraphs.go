@@ -210,7 +210,7 @@ func (p *inductorProgram) capture(inputs []*Tensor) (rg *replayGraph, err error)
 				err = fmt.Errorf("the run panicked while captured: %v", e)
 			}
 		}()
-		outs = p.runWith(run, a)
+		outs = p.runWith(run, a, nil)
 	}()
 	g.captured.Store(nil)
 	graph, endErr := g.stream.EndCapture()

@@ -145,11 +145,12 @@ var (
 // A kernel with extra outputs (k.Extra, a horizontal group) writes them to
 // extra, contiguous tensors of res's shape.
 func gpuKernel(k *inductor.PointwiseKernel, title string, scalars []float64, args []ir.Value, kinds []ir.Kind, res *Tensor, extra ...*Tensor) *Tensor {
-	return gpuKernelIn(nil, k, title, scalars, args, kinds, res, extra...)
+	return gpuKernelIn(nil, nil, k, title, scalars, args, kinds, res, extra...)
 }
 
-// gpuKernelIn is gpuKernel with the kernel kept in cache c (see kernelIn).
-func gpuKernelIn(c *kcache.Cache, k *inductor.PointwiseKernel, title string, scalars []float64, args []ir.Value, kinds []ir.Kind, res *Tensor, extra ...*Tensor) *Tensor {
+// gpuKernelIn is gpuKernel with the kernel kept in cache c (see kernelIn),
+// and its launch queued on q when q is not nil.
+func gpuKernelIn(c *kcache.Cache, q *launchQueue, k *inductor.PointwiseKernel, title string, scalars []float64, args []ir.Value, kinds []ir.Kind, res *Tensor, extra ...*Tensor) *Tensor {
 	n := res.Numel()
 	if n == 0 {
 		return res
@@ -215,10 +216,13 @@ func gpuKernelIn(c *kcache.Cache, k *inductor.PointwiseKernel, title string, sca
 				"the layout has %d dims that cannot be merged; GPU kernels index at most %d", len(cshape), inductor.MaxRank)
 		}
 	}
-	fn := g.kernelIn(c, k.Name(), k.Source)
-
-	args2 := g.getArgs()
-	defer g.putArgs(args2)
+	var args2 *cuda.Args
+	if q == nil {
+		args2 = g.getArgs()
+		defer g.putArgs(args2)
+	} else {
+		args2 = cuda.NewArgs() // kept by the queued launch
+	}
 	args2.I64(int64(n))
 	// Vector access needs the output and the dense operands aligned.
 	aligned := res.devicePtr()%cuda.DevicePtr(inductor.VectorWidth*res.dtype.Size()) == 0
@@ -274,16 +278,16 @@ func gpuKernelIn(c *kcache.Cache, k *inductor.PointwiseKernel, title string, sca
 		}
 		args2.Bytes(geo.Bytes(), 8)
 	}
-	if k.Strided {
-		g.launch(title, fn, g.gridFor(n), threadsPerBlock, args2)
-		return res
+	grid, block := g.gridFor(n), threadsPerBlock
+	if !k.Strided {
+		tile := k.TileElems(pointwiseBlock)
+		grid, block = min((n+tile-1)/tile, 1<<31-1), pointwiseBlock
+		if pointwiseBlocksPerSM > 0 {
+			grid = min(grid, pointwiseBlocksPerSM*g.dev.SMCount)
+		}
 	}
-	tile := k.TileElems(pointwiseBlock)
-	grid := min((n+tile-1)/tile, 1<<31-1)
-	if pointwiseBlocksPerSM > 0 {
-		grid = min(grid, pointwiseBlocksPerSM*g.dev.SMCount)
-	}
-	g.launch(title, fn, grid, pointwiseBlock, args2)
+	uses := append(append([]*Tensor{res}, extra...), tensors...)
+	kernelOrQueue(q, g, c, k.Name(), k.Source, func(fn *cuda.Function) { g.launch(title, fn, grid, block, args2) }, uses...)
 	return res
 }
 
@@ -628,6 +632,10 @@ func compileCached(c *kcache.Cache, dev *cuda.Device, name string, gen func() (s
 		if err := generate(); err != nil {
 			return kcache.Entry{}, err
 		}
+		n := compiling.Add(1)
+		defer compiling.Add(-1)
+		for m := maxCompiling.Load(); n > m && !maxCompiling.CompareAndSwap(m, n); m = maxCompiling.Load() {
+		}
 		res, err := cuda.Compile(src, name+".cu", dev)
 		if err != nil {
 			return kcache.Entry{}, err
@@ -641,5 +649,7 @@ func compileCached(c *kcache.Cache, dev *cuda.Device, name string, gen func() (s
 	return &cuda.CompileResult{CUBIN: e.Kernel.CUBIN, PTX: e.Kernel.PTX, Log: e.Kernel.Log, Arch: e.Kernel.Arch}, nil
 }
 
-// kernelSources counts the kernel sources generated in this process.
-var kernelSources atomic.Int64
+// kernelSources counts the kernel sources generated in this process;
+// compiling counts NVRTC compiles under way, and maxCompiling is the most
+// there were at once.
+var kernelSources, compiling, maxCompiling atomic.Int64

@@ -45,6 +45,9 @@ type inductorProgram struct {
 	eager    atomic.Pointer[eagerProgram]
 	fellBack sync.Once
 	graphs   graphSet // ReduceOverhead: captured CUDA graphs (cudagraphs.go)
+	// firstGPURun is set by the first run on a GPU, which queues its
+	// launches so that its kernels compile in parallel (launchqueue.go).
+	firstGPURun atomic.Bool
 }
 
 type inductorStep struct {
@@ -151,11 +154,16 @@ func (p *inductorProgram) Run(inputs []*Tensor) (outs []*Tensor) {
 	}
 	a := p.arenas.get()
 	defer p.arenas.put(a)
-	return p.runWith(inputs, a)
+	var q *launchQueue
+	if len(inputs) > 0 && inputs[0] != nil && inputs[0].st.gpu != nil && p.firstGPURun.CompareAndSwap(false, true) {
+		// The first run on a GPU compiles its kernels in parallel.
+		q = newLaunchQueue(inputs[0].st.gpu.g)
+	}
+	return p.runWith(inputs, a, q)
 }
 
 // runWith runs the program's steps with arena a.
-func (p *inductorProgram) runWith(inputs []*Tensor, a *arena) []*Tensor {
+func (p *inductorProgram) runWith(inputs []*Tensor, a *arena, q *launchQueue) []*Tensor {
 	vals := bindLeaves(p.g, inputs)
 	for i := range p.steps {
 		s := &p.steps[i]
@@ -165,9 +173,10 @@ func (p *inductorProgram) runWith(inputs []*Tensor, a *arena) []*Tensor {
 		if s.group == nil && s.row == nil { // a node of its own: the eager kernel
 			n := s.r.Root
 			if n.Op == ir.OpMatMul {
-				p.runMatMul(s, vals, a)
+				p.runMatMul(s, vals, a, q)
 				continue
 			}
+			q.drain() // the eager kernel launches now
 			vals[s.roots[0]] = runNode(n, n.Attrs, nodeArgs(n, vals, p.index))
 			continue
 		}
@@ -185,14 +194,15 @@ func (p *inductorProgram) runWith(inputs []*Tensor, a *arena) []*Tensor {
 		if s.row != nil {
 			vals[s.roots[0]] = s.row.run(args, func(dev Device, shape []int) *Tensor {
 				return dst(0, dev, s.r.Root.DType, shape)
-			})
+			}, q)
 			continue
 		}
-		res := s.group.run(viewInputs(s.group.inputs, args), dst)
+		res := s.group.run(viewInputs(s.group.inputs, args), dst, q)
 		for m, t := range res {
 			vals[s.roots[m]] = t
 		}
 	}
+	q.drain()
 	return outputsOf(p.g, p.index, vals)
 }
 

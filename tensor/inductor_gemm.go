@@ -106,7 +106,7 @@ func (p *inductorProgram) readsNode(r *fuse.Region, n *ir.Node) bool {
 // runMatMul runs a matrix-product step: on a GPU as a GemmKernel with the
 // step's epilogue when it applies (storing the epilogue's value for its
 // region, which then has nothing to do), else with the eager kernel.
-func (p *inductorProgram) runMatMul(s *inductorStep, vals []*Tensor, a *arena) {
+func (p *inductorProgram) runMatMul(s *inductorStep, vals []*Tensor, a *arena, q *launchQueue) {
 	n := s.r.Root
 	args := nodeArgs(n, vals, p.index)
 	x, y := args[0].(*Tensor), args[1].(*Tensor)
@@ -126,16 +126,17 @@ func (p *inductorProgram) runMatMul(s *inductorStep, vals []*Tensor, a *arena) {
 				}
 				return newGPUTensor(x.st.dev, t.r.Root.DType, shape)
 			}
-			if r := gpuGemm(p.cfg, s.tuned, x, y, t, e.product, ins, dst); r != nil {
+			if r := gpuGemm(p.cfg, s.tuned, q, x, y, t, e.product, ins, dst); r != nil {
 				vals[t.roots[0]] = r
 				return
 			}
 		}
-		if r := gpuGemm(p.cfg, s.tuned, x, y, nil, 0, nil, nil); r != nil {
+		if r := gpuGemm(p.cfg, s.tuned, q, x, y, nil, 0, nil, nil); r != nil {
 			vals[s.roots[0]] = r
 			return
 		}
 	}
+	q.drain() // the eager kernel launches now
 	vals[s.roots[0]] = runNode(n, n.Attrs, args)
 }
 
@@ -144,7 +145,7 @@ func (p *inductorProgram) runMatMul(s *inductorStep, vals []*Tensor, a *arena) {
 // dst's (or a new one), or returns nil when the kernel does not apply: types other than
 // float32, more than inductor.GemmMaxM rows, y not read with unit stride
 // along k, or epilogue operands not indexable as [row, column].
-func gpuGemm(bc backendConfig, tunedAt *sync.Map, x, y *Tensor, t *inductorStep, product int, ins []*Tensor, dst func(shape []int) *Tensor) *Tensor {
+func gpuGemm(bc backendConfig, tunedAt *sync.Map, q *launchQueue, x, y *Tensor, t *inductorStep, product int, ins []*Tensor, dst func(shape []int) *Tensor) *Tensor {
 	if x.dtype != Float32 || y.dtype != Float32 || len(y.shape) != 2 || len(x.shape) == 0 || x.st.dev != y.st.dev {
 		return nil
 	}
@@ -205,12 +206,18 @@ func gpuGemm(bc backendConfig, tunedAt *sync.Map, x, y *Tensor, t *inductorStep,
 		out = newGPUTensor(x.st.dev, kern.Out, shape)
 	}
 	vec := k%4 == 0 && lda%4 == 0 && ldb%4 == 0 && x.devicePtr()%16 == 0 && y.devicePtr()%16 == 0
-	launch := func(cfg inductor.GemmConfig) error {
+	// launch launches the kernel with launch shape cfg, or queues the
+	// launch on q.
+	launch := func(cfg inductor.GemmConfig, q *launchQueue) error {
 		kern := kern
 		kern.Config = cfg
-		fn := g.kernelIn(bc.cache, kern.Name(), kern.Source)
-		args := g.getArgs()
-		defer g.putArgs(args)
+		var args *cuda.Args
+		if q == nil {
+			args = g.getArgs()
+			defer g.putArgs(args)
+		} else {
+			args = cuda.NewArgs() // kept by the queued launch
+		}
 		args.Ptr(x.devicePtr()).I64(lda).Ptr(y.devicePtr()).I64(ldb).I32(int32(m)).I32(int32(n)).I32(int32(k))
 		if vec {
 			args.I32(1)
@@ -222,13 +229,22 @@ func gpuGemm(bc backendConfig, tunedAt *sync.Map, x, y *Tensor, t *inductorStep,
 			ws, ctr := g.gemmWorkspace(cfg.Workspace(m, n))
 			args.Ptr(ws).Ptr(ctr)
 		}
+		uses := []*Tensor{x, y, out}
 		for j, in := range ins {
 			if j != product {
 				args.Ptr(in.devicePtr()).I64(ops[j][0]).I64(ops[j][1])
+				uses = append(uses, in)
 			}
 		}
 		gx, gy, gz := cfg.Grid(m, n)
-		return g.stream.Launch(fn, cuda.Dim3{X: uint32(gx), Y: uint32(gy), Z: uint32(gz)}, cuda.Dim3{X: uint32(cfg.Threads()), Y: 1, Z: 1}, 0, args)
+		var err error
+		kernelOrQueue(q, g, bc.cache, kern.Name(), kern.Source, func(fn *cuda.Function) {
+			err = g.stream.Launch(fn, cuda.Dim3{X: uint32(gx), Y: uint32(gy), Z: uint32(gz)}, cuda.Dim3{X: uint32(cfg.Threads()), Y: 1, Z: 1}, 0, args)
+			if q != nil {
+				check(err, "MatMul", x, y)
+			}
+		}, uses...)
+		return err
 	}
 	arch := g.dev.Major*10 + g.dev.Minor
 	cfg := gemmConfigFor(m, n, k, g.dev.SMCount, arch)
@@ -240,6 +256,7 @@ func gpuGemm(bc backendConfig, tunedAt *sync.Map, x, y *Tensor, t *inductorStep,
 	if v, ok := tunedAt.Load(sk); ok {
 		cfg = v.(inductor.GemmConfig)
 	} else if bc.mode == MaxAutotune && !g.stream.CapturingHere() {
+		q.drain() // the search launches now
 		cands := inductor.GemmCandidates(m, arch)
 		names := make([]string, len(cands))
 		for i, c := range cands {
@@ -249,11 +266,11 @@ func gpuGemm(bc backendConfig, tunedAt *sync.Map, x, y *Tensor, t *inductorStep,
 		key := fmt.Sprintf("%s m%d n%d k%d vec%v", kern.Name(), m, n, k, vec)
 		best := autotune(bc.cache, g, "gemm", key, names, slices.Index(names, cfg.String()),
 			func(i int) { c := kern; c.Config = cands[i]; g.kernelIn(bc.cache, c.Name(), c.Source) },
-			func(i int) error { return launch(cands[i]) })
+			func(i int) error { return launch(cands[i], nil) })
 		cfg = cands[best]
 		tunedAt.Store(sk, cfg)
 	}
-	check(launch(cfg), "MatMul", x, y)
+	check(launch(cfg, q), "MatMul", x, y)
 	return out
 }
 

@@ -4,8 +4,10 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
+	"time"
 )
 
 // A generated kernel that fails to build makes the compiled function run
@@ -44,5 +46,34 @@ func TestGPUDebugDirHasKernelSources(t *testing.T) {
 	src, err := os.ReadFile(files[0])
 	if err != nil || !strings.Contains(string(src), "= mean: mean over the row") {
 		t.Fatalf("kernel source does not name its nodes (%v):\n%s", err, src)
+	}
+}
+
+// The first run of a program on a GPU compiles its kernels in parallel
+// (launchqueue.go), and computes what eager code computes.
+func TestGPUFirstRunCompilesInParallel(t *testing.T) {
+	requireGPU(t)
+	dev := CUDA(0)
+	// Constants of this run's own make the kernels new to the process.
+	c := float64(time.Now().UnixNano()%1000) / 1000
+	f := func(x, w *Tensor) (*Tensor, *Tensor, *Tensor) {
+		a := x.MulScalar(1 + c).Softmax(-1)
+		b := x.AddScalar(c).LayerNorm([]int{96}, w, nil, 1e-5)
+		d := x.SubScalar(c).Mul(w).RMSNorm([]int{96}, w, 1e-6).Exp()
+		return a, b, d
+	}
+	x, w := Randn(1, Float32, 40, 96).To(dev), Randn(2, Float32, 96).To(dev)
+	maxCompiling.Store(0)
+	before := kernelSources.Load()
+	a, b, d := Compile(f, WithCacheDir(t.TempDir()))(x, w)
+	ea, eb, ed := f(x, w)
+	nearValues(t, "softmax", a, ea)
+	nearValues(t, "layer norm", b, eb)
+	nearValues(t, "rms norm", d, ed)
+	if n := kernelSources.Load() - before; n < 3 {
+		t.Fatalf("%d kernel sources generated, want at least 3 new kernels", n)
+	}
+	if runtime.NumCPU() > 1 && maxCompiling.Load() < 2 {
+		t.Errorf("at most %d kernels compiled at once; the first run should compile them in parallel", maxCompiling.Load())
 	}
 }

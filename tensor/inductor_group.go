@@ -52,8 +52,9 @@ func newGroupStep(r *fuse.Region) (*groupStep, error) {
 }
 
 // run computes every member's value from the region's inputs; dst gives
-// member m's result tensor (a planned buffer) or nil.
-func (s *groupStep) run(args []*Tensor, dst func(m int, dev Device, dt DType, shape []int) *Tensor) []*Tensor {
+// member m's result tensor (a planned buffer) or nil. On a GPU the launch
+// is queued on q when q is not nil.
+func (s *groupStep) run(args []*Tensor, dst func(m int, dev Device, dt DType, shape []int) *Tensor, q *launchQueue) []*Tensor {
 	vals := make([]ir.Value, len(args))
 	shapes := make([][]int, len(args))
 	for i, t := range args {
@@ -73,7 +74,7 @@ func (s *groupStep) run(args []*Tensor, dst func(m int, dev Device, dt DType, sh
 	}
 	if dev != CPU {
 		k := s.kernel
-		gpuKernelIn(s.cache, &k, "fused "+lead.Op.Title, nil, vals, s.kinds, res[0], res[1:]...)
+		gpuKernelIn(s.cache, q, &k, "fused "+lead.Op.Title, nil, vals, s.kinds, res[0], res[1:]...)
 		return res
 	}
 	runBlocks(s.blks, vals, nil, res)

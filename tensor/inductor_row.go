@@ -53,7 +53,7 @@ func newRowStep(r *fuse.Region, compile func(e *ir.Expr, kinds []ir.Kind, comput
 
 // run computes the region's value from its inputs (in r.Inputs order),
 // into dst's tensor when dst is not nil.
-func (s *rowStep) run(args []*Tensor, dst func(Device, []int) *Tensor) *Tensor {
+func (s *rowStep) run(args []*Tensor, dst func(Device, []int) *Tensor, q *launchQueue) *Tensor {
 	n := s.r.Root
 	shapes := make([][]int, len(args))
 	vals := make([]ir.Value, len(args))
@@ -70,6 +70,7 @@ func (s *rowStep) run(args []*Tensor, dst func(Device, []int) *Tensor) *Tensor {
 	}
 	dev := args[0].st.dev
 	if R == 0 || ir.Numel(shape) == 0 || s.opByOp(args[0], ir.Numel(full[:len(full)-1]), R) {
+		q.drain() // the eager ops launch now
 		return s.runNodes(args)
 	}
 	var res *Tensor
@@ -80,7 +81,7 @@ func (s *rowStep) run(args []*Tensor, dst func(Device, []int) *Tensor) *Tensor {
 		res = newOn(dev, n.DType, shape)
 	}
 	if dev != CPU {
-		s.runGPU(args, full, res)
+		s.runGPU(args, full, res, q)
 	} else {
 		s.runCPU(args, full, res)
 	}
@@ -306,7 +307,7 @@ func kindAt(v ir.Vec, k ir.Kind) float64 {
 	return float64(v.I64[0])
 }
 
-func (s *rowStep) runGPU(args []*Tensor, full []int, res *Tensor) {
+func (s *rowStep) runGPU(args []*Tensor, full []int, res *Tensor, q *launchQueue) {
 	g := res.st.gpu.g
 	last := len(full) - 1
 	R := full[last]
@@ -355,18 +356,25 @@ func (s *rowStep) runGPU(args []*Tensor, full []int, res *Tensor) {
 	// Few long rows: a lone reduction (with its prologue) splits each row
 	// across blocks so that every SM works (opByOp took the other regions).
 	if rows < 2*g.dev.SMCount && R >= 1<<15 && k.CanSplit() {
+		q.drain()
 		s.splitGPU(g, &k, args, rows, R, geo, res)
 		return
 	}
-	fn := g.kernelIn(s.cache, k.Name(), k.Source)
-	a := g.getArgs()
-	defer g.putArgs(a)
+	var a *cuda.Args
+	if q == nil {
+		a = g.getArgs()
+		defer g.putArgs(a)
+	} else {
+		a = cuda.NewArgs() // kept by the queued launch
+	}
 	a.I64(int64(rows)).I64(int64(R))
 	for _, t := range args {
 		a.Ptr(t.devicePtr())
 	}
 	a.Ptr(res.devicePtr()).Bytes(geo.Bytes(), 8)
-	g.launch("fused "+s.r.Root.Op.Title, fn, min(rows, 1<<24), k.Threads, a)
+	title := "fused " + s.r.Root.Op.Title
+	kernelOrQueue(q, g, s.cache, k.Name(), k.Source, func(fn *cuda.Function) { g.launch(title, fn, min(rows, 1<<24), k.Threads, a) },
+		append([]*Tensor{res}, args...)...)
 }
 
 // splitGPU launches the split form of k: grid (rows, parts), each block

@@ -1,0 +1,94 @@
+package tensor
+
+import (
+	"fmt"
+	"runtime"
+
+	"golang.org/x/sync/errgroup"
+
+	"gocompile/cuda"
+	"gocompile/kcache"
+)
+
+// A program's first run on a GPU meets each of its kernels for the first
+// time. Rather than compile them one after another as the steps reach
+// them, the run queues its launches: each step starts compiling its
+// kernel (in parallel, up to one compile per CPU) and leaves its launch in
+// the queue, which launches in program order once each kernel is ready
+// (drain). Steps that launch by other means (eager ops, autotuning) drain
+// the queue first, so the stream sees every launch in program order. The
+// queue holds the tensors its launches use, so no memory they use is
+// freed and reused before they are queued on the stream.
+type launchQueue struct {
+	g     *gpu
+	eg    errgroup.Group
+	items []queuedLaunch
+	keep  []*Tensor
+}
+
+type queuedLaunch struct {
+	k      *pendingKernel
+	launch func(fn *cuda.Function)
+}
+
+// pendingKernel is a kernel being loaded or compiled.
+type pendingKernel struct {
+	name string
+	done chan struct{}
+	fn   *cuda.Function
+	err  any // what loading panicked with
+}
+
+func newLaunchQueue(g *gpu) *launchQueue {
+	q := &launchQueue{g: g}
+	q.eg.SetLimit(runtime.NumCPU())
+	return q
+}
+
+// kernel starts getting the named kernel (as gpu.kernelIn would).
+func (q *launchQueue) kernel(c *kcache.Cache, name string, gen func() (string, error)) *pendingKernel {
+	k := &pendingKernel{name: name, done: make(chan struct{})}
+	q.eg.Go(func() error {
+		defer close(k.done)
+		defer func() { k.err = recover() }()
+		k.fn = q.g.kernelIn(c, name, gen)
+		return nil
+	})
+	return k
+}
+
+// add queues launch of k, keeping the tensors it uses alive.
+func (q *launchQueue) add(k *pendingKernel, launch func(fn *cuda.Function), uses ...*Tensor) {
+	q.items = append(q.items, queuedLaunch{k, launch})
+	q.keep = append(q.keep, uses...)
+}
+
+// drain launches everything queued, in order. A kernel that failed to
+// build panics as gpu.kernelIn does.
+func (q *launchQueue) drain() {
+	if q == nil {
+		return
+	}
+	items := q.items
+	q.items, q.keep = nil, nil
+	for _, it := range items {
+		<-it.k.done
+		if it.k.err != nil {
+			if ke, ok := it.k.err.(*kernelError); ok {
+				panic(ke)
+			}
+			panic(fmt.Sprintf("tensor: loading kernel %s: %v", it.k.name, it.k.err))
+		}
+		it.launch(it.k.fn)
+	}
+}
+
+// kernelOrQueue returns the named kernel now (q nil), or queues launch
+// with it (q not nil); launch must not use pooled arguments then.
+func kernelOrQueue(q *launchQueue, g *gpu, c *kcache.Cache, name string, gen func() (string, error), launch func(fn *cuda.Function), uses ...*Tensor) {
+	if q == nil {
+		launch(g.kernelIn(c, name, gen))
+		return
+	}
+	q.add(q.kernel(c, name, gen), launch, uses...)
+}
