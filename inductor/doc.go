@@ -12,6 +12,13 @@
 //     norm, reductions with prologues) as one kernel with a block per row,
 //     persistent (the row in registers), looped, or split across blocks
 //     for few long rows, chosen from the shape.
+//   - GemmKernel: a float32 matrix product of few rows (inference at small
+//     batch) with the pointwise epilogue of the product (bias add,
+//     activation, residual) applied before its only store: a warp kernel
+//     for very few rows, or a tiled kernel that splits k across blocks and
+//     adds the partial sums in a fixed order (through a thread block
+//     cluster's shared memory on sm_90). GemmCandidates lists the launch
+//     shapes an autotuner times.
 //   - ReduceKernel and IndexKernel: eager reductions and gathers.
 //
 // The generated C is self-contained (no CUDA headers), names the ops and
