@@ -52,6 +52,7 @@ type config struct {
 	only      string
 	warmstart bool
 	mlp       bool
+	mode      string // -mode, for the header
 }
 
 // Row is one workload's result. The JSON names match bench/pytorch/bench.py
@@ -114,6 +115,7 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	only := fs.String("only", "", "run only workloads whose name contains this")
 	mlp := fs.Bool("mlp", false, "time the 4-layer MLP eager and compiled at batch 1 and 32")
 	warm := fs.Bool("warmstart", false, "measure the first call of a compiled MLP in new processes, with a cold and a warm kernel cache")
+	mode := fs.String("mode", "default", "compilation mode of the suite's compiled functions: default, reduce-overhead or max-autotune")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -121,6 +123,16 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	c := &config{jsonPath: *jsonPath, chartPath: *chart, iters: *iters, reps: *reps, quick: *quick, only: *only, warmstart: *warm, mlp: *mlp}
+	switch *mode {
+	case "default":
+	case "reduce-overhead":
+		compileOpts = append(compileOpts, tensor.WithMode(tensor.ReduceOverhead))
+	case "max-autotune":
+		compileOpts = append(compileOpts, tensor.WithMode(tensor.MaxAutotune))
+	default:
+		return nil, fmt.Errorf("-mode %q: want default, reduce-overhead or max-autotune", *mode)
+	}
+	c.mode = *mode
 	c.device = tensor.DefaultDevice()
 	if *dev != "" {
 		d, err := tensor.ParseDevice(*dev)
@@ -171,8 +183,8 @@ func run(args []string, out io.Writer) (err error) {
 		Quick: cfg.quick, Reps: cfg.reps, Threads: runtime.GOMAXPROCS(0),
 		Timestamp: time.Now().UTC().Format(time.RFC3339),
 	}
-	fmt.Fprintf(out, "device: %s (%s), GOMAXPROCS %d, %s, eager vs Compile(WithBackend(\"inductor\"))%s\n",
-		res.Device, res.DeviceKind, res.Threads, res.Version, map[bool]string{true: ", -quick (sizes /16)"}[cfg.quick])
+	fmt.Fprintf(out, "device: %s (%s), GOMAXPROCS %d, %s, eager vs Compile(WithBackend(\"inductor\")), mode %s%s\n",
+		res.Device, res.DeviceKind, res.Threads, res.Version, cfg.mode, map[bool]string{true: ", -quick (sizes /16)"}[cfg.quick])
 
 	if cfg.mlp {
 		runMLP(cfg, out)
@@ -254,22 +266,23 @@ type calls struct {
 	explain         func() (*tensor.Explanation, error)
 }
 
-var inductor = tensor.WithBackend("inductor")
+// compileOpts are the suite's Compile options (-mode adds to them).
+var compileOpts = []tensor.Option{tensor.WithBackend("inductor")}
 
 func fn1(f func(a *tensor.Tensor) *tensor.Tensor, a *tensor.Tensor) calls {
-	c := tensor.Compile(f, inductor)
+	c := tensor.Compile(f, compileOpts...)
 	return calls{func() *tensor.Tensor { return f(a) }, func() *tensor.Tensor { return c(a) },
 		func() (*tensor.Explanation, error) { return tensor.Explain(f, a) }}
 }
 
 func fn2(f func(a, b *tensor.Tensor) *tensor.Tensor, a, b *tensor.Tensor) calls {
-	c := tensor.Compile(f, inductor)
+	c := tensor.Compile(f, compileOpts...)
 	return calls{func() *tensor.Tensor { return f(a, b) }, func() *tensor.Tensor { return c(a, b) },
 		func() (*tensor.Explanation, error) { return tensor.Explain(f, a, b) }}
 }
 
 func fn3(f func(a, b, c *tensor.Tensor) *tensor.Tensor, a, b, w *tensor.Tensor) calls {
-	c := tensor.Compile(f, inductor)
+	c := tensor.Compile(f, compileOpts...)
 	return calls{func() *tensor.Tensor { return f(a, b, w) }, func() *tensor.Tensor { return c(a, b, w) },
 		func() (*tensor.Explanation, error) { return tensor.Explain(f, a, b, w) }}
 }

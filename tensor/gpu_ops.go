@@ -145,12 +145,13 @@ var (
 // A kernel with extra outputs (k.Extra, a horizontal group) writes them to
 // extra, contiguous tensors of res's shape.
 func gpuKernel(k *inductor.PointwiseKernel, title string, scalars []float64, args []ir.Value, kinds []ir.Kind, res *Tensor, extra ...*Tensor) *Tensor {
-	return gpuKernelIn(nil, nil, k, title, scalars, args, kinds, res, extra...)
+	return gpuKernelIn(nil, nil, false, k, title, scalars, args, kinds, res, extra...)
 }
 
 // gpuKernelIn is gpuKernel with the kernel kept in cache c (see kernelIn),
-// and its launch queued on q when q is not nil.
-func gpuKernelIn(c *kcache.Cache, q *launchQueue, k *inductor.PointwiseKernel, title string, scalars []float64, args []ir.Value, kinds []ir.Kind, res *Tensor, extra ...*Tensor) *Tensor {
+// its launch queued on q when q is not nil, and, with tune, the unroll
+// and block size of a dense kernel chosen by timing (MaxAutotune).
+func gpuKernelIn(c *kcache.Cache, q *launchQueue, tune bool, k *inductor.PointwiseKernel, title string, scalars []float64, args []ir.Value, kinds []ir.Kind, res *Tensor, extra ...*Tensor) *Tensor {
 	n := res.Numel()
 	if n == 0 {
 		return res
@@ -280,10 +281,46 @@ func gpuKernelIn(c *kcache.Cache, q *launchQueue, k *inductor.PointwiseKernel, t
 	}
 	grid, block := g.gridFor(n), threadsPerBlock
 	if !k.Strided {
-		tile := k.TileElems(pointwiseBlock)
-		grid, block = min((n+tile-1)/tile, 1<<31-1), pointwiseBlock
+		dense := func(unroll, b int) (int, int) {
+			k := *k
+			k.Unroll = unroll
+			return min((n+k.TileElems(b)-1)/k.TileElems(b), 1<<31-1), b
+		}
+		grid, block = dense(k.Unroll, pointwiseBlock)
 		if pointwiseBlocksPerSM > 0 {
 			grid = min(grid, pointwiseBlocksPerSM*g.dev.SMCount)
+		}
+		if tune && !g.stream.CapturingHere() {
+			q.drain() // the search launches now
+			type cand struct{ unroll, block int }
+			var cands []cand
+			var names []string
+			def := -1
+			for _, u := range []int{1, 2, 4, 8} {
+				for _, b := range []int{128, 256, 512} {
+					if u == k.AutoUnroll() && b == pointwiseBlock {
+						def = len(cands)
+					}
+					cands = append(cands, cand{u, b})
+					names = append(names, fmt.Sprintf("u%db%d", u, b))
+				}
+			}
+			kc := func(i int) inductor.PointwiseKernel {
+				kk := *k
+				kk.Unroll = cands[i].unroll
+				return kk
+			}
+			key := fmt.Sprintf("%s n%d aligned%v", k.Name(), n, aligned)
+			best := autotune(c, g, "pointwise", key, names, def,
+				func(i int) { kk := kc(i); g.kernelIn(c, kk.Name(), kk.Source) },
+				func(i int) error {
+					kk := kc(i)
+					gr, bl := dense(cands[i].unroll, cands[i].block)
+					return g.stream.Launch(g.kernelIn(c, kk.Name(), kk.Source), cuda.Dim3{X: uint32(gr), Y: 1, Z: 1}, cuda.Dim3{X: uint32(bl), Y: 1, Z: 1}, 0, args2)
+				})
+			kk := kc(best)
+			*k = kk
+			grid, block = dense(cands[best].unroll, cands[best].block)
 		}
 	}
 	uses := append(append([]*Tensor{res}, extra...), tensors...)

@@ -89,13 +89,13 @@ func newInductorProgramWith(g *ir.Graph, cfg backendConfig) (Program, error) {
 			if s.row, err = newRowStep(r, compileFused); err != nil {
 				return nil, err
 			}
-			s.row.cache = cfg.cache
+			s.row.cache, s.row.tune = cfg.cache, cfg.mode == MaxAutotune
 			inputs = r.Inputs
 		case plannable(r): // a group, or a fused pointwise region of several nodes
 			if s.group, err = newGroupStep(r); err != nil {
 				return nil, err
 			}
-			s.group.cache = cfg.cache
+			s.group.cache, s.group.tune = cfg.cache, cfg.mode == MaxAutotune
 			inputs = s.group.inputs
 		}
 		for _, in := range inputs {

@@ -54,7 +54,7 @@ func (p *inductorProgram) findEpilogues() {
 				// A single pointwise op (an activation alone) can be an
 				// epilogue too: it runs as a generated kernel.
 				if g, err := newGroupStep(t.r); err == nil {
-					g.cache = p.cfg.cache
+					g.cache, g.tune = p.cfg.cache, p.cfg.mode == MaxAutotune
 					t.group = g
 					for _, in := range g.inputs {
 						t.args = append(t.args, p.index[in.Node])

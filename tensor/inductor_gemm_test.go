@@ -204,3 +204,25 @@ func TestGPUGemmMaxAutotune(t *testing.T) {
 		t.Errorf("%d autotune searches for one kernel and shape over three calls, want 1", n)
 	}
 }
+
+// MaxAutotune also times the launch shapes of fused pointwise and row
+// kernels, and their results stay those of eager code.
+func TestGPUMaxAutotuneFusedKernels(t *testing.T) {
+	requireGPU(t)
+	dev := CUDA(0)
+	f := func(x, w *Tensor) (*Tensor, *Tensor) {
+		return x.MulScalar(1.5).AddScalar(0.25).GELU().Mul(x.Sigmoid()), x.Mul(w).Softmax(-1)
+	}
+	x, w := Randn(1, Float32, 300, 1000).To(dev), Randn(2, Float32, 1000).To(dev)
+	before := autotuneSearches.Load()
+	g := Compile(f, WithMode(MaxAutotune))
+	for i := range 2 {
+		a, b := g(x, w)
+		ea, eb := f(x, w)
+		nearValues(t, fmt.Sprint("pointwise, call ", i), a, ea)
+		nearValues(t, fmt.Sprint("softmax, call ", i), b, eb)
+	}
+	if n := autotuneSearches.Load() - before; n != 2 {
+		t.Errorf("%d autotune searches, want 2 (one pointwise kernel, one row kernel)", n)
+	}
+}

@@ -23,6 +23,7 @@ type groupStep struct {
 	blks   []*ir.Block
 	kernel inductor.PointwiseKernel
 	cache  *kcache.Cache // where its GPU kernels are kept (nil: the process-wide cache)
+	tune   bool          // MaxAutotune: time launch shapes
 }
 
 func newGroupStep(r *fuse.Region) (*groupStep, error) {
@@ -74,7 +75,7 @@ func (s *groupStep) run(args []*Tensor, dst func(m int, dev Device, dt DType, sh
 	}
 	if dev != CPU {
 		k := s.kernel
-		gpuKernelIn(s.cache, q, &k, "fused "+lead.Op.Title, nil, vals, s.kinds, res[0], res[1:]...)
+		gpuKernelIn(s.cache, q, s.tune, &k, "fused "+lead.Op.Title, nil, vals, s.kinds, res[0], res[1:]...)
 		return res
 	}
 	runBlocks(s.blks, vals, nil, res)

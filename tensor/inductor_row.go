@@ -24,6 +24,7 @@ type rowStep struct {
 	root   *ir.Block   // the root's per-element program; nil when the root is the last stage
 	kernel inductor.RowKernel
 	cache  *kcache.Cache // where its GPU kernels are kept (nil: the process-wide cache)
+	tune   bool          // MaxAutotune: time threads and persistence
 }
 
 func newRowStep(r *fuse.Region, compile func(e *ir.Expr, kinds []ir.Kind, compute ir.Kind) (*ir.Block, error)) (*rowStep, error) {
@@ -373,8 +374,53 @@ func (s *rowStep) runGPU(args []*Tensor, full []int, res *Tensor, q *launchQueue
 	}
 	a.Ptr(res.devicePtr()).Bytes(geo.Bytes(), 8)
 	title := "fused " + s.r.Root.Op.Title
+	if s.tune && !g.stream.CapturingHere() {
+		q.drain() // the search launches now
+		s.tuneGPU(g, &k, rows, R, a)
+	}
 	kernelOrQueue(q, g, s.cache, k.Name(), k.Source, func(fn *cuda.Function) { g.launch(title, fn, min(rows, 1<<24), k.Threads, a) },
 		append([]*Tensor{res}, args...)...)
+}
+
+// tuneGPU sets k's threads per block and persistence to the fastest of
+// the candidates for rows of R elements, timed with the arguments a
+// (MaxAutotune): every block size from 32 to 1024, each looped and, where
+// a thread holds at most 8 vectors of the row, persistent.
+func (s *rowStep) tuneGPU(g *gpu, k *inductor.RowKernel, rows, R int, a *cuda.Args) {
+	type cand struct{ threads, persist int }
+	var cands []cand
+	var names []string
+	vectors := (R + k.Vec - 1) / k.Vec
+	def := -1
+	for t := 32; t <= 1024; t *= 2 {
+		ps := []int{0}
+		if per := (vectors + t - 1) / t; per <= 8 {
+			ps = append(ps, per)
+		}
+		for _, p := range ps {
+			if t == k.Threads && p == k.Persist {
+				def = len(cands)
+			}
+			cands = append(cands, cand{t, p})
+			names = append(names, fmt.Sprintf("t%dp%d", t, p))
+		}
+	}
+	kc := func(i int) inductor.RowKernel {
+		c := *k
+		c.Threads, c.Persist = cands[i].threads, cands[i].persist
+		return c
+	}
+	base := *k
+	base.Threads, base.Persist = 0, 0
+	key := fmt.Sprintf("%s rows%d R%d", base.Name(), rows, R)
+	best := autotune(s.cache, g, "row", key, names, def,
+		func(i int) { c := kc(i); g.kernelIn(s.cache, c.Name(), c.Source) },
+		func(i int) error {
+			c := kc(i)
+			return g.stream.Launch(g.kernelIn(s.cache, c.Name(), c.Source), cuda.Dim3{X: uint32(min(rows, 1<<24)), Y: 1, Z: 1},
+				cuda.Dim3{X: uint32(c.Threads), Y: 1, Z: 1}, 0, a)
+		})
+	*k = kc(best)
 }
 
 // splitGPU launches the split form of k: grid (rows, parts), each block
