@@ -291,6 +291,13 @@ func gpuKernelIn(c *kcache.Cache, q *launchQueue, tune bool, k *inductor.Pointwi
 			grid = min(grid, pointwiseBlocksPerSM*g.dev.SMCount)
 		}
 		if tune && !g.stream.CapturingHere() {
+			if c, ok := tunedPointwise.Load(pointwiseTuneKey{g.dev.Ordinal, k.Name(), n, aligned}); ok {
+				k.Unroll = c.([2]int)[0]
+				grid, block = dense(c.([2]int)[0], c.([2]int)[1])
+				tune = false
+			}
+		}
+		if tune && !g.stream.CapturingHere() {
 			q.drain() // the search launches now
 			type cand struct{ unroll, block int }
 			var cands []cand
@@ -318,6 +325,7 @@ func gpuKernelIn(c *kcache.Cache, q *launchQueue, tune bool, k *inductor.Pointwi
 					gr, bl := dense(cands[i].unroll, cands[i].block)
 					return g.stream.Launch(g.kernelIn(c, kk.Name(), kk.Source), cuda.Dim3{X: uint32(gr), Y: 1, Z: 1}, cuda.Dim3{X: uint32(bl), Y: 1, Z: 1}, 0, args2)
 				})
+			tunedPointwise.Store(pointwiseTuneKey{g.dev.Ordinal, k.Name(), n, aligned}, [2]int{cands[best].unroll, cands[best].block})
 			kk := kc(best)
 			*k = kk
 			grid, block = dense(cands[best].unroll, cands[best].block)
@@ -326,6 +334,18 @@ func gpuKernelIn(c *kcache.Cache, q *launchQueue, tune bool, k *inductor.Pointwi
 	uses := append(append([]*Tensor{res}, extra...), tensors...)
 	kernelOrQueue(q, g, c, k.Name(), k.Source, func(fn *cuda.Function) { g.launch(title, fn, grid, block, args2) }, uses...)
 	return res
+}
+
+// tunedPointwise keeps the tuned unroll and block size of each dense
+// kernel (by its default name), element count and alignment, so a tuned
+// call looks its launch shape up without building autotune's key.
+var tunedPointwise sync.Map // pointwiseTuneKey → [unroll, block]
+
+type pointwiseTuneKey struct {
+	device  int
+	name    string
+	n       int
+	aligned bool
 }
 
 // broadcastAccess classifies an operand of a kernel with a contiguous

@@ -3,6 +3,7 @@ package tensor
 import (
 	"fmt"
 	"runtime"
+	"sync"
 
 	"gocompile/cuda"
 	"gocompile/fuse"
@@ -25,6 +26,14 @@ type rowStep struct {
 	kernel inductor.RowKernel
 	cache  *kcache.Cache // where its GPU kernels are kept (nil: the process-wide cache)
 	tune   bool          // MaxAutotune: time threads and persistence
+	tuned  sync.Map      // rowTuneKey → the chosen [threads, persist]
+}
+
+// rowTuneKey is what a row kernel's tuned launch shape is kept by in a
+// step: the default kernel's name, and the row count and length.
+type rowTuneKey struct {
+	name    string
+	rows, R int
 }
 
 func newRowStep(r *fuse.Region, compile func(e *ir.Expr, kinds []ir.Kind, compute ir.Kind) (*ir.Block, error)) (*rowStep, error) {
@@ -375,8 +384,14 @@ func (s *rowStep) runGPU(args []*Tensor, full []int, res *Tensor, q *launchQueue
 	a.Ptr(res.devicePtr()).Bytes(geo.Bytes(), 8)
 	title := "fused " + s.r.Root.Op.Title
 	if s.tune && !g.stream.CapturingHere() {
-		q.drain() // the search launches now
-		s.tuneGPU(g, &k, rows, R, a)
+		key := rowTuneKey{k.Name(), rows, R}
+		if c, ok := s.tuned.Load(key); ok {
+			k.Threads, k.Persist = c.([2]int)[0], c.([2]int)[1]
+		} else {
+			q.drain() // the search launches now
+			s.tuneGPU(g, &k, rows, R, a)
+			s.tuned.Store(key, [2]int{k.Threads, k.Persist})
+		}
 	}
 	kernelOrQueue(q, g, s.cache, k.Name(), k.Source, func(fn *cuda.Function) { g.launch(title, fn, min(rows, 1<<24), k.Threads, a) },
 		append([]*Tensor{res}, args...)...)
