@@ -241,6 +241,10 @@ type Device struct {
 	blasMu  sync.Mutex
 	blas    *BLAS
 	blasErr error
+
+	ltMu  sync.Mutex
+	lt    *BLASLt
+	ltErr error
 }
 
 var devices struct {

@@ -105,7 +105,8 @@ func (p *inductorProgram) readsNode(r *fuse.Region, n *ir.Node) bool {
 
 // runMatMul runs a matrix-product step: on a GPU as a GemmKernel with the
 // step's epilogue when it applies (storing the epilogue's value for its
-// region, which then has nothing to do), else with the eager kernel.
+// region, which then has nothing to do), else as a cuBLASLt product when
+// that applies (gpuLtGemm), else with the eager kernel (cuBLAS).
 func (p *inductorProgram) runMatMul(s *inductorStep, vals []*Tensor, a *arena, q *launchQueue) {
 	n := s.r.Root
 	args := nodeArgs(n, vals, p.index)
@@ -130,8 +131,16 @@ func (p *inductorProgram) runMatMul(s *inductorStep, vals []*Tensor, a *arena, q
 				vals[t.roots[0]] = r
 				return
 			}
+			if r := gpuLtGemm(p.cfg, q, x, y, t, e.product, ins, dst); r != nil {
+				vals[t.roots[0]] = r
+				return
+			}
 		}
 		if r := gpuGemm(p.cfg, s.tuned, q, x, y, nil, 0, nil, nil); r != nil {
+			vals[s.roots[0]] = r
+			return
+		}
+		if r := gpuLtGemm(p.cfg, q, x, y, nil, 0, nil, nil); r != nil {
 			vals[s.roots[0]] = r
 			return
 		}
