@@ -182,7 +182,7 @@ func (l *BLASLt) NewGemm(m, n, k int, a, b LtMatrix, epilogue LtEpilogue) (*LtGe
 	if a.Trans {
 		opB, rowsB, colsB = opT, m, k
 	}
-	compute := uintptr(computeType32FPedantic)
+	compute := uintptr(computeType32F)
 	set := func(attr uintptr, v *uint32) error {
 		return l.call("cublasLtMatmulDescSetAttribute", ltLib.descSetAttr, g.desc, attr, uintptr(unsafe.Pointer(v)), 4)
 	}
