@@ -31,9 +31,11 @@ const (
 	// Programs that cannot be captured run plainly, with the reason under
 	// GOCOMPILE_LOGS=cudagraphs. On the CPU it is Default.
 	ReduceOverhead
-	// MaxAutotune times the launch shapes of generated GEMM kernels on the
-	// device and keeps the fastest, remembered in the artifact cache so
-	// each device searches once per kernel and shape.
+	// MaxAutotune times candidate launch shapes of generated kernels
+	// (GEMM, fused pointwise, row) and cuBLASLt's ranked algorithms for
+	// larger float32 products on the device, and keeps the fastest,
+	// remembered in the artifact cache so each device searches once per
+	// kernel and shape.
 	MaxAutotune
 )
 
