@@ -699,6 +699,9 @@ type Function struct {
 	Name string
 }
 
+// Handle is the function's CUfunction.
+func (f *Function) Handle() uintptr { return f.h }
+
 // Function looks up the kernel name, which must be its unmangled (extern "C")
 // name (cuModuleGetFunction).
 func (m *Module) Function(name string) (*Function, error) {

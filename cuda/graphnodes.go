@@ -89,6 +89,9 @@ func (g *Graph) KernelNodes() (nodes []KernelNode, others int, err error) {
 	return nodes, others, nil
 }
 
+// Func is the node's CUfunction (as Function.Handle gives).
+func (k *KernelNode) Func() uintptr { return k.params.fn }
+
 // Pointer reads parameter i of k as a device address; ok is false when it
 // is not 8 bytes.
 func (k *KernelNode) Pointer(i int) (DevicePtr, bool) {

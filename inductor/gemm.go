@@ -256,8 +256,8 @@ func (k *GemmKernel) body() (string, error) {
 		value = "epilogue(" + strings.Join(loads, ", ") + ")"
 	}
 	if c.Split > 0 {
-		if c.Cluster && (c.Split < 2 || c.Split > 8) {
-			return "", fmt.Errorf("gemm: a cluster of %d blocks (2 to 8)", c.Split)
+		if c.Cluster && (c.Split != 2 && c.Split != 4 && c.Split != 8) {
+			return "", fmt.Errorf("gemm: a cluster of %d blocks (2, 4 or 8: each block adds an equal share of the tile)", c.Split)
 		}
 		if c.tileN() != 32 && c.tileN() != 64 {
 			return "", fmt.Errorf("gemm: tile width %d (32 or 64)", c.tileN())

@@ -103,6 +103,9 @@ func layoutKey(inputs []*Tensor) (key string, shared, ok bool) {
 			return "", false, false
 		}
 		fmt.Fprintf(&b, "%v%v%v%v%d", t.st.dev, t.dtype, t.shape, t.strides, t.devicePtr()%16)
+		if graphInputs == copyInputs { // the whole storage is copied to the same place
+			fmt.Fprintf(&b, "@%d/%d", t.offset, t.st.gpu.block.Size)
+		}
 		for j := range i {
 			if inputs[j].st == t.st {
 				fmt.Fprintf(&b, "=%d", j)
@@ -235,6 +238,11 @@ func (p *inductorProgram) capture(inputs []*Tensor) (rg *replayGraph, err error)
 	}
 	if others > 0 {
 		return nil, fmt.Errorf("the program copies or sets memory outside kernels (%d such steps)", others)
+	}
+	for _, k := range nodes {
+		if _, ok := g.generated.Load(k.Func()); !ok {
+			return nil, fmt.Errorf("the program runs a library kernel (cuBLAS, cuBLASLt), whose arguments a replay cannot redirect")
+		}
 	}
 	rg.nodes = nodes
 	for _, k := range nodes {

@@ -127,3 +127,26 @@ func TestReduceOverheadOnCPU(t *testing.T) {
 		nearValues(t, fmt.Sprint("call ", i), g(x), f(x))
 	}
 }
+
+// A program with a library GEMM (cuBLAS, for more than 64 rows) is not
+// captured, since a replay could not point the library's kernel at new
+// inputs: it runs plainly, and every call reads its own input.
+func TestGPUReduceOverheadLibraryKernel(t *testing.T) {
+	requireGPU(t)
+	dev := CUDA(0)
+	t.Setenv("GOCOMPILE_LOGS", "cudagraphs")
+	var buf bytes.Buffer
+	old := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(&buf, nil)))
+	defer slog.SetDefault(old)
+	w := Randn(2, Float32, 48, 64).MulScalar(0.1).To(dev)
+	f := func(x *Tensor) *Tensor { return x.Linear(w, nil).Tanh() }
+	g := Compile(f, WithMode(ReduceOverhead))
+	for i := range 5 {
+		x := Randn(uint64(50+i), Float32, 100, 64).To(dev)
+		nearValues(t, fmt.Sprint("call ", i), g(x), f(x))
+	}
+	if log := buf.String(); !strings.Contains(log, "library kernel") {
+		t.Errorf("no library-kernel capture fallback logged:\n%s", log)
+	}
+}

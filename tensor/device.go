@@ -77,9 +77,13 @@ type gpu struct {
 	// memory the capturing goroutine allocates: the graph owns it.
 	captured atomic.Pointer[[]*storage]
 	gemm     gemmScratch // split GEMM workspace (inductor_gemm.go)
-	alloc    *cuda.Allocator
-	kernels  sync.Map // kernel name → *kernelEntry
-	args     sync.Pool
+	// generated holds the CUfunction of every kernel loaded by kernel():
+	// a captured graph's nodes may only be these, whose parameters are
+	// known to be flat (library kernels may pass pointers inside structs).
+	generated sync.Map
+	alloc     *cuda.Allocator
+	kernels   sync.Map // kernel name → *kernelEntry
+	args      sync.Pool
 }
 
 type kernelEntry struct {

@@ -54,7 +54,9 @@ func (g *gpu) kernelIn(c *kcache.Cache, name string, gen func() (string, error))
 			e.err = err
 			return
 		}
-		e.fn, e.err = mod.Function(name)
+		if e.fn, e.err = mod.Function(name); e.err == nil {
+			g.generated.Store(e.fn.Handle(), true)
+		}
 	})
 	if e.err != nil {
 		panic(&kernelError{name: name, err: e.err})

@@ -157,7 +157,7 @@ func (p *inductorProgram) Run(inputs []*Tensor) (outs []*Tensor) {
 	var q *launchQueue
 	if len(inputs) > 0 && inputs[0] != nil && inputs[0].st.gpu != nil && p.firstGPURun.CompareAndSwap(false, true) {
 		// The first run on a GPU compiles its kernels in parallel.
-		q = newLaunchQueue(inputs[0].st.gpu.g)
+		q = newLaunchQueue()
 	}
 	return p.runWith(inputs, a, q)
 }

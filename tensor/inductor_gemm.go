@@ -121,12 +121,11 @@ func (p *inductorProgram) runMatMul(s *inductorStep, vals []*Tensor, a *arena, q
 				}
 			}
 			ins = viewInputs(t.group.inputs, ins)
-			dst := func(shape []int) *Tensor {
-				if t.slots[0] >= 0 {
-					return a.tensor(t.slots[0], x.st.dev, t.r.Root.DType, shape)
-				}
-				return newGPUTensor(x.st.dev, t.r.Root.DType, shape)
-			}
+			// The epilogue's value is computed now, at the product's step,
+			// not at its own: the buffer plan may give its slot to values
+			// still live here (the product's inputs among them), so it
+			// gets a tensor of its own.
+			dst := func(shape []int) *Tensor { return newGPUTensor(x.st.dev, t.r.Root.DType, shape) }
 			if r := gpuGemm(p.cfg, s.tuned, q, x, y, t, e.product, ins, dst); r != nil {
 				vals[t.roots[0]] = r
 				return
@@ -258,10 +257,10 @@ func gpuGemm(bc backendConfig, tunedAt *sync.Map, q *launchQueue, x, y *Tensor, 
 	arch := g.dev.Major*10 + g.dev.Minor
 	cfg := gemmConfigFor(m, n, k, g.dev.SMCount, arch)
 	type shapeKey struct {
-		m, n, k int
-		vec     bool
+		device, m, n, k int
+		vec             bool
 	}
-	sk := shapeKey{m, n, k, vec}
+	sk := shapeKey{g.dev.Ordinal, m, n, k, vec}
 	if v, ok := tunedAt.Load(sk); ok {
 		cfg = v.(inductor.GemmConfig)
 	} else if bc.mode == MaxAutotune && !g.stream.CapturingHere() {
@@ -300,24 +299,47 @@ type gemmScratch struct {
 }
 
 // gemmWorkspace returns a workspace of at least partials float32s and
-// counters zeroed counters.
+// counters zeroed counters. Growing allocates and zeroes outside the lock
+// (zeroing passes the stream's capture gate, which a capturing goroutine
+// may hold while it waits for the lock), and never while capturing: the
+// zeroing would only be recorded, so that capture fails instead.
 func (g *gpu) gemmWorkspace(partials, counters int) (cuda.DevicePtr, cuda.DevicePtr) {
 	s := &g.gemm
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	dev := g.dev.Ordinal
-	if s.partials == nil || s.partials.Numel() < partials {
+	for {
+		s.mu.Lock()
+		if s.partials != nil && s.partials.Numel() >= partials && s.counters != nil && s.counters.Numel() >= counters {
+			p, c := s.partials.devicePtr(), s.counters.devicePtr()
+			s.mu.Unlock()
+			return p, c
+		}
+		np, nc := max(partials, 1<<16), max(counters, 1<<12)
 		if s.partials != nil {
-			s.old = append(s.old, s.partials)
+			np = max(np, s.partials.Numel())
 		}
-		s.partials = newGPUTensor(CUDA(dev), Float32, []int{max(partials, 1<<16)})
-	}
-	if s.counters == nil || s.counters.Numel() < counters {
 		if s.counters != nil {
-			s.old = append(s.old, s.counters)
+			nc = max(nc, s.counters.Numel())
 		}
-		s.counters = newGPUTensor(CUDA(dev), Int32, []int{max(counters, 1<<12)})
-		check(g.stream.Memset8(s.counters.devicePtr(), 0, s.counters.Numel()*4), "MatMul")
+		s.mu.Unlock()
+		if g.stream.CapturingHere() {
+			panic(&Error{Op: "MatMul", Reason: "the split GEMM workspace must grow while a CUDA graph is captured",
+				Fix: "none needed: this input layout runs with plain launches"})
+		}
+		dev := CUDA(g.dev.Ordinal)
+		pt, ct := newGPUTensor(dev, Float32, []int{np}), newGPUTensor(dev, Int32, []int{nc})
+		check(g.stream.Memset8(ct.devicePtr(), 0, nc*4), "MatMul")
+		s.mu.Lock()
+		if s.partials == nil || s.partials.Numel() < np {
+			if s.partials != nil {
+				s.old = append(s.old, s.partials)
+			}
+			s.partials = pt
+		}
+		if s.counters == nil || s.counters.Numel() < nc {
+			if s.counters != nil {
+				s.old = append(s.old, s.counters)
+			}
+			s.counters = ct
+		}
+		s.mu.Unlock()
 	}
-	return s.partials.devicePtr(), s.counters.devicePtr()
 }

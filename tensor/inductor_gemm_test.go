@@ -226,3 +226,25 @@ func TestGPUMaxAutotuneFusedKernels(t *testing.T) {
 		t.Errorf("%d autotune searches, want 2 (one pointwise kernel, one row kernel)", n)
 	}
 }
+
+// An epilogue computed at its product's step does not write into a
+// planned buffer that holds a value still to be read: here the buffer plan
+// gives the second epilogue's slot to a row value made between the
+// product and the epilogue's own step.
+func TestGPUGemmEpilogueBufferLife(t *testing.T) {
+	requireGPU(t)
+	dev := CUDA(0)
+	f := func(x, y, w, w2 *Tensor) *Tensor {
+		c := y.MulScalar(3).AddScalar(1)
+		a := x.MulScalar(2).AddScalar(1)
+		m := a.Linear(w, nil)
+		d := c.Sum(-1).Exp()
+		e := m.ReLU().MulScalar(2)
+		return e.Linear(w2, nil).Add(d.Unsqueeze(-1))
+	}
+	x, y := Randn(1, Float32, 8, 32), Randn(2, Float32, 8, 16).MulScalar(0.1)
+	w, w2 := Randn(3, Float32, 24, 32).MulScalar(0.2), Randn(4, Float32, 12, 24).MulScalar(0.2)
+	want := f(x, y, w, w2)
+	got := Compile(f)(x.To(dev), y.To(dev), w.To(dev), w2.To(dev))
+	nearValues(t, "two layers with a row value between", got, want)
+}

@@ -32,6 +32,7 @@ type rowStep struct {
 // rowTuneKey is what a row kernel's tuned launch shape is kept by in a
 // step: the default kernel's name, and the row count and length.
 type rowTuneKey struct {
+	device  int
 	name    string
 	rows, R int
 }
@@ -384,7 +385,7 @@ func (s *rowStep) runGPU(args []*Tensor, full []int, res *Tensor, q *launchQueue
 	a.Ptr(res.devicePtr()).Bytes(geo.Bytes(), 8)
 	title := "fused " + s.r.Root.Op.Title
 	if s.tune && !g.stream.CapturingHere() {
-		key := rowTuneKey{k.Name(), rows, R}
+		key := rowTuneKey{g.dev.Ordinal, k.Name(), rows, R}
 		if c, ok := s.tuned.Load(key); ok {
 			k.Threads, k.Persist = c.([2]int)[0], c.([2]int)[1]
 		} else {

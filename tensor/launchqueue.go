@@ -20,7 +20,6 @@ import (
 // queue holds the tensors its launches use, so no memory they use is
 // freed and reused before they are queued on the stream.
 type launchQueue struct {
-	g     *gpu
 	eg    errgroup.Group
 	items []queuedLaunch
 	keep  []*Tensor
@@ -39,19 +38,19 @@ type pendingKernel struct {
 	err  any // what loading panicked with
 }
 
-func newLaunchQueue(g *gpu) *launchQueue {
-	q := &launchQueue{g: g}
+func newLaunchQueue() *launchQueue {
+	q := &launchQueue{}
 	q.eg.SetLimit(runtime.NumCPU())
 	return q
 }
 
-// kernel starts getting the named kernel (as gpu.kernelIn would).
-func (q *launchQueue) kernel(c *kcache.Cache, name string, gen func() (string, error)) *pendingKernel {
+// kernel starts getting the named kernel for g (as g.kernelIn would).
+func (q *launchQueue) kernel(g *gpu, c *kcache.Cache, name string, gen func() (string, error)) *pendingKernel {
 	k := &pendingKernel{name: name, done: make(chan struct{})}
 	q.eg.Go(func() error {
 		defer close(k.done)
 		defer func() { k.err = recover() }()
-		k.fn = q.g.kernelIn(c, name, gen)
+		k.fn = g.kernelIn(c, name, gen)
 		return nil
 	})
 	return k
@@ -90,5 +89,5 @@ func kernelOrQueue(q *launchQueue, g *gpu, c *kcache.Cache, name string, gen fun
 		launch(g.kernelIn(c, name, gen))
 		return
 	}
-	q.add(q.kernel(c, name, gen), launch, uses...)
+	q.add(q.kernel(g, c, name, gen), launch, uses...)
 }
