@@ -227,9 +227,10 @@ func (p *inductorProgram) capture(inputs []*Tensor) (rg *replayGraph, err error)
 		return nil, err
 	}
 	rg.graph = graph
+	made := rg // the returns below set rg to nil when they fail
 	defer func() {
 		if err != nil {
-			rg.destroy()
+			made.destroy()
 		}
 	}()
 	nodes, others, err := graph.KernelNodes()
