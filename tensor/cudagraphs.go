@@ -237,13 +237,13 @@ func (p *inductorProgram) capture(inputs []*Tensor) (rg *replayGraph, err error)
 	if err != nil {
 		return nil, err
 	}
-	if others > 0 {
-		return nil, fmt.Errorf("the program copies or sets memory outside kernels (%d such steps)", others)
-	}
 	for _, k := range nodes {
 		if _, ok := g.generated.Load(k.Func()); !ok {
 			return nil, fmt.Errorf("the program runs a library kernel (cuBLAS, cuBLASLt), whose arguments a replay cannot redirect")
 		}
+	}
+	if others > 0 {
+		return nil, fmt.Errorf("the program copies or sets memory outside kernels (%d such steps)", others)
 	}
 	rg.nodes = nodes
 	for _, k := range nodes {
