@@ -28,8 +28,10 @@ const (
 	// launch per call, to save launch overhead at small batch sizes: each
 	// input layout is captured on its second call (the first runs plainly
 	// and compiles the kernels). Every call returns new output tensors.
-	// Programs that cannot be captured run plainly, with the reason under
-	// GOCOMPILE_LOGS=cudagraphs. On the CPU it is Default.
+	// Programs that cannot be captured (they wait for the device, or run
+	// library kernels such as cuBLAS's for products of more than 64 rows)
+	// run plainly, with the reason under GOCOMPILE_LOGS=cudagraphs. On the
+	// CPU it is Default.
 	ReduceOverhead
 	// MaxAutotune times candidate launch shapes of generated kernels
 	// (GEMM, fused pointwise, row) and cuBLASLt's ranked algorithms for
