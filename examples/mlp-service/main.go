@@ -51,6 +51,9 @@ type config struct {
 	Out    int    // outputs
 	Layers int    // Linear layers (>= 1); GELU follows all but the last
 	Seed   uint64 // weight seed
+	// Mode is the compilation mode: tensor.ReduceOverhead replays each
+	// batch size's program as one CUDA graph (the first few sizes seen).
+	Mode tensor.Mode
 
 	MaxRows      int   // rows per request (default 256)
 	MaxBodyBytes int64 // request body limit (default max(1 MiB, 32 bytes per value of MaxRows rows))
@@ -158,7 +161,7 @@ func newServer(cfg config) *server {
 		byStatus: map[int]int64{},
 		done:     make(chan struct{}),
 	}
-	s.predict = tensor.Compile(s.model.forward, tensor.WithStats(&s.stats))
+	s.predict = tensor.Compile(s.model.forward, tensor.WithStats(&s.stats), tensor.WithMode(cfg.Mode))
 	// Warm up: the batch dim is dynamic from the first compile (any size
 	// >= 2), and one row gets its own entry. Requests never compile.
 	s.predict(tensor.MarkDynamic(s.input(make([]float32, 2*cfg.In), 2), 0)).Float32s()
@@ -703,6 +706,7 @@ func main() {
 		clients  = flag.Int("clients", 64, "-selftest: concurrent clients")
 		maxBatch = flag.Int("max-batch", 64, "-selftest: batch sizes are pseudo-random in 1..max-batch")
 		grace    = flag.Duration("shutdown-timeout", 10*time.Second, "how long shutdown waits for in-flight requests")
+		mode     = flag.String("mode", "default", "compilation mode: default, reduce-overhead (CUDA graphs on a GPU) or max-autotune")
 	)
 	flag.Parse()
 	addrSet := false
@@ -720,6 +724,11 @@ func main() {
 	if err != nil {
 		log.Fatalf("-device: %v", err)
 	}
+	modes := map[string]tensor.Mode{"default": tensor.Default, "reduce-overhead": tensor.ReduceOverhead, "max-autotune": tensor.MaxAutotune}
+	compileMode, ok := modes[*mode]
+	if !ok {
+		log.Fatalf("-mode %q: want default, reduce-overhead or max-autotune", *mode)
+	}
 	var s *server
 	buildStart := time.Now()
 	if err := tensor.Try(func() {
@@ -727,7 +736,7 @@ func main() {
 			tensor.SetDefaultDevice(dev)
 		}
 		s = newServer(config{Device: dev, In: *in, Hidden: *hidden, Out: *out, Layers: *layers, Seed: *seed,
-			MaxRows: *maxRows, Requests: int64(*requests)})
+			Mode: compileMode, MaxRows: *maxRows, Requests: int64(*requests)})
 	}); err != nil {
 		log.Fatalf("starting the model: %v", err)
 	}
