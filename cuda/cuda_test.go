@@ -654,21 +654,38 @@ func TestGPUStreams(t *testing.T) {
 	}
 }
 
-func TestGPUGraph(t *testing.T) {
+// graphFixture is what the graph tests start from: the test module's
+// scale and addc kernels, two device buffers holding 0, 1, ..., n-1, and
+// a stream, all released when the test ends.
+type graphFixture struct {
+	d           *Device
+	scale, addc *Function
+	init        []float32
+	px, py      DevicePtr
+	s           *Stream
+}
+
+func newGraphFixture(t *testing.T, n int) graphFixture {
+	t.Helper()
 	d := requireGPU(t)
 	m := loadTestModule(t, d)
-	scale, addc := fn(t, m, "scale"), fn(t, m, "addc")
-	const n = 5000
-	init := make([]float32, n)
-	for i := range init {
-		init[i] = float32(i)
+	f := graphFixture{d: d, scale: fn(t, m, "scale"), addc: fn(t, m, "addc"), init: make([]float32, n)}
+	for i := range f.init {
+		f.init[i] = float32(i)
 	}
-	px, py := upload(t, d, init), upload(t, d, init)
-	defer d.Free(px)
-	defer d.Free(py)
+	f.px, f.py = upload(t, d, f.init), upload(t, d, f.init)
+	t.Cleanup(func() { d.Free(f.px); d.Free(f.py) })
 	s, err := d.NewStream()
 	check(t, err)
-	defer s.Destroy()
+	t.Cleanup(func() { s.Destroy() })
+	f.s = s
+	return f
+}
+
+func TestGPUGraph(t *testing.T) {
+	const n = 5000
+	f := newGraphFixture(t, n)
+	scale, addc, init, px, py, s := f.scale, f.addc, f.init, f.px, f.py, f.s
 	args := NewArgs()
 	capture := func(p DevicePtr, a, c float32) *Graph {
 		t.Helper()
@@ -1069,20 +1086,9 @@ func BenchmarkGPULaunchArgs(b *testing.B) {
 // a node new ones redirects the replay; while one goroutine captures,
 // another goroutine's launch on the stream waits and is not captured.
 func TestGPUGraphKernelParams(t *testing.T) {
-	d := requireGPU(t)
-	m := loadTestModule(t, d)
-	scale, addc := fn(t, m, "scale"), fn(t, m, "addc")
 	const n = 1000
-	init := make([]float32, n)
-	for i := range init {
-		init[i] = float32(i)
-	}
-	px, py := upload(t, d, init), upload(t, d, init)
-	defer d.Free(px)
-	defer d.Free(py)
-	s, err := d.NewStream()
-	check(t, err)
-	defer s.Destroy()
+	f := newGraphFixture(t, n)
+	scale, addc, init, px, py, s := f.scale, f.addc, f.init, f.px, f.py, f.s
 
 	check(t, s.BeginCapture())
 	other := make(chan error)

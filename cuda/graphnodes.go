@@ -16,6 +16,7 @@ import (
 type KernelNode struct {
 	h      uintptr // CUgraphNode
 	params kernelNodeParams
+	ptrs   []unsafe.Pointer // SetKernelParams' argument array, reused
 	// Params holds each kernel parameter's bytes, in order.
 	Params [][]byte
 }
@@ -104,12 +105,15 @@ func (k *KernelNode) Pointer(i int) (DevicePtr, bool) {
 // SetKernelParams gives node k of e the parameter values params (one per
 // kernel parameter, each of its captured size), for the launches of e
 // from now on (cuGraphExecKernelNodeSetParams_v2). k must come from the
-// graph e was instantiated from.
+// graph e was instantiated from. Calls for one node must not overlap.
 func (e *GraphExec) SetKernelParams(k *KernelNode, params [][]byte) error {
 	if len(params) != len(k.Params) {
 		return fmt.Errorf("cuda: SetKernelParams: %d parameters, the kernel takes %d", len(params), len(k.Params))
 	}
-	ptrs := make([]unsafe.Pointer, len(params)+1)
+	if len(k.ptrs) != len(params)+1 {
+		k.ptrs = make([]unsafe.Pointer, len(params)+1)
+	}
+	ptrs := k.ptrs
 	for i, p := range params {
 		if len(p) != len(k.Params[i]) {
 			return fmt.Errorf("cuda: SetKernelParams: parameter %d has %d bytes, want %d", i, len(p), len(k.Params[i]))

@@ -389,7 +389,6 @@ extern "C" __global__ void __launch_bounds__(128) %[7]s%[1]s(
   constexpr int BN = %[8]d, TN = BN / 16;
   __align__(16) __shared__ float As[32][36];     // [k][m], rows padded, 16-byte aligned
   __align__(16) __shared__ float Bs[32][BN + 4]; // [k][n]
-  __shared__ unsigned int last;
   const int t = threadIdx.x, tx = t & 15, ty = t >> 4;
   const int n0 = blockIdx.x * BN, m0 = blockIdx.y * 32;
   const int S = %[5]d, z = blockIdx.z; // S is gridDim.z
@@ -436,10 +435,46 @@ extern "C" __global__ void __launch_bounds__(128) %[7]s%[1]s(
     }
     __syncthreads();
   }
-%[6]s
-  if (S > 1) {
+%[6]s  #pragma unroll
+  for (int i = 0; i < 4; i++)
+    #pragma unroll
+    for (int j = 0; j < TN; j++) {
+      const int m = m0 + ty * 4 + i, n = n0 + tx * TN + j;
+      if (m < M && n < N) out[(long long)m * ldo + n] = %[4]s;
+    }
+}
+`, k.Name(), storageC(k.Out), strings.Join(prefixAll(", ", params), ""), store, k.Config.Split, splitReduce(k.Config, store), clusterDims(k.Config), k.Config.tileN())
+}
+
+// clusterDims is the kernel attribute making a tile's split blocks one
+// cluster.
+func clusterDims(c GemmConfig) string {
+	if !c.Cluster {
+		return ""
+	}
+	return fmt.Sprintf("__cluster_dims__(1, 1, %d) ", c.Split)
+}
+
+// splitReduce is how a tiled kernel's split blocks add their partial
+// sums: nothing to add for one block, through distributed shared memory
+// in a cluster (clusterReduce), else through the workspace.
+func splitReduce(c GemmConfig, store string) string {
+	switch {
+	case c.Split <= 1:
+		return ""
+	case c.Cluster:
+		return clusterReduce(c, store)
+	}
+	return workspaceReduce
+}
+
+// workspaceReduce publishes each block's partial sums to the workspace;
+// the last block of the tile to finish (by the tile's counter, which it
+// resets) adds all of them in split order, into acc, for the store.
+const workspaceReduce = `  {
     // Publish this block's partial sums; the last block of the tile to
     // finish adds all of them, in split order.
+    __shared__ unsigned int last;
     #pragma unroll
     for (int i = 0; i < 4; i++)
       #pragma unroll
@@ -468,25 +503,7 @@ extern "C" __global__ void __launch_bounds__(128) %[7]s%[1]s(
       }
     if (t == 0) counters[blockIdx.y * gridDim.x + blockIdx.x] = 0; // ready for the next launch
   }
-  #pragma unroll
-  for (int i = 0; i < 4; i++)
-    #pragma unroll
-    for (int j = 0; j < TN; j++) {
-      const int m = m0 + ty * 4 + i, n = n0 + tx * TN + j;
-      if (m < M && n < N) out[(long long)m * ldo + n] = %[4]s;
-    }
-}
-`, k.Name(), storageC(k.Out), strings.Join(prefixAll(", ", params), ""), store, k.Config.Split, clusterReduce(k.Config, store), clusterDims(k.Config), k.Config.tileN())
-}
-
-// clusterDims is the kernel attribute making a tile's split blocks one
-// cluster.
-func clusterDims(c GemmConfig) string {
-	if !c.Cluster {
-		return ""
-	}
-	return fmt.Sprintf("__cluster_dims__(1, 1, %d) ", c.Split)
-}
+`
 
 // clusterReduce is the tiled kernel's reduction through distributed
 // shared memory: each block leaves its partial sums in its shared memory,
@@ -494,9 +511,6 @@ func clusterDims(c GemmConfig) string {
 // partials for its 1/S of the tile, applies the epilogue and stores; a
 // second barrier keeps every block's shared memory alive until read.
 func clusterReduce(c GemmConfig, store string) string {
-	if !c.Cluster {
-		return ""
-	}
 	return fmt.Sprintf(`  {
     __shared__ float red[32 * BN];
     #pragma unroll
@@ -525,7 +539,8 @@ func clusterReduce(c GemmConfig, store string) string {
     }
     asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
     return;
-  }`, store)
+  }
+`, store)
 }
 
 func prefixAll(p string, ss []string) []string {

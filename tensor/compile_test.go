@@ -455,13 +455,21 @@ func TestCondWithoutBreak(t *testing.T) {
 	}
 }
 
-func TestCompileLogsAndDebugDir(t *testing.T) {
-	var buf strings.Builder
+// captureLogs turns on the GOCOMPILE_LOGS categories for the test and
+// returns what the default logger writes until it ends.
+func captureLogs(t *testing.T, categories string) *strings.Builder {
+	t.Helper()
+	buf := &strings.Builder{}
 	old := slog.Default()
-	slog.SetDefault(slog.New(slog.NewTextHandler(&buf, nil)))
-	defer slog.SetDefault(old)
+	slog.SetDefault(slog.New(slog.NewTextHandler(buf, nil)))
+	t.Cleanup(func() { slog.SetDefault(old) })
+	t.Setenv("GOCOMPILE_LOGS", categories)
+	return buf
+}
+
+func TestCompileLogsAndDebugDir(t *testing.T) {
+	buf := captureLogs(t, "graph,guards,recompiles,breaks")
 	dir := t.TempDir()
-	t.Setenv("GOCOMPILE_LOGS", "graph,guards,recompiles,breaks")
 	t.Setenv("GOCOMPILE_DEBUG_DIR", dir)
 	f := Compile(breaking)
 	f(FromSlice([]float32{1, 2}))
@@ -556,11 +564,7 @@ func TestCompileDynamicScalars(t *testing.T) {
 }
 
 func TestCompileGraphShowsSymbols(t *testing.T) {
-	var buf strings.Builder
-	old := slog.Default()
-	slog.SetDefault(slog.New(slog.NewTextHandler(&buf, nil)))
-	defer slog.SetDefault(old)
-	t.Setenv("GOCOMPILE_LOGS", "graph")
+	buf := captureLogs(t, "graph")
 	f := Compile(func(x, w *Tensor) *Tensor { return x.MatMul(w).Softmax(-1) }, Dynamic(true))
 	f(Zeros(Float32, 4, 16), Zeros(Float32, 16, 8))
 	if out := buf.String(); !strings.Contains(out, "x0 float32[s0, s1]") || !strings.Contains(out, "float32[s0, s2]") {

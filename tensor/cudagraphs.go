@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -47,15 +48,109 @@ var graphInputs = func() graphInputMode {
 // graphReplays counts graph launches in this process.
 var graphReplays atomic.Int64
 
-// maxGraphs is how many input layouts of one program get a graph.
-const maxGraphs = 8
+// maxGraphs is how many input layouts of one program get a graph, and
+// maxLayouts how many layouts it records (the rest run plainly).
+const (
+	maxGraphs  = 8
+	maxLayouts = 4 * maxGraphs
+)
 
-// graphSet is a program's captured graphs, by input layout.
+// graphSet is a program's input layouts and their graphs.
 type graphSet struct {
-	mu     sync.Mutex
-	graphs map[string]*replayGraph
-	seen   map[string]bool   // layouts run once (warmed up)
-	failed map[string]string // layouts that cannot be captured, and why
+	mu      sync.Mutex
+	layouts []*graphLayout
+	graphs  int       // layouts with a graph
+	full    sync.Once // logs that no more layouts are recorded
+}
+
+// graphLayout is one input layout a program was called with, and what
+// became of it: run once (seen), captured (rg), or not capturable (failed).
+type graphLayout struct {
+	inputs []inputLayout
+	rg     *replayGraph
+	failed string
+}
+
+// inputLayout is what a graph depends on in one input: type, shape and
+// strides, the first element's alignment (kernels choose vector access by
+// it), which earlier input shares its memory (such layouts are not
+// captured: a replay could not tell their addresses apart), and, when
+// inputs are copied in, where in its storage it lies.
+type inputLayout struct {
+	dev            Device
+	dtype          DType
+	shape, strides []int
+	align          int // first element's address mod 16
+	shares         int // an earlier input with the same storage, or -1
+	offset, size   int // copyInputs only
+}
+
+// matches reports whether inputs have layout l, without allocating.
+func (l *graphLayout) matches(inputs []*Tensor) bool {
+	if len(inputs) != len(l.inputs) {
+		return false
+	}
+	for i, t := range inputs {
+		in := &l.inputs[i]
+		if t.st.gpu == nil || t.st.dev != in.dev || t.dtype != in.dtype || !slices.Equal(t.shape, in.shape) ||
+			!slices.Equal(t.strides, in.strides) || int(t.devicePtr()%16) != in.align || sharesWith(inputs, i) != in.shares {
+			return false
+		}
+		if graphInputs == copyInputs && (t.offset != in.offset || t.st.gpu.block.Size != in.size) {
+			return false
+		}
+	}
+	return true
+}
+
+// sharesWith is the first input before i with input i's storage, or -1.
+func sharesWith(inputs []*Tensor, i int) int {
+	for j := range i {
+		if inputs[j].st == inputs[i].st {
+			return j
+		}
+	}
+	return -1
+}
+
+// layoutOf describes inputs, if all are on a GPU.
+func layoutOf(inputs []*Tensor) (*graphLayout, bool) {
+	l := &graphLayout{}
+	for i, t := range inputs {
+		if t == nil || t.st.gpu == nil {
+			return nil, false
+		}
+		in := inputLayout{dev: t.st.dev, dtype: t.dtype, shape: slices.Clone(t.shape), strides: slices.Clone(t.strides),
+			align: int(t.devicePtr() % 16), shares: sharesWith(inputs, i)}
+		if graphInputs == copyInputs {
+			in.offset, in.size = t.offset, t.st.gpu.block.Size
+		}
+		l.inputs = append(l.inputs, in)
+	}
+	return l, true
+}
+
+// shared reports whether some inputs of l share memory.
+func (l *graphLayout) shared() bool {
+	for _, in := range l.inputs {
+		if in.shares >= 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// String describes the layout for logs.
+func (l *graphLayout) String() string {
+	var b strings.Builder
+	for _, in := range l.inputs {
+		fmt.Fprintf(&b, "%v %v%v strides %v align %d", in.dev, in.dtype, in.shape, in.strides, in.align)
+		if in.shares >= 0 {
+			fmt.Fprintf(&b, " shares input %d", in.shares)
+		}
+		b.WriteString("; ")
+	}
+	return strings.TrimSuffix(b.String(), "; ")
 }
 
 // replayGraph is one captured program.
@@ -92,87 +187,72 @@ type graphOutput struct {
 	refs  []paramRef // delta from the storage's start
 }
 
-// layoutKey names what a graph depends on in its inputs: types, shapes,
-// strides, whether each first element is 16-byte aligned (kernels choose
-// vector access by it), and which inputs share memory (such layouts are
-// not captured: a replay could not tell their addresses apart).
-func layoutKey(inputs []*Tensor) (key string, shared, ok bool) {
-	var b strings.Builder
-	for i, t := range inputs {
-		if t == nil || t.st.gpu == nil {
-			return "", false, false
-		}
-		fmt.Fprintf(&b, "%v%v%v%v%d", t.st.dev, t.dtype, t.shape, t.strides, t.devicePtr()%16)
-		if graphInputs == copyInputs { // the whole storage is copied to the same place
-			fmt.Fprintf(&b, "@%d/%d", t.offset, t.st.gpu.block.Size)
-		}
-		for j := range i {
-			if inputs[j].st == t.st {
-				fmt.Fprintf(&b, "=%d", j)
-				shared = true
-				break
-			}
-		}
-		b.WriteByte('|')
-	}
-	return b.String(), shared, true
-}
-
 // runGraph runs p for inputs as a replayed graph when it can, reporting
 // whether it did.
 func (p *inductorProgram) runGraph(inputs []*Tensor) ([]*Tensor, bool) {
-	key, shared, ok := layoutKey(inputs)
-	if !ok || len(inputs) == 0 {
+	if len(inputs) == 0 {
 		return nil, false
 	}
 	gs := &p.graphs
 	gs.mu.Lock()
-	rg := gs.graphs[key]
+	var l *graphLayout
+	for _, c := range gs.layouts {
+		if c.matches(inputs) {
+			l = c
+			break
+		}
+	}
+	if l == nil { // a layout not seen before: run it plainly once
+		nl, ok := layoutOf(inputs)
+		recorded := ok && len(gs.layouts) < maxLayouts
+		if recorded {
+			gs.layouts = append(gs.layouts, nl)
+		}
+		gs.mu.Unlock()
+		switch {
+		case !ok:
+		case !recorded:
+			gs.full.Do(func() {
+				graphLog("this program has seen as many input layouts as it records; new ones run plainly", "limit", maxLayouts)
+			})
+		default:
+			graphLog("first call with this input layout runs plainly (it compiles the kernels); the next one is captured", "layout", nl)
+		}
+		return nil, false
+	}
+	if l.failed != "" {
+		gs.mu.Unlock()
+		return nil, false
+	}
+	rg := l.rg
 	if rg == nil {
-		if _, failed := gs.failed[key]; failed {
+		fail := func(why string, args ...any) ([]*Tensor, bool) {
+			l.failed = why
 			gs.mu.Unlock()
+			graphLog("cannot capture; running plainly", append([]any{"reason", why, "layout", l}, args...)...)
 			return nil, false
 		}
-		if !gs.seen[key] {
-			if gs.seen == nil {
-				gs.seen, gs.failed, gs.graphs = map[string]bool{}, map[string]string{}, map[string]*replayGraph{}
-			}
-			gs.seen[key] = true
-			gs.mu.Unlock()
-			graphLog("first call with this input layout runs plainly (it compiles the kernels); the next one is captured", "layout", key)
-			return nil, false
+		if l.shared() {
+			return fail("inputs share memory")
 		}
-		if shared {
-			gs.failed[key] = "inputs share memory"
-			gs.mu.Unlock()
-			graphLog("cannot capture: inputs share memory; running plainly", "layout", key)
-			return nil, false
-		}
-		if len(gs.graphs) >= maxGraphs {
-			gs.failed[key] = "graph limit reached"
-			gs.mu.Unlock()
-			graphLog("this program has a graph for as many input layouts as it may keep; running plainly", "limit", maxGraphs, "layout", key)
-			return nil, false
+		if gs.graphs >= maxGraphs {
+			return fail("this program has a graph for as many input layouts as it may keep", "limit", maxGraphs)
 		}
 		var err error
-		rg, err = p.capture(inputs)
-		if err != nil {
-			gs.failed[key] = err.Error()
-			gs.mu.Unlock()
-			graphLog("cannot capture; running plainly", "reason", err.Error(), "layout", key)
-			return nil, false
+		if rg, err = p.capture(inputs); err != nil {
+			return fail(err.Error())
 		}
-		gs.graphs[key] = rg
-		graphLog("captured", "kernels", len(rg.nodes), "layout", key)
+		l.rg = rg
+		gs.graphs++
+		graphLog("captured", "kernels", len(rg.nodes), "layout", l)
 	}
 	gs.mu.Unlock()
 	outs, err := rg.replay(inputs)
 	if err != nil {
 		// Not expected; the graph is dropped and the layout runs plainly.
 		gs.mu.Lock()
-		if gs.graphs[key] == rg {
-			delete(gs.graphs, key)
-			gs.failed[key] = err.Error()
+		if l.rg == rg {
+			l.rg, l.failed = nil, err.Error()
 		}
 		gs.mu.Unlock()
 		slog.Warn("gocompile: a CUDA graph replay failed; running this input layout with plain launches", "err", err)

@@ -1,9 +1,7 @@
 package tensor
 
 import (
-	"bytes"
 	"fmt"
-	"log/slog"
 	"math"
 	"strings"
 	"sync"
@@ -96,11 +94,7 @@ func TestGPUReduceOverheadConcurrent(t *testing.T) {
 func TestGPUReduceOverheadCaptureFallback(t *testing.T) {
 	requireGPU(t)
 	dev := CUDA(0)
-	t.Setenv("GOCOMPILE_LOGS", "cudagraphs")
-	var buf bytes.Buffer
-	old := slog.Default()
-	slog.SetDefault(slog.New(slog.NewTextHandler(&buf, nil)))
-	defer slog.SetDefault(old)
+	buf := captureLogs(t, "cudagraphs")
 	f := Compile(func(x, idx *Tensor) *Tensor { return x.MulScalar(2).IndexSelect(0, idx).AddScalar(1) }, WithMode(ReduceOverhead))
 	x := Randn(1, Float32, 6, 5)
 	idx := FromSlice([]int64{4, 0, 5}, 3)
@@ -134,11 +128,7 @@ func TestReduceOverheadOnCPU(t *testing.T) {
 func TestGPUReduceOverheadLibraryKernel(t *testing.T) {
 	requireGPU(t)
 	dev := CUDA(0)
-	t.Setenv("GOCOMPILE_LOGS", "cudagraphs")
-	var buf bytes.Buffer
-	old := slog.Default()
-	slog.SetDefault(slog.New(slog.NewTextHandler(&buf, nil)))
-	defer slog.SetDefault(old)
+	buf := captureLogs(t, "cudagraphs")
 	w := Randn(2, Float32, 48, 64).MulScalar(0.1).To(dev)
 	f := func(x *Tensor) *Tensor { return x.Linear(w, nil).Tanh() }
 	g := Compile(f, WithMode(ReduceOverhead))

@@ -219,13 +219,8 @@ func gpuKernelIn(c *kcache.Cache, q *launchQueue, tune bool, k *inductor.Pointwi
 				"the layout has %d dims that cannot be merged; GPU kernels index at most %d", len(cshape), inductor.MaxRank)
 		}
 	}
-	var args2 *cuda.Args
-	if q == nil {
-		args2 = g.getArgs()
-		defer g.putArgs(args2)
-	} else {
-		args2 = cuda.NewArgs() // kept by the queued launch
-	}
+	args2 := q.args(g)
+	defer q.release(g, args2)
 	args2.I64(int64(n))
 	// Vector access needs the output and the dense operands aligned.
 	aligned := res.devicePtr()%cuda.DevicePtr(inductor.VectorWidth*res.dtype.Size()) == 0
@@ -283,59 +278,57 @@ func gpuKernelIn(c *kcache.Cache, q *launchQueue, tune bool, k *inductor.Pointwi
 	}
 	grid, block := g.gridFor(n), threadsPerBlock
 	if !k.Strided {
-		dense := func(unroll, b int) (int, int) {
-			k := *k
-			k.Unroll = unroll
-			return min((n+k.TileElems(b)-1)/k.TileElems(b), 1<<31-1), b
+		block = pointwiseBlock
+		if tune && !g.stream.CapturingHere() {
+			k.Unroll, block = tunePointwise(c, q, g, k, n, aligned, args2)
 		}
-		grid, block = dense(k.Unroll, pointwiseBlock)
+		grid = min((n+k.TileElems(block)-1)/k.TileElems(block), 1<<31-1)
 		if pointwiseBlocksPerSM > 0 {
 			grid = min(grid, pointwiseBlocksPerSM*g.dev.SMCount)
-		}
-		if tune && !g.stream.CapturingHere() {
-			if c, ok := tunedPointwise.Load(pointwiseTuneKey{g.dev.Ordinal, k.Name(), n, aligned}); ok {
-				k.Unroll = c.([2]int)[0]
-				grid, block = dense(c.([2]int)[0], c.([2]int)[1])
-				tune = false
-			}
-		}
-		if tune && !g.stream.CapturingHere() {
-			q.drain() // the search launches now
-			type cand struct{ unroll, block int }
-			var cands []cand
-			var names []string
-			def := -1
-			for _, u := range []int{1, 2, 4, 8} {
-				for _, b := range []int{128, 256, 512} {
-					if u == k.AutoUnroll() && b == pointwiseBlock {
-						def = len(cands)
-					}
-					cands = append(cands, cand{u, b})
-					names = append(names, fmt.Sprintf("u%db%d", u, b))
-				}
-			}
-			kc := func(i int) inductor.PointwiseKernel {
-				kk := *k
-				kk.Unroll = cands[i].unroll
-				return kk
-			}
-			key := fmt.Sprintf("%s n%d aligned%v", k.Name(), n, aligned)
-			best := autotune(c, g, "pointwise", key, names, def,
-				func(i int) { kk := kc(i); g.kernelIn(c, kk.Name(), kk.Source) },
-				func(i int) error {
-					kk := kc(i)
-					gr, bl := dense(cands[i].unroll, cands[i].block)
-					return g.stream.Launch(g.kernelIn(c, kk.Name(), kk.Source), cuda.Dim3{X: uint32(gr), Y: 1, Z: 1}, cuda.Dim3{X: uint32(bl), Y: 1, Z: 1}, 0, args2)
-				})
-			tunedPointwise.Store(pointwiseTuneKey{g.dev.Ordinal, k.Name(), n, aligned}, [2]int{cands[best].unroll, cands[best].block})
-			kk := kc(best)
-			*k = kk
-			grid, block = dense(cands[best].unroll, cands[best].block)
 		}
 	}
 	uses := append(append([]*Tensor{res}, extra...), tensors...)
 	kernelOrQueue(q, g, c, k.Name(), k.Source, func(fn *cuda.Function) { g.launch(title, fn, grid, block, args2) }, uses...)
 	return res
+}
+
+// tunePointwise returns the unroll and block size MaxAutotune chose for
+// the dense kernel k over n elements (aligned or not), searching the
+// first time: every unroll of 1, 2, 4 and 8 with blocks of 128, 256 and
+// 512 threads, timed with the arguments a.
+func tunePointwise(c *kcache.Cache, q *launchQueue, g *gpu, k *inductor.PointwiseKernel, n int, aligned bool, a *cuda.Args) (unroll, block int) {
+	key := pointwiseTuneKey{g.dev.Ordinal, k.Name(), n, aligned}
+	if v, ok := tunedPointwise.Load(key); ok {
+		return v.([2]int)[0], v.([2]int)[1]
+	}
+	q.drain() // the search launches now
+	type cand struct{ unroll, block int }
+	var cands []cand
+	var names []string
+	def := -1
+	for _, u := range []int{1, 2, 4, 8} {
+		for _, b := range []int{128, 256, 512} {
+			if u == k.AutoUnroll() && b == pointwiseBlock {
+				def = len(cands)
+			}
+			cands = append(cands, cand{u, b})
+			names = append(names, fmt.Sprintf("u%db%d", u, b))
+		}
+	}
+	kernel := func(i int) (*cuda.Function, int) {
+		kk := *k
+		kk.Unroll = cands[i].unroll
+		grid := min((n+kk.TileElems(cands[i].block)-1)/kk.TileElems(cands[i].block), 1<<31-1)
+		return g.kernelIn(c, kk.Name(), kk.Source), grid
+	}
+	best := cands[autotune(c, g, "pointwise", fmt.Sprintf("%s n%d aligned%v", key.name, n, aligned), names, def,
+		func(i int) { kernel(i) },
+		func(i int) error {
+			fn, grid := kernel(i)
+			return g.stream.Launch(fn, cuda.Dim3{X: uint32(grid), Y: 1, Z: 1}, cuda.Dim3{X: uint32(cands[i].block), Y: 1, Z: 1}, 0, a)
+		})]
+	tunedPointwise.Store(key, [2]int{best.unroll, best.block})
+	return best.unroll, best.block
 }
 
 // tunedPointwise keeps the tuned unroll and block size of each dense

@@ -63,7 +63,7 @@ type inductorStep struct {
 	// epilogue is the fused region a matrix product's kernel may apply
 	// before its store (inductor_gemm.go).
 	epilogue *gemmEpilogue
-	tuned    *sync.Map // MaxAutotune: the GEMM launch shape chosen per shape
+	tuned    *sync.Map // a product's step: the GEMM launch shape MaxAutotune chose, per shape
 }
 
 func newInductorProgram(g *ir.Graph) (Program, error) {
@@ -82,7 +82,10 @@ func newInductorProgramWith(g *ir.Graph, cfg backendConfig) (Program, error) {
 	p.plan = fuse.PlanBuffers(g, regions, plannable)
 	p.arenas.plan = p.plan
 	for _, r := range regions {
-		s := inductorStep{r: r, tuned: new(sync.Map)}
+		s := inductorStep{r: r}
+		if r.Root.Op == ir.OpMatMul {
+			s.tuned = new(sync.Map)
+		}
 		var inputs []fuse.Input
 		switch {
 		case r.Row != nil:
@@ -155,7 +158,7 @@ func (p *inductorProgram) Run(inputs []*Tensor) (outs []*Tensor) {
 	a := p.arenas.get()
 	defer p.arenas.put(a)
 	var q *launchQueue
-	if len(inputs) > 0 && inputs[0] != nil && inputs[0].st.gpu != nil && p.firstGPURun.CompareAndSwap(false, true) {
+	if len(inputs) > 0 && inputs[0] != nil && inputs[0].st.gpu != nil && !p.firstGPURun.Load() && p.firstGPURun.CompareAndSwap(false, true) {
 		// The first run on a GPU compiles its kernels in parallel.
 		q = newLaunchQueue()
 	}

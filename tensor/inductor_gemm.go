@@ -16,7 +16,8 @@ import (
 // pointwise epilogue, a bias add and activation, before its only store:
 // the product is never written and read back, and no library is loaded or
 // initialised for it, so a new process serves its first call without
-// cuBLAS's start-up. Larger products, other types and other layouts run
+// cuBLAS's start-up. Larger float32 products followed by a bias add run
+// through cuBLASLt with the add fused (inductor_lt.go); other products run
 // with cuBLAS, the epilogue as its own fused kernel.
 
 // gemmEpilogue is a fused pointwise region that can run as the epilogue of
@@ -219,13 +220,8 @@ func gpuGemm(bc backendConfig, tunedAt *sync.Map, q *launchQueue, x, y *Tensor, 
 	launch := func(cfg inductor.GemmConfig, q *launchQueue) error {
 		kern := kern
 		kern.Config = cfg
-		var args *cuda.Args
-		if q == nil {
-			args = g.getArgs()
-			defer g.putArgs(args)
-		} else {
-			args = cuda.NewArgs() // kept by the queued launch
-		}
+		args := q.args(g)
+		defer q.release(g, args)
 		args.Ptr(x.devicePtr()).I64(lda).Ptr(y.devicePtr()).I64(ldb).I32(int32(m)).I32(int32(n)).I32(int32(k))
 		if vec {
 			args.I32(1)
@@ -234,7 +230,10 @@ func gpuGemm(bc backendConfig, tunedAt *sync.Map, q *launchQueue, x, y *Tensor, 
 		}
 		args.Ptr(out.devicePtr()).I64(int64(n))
 		if cfg.Split > 0 {
-			ws, ctr := g.gemmWorkspace(cfg.Workspace(m, n))
+			var ws, ctr cuda.DevicePtr // unused (nil) unless split blocks add through memory
+			if partials, counters := cfg.Workspace(m, n); partials > 0 {
+				ws, ctr = g.gemmWorkspace(partials, counters)
+			}
 			args.Ptr(ws).Ptr(ctr)
 		}
 		uses := []*Tensor{x, y, out}

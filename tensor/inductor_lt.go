@@ -20,8 +20,9 @@ import (
 // ltProducts counts the products run through cuBLASLt.
 var ltProducts atomic.Int64
 
-// ltPlans holds each shape's cuBLASLt description, per device.
-var ltPlans sync.Map // ltKey → *cuda.LtGemm
+// ltPlans holds each shape's cuBLASLt description, per device, and
+// ltTuned the algorithm MaxAutotune chose for it.
+var ltPlans, ltTuned sync.Map // ltKey → *cuda.LtGemm, int
 
 type ltKey struct {
 	device  int
@@ -145,7 +146,9 @@ func gpuLtGemm(bc backendConfig, q *launchQueue, x, y *Tensor, t *inductorStep, 
 		out = newGPUTensor(x.st.dev, Float32, shape)
 	}
 	algo := 0
-	if bc.mode == MaxAutotune && !g.stream.CapturingHere() && count > 1 {
+	if v, ok := ltTuned.Load(key); ok && bc.mode == MaxAutotune {
+		algo = v.(int)
+	} else if bc.mode == MaxAutotune && !g.stream.CapturingHere() && count > 1 {
 		names := make([]string, count)
 		for i := range names {
 			names[i] = fmt.Sprintf("lt%d", i)
@@ -153,6 +156,7 @@ func gpuLtGemm(bc backendConfig, q *launchQueue, x, y *Tensor, t *inductorStep, 
 		what := fmt.Sprintf("cublasLt %d m%d n%d k%d a%v b%v epilogue%d", lt.Version, m, n, k, a, b, epi)
 		algo = autotune(bc.cache, g, "matmul", what, names, 0, func(int) {},
 			func(i int) error { return plan.Run(g.stream, i, x.devicePtr(), y.devicePtr(), out.devicePtr(), bias) })
+		ltTuned.Store(key, algo)
 	}
 	check(plan.Run(g.stream, algo, x.devicePtr(), y.devicePtr(), out.devicePtr(), bias), "MatMul", x, y)
 	ltProducts.Add(1)

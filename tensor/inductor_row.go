@@ -371,13 +371,8 @@ func (s *rowStep) runGPU(args []*Tensor, full []int, res *Tensor, q *launchQueue
 		s.splitGPU(g, &k, args, rows, R, geo, res)
 		return
 	}
-	var a *cuda.Args
-	if q == nil {
-		a = g.getArgs()
-		defer g.putArgs(a)
-	} else {
-		a = cuda.NewArgs() // kept by the queued launch
-	}
+	a := q.args(g)
+	defer q.release(g, a)
 	a.I64(int64(rows)).I64(int64(R))
 	for _, t := range args {
 		a.Ptr(t.devicePtr())

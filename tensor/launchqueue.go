@@ -82,6 +82,23 @@ func (q *launchQueue) drain() {
 	}
 }
 
+// args returns the argument list of a launch on g: from g's pool when the
+// launch happens now (q nil; give it back with release), a new one when it
+// is queued (the queued launch keeps it).
+func (q *launchQueue) args(g *gpu) *cuda.Args {
+	if q == nil {
+		return g.getArgs()
+	}
+	return cuda.NewArgs()
+}
+
+// release gives back an argument list from args once the launch is made.
+func (q *launchQueue) release(g *gpu, a *cuda.Args) {
+	if q == nil {
+		g.putArgs(a)
+	}
+}
+
 // kernelOrQueue returns the named kernel now (q nil), or queues launch
 // with it (q not nil); launch must not use pooled arguments then.
 func kernelOrQueue(q *launchQueue, g *gpu, c *kcache.Cache, name string, gen func() (string, error), launch func(fn *cuda.Function), uses ...*Tensor) {
