@@ -35,6 +35,7 @@ var drv struct {
 	cuGraphLaunch, cuGraphExecUpdate, cuGraphDestroy, cuGraphExecDestroy          uintptr
 	cuGraphGetNodes, cuGraphNodeGetType, cuGraphKernelNodeGetParams               uintptr
 	cuGraphExecKernelNodeSetParams, cuFuncGetParamInfo                            uintptr
+	cuLaunchKernelEx                                                              uintptr
 }
 
 func driverSymbols() []symbol {
@@ -89,6 +90,8 @@ func driverSymbols() []symbol {
 		{"cuGraphKernelNodeGetParams_v2", &d.cuGraphKernelNodeGetParams, true},
 		{"cuGraphExecKernelNodeSetParams_v2", &d.cuGraphExecKernelNodeSetParams, true},
 		{"cuFuncGetParamInfo", &d.cuFuncGetParamInfo, true},
+		// Programmatic dependent launch (LaunchDependent): optional.
+		{"cuLaunchKernelEx", &d.cuLaunchKernelEx, true},
 	}
 }
 
@@ -788,6 +791,79 @@ func (s *Stream) Launch(f *Function, grid, block Dim3, sharedMem int, args *Args
 	runtime.KeepAlive(args)
 	if cuResult(r) != 0 {
 		return fmt.Errorf("cuda: launching %s: %w", f.Name, driverError("cuLaunchKernel", r))
+	}
+	return nil
+}
+
+// launchConfig is CUlaunchConfig with room for one attribute
+// (CUlaunchAttribute: a 4-byte id, padding to 8, a 64-byte value union).
+type launchConfig struct {
+	gridX, gridY, gridZ    uint32
+	blockX, blockY, blockZ uint32
+	sharedMem              uint32
+	_                      uint32
+	stream                 uintptr
+	attrs                  *launchAttribute
+	numAttrs               uint32
+	_                      uint32
+}
+
+type launchAttribute struct {
+	id    uint32
+	_     uint32
+	value [64]byte
+}
+
+// CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+const launchAttrProgrammaticStreamSerialization = 6
+
+// CanLaunchDependent reports whether LaunchDependent overlaps kernels on
+// d: the driver has cuLaunchKernelEx and d is compute capability 9.0 or
+// later.
+func (d *Device) CanLaunchDependent() bool {
+	return drv.cuLaunchKernelEx != 0 && d.Major >= 9
+}
+
+var launchConfigPool = sync.Pool{New: func() any { return &launchConfig{attrs: new(launchAttribute)} }}
+
+// LaunchDependent is Launch for a kernel that may start before the
+// kernel ahead of it on s has finished (programmatic dependent launch,
+// sm_90): its blocks are scheduled once every block of the kernel ahead
+// has executed griddepcontrol.launch_dependents (or exited), and must
+// execute griddepcontrol.wait before they read anything the kernel ahead
+// writes. The work before the wait overlaps the kernel ahead: a GEMM loads
+// its weights there. Launches captured into a graph keep the
+// relationship as a programmatic edge. Without CanLaunchDependent it is
+// Launch (the wait is then a no-op).
+func (s *Stream) LaunchDependent(f *Function, grid, block Dim3, sharedMem int, args *Args) error {
+	d := f.mod.dev
+	if !d.CanLaunchDependent() {
+		return s.Launch(f, grid, block, sharedMem, args)
+	}
+	c := launchConfigPool.Get().(*launchConfig)
+	attrs := c.attrs
+	*c = launchConfig{
+		gridX: uint32(one(grid.X)), gridY: uint32(one(grid.Y)), gridZ: uint32(one(grid.Z)),
+		blockX: uint32(one(block.X)), blockY: uint32(one(block.Y)), blockZ: uint32(one(block.Z)),
+		sharedMem: uint32(sharedMem), stream: s.handle(), attrs: attrs, numAttrs: 1,
+	}
+	*attrs = launchAttribute{id: launchAttrProgrammaticStreamSerialization}
+	attrs.value[0] = 1 // programmaticStreamSerializationAllowed
+	held := s.enter()
+	if err := d.lock(); err != nil {
+		runtime.UnlockOSThread()
+		s.exit(held)
+		launchConfigPool.Put(c)
+		return err
+	}
+	r, _, _ := purego.SyscallN(drv.cuLaunchKernelEx, uintptr(unsafe.Pointer(c)), f.h, uintptr(unsafe.Pointer(args.params())), 0)
+	runtime.UnlockOSThread()
+	s.exit(held)
+	runtime.KeepAlive(c)
+	launchConfigPool.Put(c)
+	runtime.KeepAlive(args)
+	if cuResult(r) != 0 {
+		return fmt.Errorf("cuda: launching %s: %w", f.Name, driverError("cuLaunchKernelEx", r))
 	}
 	return nil
 }
