@@ -55,6 +55,12 @@ type GemmConfig struct {
 	// TileN is the tiled kernel's block width in columns: 64 (0 means 64)
 	// or 32, which gives twice the blocks.
 	TileN int
+	// Tensor selects the tensor-core kernel (sm_90 and later): each warp
+	// computes 32 rows × 8·NT columns with mma.sync on TF32 operands
+	// split in two (hi + lo, accumulating hi·lo + lo·hi + hi·hi in
+	// float32), which keeps float32's accuracy; the Warps warps of a block
+	// split its k range, and Split blocks (a cluster) split k further.
+	Tensor bool
 }
 
 // tileN is c's block width.
@@ -66,6 +72,9 @@ func (c GemmConfig) tileN() int {
 }
 
 func (c GemmConfig) String() string {
+	if c.Tensor {
+		return fmt.Sprintf("x%dw%ds%d", c.NT, c.Warps, max(c.Split, 1))
+	}
 	suffix := ""
 	if c.tileN() != gemmTileN {
 		suffix = fmt.Sprintf("n%d", c.tileN())
@@ -87,6 +96,9 @@ const (
 
 // Grid is the launch grid for an M×N output.
 func (c GemmConfig) Grid(m, n int) (x, y, z int) {
+	if c.Tensor {
+		return (n + 8*c.NT - 1) / (8 * c.NT), (m + 31) / 32, max(c.Split, 1)
+	}
 	if c.Split > 0 {
 		return (n + c.tileN() - 1) / c.tileN(), (m + gemmTileM - 1) / gemmTileM, c.Split
 	}
@@ -96,7 +108,7 @@ func (c GemmConfig) Grid(m, n int) (x, y, z int) {
 
 // Threads is the block size.
 func (c GemmConfig) Threads() int {
-	if c.Split > 0 {
+	if c.Split > 0 && !c.Tensor {
 		return 128
 	}
 	return c.Warps * 32
@@ -106,7 +118,7 @@ func (c GemmConfig) Threads() int {
 // for an M×N output needs (zero for others). Counters must be zero before
 // the launch; the kernel leaves them zero.
 func (c GemmConfig) Workspace(m, n int) (partials, counters int) {
-	if c.Split <= 1 || c.Cluster {
+	if c.Split <= 1 || c.Cluster || c.Tensor {
 		return 0, 0
 	}
 	x, y, _ := c.Grid(m, n)
@@ -118,13 +130,26 @@ func (c GemmConfig) Workspace(m, n int) (partials, counters int) {
 const GemmMaxM = 64
 
 // ChooseGemmConfig picks the launch shape for an M×N output with inner
-// dimension k on a device with sms multiprocessors. Up to 4 rows: the
-// warp kernel, with row tiles of up to 8 rows (the partial sums a lane
-// holds are MT·NT registers) and the widest column group that still gives
-// every multiprocessor two blocks. More rows: the tiled kernel, split
-// along k until there are about two blocks per multiprocessor, each with
-// at least four 32-wide steps of k before splitting.
+// dimension k on a device with sms multiprocessors of compute capability
+// arch (90 for sm_90). Up to 4 rows: the warp kernel, with row tiles of
+// up to 8 rows (the partial sums a lane holds are MT·NT registers) and the
+// widest column group that still gives every multiprocessor two blocks.
+// More rows on sm_90 and later: the tensor-core kernel, 4 warps of 16
+// columns, with k split across a cluster of up to 8 blocks while there
+// are fewer than 4 blocks per multiprocessor and each warp keeps at least
+// two 16-wide steps of k. Else the tiled kernel, split along k until there
+// are about two blocks per multiprocessor, each with at least four 32-wide
+// steps of k before splitting.
 func ChooseGemmConfig(m, n, k, sms, arch int) GemmConfig {
+	if m > 4 && arch >= 90 {
+		c := GemmConfig{Tensor: true, NT: 2, Warps: 4, Split: 1}
+		x, y, _ := c.Grid(m, n)
+		steps := (k + 15) / 16
+		for c.Split < 8 && x*y*c.Split < 4*sms && steps >= 2*2*c.Split*c.Warps {
+			c.Split *= 2
+		}
+		return c
+	}
 	if m > 4 {
 		c := GemmConfig{Split: 1}
 		x, y, _ := c.Grid(m, n)
@@ -166,6 +191,17 @@ func GemmCandidates(m, arch int) []GemmConfig {
 			cs = append(cs, GemmConfig{Split: split, TileN: tn})
 			if arch >= 90 && split > 1 && split <= 8 {
 				cs = append(cs, GemmConfig{Split: split, Cluster: true, TileN: tn})
+			}
+		}
+	}
+	if arch >= 90 {
+		for _, nt := range []int{1, 2, 4} {
+			for _, w := range []int{1, 2, 4, 8} {
+				for _, split := range []int{1, 2, 4, 8} {
+					if c := (GemmConfig{Tensor: true, NT: nt, Warps: w, Split: split}); c.checkTensor() == nil {
+						cs = append(cs, c)
+					}
+				}
 			}
 		}
 	}
@@ -212,7 +248,7 @@ func (k *GemmKernel) Source() (string, error) {
 // body is the kernel's source after the prelude.
 func (k *GemmKernel) body() (string, error) {
 	c := k.Config
-	if c.Split <= 0 && (c.Warps < 1 || c.NT < 1 || c.MT < 1) {
+	if c.Split <= 0 && !c.Tensor && (c.Warps < 1 || c.NT < 1 || c.MT < 1) {
 		return "", fmt.Errorf("gemm: bad launch shape %v", c)
 	}
 	var b strings.Builder
@@ -254,6 +290,13 @@ func (k *GemmKernel) body() (string, error) {
 	value := "acc[i][j]"
 	if k.Epilogue != nil {
 		value = "epilogue(" + strings.Join(loads, ", ") + ")"
+	}
+	if c.Tensor {
+		if err := c.checkTensor(); err != nil {
+			return "", err
+		}
+		k.tensorBody(&b, params, storeC(value, outKind, k.Out))
+		return b.String(), nil
 	}
 	if c.Split > 0 {
 		if c.Cluster && (c.Split != 2 && c.Split != 4 && c.Split != 8) {
@@ -549,4 +592,224 @@ func prefixAll(p string, ss []string) []string {
 		out[i] = p + s
 	}
 	return out
+}
+
+// tensorSharedMax is the most shared memory (floats) a tensor-core block
+// uses for its warps' partial tiles and their sum: 48 KiB, the static
+// limit.
+const tensorSharedMax = 12 * 1024
+
+// checkTensor reports whether c is a valid tensor-core launch shape.
+func (c GemmConfig) checkTensor() error {
+	switch {
+	case c.NT < 1 || c.NT > 8:
+		return fmt.Errorf("gemm: %d column tiles per warp (1 to 8)", c.NT)
+	case c.Warps < 1 || c.Warps > 16:
+		return fmt.Errorf("gemm: %d warps (1 to 16)", c.Warps)
+	case c.Split != 1 && c.Split != 2 && c.Split != 4 && c.Split != 8:
+		return fmt.Errorf("gemm: a cluster of %d blocks (1, 2, 4 or 8)", c.Split)
+	case c.Warps > 1 || c.Split > 1:
+		if t := 32 * 8 * c.NT; (c.Warps+1)*t > tensorSharedMax {
+			return fmt.Errorf("gemm: %d warps of %d columns need more than 48 KiB of shared memory", c.Warps, 8*c.NT)
+		}
+	}
+	return nil
+}
+
+// tensorBody writes the tensor-core kernel; store is the expression
+// stored for acc[i][j] at [m, n].
+//
+// Lane (g, t) of a warp (g = lane/4, t = lane%4) loads k 4t..4t+3 of A's
+// rows g, g+8, g+16, g+24 and of B's columns g, g+8, ... as 16-byte
+// vectors, and feeds them to m16n8k8 MMAs as k t and t+4 of two MMAs:
+// the MMAs see k in a permuted order, the same for A and B, which the sum
+// does not depend on. The weight loads of the first two steps are issued
+// before griddepcontrol.wait, so under a programmatic dependent launch they
+// overlap the kernel ahead; nothing the kernel ahead writes is read before
+// the wait.
+func (k *GemmKernel) tensorBody(b *strings.Builder, params []string, store string) {
+	c := k.Config
+	cluster := ""
+	if c.Split > 1 {
+		cluster = fmt.Sprintf("__cluster_dims__(1, 1, %d) ", c.Split)
+	}
+	fmt.Fprintf(b, `
+// gc_tc_ld loads k kk..kk+3 of row p (zeros past kEnd).
+__device__ __forceinline__ float4 gc_tc_ld(const float* p, int kk, int kEnd, int vec) {
+  if (vec && kk + 3 < kEnd) return __ldg((const float4*)(p + kk));
+  float v[4];
+  #pragma unroll
+  for (int q = 0; q < 4; q++) v[q] = kk + q < kEnd ? __ldg(p + kk + q) : 0.f;
+  return make_float4(v[0], v[1], v[2], v[3]);
+}
+
+// gc_tc_split splits x into TF32 parts, x ≈ hi + lo. An infinite x is
+// all hi: x - hi would be NaN.
+__device__ __forceinline__ void gc_tc_split(float x, unsigned& hi, unsigned& lo) {
+  asm("cvt.rna.tf32.f32 %%0, %%1;" : "=r"(hi) : "f"(x));
+  const float r = x - __uint_as_float(hi);
+  asm("cvt.rna.tf32.f32 %%0, %%1;" : "=r"(lo) : "f"(r));
+  if ((__float_as_uint(x) & 0x7fffffffu) == 0x7f800000u) lo = 0u;
+}
+
+__device__ __forceinline__ void gc_tc_mma(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+  asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%%0,%%1,%%2,%%3}, {%%4,%%5,%%6,%%7}, {%%8,%%9}, {%%0,%%1,%%2,%%3};"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ float gc_tc_at(const float4& v, int i) { return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w; }
+
+// Block (x, y, z) computes rows 32y.. and columns %[5]dx.. of the product;
+// its %[6]d warps and the cluster's %[7]d blocks split k in 16-wide steps.
+extern "C" __global__ void __launch_bounds__(%[6]d * 32) %[8]s%[1]s(
+    const float* __restrict__ A, long long lda, const float* __restrict__ B, long long ldb,
+    int M, int N, int K, int vec, %[2]s* __restrict__ out, long long ldo,
+    float* __restrict__ ws, unsigned int* __restrict__ counters%[3]s) {
+  constexpr int NT = %[9]d, W = %[6]d, S = %[7]d, BN = 8 * NT, T = 32 * BN;
+  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+  const int n0 = blockIdx.x * BN, m0 = blockIdx.y * 32, z = blockIdx.z;
+  const int steps = (K + 15) / 16, per = (steps + S * W - 1) / (S * W);
+  const int kBegin = min(K, (z * W + w) * per * 16), kEnd = min(K, kBegin + per * 16);
+  // Rows and columns past the end read the last one: dropped at the store.
+  const float* a[4];
+  #pragma unroll
+  for (int r = 0; r < 4; r++) a[r] = A + (long long)min(m0 + g + 8 * r, M - 1) * lda;
+  const float* bp[NT];
+  #pragma unroll
+  for (int j = 0; j < NT; j++) bp[j] = B + (long long)min(n0 + 8 * j + g, N - 1) * ldb;
+  asm volatile("griddepcontrol.launch_dependents;");
+  float4 b0[NT], b1[NT], av[4];
+  #pragma unroll
+  for (int j = 0; j < NT; j++) {
+    b0[j] = gc_tc_ld(bp[j], kBegin + 4 * t, kEnd, vec);
+    b1[j] = gc_tc_ld(bp[j], kBegin + 16 + 4 * t, kEnd, vec);
+  }
+  // Everything above reads only B, which no kernel of the program writes.
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  #pragma unroll
+  for (int r = 0; r < 4; r++) av[r] = gc_tc_ld(a[r], kBegin + 4 * t, kEnd, vec);
+  float acc4[2][NT][4];
+  #pragma unroll
+  for (int i = 0; i < 2; i++)
+    #pragma unroll
+    for (int j = 0; j < NT; j++)
+      #pragma unroll
+      for (int q = 0; q < 4; q++) acc4[i][j][q] = 0.f;
+  for (int k0 = kBegin; k0 < kEnd; k0 += 16) {
+    // Loads in flight during this step: A one step ahead, B two.
+    float4 an[4], b2[NT];
+    #pragma unroll
+    for (int r = 0; r < 4; r++) an[r] = k0 + 16 < kEnd ? gc_tc_ld(a[r], k0 + 16 + 4 * t, kEnd, vec) : make_float4(0.f, 0.f, 0.f, 0.f);
+    #pragma unroll
+    for (int j = 0; j < NT; j++) b2[j] = k0 + 32 < kEnd ? gc_tc_ld(bp[j], k0 + 32 + 4 * t, kEnd, vec) : make_float4(0.f, 0.f, 0.f, 0.f);
+    #pragma unroll
+    for (int p = 0; p < 2; p++) {
+      // MMA p takes k 4t+2p as its k t, and 4t+2p+1 as its k t+4.
+      unsigned ah[4][2], al[4][2];
+      #pragma unroll
+      for (int r = 0; r < 4; r++) {
+        gc_tc_split(gc_tc_at(av[r], 2 * p), ah[r][0], al[r][0]);
+        gc_tc_split(gc_tc_at(av[r], 2 * p + 1), ah[r][1], al[r][1]);
+      }
+      #pragma unroll
+      for (int j = 0; j < NT; j++) {
+        unsigned bh0, bl0, bh1, bl1;
+        gc_tc_split(gc_tc_at(b0[j], 2 * p), bh0, bl0);
+        gc_tc_split(gc_tc_at(b0[j], 2 * p + 1), bh1, bl1);
+        #pragma unroll
+        for (int i = 0; i < 2; i++) {
+          // Rows g+16i (a0, a2) and g+16i+8 (a1, a3).
+          const unsigned hi[4] = {ah[2 * i][0], ah[2 * i + 1][0], ah[2 * i][1], ah[2 * i + 1][1]};
+          const unsigned lo[4] = {al[2 * i][0], al[2 * i + 1][0], al[2 * i][1], al[2 * i + 1][1]};
+          gc_tc_mma(acc4[i][j], hi, bl0, bl1); // small terms first
+          gc_tc_mma(acc4[i][j], lo, bh0, bh1);
+          gc_tc_mma(acc4[i][j], hi, bh0, bh1);
+        }
+      }
+    }
+    #pragma unroll
+    for (int r = 0; r < 4; r++) av[r] = an[r];
+    #pragma unroll
+    for (int j = 0; j < NT; j++) { b0[j] = b1[j]; b1[j] = b2[j]; }
+  }
+  // acc4[i][j][q] is row 16i + g + 8(q/2), column 8j + 2t + q%%2 of the tile.
+%[4]s}
+`, k.Name(), storageC(k.Out), strings.Join(prefixAll(", ", params), ""), tensorReduce(c, store), 8*c.NT, c.Warps, c.Split, cluster, c.NT)
+}
+
+// tensorReduce is the tensor-core kernel's end: the store straight from
+// the fragments for one warp and one block, else the warps' partial tiles
+// added in shared memory, then (a cluster) the blocks' sums added through
+// distributed shared memory, each block storing 1/S of the tile; sums run
+// in a fixed order, so results do not depend on timing.
+func tensorReduce(c GemmConfig, store string) string {
+	if c.Warps == 1 && c.Split == 1 {
+		return fmt.Sprintf(`  #pragma unroll
+  for (int fi = 0; fi < 2; fi++)
+    #pragma unroll
+    for (int fj = 0; fj < NT; fj++)
+      #pragma unroll
+      for (int q = 0; q < 4; q++) {
+        const int m = m0 + 16 * fi + g + 8 * (q >> 1), n = n0 + 8 * fj + 2 * t + (q & 1);
+        const float acc[1][1] = {{acc4[fi][fj][q]}};
+        const int i = 0, j = 0;
+        if (m < M && n < N) out[(long long)m * ldo + n] = %s;
+      }
+`, store)
+	}
+	var b strings.Builder
+	b.WriteString(`  __shared__ float red[(W + 1) * T]; // the warps' tiles, then their sum
+  #pragma unroll
+  for (int fi = 0; fi < 2; fi++)
+    #pragma unroll
+    for (int fj = 0; fj < NT; fj++)
+      #pragma unroll
+      for (int q = 0; q < 4; q++)
+        red[w * T + (16 * fi + g + 8 * (q >> 1)) * BN + 8 * fj + 2 * t + (q & 1)] = acc4[fi][fj][q];
+  __syncthreads();
+`)
+	if c.Split == 1 {
+		fmt.Fprintf(&b, `  for (int f = threadIdx.x; f < T; f += W * 32) {
+    float v = 0.f;
+    #pragma unroll
+    for (int s = 0; s < W; s++) v += red[s * T + f];
+    const int m = m0 + f / BN, n = n0 + f %% BN;
+    const float acc[1][1] = {{v}};
+    const int i = 0, j = 0;
+    if (m < M && n < N) out[(long long)m * ldo + n] = %s;
+  }
+`, store)
+		return b.String()
+	}
+	fmt.Fprintf(&b, `  float* sum = red + W * T;
+  for (int f = threadIdx.x; f < T; f += W * 32) {
+    float v = 0.f;
+    #pragma unroll
+    for (int s = 0; s < W; s++) v += red[s * T + f];
+    sum[f] = v;
+  }
+  asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+  unsigned base;
+  asm("{ .reg .u64 g; cvta.to.shared.u64 g, %%1; cvt.u32.u64 %%0, g; }" : "=r"(base) : "l"(sum));
+  for (int f = z * (T / S) + threadIdx.x; f < (z + 1) * (T / S); f += W * 32) {
+    float p[S];
+    #pragma unroll
+    for (int s = 0; s < S; s++) {
+      unsigned r;
+      asm volatile("mapa.shared::cluster.u32 %%0, %%1, %%2;" : "=r"(r) : "r"(base + 4u * f), "r"(s));
+      asm volatile("ld.shared::cluster.f32 %%0, [%%1];" : "=f"(p[s]) : "r"(r) : "memory");
+    }
+    float v = 0.f;
+    #pragma unroll
+    for (int s = 0; s < S; s++) v += p[s];
+    const int m = m0 + f / BN, n = n0 + f %% BN;
+    const float acc[1][1] = {{v}};
+    const int i = 0, j = 0;
+    if (m < M && n < N) out[(long long)m * ldo + n] = %s;
+  }
+  // Keep this block's sums alive until the cluster has read them.
+  asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+`, store)
+	return b.String()
 }

@@ -78,28 +78,52 @@ func TestGemmKernelSource(t *testing.T) {
 }
 
 func TestChooseGemmConfig(t *testing.T) {
+	tensor := func(split int) GemmConfig { return GemmConfig{Tensor: true, NT: 2, Warps: 4, Split: split} }
 	for _, tc := range []struct {
-		m, n, k, sms int
-		want         GemmConfig
+		m, n, k, sms, arch int
+		want               GemmConfig
 	}{
-		{1, 1024, 1024, 132, GemmConfig{Warps: 4, NT: 1, MT: 1}},
-		{3, 4096, 1024, 132, GemmConfig{Warps: 4, NT: 2, MT: 4}},
-		{32, 1024, 1024, 132, GemmConfig{Split: 8, Cluster: true}},
-		{64, 7, 100, 132, GemmConfig{Split: 1}},
-		{64, 7, 300, 132, GemmConfig{Split: 2, Cluster: true}},
-		{64, 8192, 4096, 132, GemmConfig{Split: 1}},
+		{1, 1024, 1024, 132, 90, GemmConfig{Warps: 4, NT: 1, MT: 1}},
+		{3, 4096, 1024, 132, 90, GemmConfig{Warps: 4, NT: 2, MT: 4}},
+		{32, 1024, 1024, 132, 90, tensor(8)},
+		{64, 7, 100, 132, 90, tensor(1)},
+		{64, 7, 300, 132, 90, tensor(2)},
+		{64, 8192, 4096, 132, 90, tensor(1)},
+		{32, 1024, 1024, 108, 80, GemmConfig{Split: 8}},
+		{64, 7, 100, 108, 80, GemmConfig{Split: 1}},
+		{64, 7, 300, 108, 80, GemmConfig{Split: 2}},
+		{64, 8192, 4096, 108, 80, GemmConfig{Split: 1}},
 	} {
-		if got := ChooseGemmConfig(tc.m, tc.n, tc.k, tc.sms, 90); got != tc.want {
-			t.Errorf("ChooseGemmConfig(%d, %d, %d, %d) = %v, want %v", tc.m, tc.n, tc.k, tc.sms, got, tc.want)
+		if got := ChooseGemmConfig(tc.m, tc.n, tc.k, tc.sms, tc.arch); got != tc.want {
+			t.Errorf("ChooseGemmConfig(%d, %d, %d, %d, sm_%d) = %v, want %v", tc.m, tc.n, tc.k, tc.sms, tc.arch, got, tc.want)
 		}
 		c := tc.want
 		x, y, _ := c.Grid(tc.m, tc.n)
 		cols, rows := c.Warps*c.NT, c.MT
-		if c.Split > 0 {
+		switch {
+		case c.Tensor:
+			cols, rows = 8*c.NT, 32
+		case c.Split > 0:
 			cols, rows = gemmTileN, gemmTileM
 		}
 		if x*cols < tc.n || y*rows < tc.m {
 			t.Errorf("grid %d×%d of %v does not cover %d×%d", x, y, c, tc.m, tc.n)
+		}
+	}
+}
+
+// Tensor-core launch shapes outside what the kernel supports are refused
+// with the reason.
+func TestGemmTensorShapesChecked(t *testing.T) {
+	k := gemmEpilogues()[0]
+	for _, c := range []GemmConfig{
+		{Tensor: true, NT: 0, Warps: 4, Split: 1},
+		{Tensor: true, NT: 2, Warps: 4, Split: 3},
+		{Tensor: true, NT: 8, Warps: 16, Split: 1},
+	} {
+		k.Config = c
+		if _, err := k.Source(); err == nil {
+			t.Errorf("%v: accepted", c)
 		}
 	}
 }

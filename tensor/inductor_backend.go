@@ -64,6 +64,11 @@ type inductorStep struct {
 	// before its store (inductor_gemm.go).
 	epilogue *gemmEpilogue
 	tuned    *sync.Map // a product's step: the GEMM launch shape MaxAutotune chose, per shape
+	// dependent marks a product whose kernel may start before the
+	// kernel ahead of it finishes (cuda.Stream.LaunchDependent): its
+	// weight is an input or constant, which no kernel of the program
+	// writes, and a kernel of the program runs before it.
+	dependent bool
 }
 
 func newInductorProgram(g *ir.Graph) (Program, error) {
@@ -115,6 +120,7 @@ func newInductorProgramWith(g *ir.Graph, cfg backendConfig) (Program, error) {
 		p.steps = append(p.steps, s)
 	}
 	p.findEpilogues()
+	p.findDependentProducts()
 	if logOn("fusion") {
 		slog.Info("gocompile: buffer plan", "regions", len(regions), "plan", p.plan.String())
 		for _, s := range p.steps {

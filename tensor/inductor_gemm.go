@@ -94,6 +94,28 @@ func (p *inductorProgram) findEpilogues() {
 	}
 }
 
+// findDependentProducts marks the product steps that may launch as
+// dependents of the kernel ahead (inductorStep.dependent): a generated
+// kernel or product runs before them, and their second operand is an
+// input or a constant seen through views, so the loads a GEMM kernel
+// issues before griddepcontrol.wait read nothing a kernel of the program
+// writes.
+func (p *inductorProgram) findDependentProducts() {
+	kernelBefore := false
+	for i := range p.steps {
+		s := &p.steps[i]
+		root := s.r.Root
+		if s.group == nil && s.row == nil && root.Op == ir.OpMatMul && kernelBefore {
+			w, _ := root.Args[1].(*ir.Node)
+			for w != nil && w.Kind == ir.CallNode && w.Op.View != nil {
+				w, _ = w.Args[0].(*ir.Node)
+			}
+			s.dependent = w != nil && (w.Kind == ir.InputNode || w.Kind == ir.ConstNode)
+		}
+		kernelBefore = kernelBefore || s.group != nil || s.row != nil || root.Op == ir.OpMatMul
+	}
+}
+
 // readsNode reports whether region r reads node n.
 func (p *inductorProgram) readsNode(r *fuse.Region, n *ir.Node) bool {
 	for _, in := range r.Inputs {
@@ -127,7 +149,7 @@ func (p *inductorProgram) runMatMul(s *inductorStep, vals []*Tensor, a *arena, q
 			// still live here (the product's inputs among them), so it
 			// gets a tensor of its own.
 			dst := func(shape []int) *Tensor { return newGPUTensor(x.st.dev, t.r.Root.DType, shape) }
-			if r := gpuGemm(p.cfg, s.tuned, q, x, y, t, e.product, ins, dst); r != nil {
+			if r := gpuGemm(p.cfg, s.tuned, s.dependent, q, x, y, t, e.product, ins, dst); r != nil {
 				vals[t.roots[0]] = r
 				return
 			}
@@ -136,7 +158,7 @@ func (p *inductorProgram) runMatMul(s *inductorStep, vals []*Tensor, a *arena, q
 				return
 			}
 		}
-		if r := gpuGemm(p.cfg, s.tuned, q, x, y, nil, 0, nil, nil); r != nil {
+		if r := gpuGemm(p.cfg, s.tuned, s.dependent, q, x, y, nil, 0, nil, nil); r != nil {
 			vals[s.roots[0]] = r
 			return
 		}
@@ -153,8 +175,10 @@ func (p *inductorProgram) runMatMul(s *inductorStep, vals []*Tensor, a *arena, q
 // is the product, the others ins) with a GemmKernel into a tensor of
 // dst's (or a new one), or returns nil when the kernel does not apply: types other than
 // float32, more than inductor.GemmMaxM rows, y not read with unit stride
-// along k, or epilogue operands not indexable as [row, column].
-func gpuGemm(bc backendConfig, tunedAt *sync.Map, q *launchQueue, x, y *Tensor, t *inductorStep, product int, ins []*Tensor, dst func(shape []int) *Tensor) *Tensor {
+// along k, or epilogue operands not indexable as [row, column]. With
+// dependent, a tensor-core kernel launches as a dependent of the kernel
+// ahead (findDependentProducts says when that is safe).
+func gpuGemm(bc backendConfig, tunedAt *sync.Map, dependent bool, q *launchQueue, x, y *Tensor, t *inductorStep, product int, ins []*Tensor, dst func(shape []int) *Tensor) *Tensor {
 	if x.dtype != Float32 || y.dtype != Float32 || len(y.shape) != 2 || len(x.shape) == 0 || x.st.dev != y.st.dev {
 		return nil
 	}
@@ -217,7 +241,7 @@ func gpuGemm(bc backendConfig, tunedAt *sync.Map, q *launchQueue, x, y *Tensor, 
 	vec := k%4 == 0 && lda%4 == 0 && ldb%4 == 0 && x.devicePtr()%16 == 0 && y.devicePtr()%16 == 0
 	// launch launches the kernel with launch shape cfg, or queues the
 	// launch on q.
-	launch := func(cfg inductor.GemmConfig, q *launchQueue) error {
+	launch := func(cfg inductor.GemmConfig, q *launchQueue, dependent bool) error {
 		kern := kern
 		kern.Config = cfg
 		args := q.args(g)
@@ -246,7 +270,12 @@ func gpuGemm(bc backendConfig, tunedAt *sync.Map, q *launchQueue, x, y *Tensor, 
 		gx, gy, gz := cfg.Grid(m, n)
 		var err error
 		kernelOrQueue(q, g, bc.cache, kern.Name(), kern.Source, func(fn *cuda.Function) {
-			err = g.stream.Launch(fn, cuda.Dim3{X: uint32(gx), Y: uint32(gy), Z: uint32(gz)}, cuda.Dim3{X: uint32(cfg.Threads()), Y: 1, Z: 1}, 0, args)
+			grid, block := cuda.Dim3{X: uint32(gx), Y: uint32(gy), Z: uint32(gz)}, cuda.Dim3{X: uint32(cfg.Threads()), Y: 1, Z: 1}
+			if dependent && cfg.Tensor {
+				err = g.stream.LaunchDependent(fn, grid, block, 0, args)
+			} else {
+				err = g.stream.Launch(fn, grid, block, 0, args)
+			}
 			if q != nil {
 				check(err, "MatMul", x, y)
 			}
@@ -273,11 +302,11 @@ func gpuGemm(bc backendConfig, tunedAt *sync.Map, q *launchQueue, x, y *Tensor, 
 		key := fmt.Sprintf("%s m%d n%d k%d vec%v", kern.Name(), m, n, k, vec)
 		best := autotune(bc.cache, g, "gemm", key, names, slices.Index(names, cfg.String()),
 			func(i int) { c := kern; c.Config = cands[i]; g.kernelIn(bc.cache, c.Name(), c.Source) },
-			func(i int) error { return launch(cands[i], nil) })
+			func(i int) error { return launch(cands[i], nil, false) })
 		cfg = cands[best]
 		tunedAt.Store(sk, cfg)
 	}
-	check(launch(cfg, q), "MatMul", x, y)
+	check(launch(cfg, q, dependent), "MatMul", x, y)
 	return out
 }
 

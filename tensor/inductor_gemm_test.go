@@ -3,10 +3,12 @@ package tensor
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
 	"gocompile/inductor"
+	"gocompile/ir"
 )
 
 // A Linear followed by pointwise ops pairs the product with its epilogue;
@@ -43,6 +45,38 @@ func TestInductorPairsMatMulEpilogues(t *testing.T) {
 		}
 		if pairs != tc.pairs {
 			t.Errorf("%s: %d products paired with an epilogue, want %d", tc.name, pairs, tc.pairs)
+		}
+	}
+}
+
+// Products launch as dependents of the kernel ahead only when a kernel of
+// the program runs before them and their weight is an input seen through
+// views, never one the program computes.
+func TestInductorDependentProducts(t *testing.T) {
+	prog := captureBackend("inductor-dependent-capture")
+	x, w, b := Randn(1, Float32, 3, 8), Randn(2, Float32, 8, 8), Randn(3, Float32, 8)
+	for _, tc := range []struct {
+		name string
+		f    func(x, w, b *Tensor) *Tensor
+		want []bool // per product, in program order
+	}{
+		{"one layer", func(x, w, b *Tensor) *Tensor { return x.Linear(w, b).GELU() }, []bool{false}},
+		{"two layers", func(x, w, b *Tensor) *Tensor { return x.Linear(w, b).GELU().Linear(w, b).GELU() }, []bool{false, true}},
+		{"after a pointwise kernel", func(x, w, b *Tensor) *Tensor { return x.Mul(x).Add(b).MatMul(w.T()) }, []bool{true}},
+		{"computed weight", func(x, w, b *Tensor) *Tensor {
+			return x.Linear(w, b).ReLU().MatMul(w.MulScalar(2).T())
+		}, []bool{false, false}},
+	} {
+		*prog = nil
+		Compile(tc.f, WithBackend("inductor-dependent-capture"))(x, w, b)
+		var got []bool
+		for _, s := range (*prog).steps {
+			if s.group == nil && s.row == nil && s.r.Root.Op == ir.OpMatMul {
+				got = append(got, s.dependent)
+			}
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%s: dependent products %v, want %v", tc.name, got, tc.want)
 		}
 	}
 }
