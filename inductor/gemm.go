@@ -623,10 +623,11 @@ func (c GemmConfig) checkTensor() error {
 // rows g, g+8, g+16, g+24 and of B's columns g, g+8, ... as 16-byte
 // vectors, and feeds them to m16n8k8 MMAs as k t and t+4 of two MMAs:
 // the MMAs see k in a permuted order, the same for A and B, which the sum
-// does not depend on. The weight loads of the first two steps are issued
+// does not depend on. The weight loads of the first step are issued
 // before griddepcontrol.wait, so under a programmatic dependent launch they
 // overlap the kernel ahead; nothing the kernel ahead writes is read before
-// the wait.
+// the wait. Warps whose share of k is whole 16-byte vectors run a loop
+// without bounds checks.
 func (k *GemmKernel) tensorBody(b *strings.Builder, params []string, store string) {
 	c := k.Config
 	cluster := ""
@@ -634,9 +635,11 @@ func (k *GemmKernel) tensorBody(b *strings.Builder, params []string, store strin
 		cluster = fmt.Sprintf("__cluster_dims__(1, 1, %d) ", c.Split)
 	}
 	fmt.Fprintf(b, `
-// gc_tc_ld loads k kk..kk+3 of row p (zeros past kEnd).
-__device__ __forceinline__ float4 gc_tc_ld(const float* p, int kk, int kEnd, int vec) {
-  if (vec && kk + 3 < kEnd) return __ldg((const float4*)(p + kk));
+// gc_tc_ld loads k kk..kk+3 of row p: with Full, as one 16-byte vector
+// (the caller knows it is in range and aligned), else element by element,
+// zeros past kEnd.
+template <bool Full> __device__ __forceinline__ float4 gc_tc_ld(const float* p, int kk, int kEnd) {
+  if (Full) return __ldg((const float4*)(p + kk));
   float v[4];
   #pragma unroll
   for (int q = 0; q < 4; q++) v[q] = kk + q < kEnd ? __ldg(p + kk + q) : 0.f;
@@ -660,6 +663,63 @@ __device__ __forceinline__ void gc_tc_mma(float (&c)[4], const unsigned (&a)[4],
 
 __device__ __forceinline__ float gc_tc_at(const float4& v, int i) { return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w; }
 
+// gc_tc_run adds a warp's share of k, kBegin..kEnd, into acc: lane
+// (g, t) handles k 4t..4t+3 of each 16-wide step for A's rows a and B's
+// columns b. The first step's B loads are issued before
+// griddepcontrol.wait; every other load is one step ahead of its use.
+// Full: every vector is in range and aligned.
+template <bool Full, int NT> __device__ __forceinline__ void gc_tc_run(const float* const (&a)[4], const float* const (&b)[NT],
+    int kBegin, int kEnd, int t, float (&acc)[2][NT][4]) {
+  float4 av[4], bv[NT];
+  #pragma unroll
+  for (int j = 0; j < NT; j++) bv[j] = kBegin < kEnd ? gc_tc_ld<Full>(b[j], kBegin + 4 * t, kEnd) : make_float4(0.f, 0.f, 0.f, 0.f);
+  // Everything above reads only B, which no kernel of the program writes.
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  #pragma unroll
+  for (int r = 0; r < 4; r++) av[r] = kBegin < kEnd ? gc_tc_ld<Full>(a[r], kBegin + 4 * t, kEnd) : make_float4(0.f, 0.f, 0.f, 0.f);
+  for (int k0 = kBegin; k0 < kEnd; k0 += 16) {
+    float4 an[4], bn[NT];
+    const bool next = k0 + 16 < kEnd;
+    if (next) {
+      #pragma unroll
+      for (int r = 0; r < 4; r++) an[r] = gc_tc_ld<Full>(a[r], k0 + 16 + 4 * t, kEnd);
+      #pragma unroll
+      for (int j = 0; j < NT; j++) bn[j] = gc_tc_ld<Full>(b[j], k0 + 16 + 4 * t, kEnd);
+    }
+    #pragma unroll
+    for (int p = 0; p < 2; p++) {
+      // MMA p takes k 4t+2p as its k t, and 4t+2p+1 as its k t+4.
+      unsigned ah[4][2], al[4][2];
+      #pragma unroll
+      for (int r = 0; r < 4; r++) {
+        gc_tc_split(gc_tc_at(av[r], 2 * p), ah[r][0], al[r][0]);
+        gc_tc_split(gc_tc_at(av[r], 2 * p + 1), ah[r][1], al[r][1]);
+      }
+      #pragma unroll
+      for (int j = 0; j < NT; j++) {
+        unsigned bh0, bl0, bh1, bl1;
+        gc_tc_split(gc_tc_at(bv[j], 2 * p), bh0, bl0);
+        gc_tc_split(gc_tc_at(bv[j], 2 * p + 1), bh1, bl1);
+        #pragma unroll
+        for (int i = 0; i < 2; i++) {
+          // Rows g+16i (a0, a2) and g+16i+8 (a1, a3).
+          const unsigned hi[4] = {ah[2 * i][0], ah[2 * i + 1][0], ah[2 * i][1], ah[2 * i + 1][1]};
+          const unsigned lo[4] = {al[2 * i][0], al[2 * i + 1][0], al[2 * i][1], al[2 * i + 1][1]};
+          gc_tc_mma(acc[i][j], hi, bl0, bl1); // small terms first
+          gc_tc_mma(acc[i][j], lo, bh0, bh1);
+          gc_tc_mma(acc[i][j], hi, bh0, bh1);
+        }
+      }
+    }
+    if (next) {
+      #pragma unroll
+      for (int r = 0; r < 4; r++) av[r] = an[r];
+      #pragma unroll
+      for (int j = 0; j < NT; j++) bv[j] = bn[j];
+    }
+  }
+}
+
 // Block (x, y, z) computes rows 32y.. and columns %[5]dx.. of the product;
 // its %[6]d warps and the cluster's %[7]d blocks split k in 16-wide steps.
 extern "C" __global__ void __launch_bounds__(%[6]d * 32) %[8]s%[1]s(
@@ -679,16 +739,6 @@ extern "C" __global__ void __launch_bounds__(%[6]d * 32) %[8]s%[1]s(
   #pragma unroll
   for (int j = 0; j < NT; j++) bp[j] = B + (long long)min(n0 + 8 * j + g, N - 1) * ldb;
   asm volatile("griddepcontrol.launch_dependents;");
-  float4 b0[NT], b1[NT], av[4];
-  #pragma unroll
-  for (int j = 0; j < NT; j++) {
-    b0[j] = gc_tc_ld(bp[j], kBegin + 4 * t, kEnd, vec);
-    b1[j] = gc_tc_ld(bp[j], kBegin + 16 + 4 * t, kEnd, vec);
-  }
-  // Everything above reads only B, which no kernel of the program writes.
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-  #pragma unroll
-  for (int r = 0; r < 4; r++) av[r] = gc_tc_ld(a[r], kBegin + 4 * t, kEnd, vec);
   float acc4[2][NT][4];
   #pragma unroll
   for (int i = 0; i < 2; i++)
@@ -696,43 +746,8 @@ extern "C" __global__ void __launch_bounds__(%[6]d * 32) %[8]s%[1]s(
     for (int j = 0; j < NT; j++)
       #pragma unroll
       for (int q = 0; q < 4; q++) acc4[i][j][q] = 0.f;
-  for (int k0 = kBegin; k0 < kEnd; k0 += 16) {
-    // Loads in flight during this step: A one step ahead, B two.
-    float4 an[4], b2[NT];
-    #pragma unroll
-    for (int r = 0; r < 4; r++) an[r] = k0 + 16 < kEnd ? gc_tc_ld(a[r], k0 + 16 + 4 * t, kEnd, vec) : make_float4(0.f, 0.f, 0.f, 0.f);
-    #pragma unroll
-    for (int j = 0; j < NT; j++) b2[j] = k0 + 32 < kEnd ? gc_tc_ld(bp[j], k0 + 32 + 4 * t, kEnd, vec) : make_float4(0.f, 0.f, 0.f, 0.f);
-    #pragma unroll
-    for (int p = 0; p < 2; p++) {
-      // MMA p takes k 4t+2p as its k t, and 4t+2p+1 as its k t+4.
-      unsigned ah[4][2], al[4][2];
-      #pragma unroll
-      for (int r = 0; r < 4; r++) {
-        gc_tc_split(gc_tc_at(av[r], 2 * p), ah[r][0], al[r][0]);
-        gc_tc_split(gc_tc_at(av[r], 2 * p + 1), ah[r][1], al[r][1]);
-      }
-      #pragma unroll
-      for (int j = 0; j < NT; j++) {
-        unsigned bh0, bl0, bh1, bl1;
-        gc_tc_split(gc_tc_at(b0[j], 2 * p), bh0, bl0);
-        gc_tc_split(gc_tc_at(b0[j], 2 * p + 1), bh1, bl1);
-        #pragma unroll
-        for (int i = 0; i < 2; i++) {
-          // Rows g+16i (a0, a2) and g+16i+8 (a1, a3).
-          const unsigned hi[4] = {ah[2 * i][0], ah[2 * i + 1][0], ah[2 * i][1], ah[2 * i + 1][1]};
-          const unsigned lo[4] = {al[2 * i][0], al[2 * i + 1][0], al[2 * i][1], al[2 * i + 1][1]};
-          gc_tc_mma(acc4[i][j], hi, bl0, bl1); // small terms first
-          gc_tc_mma(acc4[i][j], lo, bh0, bh1);
-          gc_tc_mma(acc4[i][j], hi, bh0, bh1);
-        }
-      }
-    }
-    #pragma unroll
-    for (int r = 0; r < 4; r++) av[r] = an[r];
-    #pragma unroll
-    for (int j = 0; j < NT; j++) { b0[j] = b1[j]; b1[j] = b2[j]; }
-  }
+  if (vec && ((kEnd - kBegin) & 15) == 0) gc_tc_run<true, NT>(a, bp, kBegin, kEnd, t, acc4);
+  else gc_tc_run<false, NT>(a, bp, kBegin, kEnd, t, acc4);
   // acc4[i][j][q] is row 16i + g + 8(q/2), column 8j + 2t + q%%2 of the tile.
 %[4]s}
 `, k.Name(), storageC(k.Out), strings.Join(prefixAll(", ", params), ""), tensorReduce(c, store), 8*c.NT, c.Warps, c.Split, cluster, c.NT)

@@ -2,6 +2,7 @@ package tensor
 
 import (
 	"fmt"
+	"os"
 	"slices"
 	"sync"
 
@@ -271,7 +272,7 @@ func gpuGemm(bc backendConfig, tunedAt *sync.Map, dependent bool, q *launchQueue
 		var err error
 		kernelOrQueue(q, g, bc.cache, kern.Name(), kern.Source, func(fn *cuda.Function) {
 			grid, block := cuda.Dim3{X: uint32(gx), Y: uint32(gy), Z: uint32(gz)}, cuda.Dim3{X: uint32(cfg.Threads()), Y: 1, Z: 1}
-			if dependent && cfg.Tensor {
+			if dependent && cfg.Tensor && dependentLaunches {
 				err = g.stream.LaunchDependent(fn, grid, block, 0, args)
 			} else {
 				err = g.stream.Launch(fn, grid, block, 0, args)
@@ -309,6 +310,10 @@ func gpuGemm(bc backendConfig, tunedAt *sync.Map, dependent bool, q *launchQueue
 	check(launch(cfg, q, dependent), "MatMul", x, y)
 	return out
 }
+
+// dependentLaunches is whether products may launch as dependents of the
+// kernel ahead; GOCOMPILE_DEPENDENT_LAUNCH=off turns it off, to measure it.
+var dependentLaunches = os.Getenv("GOCOMPILE_DEPENDENT_LAUNCH") != "off"
 
 // gemmConfigFor picks a GemmKernel's launch shape (m, n, k, SM count,
 // compute capability);
