@@ -646,13 +646,12 @@ template <bool Full> __device__ __forceinline__ float4 gc_tc_ld(const float* p, 
   return make_float4(v[0], v[1], v[2], v[3]);
 }
 
-// gc_tc_split splits x into TF32 parts, x ≈ hi + lo. An infinite x is
-// all hi: x - hi would be NaN.
+// gc_tc_split splits x into TF32 parts, x ≈ hi + lo. (An infinite x
+// has a NaN lo; gc_tc_run keeps such sums out.)
 __device__ __forceinline__ void gc_tc_split(float x, unsigned& hi, unsigned& lo) {
   asm("cvt.rna.tf32.f32 %%0, %%1;" : "=r"(hi) : "f"(x));
   const float r = x - __uint_as_float(hi);
   asm("cvt.rna.tf32.f32 %%0, %%1;" : "=r"(lo) : "f"(r));
-  if ((__float_as_uint(x) & 0x7fffffffu) == 0x7f800000u) lo = 0u;
 }
 
 __device__ __forceinline__ void gc_tc_mma(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
@@ -667,9 +666,19 @@ __device__ __forceinline__ float gc_tc_at(const float4& v, int i) { return i == 
 // (g, t) handles k 4t..4t+3 of each 16-wide step for A's rows a and B's
 // columns b. The first step's B loads are issued before
 // griddepcontrol.wait; every other load is one step ahead of its use.
-// Full: every vector is in range and aligned.
+// Full: every vector is in range and aligned. The products of the high
+// parts and the cross terms are summed apart (two independent chains of
+// MMAs) and added at the end, unless the first is infinite: an infinite
+// operand makes its cross terms NaN, and its sum is the first alone.
 template <bool Full, int NT> __device__ __forceinline__ void gc_tc_run(const float* const (&a)[4], const float* const (&b)[NT],
     int kBegin, int kEnd, int t, float (&acc)[2][NT][4]) {
+  float cross[2][NT][4];
+  #pragma unroll
+  for (int i = 0; i < 2; i++)
+    #pragma unroll
+    for (int j = 0; j < NT; j++)
+      #pragma unroll
+      for (int q = 0; q < 4; q++) cross[i][j][q] = 0.f;
   float4 av[4], bv[NT];
   #pragma unroll
   for (int j = 0; j < NT; j++) bv[j] = kBegin < kEnd ? gc_tc_ld<Full>(b[j], kBegin + 4 * t, kEnd) : make_float4(0.f, 0.f, 0.f, 0.f);
@@ -705,8 +714,8 @@ template <bool Full, int NT> __device__ __forceinline__ void gc_tc_run(const flo
           // Rows g+16i (a0, a2) and g+16i+8 (a1, a3).
           const unsigned hi[4] = {ah[2 * i][0], ah[2 * i + 1][0], ah[2 * i][1], ah[2 * i + 1][1]};
           const unsigned lo[4] = {al[2 * i][0], al[2 * i + 1][0], al[2 * i][1], al[2 * i + 1][1]};
-          gc_tc_mma(acc[i][j], hi, bl0, bl1); // small terms first
-          gc_tc_mma(acc[i][j], lo, bh0, bh1);
+          gc_tc_mma(cross[i][j], hi, bl0, bl1);
+          gc_tc_mma(cross[i][j], lo, bh0, bh1);
           gc_tc_mma(acc[i][j], hi, bh0, bh1);
         }
       }
@@ -718,6 +727,13 @@ template <bool Full, int NT> __device__ __forceinline__ void gc_tc_run(const flo
       for (int j = 0; j < NT; j++) bv[j] = bn[j];
     }
   }
+  #pragma unroll
+  for (int i = 0; i < 2; i++)
+    #pragma unroll
+    for (int j = 0; j < NT; j++)
+      #pragma unroll
+      for (int q = 0; q < 4; q++)
+        if ((__float_as_uint(acc[i][j][q]) & 0x7fffffffu) != 0x7f800000u) acc[i][j][q] += cross[i][j][q];
 }
 
 // Block (x, y, z) computes rows 32y.. and columns %[5]dx.. of the product;

@@ -205,6 +205,48 @@ func TestGPUGemmEpilogues(t *testing.T) {
 }
 
 // Every launch shape an autotuner may pick computes the same product.
+// Infinities and NaNs in the operands reach the product as float32
+// arithmetic has them, in every launch shape: an infinite operand does
+// not turn its sums into NaN through the tensor-core kernel's split.
+func TestGPUGemmNonFinite(t *testing.T) {
+	requireGPU(t)
+	dev := CUDA(0)
+	defer func(old func(m, n, k, sms, arch int) inductor.GemmConfig) { gemmConfigFor = old }(gemmConfigFor)
+	const m, k, n = 8, 70, 24
+	xs, ws := make([]float32, m*k), make([]float32, n*k)
+	for i := range xs {
+		xs[i] = float32(i%13) - 6
+	}
+	for i := range ws {
+		ws[i] = float32(i%7+1) / 8 // positive: one infinite term keeps its sign
+	}
+	xs[0*k+5], xs[1*k+9], xs[2*k+69], xs[3*k+1] = float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()), float32(math.Inf(1))
+	xs[3*k+2] = float32(math.Inf(-1)) // +inf and -inf in one row: NaN
+	want := make([]float64, m*n)
+	for i := range m {
+		for j := range n {
+			for q := range k {
+				want[i*n+j] += float64(xs[i*k+q]) * float64(ws[j*k+q])
+			}
+		}
+	}
+	x, w := FromSlice(xs, m, k).To(dev), FromSlice(ws, n, k).To(dev)
+	for _, c := range inductor.GemmCandidates(m, mustGPU("test", dev).dev.Major*10+mustGPU("test", dev).dev.Minor) {
+		gemmConfigFor = func(int, int, int, int, int) inductor.GemmConfig { return c }
+		got := Compile(func(x, w *Tensor) *Tensor { return x.MatMul(w.T()) })(x, w).Float64s()
+		for i, g := range got {
+			wv := want[i]
+			ok := math.Abs(g-wv) <= 1e-5*math.Abs(wv)+1e-4
+			if math.IsInf(wv, 0) || math.IsNaN(wv) {
+				ok = g == wv || math.IsNaN(g) && math.IsNaN(wv)
+			}
+			if !ok {
+				t.Fatalf("%v: element [%d, %d] is %v, want %v", c, i/n, i%n, g, wv)
+			}
+		}
+	}
+}
+
 func TestGPUGemmConfigs(t *testing.T) {
 	requireGPU(t)
 	dev := CUDA(0)
