@@ -86,8 +86,9 @@ func TestChooseGemmConfig(t *testing.T) {
 		{1, 1024, 1024, 132, 90, GemmConfig{Warps: 4, NT: 1, MT: 1}},
 		{3, 4096, 1024, 132, 90, GemmConfig{Warps: 4, NT: 2, MT: 4}},
 		{32, 1024, 1024, 132, 90, tensor(8)},
-		{64, 7, 100, 132, 90, tensor(1)},
-		{64, 7, 300, 132, 90, tensor(2)},
+		{64, 7, 112, 132, 90, tensor(1)},
+		{64, 7, 304, 132, 90, tensor(2)},
+		{64, 7, 300, 132, 90, GemmConfig{Split: 2, Cluster: true}}, // k not a multiple of 16
 		{64, 8192, 4096, 132, 90, tensor(1)},
 		{32, 1024, 1024, 108, 80, GemmConfig{Split: 8}},
 		{64, 7, 100, 108, 80, GemmConfig{Split: 1}},

@@ -285,6 +285,9 @@ func gpuGemm(bc backendConfig, tunedAt *sync.Map, dependent bool, q *launchQueue
 	}
 	arch := g.dev.Major*10 + g.dev.Minor
 	cfg := gemmConfigFor(m, n, k, g.dev.SMCount, arch)
+	if !cfg.Fits(k, vec) {
+		cfg = inductor.ChooseGemmConfig(m, n, k, g.dev.SMCount, 89) // the kernels without tensor cores
+	}
 	type shapeKey struct {
 		device, m, n, k int
 		vec             bool
@@ -294,7 +297,7 @@ func gpuGemm(bc backendConfig, tunedAt *sync.Map, dependent bool, q *launchQueue
 		cfg = v.(inductor.GemmConfig)
 	} else if bc.mode == MaxAutotune && !g.stream.CapturingHere() {
 		q.drain() // the search launches now
-		cands := inductor.GemmCandidates(m, arch)
+		cands := slices.DeleteFunc(inductor.GemmCandidates(m, arch), func(c inductor.GemmConfig) bool { return !c.Fits(k, vec) })
 		names := make([]string, len(cands))
 		for i, c := range cands {
 			names[i] = c.String()

@@ -212,7 +212,7 @@ func TestGPUGemmNonFinite(t *testing.T) {
 	requireGPU(t)
 	dev := CUDA(0)
 	defer func(old func(m, n, k, sms, arch int) inductor.GemmConfig) { gemmConfigFor = old }(gemmConfigFor)
-	const m, k, n = 8, 70, 24
+	const m, k, n = 8, 80, 24
 	xs, ws := make([]float32, m*k), make([]float32, n*k)
 	for i := range xs {
 		xs[i] = float32(i%13) - 6
@@ -220,7 +220,7 @@ func TestGPUGemmNonFinite(t *testing.T) {
 	for i := range ws {
 		ws[i] = float32(i%7+1) / 8 // positive: one infinite term keeps its sign
 	}
-	xs[0*k+5], xs[1*k+9], xs[2*k+69], xs[3*k+1] = float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()), float32(math.Inf(1))
+	xs[0*k+5], xs[1*k+9], xs[2*k+79], xs[3*k+1] = float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()), float32(math.Inf(1))
 	xs[3*k+2] = float32(math.Inf(-1)) // +inf and -inf in one row: NaN
 	want := make([]float64, m*n)
 	for i := range m {
