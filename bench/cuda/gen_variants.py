@@ -11,18 +11,13 @@ from tc_gemm import build
 
 M, N, K = 32, 1024, 1024
 NAME = "gc_gemm_bias_gelu_float32_f32_to_float32_x2w4s8"
-DISPATCH = """  if (vec && ((kEnd - kBegin) & 15) == 0) gc_tc_run<true, NT>(A, lda, B, ldb, M, N, m0, n0, kBegin, kEnd, acc4);
-  else gc_tc_run<false, NT>(A, lda, B, ldb, M, N, m0, n0, kBegin, kEnd, acc4);"""
 
 
 def main():
     src = open("gen_x2w4s8.cu").read()
-    assert DISPATCH in src
-    variants = {"generated": src}
-    for mb in (5, 6):
-        variants[f"min {mb} blocks/SM"] = src.replace("__launch_bounds__(4 * 32)", f"__launch_bounds__(4 * 32, {mb})")
-        variants[f"min {mb} blocks/SM, full only"] = variants[f"min {mb} blocks/SM"].replace(DISPATCH, "  gc_tc_run<true, NT>(A, lda, B, ldb, M, N, m0, n0, kBegin, kEnd, acc4);")
-    variants["full only"] = src.replace(DISPATCH, "  gc_tc_run<true, NT>(A, lda, B, ldb, M, N, m0, n0, kBegin, kEnd, acc4);")
+    variants = {"generated": src, "no bias": src.replace("(float)(x1[(long long)m * x1m + (long long)n * x1n])", "0.f"),
+                "no griddepcontrol": src.replace('asm volatile("griddepcontrol.wait;" ::: "memory");', "").replace(
+                    'asm volatile("griddepcontrol.launch_dependents;");', "")}
     rng = cp.random.default_rng(3)
     x = rng.standard_normal((M, K), dtype=cp.float32)
     Ws = [(rng.standard_normal((N, K), dtype=cp.float32) / 32).astype(cp.float32) for _ in range(4)]
