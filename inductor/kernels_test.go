@@ -224,6 +224,7 @@ const cppStubs = `#include <cmath>
 #define __global__
 #define __device__
 #define __forceinline__ inline
+#define __noinline__
 #define __restrict__
 #define __align__(n) alignas(n)
 #define __launch_bounds__(n)

@@ -77,13 +77,25 @@ __device__ __forceinline__ float4 gc_tc_ldw(const float* p) {
   return v;
 }
 
-// gc_tc_split splits x into TF32 parts, x ≈ hi + lo. An infinite x is
-// all hi: x - hi would be NaN.
+// gc_tc_split splits x into TF32 parts, x ≈ hi + lo. An infinite x has
+// a NaN lo, which makes its sums NaN: gc_tc_exact redoes those.
 __device__ __forceinline__ void gc_tc_split(float x, unsigned& hi, unsigned& lo) {
   asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(hi) : "f"(x));
   const float r = x - __uint_as_float(hi);
   asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(lo) : "f"(r));
-  if ((__float_as_uint(x) & 0x7fffffffu) == 0x7f800000u) lo = 0u;
+}
+
+// gc_tc_exact is v, or, when v is NaN, A's row m times B's column n
+// summed in float32 one k at a time: the split turns an infinite operand
+// into NaN sums, and this gives them float32's own result (an infinity,
+// or NaN where float32 has one). Rare, so it may be slow.
+__device__ __noinline__ float gc_tc_exact_slow(const float* A, long long lda, const float* B, long long ldb, int K, int m, int n) {
+  float s = 0.f;
+  for (int k = 0; k < K; k++) s = fmaf(A[(long long)m * lda + k], B[(long long)n * ldb + k], s);
+  return s;
+}
+__device__ __forceinline__ float gc_tc_exact(float v, const float* A, long long lda, const float* B, long long ldb, int K, int m, int n) {
+  return v == v ? v : gc_tc_exact_slow(A, lda, B, ldb, K, m, n);
 }
 
 __device__ __forceinline__ void gc_tc_mma(float (&c)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0, unsigned b1) {
@@ -200,9 +212,10 @@ extern "C" __global__ void __launch_bounds__(4 * 32) __cluster_dims__(1, 1, 8) g
     #pragma unroll
     for (int s = 0; s < S; s++) v += p[s];
     const int m = m0 + f / BN, n = n0 + f % BN;
-    const float acc[1][1] = {{v}};
+    if (m >= M || n >= N) continue;
+    const float acc[1][1] = {{gc_tc_exact(v, A, lda, B, ldb, K, m, n)}};
     const int i = 0, j = 0;
-    if (m < M && n < N) out[(long long)m * ldo + n] = (float)(epilogue((float)acc[i][j], (float)(x1[(long long)m * x1m + (long long)n * x1n])));
+    out[(long long)m * ldo + n] = (float)(epilogue((float)acc[i][j], (float)(x1[(long long)m * x1m + (long long)n * x1n])));
   }
   // Keep this block's sums alive until the cluster has read them.
   asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
