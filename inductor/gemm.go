@@ -144,18 +144,19 @@ const GemmMaxM = 64
 // up to 8 rows (the partial sums a lane holds are MT·NT registers) and the
 // widest column group that still gives every multiprocessor two blocks.
 // More rows on sm_90 and later, k a multiple of 16: the tensor-core
-// kernel (which also needs aligned operands: see Fits), 4 warps of 16
+// kernel (which also needs aligned operands: see Fits), 8 warps of 16
 // columns, with k split across a cluster of up to 8 blocks while there
-// are fewer than 4 blocks per multiprocessor and each warp keeps at least
-// two 16-wide steps of k. Else the tiled kernel, split along k until there
+// is at most one block per multiprocessor and each warp keeps at least
+// two 16-wide steps of k. One block per multiprocessor leaves room for
+// the next kernel's blocks, which a dependent launch starts early. Else the tiled kernel, split along k until there
 // are about two blocks per multiprocessor, each with at least four 32-wide
 // steps of k before splitting.
 func ChooseGemmConfig(m, n, k, sms, arch int) GemmConfig {
 	if m > 4 && arch >= 90 && k%16 == 0 {
-		c := GemmConfig{Tensor: true, NT: 2, Warps: 4, Split: 1}
+		c := GemmConfig{Tensor: true, NT: 2, Warps: 8, Split: 1}
 		x, y, _ := c.Grid(m, n)
-		steps := (k + 15) / 16
-		for c.Split < 8 && x*y*c.Split < 4*sms && steps >= 2*2*c.Split*c.Warps {
+		steps := k / 16
+		for c.Split < 8 && x*y*c.Split*2 <= sms && steps >= 2*2*c.Split*c.Warps {
 			c.Split *= 2
 		}
 		return c
