@@ -144,19 +144,20 @@ const GemmMaxM = 64
 // up to 8 rows (the partial sums a lane holds are MT·NT registers) and the
 // widest column group that still gives every multiprocessor two blocks.
 // More rows on sm_90 and later, k a multiple of 16: the tensor-core
-// kernel (which also needs aligned operands: see Fits), 8 warps of 16
+// kernel (which also needs aligned operands: see Fits), 4 warps of 16
 // columns, with k split across a cluster of up to 8 blocks while there
-// is at most one block per multiprocessor and each warp keeps at least
-// two 16-wide steps of k. One block per multiprocessor leaves room for
-// the next kernel's blocks, which a dependent launch starts early. Else the tiled kernel, split along k until there
+// are fewer than 4 blocks per multiprocessor and each warp keeps at least
+// two 16-wide steps of k. (8 warps and one block per multiprocessor,
+// which leaves more room for a dependent launch, measured slower over
+// the 4-layer MLP.) Else the tiled kernel, split along k until there
 // are about two blocks per multiprocessor, each with at least four 32-wide
 // steps of k before splitting.
 func ChooseGemmConfig(m, n, k, sms, arch int) GemmConfig {
 	if m > 4 && arch >= 90 && k%16 == 0 {
-		c := GemmConfig{Tensor: true, NT: 2, Warps: 8, Split: 1}
+		c := GemmConfig{Tensor: true, NT: 2, Warps: 4, Split: 1}
 		x, y, _ := c.Grid(m, n)
 		steps := k / 16
-		for c.Split < 8 && x*y*c.Split*2 <= sms && steps >= 2*2*c.Split*c.Warps {
+		for c.Split < 8 && x*y*c.Split < 4*sms && steps >= 2*2*c.Split*c.Warps {
 			c.Split *= 2
 		}
 		return c
@@ -819,7 +820,10 @@ func tensorReduce(c GemmConfig, store string) string {
     for (int s = 0; s < W; s++) v += red[s * T + f];
     sum[f] = v;
   }
-  asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+  // The sums are visible to the cluster: a fence at cluster scope, then a
+  // barrier without one of its own (cheaper than the barrier's release,
+  // which fences at GPU scope).
+  asm volatile("fence.acq_rel.cluster;\n\tbarrier.cluster.arrive.relaxed.aligned;\n\tbarrier.cluster.wait.aligned;" ::: "memory");
   unsigned base;
   asm("{ .reg .u64 g; cvta.to.shared.u64 g, %%1; cvt.u32.u64 %%0, g; }" : "=r"(base) : "l"(sum));
   for (int f = z * (T / S) + threadIdx.x; f < (z + 1) * (T / S); f += W * 32) {
@@ -839,8 +843,9 @@ func tensorReduce(c GemmConfig, store string) string {
     const int i = 0, j = 0;
     out[(long long)m * ldo + n] = %s;
   }
-  // Keep this block's sums alive until the cluster has read them.
-  asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+  // Keep this block's sums alive until the cluster has read them (the
+  // reads are complete: their values are stored), no ordering needed.
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;\n\tbarrier.cluster.wait.aligned;" ::: "memory");
 `, store)
 	return b.String()
 }

@@ -78,16 +78,16 @@ func TestGemmKernelSource(t *testing.T) {
 }
 
 func TestChooseGemmConfig(t *testing.T) {
-	tensor := func(split int) GemmConfig { return GemmConfig{Tensor: true, NT: 2, Warps: 8, Split: split} }
+	tensor := func(split int) GemmConfig { return GemmConfig{Tensor: true, NT: 2, Warps: 4, Split: split} }
 	for _, tc := range []struct {
 		m, n, k, sms, arch int
 		want               GemmConfig
 	}{
 		{1, 1024, 1024, 132, 90, GemmConfig{Warps: 4, NT: 1, MT: 1}},
 		{3, 4096, 1024, 132, 90, GemmConfig{Warps: 4, NT: 2, MT: 4}},
-		{32, 1024, 1024, 132, 90, tensor(2)},
+		{32, 1024, 1024, 132, 90, tensor(8)},
 		{64, 7, 112, 132, 90, tensor(1)},
-		{64, 7, 512, 132, 90, tensor(2)},
+		{64, 7, 304, 132, 90, tensor(2)},
 		{64, 7, 300, 132, 90, GemmConfig{Split: 2, Cluster: true}}, // k not a multiple of 16
 		{64, 8192, 4096, 132, 90, tensor(1)},
 		{32, 1024, 1024, 108, 80, GemmConfig{Split: 8}},

@@ -18,6 +18,14 @@ def main():
     variants = {"generated": src, "no bias": src.replace("(float)(x1[(long long)m * x1m + (long long)n * x1n])", "0.f"),
                 "no griddepcontrol": src.replace('asm volatile("griddepcontrol.wait;" ::: "memory");', "").replace(
                     'asm volatile("griddepcontrol.launch_dependents;");', "")}
+    bar = 'asm volatile("barrier.cluster.arrive.release.aligned;\\n\\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");'
+    assert src.count(bar) == 2, src.count(bar)
+    first, rest = src.split(bar, 1)
+    relaxed_end = first + bar + rest.replace(bar, 'asm volatile("barrier.cluster.arrive.relaxed.aligned;\\n\\tbarrier.cluster.wait.aligned;" ::: "memory");')
+    variants["last barrier relaxed"] = relaxed_end
+    f2, r2 = relaxed_end.split(bar, 1)
+    variants["both: fence.acq_rel.cluster + relaxed"] = f2 + 'asm volatile("fence.acq_rel.cluster;\\n\\tbarrier.cluster.arrive.relaxed.aligned;\\n\\tbarrier.cluster.wait.aligned;" ::: "memory");' + r2
+    variants["no exact redo"] = src.replace("gc_tc_exact(v, A, lda, B, ldb, K, m, n)", "v")
     rng = cp.random.default_rng(3)
     x = rng.standard_normal((M, K), dtype=cp.float32)
     Ws = [(rng.standard_normal((N, K), dtype=cp.float32) / 32).astype(cp.float32) for _ in range(4)]
