@@ -272,7 +272,12 @@ func gpuGemm(bc backendConfig, tunedAt *sync.Map, dependent bool, q *launchQueue
 		var err error
 		kernelOrQueue(q, g, bc.cache, kern.Name(), kern.Source, func(fn *cuda.Function) {
 			grid, block := cuda.Dim3{X: uint32(gx), Y: uint32(gy), Z: uint32(gz)}, cuda.Dim3{X: uint32(cfg.Threads()), Y: 1, Z: 1}
-			if dependent && cfg.Tensor && dependentLaunches {
+			// Only into a captured graph: there the kernel ahead is this
+			// program's own, recorded by the goroutine that holds the
+			// capture. Plain launches from several goroutines interleave
+			// on the stream, and a concurrent test saw wrong products
+			// when they launched as dependents.
+			if dependent && cfg.Tensor && dependentLaunches && g.stream.CapturingHere() {
 				err = g.stream.LaunchDependent(fn, grid, block, 0, args)
 			} else {
 				err = g.stream.Launch(fn, grid, block, 0, args)
@@ -314,8 +319,9 @@ func gpuGemm(bc backendConfig, tunedAt *sync.Map, dependent bool, q *launchQueue
 	return out
 }
 
-// dependentLaunches is whether products may launch as dependents of the
-// kernel ahead; GOCOMPILE_DEPENDENT_LAUNCH=off turns it off, to measure it.
+// dependentLaunches is whether products captured into a CUDA graph
+// (ReduceOverhead) may launch as dependents of the kernel ahead;
+// GOCOMPILE_DEPENDENT_LAUNCH=off turns it off, to measure it.
 var dependentLaunches = os.Getenv("GOCOMPILE_DEPENDENT_LAUNCH") != "off"
 
 // gemmConfigFor picks a GemmKernel's launch shape (m, n, k, SM count,
