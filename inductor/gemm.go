@@ -673,7 +673,7 @@ __device__ __forceinline__ void gc_tc_split(float x, unsigned& hi, unsigned& lo)
 // or NaN where float32 has one). Rare, so it may be slow.
 __device__ __noinline__ float gc_tc_exact_slow(const float* A, long long lda, const float* B, long long ldb, int K, int m, int n) {
   float s = 0.f;
-  for (int k = 0; k < K; k++) s = fmaf(A[(long long)m * lda + k], B[(long long)n * ldb + k], s);
+  for (int k = 0; k < K; k++) s = fmaf(__ldcg(A + (long long)m * lda + k), B[(long long)n * ldb + k], s);
   return s;
 }
 __device__ __forceinline__ float gc_tc_exact(float v, const float* A, long long lda, const float* B, long long ldb, int K, int m, int n) {
@@ -690,8 +690,13 @@ __device__ __forceinline__ float gc_tc_at(const float4& v, int i) { return i == 
 
 // Block (x, y, z) computes rows 32y.. and columns %[5]dx.. of the product;
 // its %[6]d warps and the cluster's %[7]d blocks split k in 16-wide steps.
+// A and the epilogue's operands are not __restrict__, and A is read with
+// ld.global.cg: under a dependent launch the kernel ahead writes them
+// while this one runs (before its griddepcontrol.wait), so the
+// non-coherent read-only path, which assumes data fixed for the kernel's
+// whole life, could return stale values.
 extern "C" __global__ void __launch_bounds__(%[6]d * 32) %[8]s%[1]s(
-    const float* __restrict__ A, long long lda, const float* __restrict__ B, long long ldb,
+    const float* A, long long lda, const float* __restrict__ B, long long ldb,
     int M, int N, int K, int vec, %[2]s* __restrict__ out, long long ldo,
     float* __restrict__ ws, unsigned int* __restrict__ counters%[3]s) {
   constexpr int NT = %[9]d, W = %[6]d, S = %[7]d, BN = 8 * NT, T = 32 * BN;
@@ -722,13 +727,13 @@ extern "C" __global__ void __launch_bounds__(%[6]d * 32) %[8]s%[1]s(
   // Everything above reads only B, which no kernel of the program writes.
   asm volatile("griddepcontrol.wait;" ::: "memory");
   #pragma unroll
-  for (int r = 0; r < 4; r++) av[r] = kw > 0 ? __ldg((const float4*)a[r]) : make_float4(0.f, 0.f, 0.f, 0.f);
+  for (int r = 0; r < 4; r++) av[r] = kw > 0 ? __ldcg((const float4*)a[r]) : make_float4(0.f, 0.f, 0.f, 0.f);
   for (int k = 0; k < kw; k += 16) {
     // The next step's loads are in flight during this one's MMAs.
     float4 an[4], bn[NT];
     if (k + 16 < kw) {
       #pragma unroll
-      for (int r = 0; r < 4; r++) an[r] = __ldg((const float4*)(a[r] + k + 16));
+      for (int r = 0; r < 4; r++) an[r] = __ldcg((const float4*)(a[r] + k + 16));
       #pragma unroll
       for (int j = 0; j < NT; j++) bn[j] = gc_tc_ldw(b[j] + k + 16);
     }
@@ -764,7 +769,7 @@ extern "C" __global__ void __launch_bounds__(%[6]d * 32) %[8]s%[1]s(
   }
   // acc4[i][j][q] is row 16i + g + 8(q/2), column 8j + 2t + q%%2 of the tile.
 %[4]s}
-`, k.Name(), storageC(k.Out), strings.Join(prefixAll(", ", params), ""), tensorReduce(c, store), 8*c.NT, c.Warps, c.Split, cluster, c.NT)
+`, k.Name(), storageC(k.Out), strings.ReplaceAll(strings.Join(prefixAll(", ", params), ""), "__restrict__ ", ""), tensorReduce(c, store), 8*c.NT, c.Warps, c.Split, cluster, c.NT)
 }
 
 // tensorReduce is the tensor-core kernel's end: the store straight from
