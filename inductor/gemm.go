@@ -248,7 +248,7 @@ func (k *GemmKernel) Source() (string, error) {
 	}
 	c := k.Config
 	var b strings.Builder
-	fmt.Fprintf(&b, "// gocompile GEMM kernel: out[m, n] = epilogue(sum over k of A[m, k]·B[k, n]), float32, %d rows × %d columns per warp, %d warps\n", c.MT, c.NT, c.Warps)
+	fmt.Fprintf(&b, "// gocompile GEMM kernel: out[m, n] = epilogue(sum over k of A[m, k]·B[k, n]), float32, launch shape %v\n", c)
 	if k.Doc != "" {
 		for _, l := range strings.Split(k.Doc, "\n") {
 			fmt.Fprintf(&b, "// %s\n", l)

@@ -1,4 +1,4 @@
-// gocompile GEMM kernel: out[m, n] = epilogue(sum over k of A[m, k]·B[k, n]), float32, 0 rows × 2 columns per warp, 4 warps
+// gocompile GEMM kernel: out[m, n] = epilogue(sum over k of A[m, k]·B[k, n]), float32, launch shape x2w4s8
 typedef unsigned char gc_bool;
 typedef unsigned short gc_half;
 typedef unsigned short gc_bf16;
@@ -91,7 +91,7 @@ __device__ __forceinline__ void gc_tc_split(float x, unsigned& hi, unsigned& lo)
 // or NaN where float32 has one). Rare, so it may be slow.
 __device__ __noinline__ float gc_tc_exact_slow(const float* A, long long lda, const float* B, long long ldb, int K, int m, int n) {
   float s = 0.f;
-  for (int k = 0; k < K; k++) s = fmaf(A[(long long)m * lda + k], B[(long long)n * ldb + k], s);
+  for (int k = 0; k < K; k++) s = fmaf(__ldcg(A + (long long)m * lda + k), B[(long long)n * ldb + k], s);
   return s;
 }
 __device__ __forceinline__ float gc_tc_exact(float v, const float* A, long long lda, const float* B, long long ldb, int K, int m, int n) {
@@ -108,10 +108,15 @@ __device__ __forceinline__ float gc_tc_at(const float4& v, int i) { return i == 
 
 // Block (x, y, z) computes rows 32y.. and columns 16x.. of the product;
 // its 4 warps and the cluster's 8 blocks split k in 16-wide steps.
+// A and the epilogue's operands are not __restrict__, and A is read with
+// ld.global.cg: under a dependent launch the kernel ahead writes them
+// while this one runs (before its griddepcontrol.wait), so the
+// non-coherent read-only path, which assumes data fixed for the kernel's
+// whole life, could return stale values.
 extern "C" __global__ void __launch_bounds__(4 * 32) __cluster_dims__(1, 1, 8) gc_gemm_bias_gelu_float32_f32_to_float32_x2w4s8(
-    const float* __restrict__ A, long long lda, const float* __restrict__ B, long long ldb,
+    const float* A, long long lda, const float* __restrict__ B, long long ldb,
     int M, int N, int K, int vec, float* __restrict__ out, long long ldo,
-    float* __restrict__ ws, unsigned int* __restrict__ counters, const float* __restrict__ x1, long long x1m, long long x1n) {
+    float* __restrict__ ws, unsigned int* __restrict__ counters, const float* x1, long long x1m, long long x1n) {
   constexpr int NT = 2, W = 4, S = 8, BN = 8 * NT, T = 32 * BN;
   const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
   const int n0 = blockIdx.x * BN, m0 = blockIdx.y * 32, z = blockIdx.z;
@@ -140,13 +145,13 @@ extern "C" __global__ void __launch_bounds__(4 * 32) __cluster_dims__(1, 1, 8) g
   // Everything above reads only B, which no kernel of the program writes.
   asm volatile("griddepcontrol.wait;" ::: "memory");
   #pragma unroll
-  for (int r = 0; r < 4; r++) av[r] = kw > 0 ? __ldg((const float4*)a[r]) : make_float4(0.f, 0.f, 0.f, 0.f);
+  for (int r = 0; r < 4; r++) av[r] = kw > 0 ? __ldcg((const float4*)a[r]) : make_float4(0.f, 0.f, 0.f, 0.f);
   for (int k = 0; k < kw; k += 16) {
     // The next step's loads are in flight during this one's MMAs.
     float4 an[4], bn[NT];
     if (k + 16 < kw) {
       #pragma unroll
-      for (int r = 0; r < 4; r++) an[r] = __ldg((const float4*)(a[r] + k + 16));
+      for (int r = 0; r < 4; r++) an[r] = __ldcg((const float4*)(a[r] + k + 16));
       #pragma unroll
       for (int j = 0; j < NT; j++) bn[j] = gc_tc_ldw(b[j] + k + 16);
     }
