@@ -850,20 +850,12 @@ func (s *Stream) LaunchDependent(f *Function, grid, block Dim3, sharedMem int, a
 	*attrs = launchAttribute{id: launchAttrProgrammaticStreamSerialization}
 	attrs.value[0] = 1 // programmaticStreamSerializationAllowed
 	held := s.enter()
-	if err := d.lock(); err != nil {
-		runtime.UnlockOSThread()
-		s.exit(held)
-		launchConfigPool.Put(c)
-		return err
-	}
-	r, _, _ := purego.SyscallN(drv.cuLaunchKernelEx, uintptr(unsafe.Pointer(c)), f.h, uintptr(unsafe.Pointer(args.params())), 0)
-	runtime.UnlockOSThread()
+	err := d.call("cuLaunchKernelEx", drv.cuLaunchKernelEx, uintptr(unsafe.Pointer(c)), f.h, uintptr(unsafe.Pointer(args.params())), 0)
 	s.exit(held)
-	runtime.KeepAlive(c)
 	launchConfigPool.Put(c)
 	runtime.KeepAlive(args)
-	if cuResult(r) != 0 {
-		return fmt.Errorf("cuda: launching %s: %w", f.Name, driverError("cuLaunchKernelEx", r))
+	if err != nil {
+		return fmt.Errorf("cuda: launching %s: %w", f.Name, err)
 	}
 	return nil
 }

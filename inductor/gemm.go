@@ -143,8 +143,8 @@ const GemmMaxM = 64
 // arch (90 for sm_90). Up to 4 rows: the warp kernel, with row tiles of
 // up to 8 rows (the partial sums a lane holds are MT·NT registers) and the
 // widest column group that still gives every multiprocessor two blocks.
-// More rows on sm_90 and later, k a multiple of 16: the tensor-core
-// kernel (which also needs aligned operands: see Fits), 4 warps of 16
+// More rows on sm_90 and later, where it Fits (vec: the operands allow
+// 16-byte loads): the tensor-core kernel, 4 warps of 16
 // columns, with k split across a cluster of up to 8 blocks while there
 // are fewer than 4 blocks per multiprocessor and each warp keeps at least
 // two 16-wide steps of k. (8 warps and one block per multiprocessor,
@@ -152,8 +152,8 @@ const GemmMaxM = 64
 // the 4-layer MLP.) Else the tiled kernel, split along k until there
 // are about two blocks per multiprocessor, each with at least four 32-wide
 // steps of k before splitting.
-func ChooseGemmConfig(m, n, k, sms, arch int) GemmConfig {
-	if m > 4 && arch >= 90 && k%16 == 0 {
+func ChooseGemmConfig(m, n, k, sms, arch int, vec bool) GemmConfig {
+	if m > 4 && arch >= 90 && (GemmConfig{Tensor: true}).Fits(k, vec) {
 		c := GemmConfig{Tensor: true, NT: 2, Warps: 4, Split: 1}
 		x, y, _ := c.Grid(m, n)
 		steps := k / 16
@@ -518,7 +518,7 @@ func splitReduce(c GemmConfig, store string) string {
 	case c.Split <= 1:
 		return ""
 	case c.Cluster:
-		return clusterReduce(c, store)
+		return clusterReduce(store)
 	}
 	return workspaceReduce
 }
@@ -561,41 +561,61 @@ const workspaceReduce = `  {
 `
 
 // clusterReduce is the tiled kernel's reduction through distributed
-// shared memory: each block leaves its partial sums in its shared memory,
-// and after a cluster barrier block r adds, in split order, every block's
-// partials for its 1/S of the tile, applies the epilogue and stores; a
-// second barrier keeps every block's shared memory alive until read.
-func clusterReduce(c GemmConfig, store string) string {
-	return fmt.Sprintf(`  {
+// shared memory: each block leaves its partial sums in its shared memory
+// for clusterSum to add.
+func clusterReduce(store string) string {
+	return `  {
     __shared__ float red[32 * BN];
     #pragma unroll
     for (int i = 0; i < 4; i++)
       #pragma unroll
       for (int j = 0; j < TN; j++) red[(ty * 4 + i) * BN + tx * TN + j] = acc[i][j];
-    asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
-    unsigned base;
-    asm("{ .reg .u64 g; cvta.to.shared.u64 g, %%1; cvt.u32.u64 %%0, g; }" : "=r"(base) : "l"(red));
-    const int per = 32 * BN / S / 128; // values each thread adds
-    #pragma unroll
-    for (int q = 0; q < per; q++) {
-      const int f = z * (32 * BN / S) + q * 128 + t;
-      float p[S];
-      #pragma unroll
-      for (int s = 0; s < S; s++) {
-        unsigned r;
-        asm volatile("mapa.shared::cluster.u32 %%0, %%1, %%2;" : "=r"(r) : "r"(base + 4u * f), "r"(s));
-        asm volatile("ld.shared::cluster.f32 %%0, [%%1];" : "=f"(p[s]) : "r"(r) : "memory");
-      }
-      float acc[1][1] = {{0.f}};
-      #pragma unroll
-      for (int s = 0; s < S; s++) acc[0][0] += p[s];
-      const int i = 0, j = 0, m = m0 + f / BN, n = n0 + f %% BN;
-      if (m < M && n < N) out[(long long)m * ldo + n] = %s;
-    }
-    asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
-    return;
+` + clusterSum("red", "32 * BN", "128", "v", store) + `    return;
   }
-`, store)
+`
+}
+
+// clusterSum adds the partial tiles (tile floats each, in array sum of
+// every block's shared memory) of a cluster of S blocks: after a cluster
+// barrier, block z of the cluster adds, in block order, every block's
+// values for its 1/S of the tile, threads at a time, and stores each
+// (storeAt with value, an expression of the sum v); a second barrier
+// keeps every block's shared memory alive until read.
+func clusterSum(sum, tile, threads, value, store string) string {
+	return fmt.Sprintf(`  // The sums are visible to the cluster: a fence at cluster scope, then a
+  // barrier without one of its own (cheaper than the barrier's release,
+  // which fences at GPU scope).
+  asm volatile("fence.acq_rel.cluster;\n\tbarrier.cluster.arrive.relaxed.aligned;\n\tbarrier.cluster.wait.aligned;" ::: "memory");
+  unsigned base;
+  asm("{ .reg .u64 g; cvta.to.shared.u64 g, %%1; cvt.u32.u64 %%0, g; }" : "=r"(base) : "l"(%[1]s));
+  for (int f = z * ((%[2]s) / S) + threadIdx.x; f < (z + 1) * ((%[2]s) / S); f += %[3]s) {
+    float p[S];
+    #pragma unroll
+    for (int s = 0; s < S; s++) {
+      unsigned r;
+      asm volatile("mapa.shared::cluster.u32 %%0, %%1, %%2;" : "=r"(r) : "r"(base + 4u * f), "r"(s));
+      asm volatile("ld.shared::cluster.f32 %%0, [%%1];" : "=f"(p[s]) : "r"(r) : "memory");
+    }
+    float v = 0.f;
+    #pragma unroll
+    for (int s = 0; s < S; s++) v += p[s];
+    const int m = m0 + f / BN, n = n0 + f %% BN;
+%[4]s  }
+  // Keep this block's sums alive until the cluster has read them (the
+  // reads are complete: their values are stored), no ordering needed.
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;\n\tbarrier.cluster.wait.aligned;" ::: "memory");
+`, sum, tile, threads, storeAt(value, store))
+}
+
+// storeAt is the statements of a loop body that store value, the sum at
+// [m, n], through store (an expression of acc[i][j]), skipping rows and
+// columns past the end.
+func storeAt(value, store string) string {
+	return fmt.Sprintf(`    if (m >= M || n >= N) continue;
+    const float acc[1][1] = {{%s}};
+    const int i = 0, j = 0;
+    out[(long long)m * ldo + n] = %s;
+`, value, store)
 }
 
 func prefixAll(p string, ss []string) []string {
@@ -778,20 +798,18 @@ extern "C" __global__ void __launch_bounds__(%[6]d * 32) %[8]s%[1]s(
 // distributed shared memory, each block storing 1/S of the tile; sums run
 // in a fixed order, so results do not depend on timing.
 func tensorReduce(c GemmConfig, store string) string {
+	const exact = "gc_tc_exact(v, A, lda, B, ldb, K, m, n)"
 	if c.Warps == 1 && c.Split == 1 {
-		return fmt.Sprintf(`  #pragma unroll
+		return `  #pragma unroll
   for (int fi = 0; fi < 2; fi++)
     #pragma unroll
     for (int fj = 0; fj < NT; fj++)
       #pragma unroll
       for (int q = 0; q < 4; q++) {
         const int m = m0 + 16 * fi + g + 8 * (q >> 1), n = n0 + 8 * fj + 2 * t + (q & 1);
-        if (m >= M || n >= N) continue;
-        const float acc[1][1] = {{gc_tc_exact(acc4[fi][fj][q], A, lda, B, ldb, K, m, n)}};
-        const int i = 0, j = 0;
-        out[(long long)m * ldo + n] = %s;
-      }
-`, store)
+        const float v = acc4[fi][fj][q];
+` + storeAt(exact, store) + `      }
+`
 	}
 	var b strings.Builder
 	b.WriteString(`  __shared__ float red[(W + 1) * T]; // the warps' tiles, then their sum
@@ -803,54 +821,16 @@ func tensorReduce(c GemmConfig, store string) string {
       for (int q = 0; q < 4; q++)
         red[w * T + (16 * fi + g + 8 * (q >> 1)) * BN + 8 * fj + 2 * t + (q & 1)] = acc4[fi][fj][q];
   __syncthreads();
-`)
-	if c.Split == 1 {
-		fmt.Fprintf(&b, `  for (int f = threadIdx.x; f < T; f += W * 32) {
-    float v = 0.f;
-    #pragma unroll
-    for (int s = 0; s < W; s++) v += red[s * T + f];
-    const int m = m0 + f / BN, n = n0 + f %% BN;
-    if (m >= M || n >= N) continue;
-    const float acc[1][1] = {{gc_tc_exact(v, A, lda, B, ldb, K, m, n)}};
-    const int i = 0, j = 0;
-    out[(long long)m * ldo + n] = %s;
-  }
-`, store)
-		return b.String()
-	}
-	fmt.Fprintf(&b, `  float* sum = red + W * T;
   for (int f = threadIdx.x; f < T; f += W * 32) {
     float v = 0.f;
     #pragma unroll
     for (int s = 0; s < W; s++) v += red[s * T + f];
-    sum[f] = v;
-  }
-  // The sums are visible to the cluster: a fence at cluster scope, then a
-  // barrier without one of its own (cheaper than the barrier's release,
-  // which fences at GPU scope).
-  asm volatile("fence.acq_rel.cluster;\n\tbarrier.cluster.arrive.relaxed.aligned;\n\tbarrier.cluster.wait.aligned;" ::: "memory");
-  unsigned base;
-  asm("{ .reg .u64 g; cvta.to.shared.u64 g, %%1; cvt.u32.u64 %%0, g; }" : "=r"(base) : "l"(sum));
-  for (int f = z * (T / S) + threadIdx.x; f < (z + 1) * (T / S); f += W * 32) {
-    float p[S];
-    #pragma unroll
-    for (int s = 0; s < S; s++) {
-      unsigned r;
-      asm volatile("mapa.shared::cluster.u32 %%0, %%1, %%2;" : "=r"(r) : "r"(base + 4u * f), "r"(s));
-      asm volatile("ld.shared::cluster.f32 %%0, [%%1];" : "=f"(p[s]) : "r"(r) : "memory");
-    }
-    float v = 0.f;
-    #pragma unroll
-    for (int s = 0; s < S; s++) v += p[s];
-    const int m = m0 + f / BN, n = n0 + f %% BN;
-    if (m >= M || n >= N) continue;
-    const float acc[1][1] = {{gc_tc_exact(v, A, lda, B, ldb, K, m, n)}};
-    const int i = 0, j = 0;
-    out[(long long)m * ldo + n] = %s;
-  }
-  // Keep this block's sums alive until the cluster has read them (the
-  // reads are complete: their values are stored), no ordering needed.
-  asm volatile("barrier.cluster.arrive.relaxed.aligned;\n\tbarrier.cluster.wait.aligned;" ::: "memory");
-`, store)
+`)
+	if c.Split == 1 {
+		b.WriteString("    const int m = m0 + f / BN, n = n0 + f % BN;\n" + storeAt(exact, store) + "  }\n")
+		return b.String()
+	}
+	b.WriteString("    red[W * T + f] = v;\n  }\n")
+	b.WriteString(clusterSum("red + W * T", "T", "W * 32", exact, store))
 	return b.String()
 }

@@ -95,7 +95,7 @@ func TestChooseGemmConfig(t *testing.T) {
 		{64, 7, 300, 108, 80, GemmConfig{Split: 2}},
 		{64, 8192, 4096, 108, 80, GemmConfig{Split: 1}},
 	} {
-		if got := ChooseGemmConfig(tc.m, tc.n, tc.k, tc.sms, tc.arch); got != tc.want {
+		if got := ChooseGemmConfig(tc.m, tc.n, tc.k, tc.sms, tc.arch, true); got != tc.want {
 			t.Errorf("ChooseGemmConfig(%d, %d, %d, %d, sm_%d) = %v, want %v", tc.m, tc.n, tc.k, tc.sms, tc.arch, got, tc.want)
 		}
 		c := tc.want

@@ -289,9 +289,9 @@ func gpuGemm(bc backendConfig, tunedAt *sync.Map, dependent bool, q *launchQueue
 		return err
 	}
 	arch := g.dev.Major*10 + g.dev.Minor
-	cfg := gemmConfigFor(m, n, k, g.dev.SMCount, arch)
-	if !cfg.Fits(k, vec) {
-		cfg = inductor.ChooseGemmConfig(m, n, k, g.dev.SMCount, 89) // the kernels without tensor cores
+	cfg := gemmConfigFor(m, n, k, g.dev.SMCount, arch, vec)
+	if !cfg.Fits(k, vec) { // a test's choice
+		cfg = inductor.ChooseGemmConfig(m, n, k, g.dev.SMCount, arch, vec)
 	}
 	type shapeKey struct {
 		device, m, n, k int
@@ -325,7 +325,7 @@ func gpuGemm(bc backendConfig, tunedAt *sync.Map, dependent bool, q *launchQueue
 var dependentLaunches = os.Getenv("GOCOMPILE_DEPENDENT_LAUNCH") != "off"
 
 // gemmConfigFor picks a GemmKernel's launch shape (m, n, k, SM count,
-// compute capability);
+// compute capability, vectorizable operands);
 // tests replace it to check every candidate.
 var gemmConfigFor = inductor.ChooseGemmConfig
 

@@ -199,7 +199,7 @@ func TestGPUGemmEpilogues(t *testing.T) {
 			epilogues++
 		}
 	}
-	if epilogues < 3 || !loaded[fmt.Sprintf("gc_gemm_plain_to_float32_%v", gemmConfigFor(3, 3, 3, mustGPU("test", dev).dev.SMCount, 0))] {
+	if epilogues < 3 || !loaded[fmt.Sprintf("gc_gemm_plain_to_float32_%v", gemmConfigFor(3, 3, 3, mustGPU("test", dev).dev.SMCount, 0, true))] {
 		t.Errorf("the generated GEMM kernels did not run: loaded %v", loaded)
 	}
 }
@@ -211,7 +211,7 @@ func TestGPUGemmEpilogues(t *testing.T) {
 func TestGPUGemmNonFinite(t *testing.T) {
 	requireGPU(t)
 	dev := CUDA(0)
-	defer func(old func(m, n, k, sms, arch int) inductor.GemmConfig) { gemmConfigFor = old }(gemmConfigFor)
+	defer func(old func(m, n, k, sms, arch int, vec bool) inductor.GemmConfig) { gemmConfigFor = old }(gemmConfigFor)
 	const m, k, n = 8, 80, 24
 	xs, ws := make([]float32, m*k), make([]float32, n*k)
 	for i := range xs {
@@ -222,17 +222,11 @@ func TestGPUGemmNonFinite(t *testing.T) {
 	}
 	xs[0*k+5], xs[1*k+9], xs[2*k+79], xs[3*k+1] = float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()), float32(math.Inf(1))
 	xs[3*k+2] = float32(math.Inf(-1)) // +inf and -inf in one row: NaN
-	want := make([]float64, m*n)
-	for i := range m {
-		for j := range n {
-			for q := range k {
-				want[i*n+j] += float64(xs[i*k+q]) * float64(ws[j*k+q])
-			}
-		}
-	}
-	x, w := FromSlice(xs, m, k).To(dev), FromSlice(ws, n, k).To(dev)
+	x, w := FromSlice(xs, m, k), FromSlice(ws, n, k)
+	want, _ := refLinear(x.Float64s(), m, k, w.Float64s(), n, nil, nil, func(v float64) float64 { return v })
+	x, w = x.To(dev), w.To(dev)
 	for _, c := range inductor.GemmCandidates(m, mustGPU("test", dev).dev.Major*10+mustGPU("test", dev).dev.Minor) {
-		gemmConfigFor = func(int, int, int, int, int) inductor.GemmConfig { return c }
+		gemmConfigFor = func(int, int, int, int, int, bool) inductor.GemmConfig { return c }
 		got := Compile(func(x, w *Tensor) *Tensor { return x.MatMul(w.T()) })(x, w).Float64s()
 		for i, g := range got {
 			wv := want[i]
@@ -250,14 +244,14 @@ func TestGPUGemmNonFinite(t *testing.T) {
 func TestGPUGemmConfigs(t *testing.T) {
 	requireGPU(t)
 	dev := CUDA(0)
-	defer func(old func(m, n, k, sms, arch int) inductor.GemmConfig) { gemmConfigFor = old }(gemmConfigFor)
+	defer func(old func(m, n, k, sms, arch int, vec bool) inductor.GemmConfig) { gemmConfigFor = old }(gemmConfigFor)
 	for _, sz := range [][3]int{{1, 1023, 37}, {5, 512, 130}, {32, 96, 1000}} {
 		m, k, n := sz[0], sz[1], sz[2]
 		x, w, b := Randn(1, Float32, m, k), Randn(2, Float32, n, k).MulScalar(0.05), Randn(3, Float32, n)
 		want, scale := refLinear(x.Float64s(), m, k, w.Float64s(), n, b.Float64s(), nil, refGELU)
 		xd, wd, bd := x.To(dev), w.To(dev), b.To(dev)
 		for _, c := range inductor.GemmCandidates(m, mustGPU("test", dev).dev.Major*10+mustGPU("test", dev).dev.Minor) {
-			gemmConfigFor = func(int, int, int, int, int) inductor.GemmConfig { return c }
+			gemmConfigFor = func(int, int, int, int, int, bool) inductor.GemmConfig { return c }
 			got := Compile(func(x, w, b *Tensor) *Tensor { return x.Linear(w, b).GELU() })(xd, wd, bd)
 			gemmClose(t, fmt.Sprintf("%v %v", sz, c), got, want, scale)
 		}

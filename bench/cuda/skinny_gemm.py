@@ -142,29 +142,6 @@ skinny(const float* __restrict__ A, int lda, const float* __restrict__ B, int ld
 """
 
 
-def sm_clock():
-    try:
-        import pynvml
-        pynvml.nvmlInit()
-        h = pynvml.nvmlDeviceGetHandleByIndex(0)
-        return pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM)
-    except Exception:  # noqa: BLE001
-        return -1
-
-
-def heat(seconds=1.0):
-    """Keeps the GPU busy long enough for its clocks to rise."""
-    if os.environ.get("PROFILE"):
-        return
-    a = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
-    import time
-    end = time.time() + seconds
-    while time.time() < end:
-        for _ in range(20):
-            a @ a
-        torch.cuda.synchronize()
-
-
 def timeit(launch, n=200, rounds=3):
     for _ in range(10):
         launch()
@@ -216,135 +193,82 @@ extern "C" __global__ void stream(const float4* __restrict__ w, long long n4, fl
 """
 
 
-def stream_probe(Ws, profile=False):
+def stream_probe(Ws):
     """Time of reading each 4 MB weight once (no arithmetic), four in one graph."""
     k = cp.RawKernel(STREAM, "stream")
     sink = cp.zeros(1, cp.float32)
     n4 = Ws[0].size // 4
-    launches = [lambda w=w: k((132 * 4,), (256,), (w, cp.int64(n4), sink)) for w in Ws]
-    if profile:
-        for f in launches:
-            f()
-        cp.cuda.Device().synchronize()
-        return 0
-    return graph_time(launches)
+    return graph_time([lambda w=w: k((132 * 4,), (256,), (w, cp.int64(n4), sink)) for w in Ws])
+
+
+def build(M, N, K, MT, CPL, W, S, G, extra=()):
+    """The variant's kernel, grid, block and dynamic shared memory; extra
+    are more compiler options (skinny_phases.py's stage switches)."""
+    kw = K // S // W
+    T = MT * 32 * CPL
+    smem = 4 * max(W * (MT + 32 * CPL) * (kw + 4), W * T + (T if S > 1 else 0))
+    opts = ("-std=c++17", "-arch=sm_90", f"-DMT={MT}", f"-DCPL={CPL}", f"-DW={W}", f"-DS={S}", f"-DG={G}") + tuple(extra)
+    if S > 1:
+        opts += ("-DCLUSTER",)
+    k = cp.RawModule(code=SRC, options=opts).get_function("skinny")
+    k.max_dynamic_shared_size_bytes = smem
+    return k, (N // (32 * CPL), M // MT, S), (W * 32,), smem
 
 
 def main():
     M, N, K = (int(v) for v in sys.argv[1:4]) if len(sys.argv) >= 4 else (32, 1024, 1024)
-    dev = cp.cuda.Device()
     print(f"# {torch.cuda.get_device_name()} M={M} N={N} K={K}")
     rng = cp.random.default_rng(1)
     x = rng.standard_normal((M, K), dtype=cp.float32)
     Ws = [(rng.standard_normal((N, K), dtype=cp.float32) * (1 / K**0.5)).astype(cp.float32) for _ in range(4)]
     ref = torch.nn.functional.gelu(torch.from_dlpack(x).double() @ torch.from_dlpack(Ws[0]).double().T)
 
-    # cuBLAS through PyTorch, on the same arrays.
+    # cuBLAS through PyTorch, on the same arrays, and launch floors.
     tx, tw = torch.from_dlpack(x), [torch.from_dlpack(w) for w in Ws]
-    rows = []
-    if os.environ.get("PROFILE"):
-        torch.nn.functional.linear(tx, tw[0])
-        torch.cuda.synchronize()
-    else:
-        rows.append(("graph of 4 W reads (4 MB each)", stream_probe(Ws), None))
-    print("sm clock idle", sm_clock())
-    for n in (200, 5000):
-        rows.append((f"torch fp32 cold x{n}", timeit(lambda: torch.nn.functional.linear(tx, tw[0]), n=n), None))
-        print("sm clock after", n, sm_clock())
-    heat()
-    print("sm clock after heat", sm_clock())
+    rows = [("graph of 4 W reads (4 MB each)", stream_probe(Ws))]
     for tf32 in (False, True):
         torch.backends.cuda.matmul.allow_tf32 = tf32
-        t = timeit(lambda: torch.nn.functional.linear(tx, tw[0]))
-        rows.append((f"torch linear {'tf32' if tf32 else 'fp32'}", t, None))
+        rows.append((f"torch linear {'tf32' if tf32 else 'fp32'}", timeit(lambda: torch.nn.functional.linear(tx, tw[0]))))
     torch.backends.cuda.matmul.allow_tf32 = False
-
     empty = cp.RawKernel('extern "C" __global__ void e() {}', "e")
-    rows.append(("empty kernel", timeit(lambda: empty((1,), (32,), ())), None))
-    rows.append(("graph of 4 empty kernels", graph_time([lambda: empty((1,), (32,), ())] * 4), None))
+    rows.append(("empty kernel", timeit(lambda: empty((1,), (32,), ()))))
+    rows.append(("graph of 4 empty kernels", graph_time([lambda: empty((1,), (32,), ())] * 4)))
 
-    results, compiled = [], []
-    for MT, CPL, W, S, G in itertools.product((32, 16), (1, 2), (2, 4, 8), (1, 2, 4, 8), (1, 2, 4)):
-        if M % MT or N % (32 * CPL):
-            continue
+    only = os.environ.get("ONLY", "")
+    results = []
+    for cfg in itertools.product((32, 16), (1, 2), (2, 4, 8), (1, 2, 4, 8), (1, 2, 4)):
+        MT, CPL, W, S, G = cfg
+        name = "mt%dc%dw%ds%dg%d" % cfg
         kw = K // S // W
-        if K % (S * W) or kw % (4 * G) or kw < 4 * G:
+        if M % MT or N % (32 * CPL) or K % (S * W) or kw % (4 * G) or kw < 4 * G or (only and name not in only.split(",")):
             continue
-        LD = kw + 4
-        T = MT * 32 * CPL
-        smem = 4 * max(W * (MT + 32 * CPL) * LD, W * T + (T if S > 1 else 0))
-        if smem > 200 * 1024:
-            continue
-        blocks = (N // (32 * CPL)) * (M // MT) * S
-        opts = ("-std=c++17", "-arch=sm_90", f"-DMT={MT}", f"-DCPL={CPL}", f"-DW={W}", f"-DS={S}", f"-DG={G}")
-        if S > 1:
-            opts += ("-DCLUSTER",)
         try:
-            mod = cp.RawModule(code=SRC, options=opts)
-            k = mod.get_function("skinny")
-            k.max_dynamic_shared_size_bytes = smem
-        except Exception as e:  # noqa: BLE001
-            print("compile failed", opts, str(e)[:300])
+            k, grid, block, smem = build(M, N, K, *cfg)
+        except Exception as e:  # noqa: BLE001 (too much shared memory, or a compile error)
+            print(name, "not built:", str(e)[:300])
             continue
-        grid = (N // (32 * CPL), M // MT, S)
-        if os.environ.get("ONLY") and f"mt{MT}c{CPL}w{W}s{S}g{G}" not in os.environ["ONLY"].split(","):
-            continue
-        compiled.append((f"mt{MT}c{CPL}w{W}s{S}g{G}", k, grid, W, smem, blocks))
-    heat()
-    print("sm clock before sweep", sm_clock())
-    for name, k, grid, W, smem, blocks in compiled:
-        outs = [cp.empty((M, N), cp.float32) for _ in range(4)]
-
-        def launch(i=0, src=None, k=k, grid=grid, W=W, smem=smem, outs=outs):
-            a = x if src is None else src
-            k(grid, (W * 32,), (a, cp.int32(K), Ws[i], cp.int32(K), cp.int32(M), cp.int32(N), cp.int32(K),
-                                outs[i], cp.int32(N)), shared_mem=smem)
-
-        outs[0].fill(cp.nan)
-        launch()
+        out = cp.full((M, N), cp.nan, cp.float32)
+        args = (x, cp.int32(K), Ws[0], cp.int32(K), cp.int32(M), cp.int32(N), cp.int32(K), out, cp.int32(N))
+        k(grid, block, args, shared_mem=smem)
         cp.cuda.Device().synchronize()
-        err = (torch.from_dlpack(outs[0]).double() - ref).norm().item() / ref.norm().item()
+        err = (torch.from_dlpack(out).double() - ref).norm().item() / ref.norm().item()
         if not err < 1e-5:
             print(name, "WRONG", err)
             continue
-        if os.environ.get("PROFILE"):
-            for _ in range(3):
-                launch()
-            cp.cuda.Device().synchronize()
-            continue
-        t = timeit(launch)
-        results.append((name, t, blocks, smem, err))
-    print("sm clock after sweep", sm_clock())
+        t = timeit(lambda: k(grid, block, args, shared_mem=smem))
+        results.append((name, t, grid[0] * grid[1] * grid[2], smem, err, cfg))
     results.sort(key=lambda r: r[1])
     print("variant                 us/launch  blocks  smem  rel.err")
-    if os.environ.get("PROFILE"):
-        stream_probe(Ws, profile=True)
-        return
-    for name, t, blocks, smem, err in results:
+    for name, t, blocks, smem, err, _ in results:
         print(f"{name:22s} {t:9.2f} {blocks:7d} {smem:6d} {err:.1e}")
-    # Four-layer chain as one graph, best variants.
+
     print("four layers (x·Wᵀ then GELU, 1024 wide) as one CUDA graph:")
-    heat()
-    for name, *_ in results[:6]:
-        MT, CPL, W, S, G = (int(v) for v in name.replace("mt", " ").replace("c", " ").replace("w", " ").replace("s", " ").replace("g", " ").split())
-        kw = K // S // W
-        LD = kw + 4
-        T = MT * 32 * CPL
-        smem = 4 * max(W * (MT + 32 * CPL) * LD, W * T + (T if S > 1 else 0))
-        opts = ("-std=c++17", "-arch=sm_90", f"-DMT={MT}", f"-DCPL={CPL}", f"-DW={W}", f"-DS={S}", f"-DG={G}")
-        if S > 1:
-            opts += ("-DCLUSTER",)
-        k = cp.RawModule(code=SRC, options=opts).get_function("skinny")
-        k.max_dynamic_shared_size_bytes = smem
+    for name, *_, cfg in results[:6]:
+        k, grid, block, smem = build(M, N, K, *cfg)
         acts = [x] + [cp.empty((M, N), cp.float32) for _ in range(4)]
-        launches = [
-            (lambda i=i: k((N // (32 * CPL), M // MT, S), (W * 32,),
-                           (acts[i], cp.int32(K), Ws[i], cp.int32(K), cp.int32(M), cp.int32(N), cp.int32(K), acts[i + 1], cp.int32(N)),
-                           shared_mem=smem))
-            for i in range(4)
-        ]
+        launches = [(lambda i=i: k(grid, block, (acts[i], cp.int32(K), Ws[i], cp.int32(K), cp.int32(M), cp.int32(N), cp.int32(K),
+                                                 acts[i + 1], cp.int32(N)), shared_mem=smem)) for i in range(4)]
         print(f"  {name:22s} {graph_time(launches):8.2f} us")
-    heat()
     g = torch.cuda.CUDAGraph()
     s = torch.cuda.Stream()
     with torch.cuda.stream(s):
@@ -366,8 +290,8 @@ def main():
         g.replay()
     b.record()
     b.synchronize()
-    rows.append(("torch 4 layers fp32 graph", a.elapsed_time(b) * 1000 / 200, None))
-    for name, t, _ in rows:
+    rows.append(("torch 4 layers fp32 graph", a.elapsed_time(b) * 1000 / 200))
+    for name, t in rows:
         print(f"{name:28s} {t:8.2f} us")
 
 

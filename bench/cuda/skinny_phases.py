@@ -9,22 +9,9 @@ import sys
 
 import cupy as cp
 
-from skinny_gemm import SRC, STREAM, graph_time
+from skinny_gemm import STREAM, build, graph_time
 
 M, N, K = 32, 1024, 1024
-
-
-def build(MT, CPL, W, S, G, extra=()):
-    kw = K // S // W
-    LD = kw + 4
-    T = MT * 32 * CPL
-    smem = 4 * max(W * (MT + 32 * CPL) * LD, W * T + (T if S > 1 else 0))
-    opts = ("-std=c++17", "-arch=sm_90", f"-DMT={MT}", f"-DCPL={CPL}", f"-DW={W}", f"-DS={S}", f"-DG={G}") + tuple(extra)
-    if S > 1:
-        opts += ("-DCLUSTER",)
-    k = cp.RawModule(code=SRC, options=opts).get_function("skinny")
-    k.max_dynamic_shared_size_bytes = smem
-    return k, (N // (32 * CPL), M // MT, S), (W * 32,), smem
 
 
 def main():
@@ -36,7 +23,7 @@ def main():
     configs = [(16, 1, 4, 8, 2), (32, 1, 4, 8, 2), (16, 1, 8, 2, 2), (32, 2, 8, 1, 2)]
     if len(sys.argv) > 1:
         for cfg in configs[:2]:
-            k, grid, block, smem = build(*cfg)
+            k, grid, block, smem = build(M, N, K, *cfg)
             for _ in range(2):
                 k(grid, block, args, shared_mem=smem)
         cp.cuda.Device().synchronize()
@@ -51,7 +38,7 @@ def main():
         line = f"{name:22s}"
         for phase, extra in (("whole", ()), ("no loads", ("-DNOLOAD",)), ("no FMAs", ("-DNOCOMPUTE",)),
                              ("no reduction", ("-DNORED",)), ("reduction only", ("-DNOLOAD", "-DNOCOMPUTE"))):
-            k, grid, block, smem = build(*cfg, extra=extra)
+            k, grid, block, smem = build(M, N, K, *cfg, extra=extra)
             t = graph_time([lambda: k(grid, block, args, shared_mem=smem)] * 8) / 8
             line += f"  {phase} {t:5.2f}"
         print(line)

@@ -275,7 +275,7 @@ tcwide(const float* __restrict__ A, int lda, const float* __restrict__ B, int ld
 """
 
 
-def build_staged(M, N, K, NT, W, S, G=0):
+def build_wide(M, N, K, NT, W, S):
     BN = 8 * NT * W
     smem = 4 * max(32 * (K // S + 16), 32 * BN)
     opts = ("-std=c++17", "-arch=sm_90", f"-DNT={NT}", f"-DW={W}", f"-DS={S}", f"-DKS={K // S}", "-DPASSES=3")
@@ -323,7 +323,7 @@ def main():
         todo.append((name, NT, W, S, passes))
     for NT, W, S in itertools.product((1, 2, 4), (2, 4, 8, 16), (1, 2, 4, 8)):
         BN, ks = 8 * NT * W, K // S
-        name = f"st_n{NT}w{W}s{S}g0"
+        name = f"wide_n{NT}w{W}s{S}"
         if N % BN or ks % 16 or (ks // 16) * NT > 16 or (only and name not in only.split(",")):
             continue
         todo.append((name, NT, W, S, 0))
@@ -331,8 +331,8 @@ def main():
     def compile_one(v):
         name, NT, W, S, passes = v
         try:
-            if name.startswith("st_"):
-                return (name, *build_staged(M, N, K, NT, W, S, passes))
+            if name.startswith("wide_"):
+                return (name, *build_wide(M, N, K, NT, W, S))
             return (name, *build(M, N, K, NT, W, S, passes))
         except Exception as e:  # noqa: BLE001
             print("compile failed", name, str(e)[:400])
@@ -353,19 +353,13 @@ def main():
             print(name, "WRONG", err)
             continue
         t = graph_time([lambda: k(grid, block, args, shared_mem=smem)] * 8) / 8
-        results.append((name, t, grid[0] * grid[1] * grid[2], err))
+        results.append((name, t, grid[0] * grid[1] * grid[2], err, (k, grid, block, smem)))
     results.sort(key=lambda r: r[1])
     print("variant          us/launch (8 in a graph)  blocks  rel.err")
-    for name, t, blocks, err in results[:30]:
+    for name, t, blocks, err, _ in results[:30]:
         print(f"{name:16s} {t:9.2f} {blocks:7d}   {err:.1e}")
     print("four layers (x·Wᵀ then GELU) as one CUDA graph:")
-    for name, *_ in [r for r in results if not r[0].endswith("x1")][:6]:
-        if name.startswith("st_"):
-            NT, W, S, G = (int(v) for v in name[4:].replace("w", " ").replace("s", " ").replace("g", " ").split())
-            k, grid, block, smem = build_staged(M, N, K, NT, W, S, G)
-        else:
-            NT, W, S = (int(v) for v in name[1:-2].replace("w", " ").replace("s", " ").split())
-            k, grid, block, smem = build(M, N, K, NT, W, S)
+    for name, *_, (k, grid, block, smem) in [r for r in results if not r[0].endswith("x1")][:6]:
         acts = [x] + [cp.empty((M, N), cp.float32) for _ in range(4)]
         launches = [(lambda i=i: k(grid, block, (acts[i], cp.int32(K), Ws[i], cp.int32(K), cp.int32(M), cp.int32(N),
                                                  cp.int32(K), acts[i + 1], cp.int32(N)), shared_mem=smem))
