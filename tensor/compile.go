@@ -18,7 +18,13 @@ import (
 	"gocompile/trace"
 )
 
-// Mode selects how hard Compile works for speed.
+// Mode selects how hard Compile works for speed, as torch.compile's mode
+// argument does. Pass one to WithMode:
+//
+//   - Default: plain kernel launches; compiles quickly.
+//   - ReduceOverhead: each program replayed on a GPU as one CUDA graph.
+//   - MaxAutotune: launch shapes and library algorithms timed on the
+//     device, the fastest kept in the artifact cache.
 type Mode int
 
 const (
@@ -42,6 +48,9 @@ const (
 )
 
 func (m Mode) String() string {
+	if m < Default || m > MaxAutotune {
+		return fmt.Sprintf("Mode(%d)", int(m))
+	}
 	return [...]string{"default", "reduce-overhead", "max-autotune"}[m]
 }
 
@@ -166,6 +175,17 @@ var backends sync.Map // name → Backend
 
 // RegisterBackend makes b available to WithBackend(name).
 func RegisterBackend(name string, b Backend) { backends.Store(name, b) }
+
+// LookupBackend returns the backend registered under name ("inductor",
+// "eager" or one of RegisterBackend's), so a custom backend can hand a
+// graph, or part of the work, to a built-in one.
+func LookupBackend(name string) (Backend, bool) {
+	b, ok := backends.Load(name)
+	if !ok {
+		return nil, false
+	}
+	return b.(Backend), true
+}
 
 func init() {
 	RegisterBackend("eager", BackendFunc(func(g *ir.Graph) (Program, error) { return newEagerProgram(g), nil }))

@@ -25,7 +25,7 @@ func FromSlice[T Element](data []T, shape ...int) *Tensor {
 		}
 	}
 	if n := ir.Numel(shape); n != len(data) {
-		panic(ir.Errorf("FromSlice", [][]int{shape}, "pass as many values as the shape holds",
+		panic(errorf("FromSlice", [][]int{shape}, "pass as many values as the shape holds",
 			"shape holds %d elements but %d values were given", n, len(data)))
 	}
 	var t *Tensor

@@ -6,11 +6,41 @@ import (
 	"gocompile/ir"
 )
 
-// Error reports a misuse of an op: the op, the shapes of its operands, what
-// is wrong and how to fix it. Ops panic with an *Error, as slice indexing
-// panics on a bad index: misuse is a programming error. A service that
-// builds tensors from requests turns such panics into errors with Try.
-type Error = ir.Error
+// Error reports a misuse of an op. Ops panic with an *Error, as slice
+// indexing panics on a bad index: misuse is a programming error. A service
+// that builds tensors from requests turns such panics into errors with Try.
+//
+// Its message reads "Op on [shapes]: Reason; Fix", for example
+//
+//	Add on [2, 3] and [4]: shapes [2, 3] and [4] are not broadcastable; …
+type Error struct {
+	Op     string  // the op, as users call it: "Add", "MatMul", "LoadNPY" …
+	Shapes [][]int // the operands' shapes, in argument order (nil when none apply)
+	Reason string  // what is wrong
+	Fix    string  // what to do instead
+}
+
+// Error formats the op, the shapes, the reason and the fix on one line.
+func (e *Error) Error() string { return (*ir.Error)(e).Error() }
+
+// errorf builds an *Error with a formatted reason.
+func errorf(op string, shapes [][]int, fix, format string, args ...any) *Error {
+	return (*Error)(ir.Errorf(op, shapes, fix, format, args...))
+}
+
+// asError returns err as an *Error when it is one, or is one of package
+// ir's shape-rule errors (the same fields), and nil otherwise.
+func asError(err error) *Error {
+	var e *Error
+	if errors.As(err, &e) {
+		return e
+	}
+	var ie *ir.Error
+	if errors.As(err, &ie) {
+		return (*Error)(ie)
+	}
+	return nil
+}
 
 // Try runs f and returns the *Error that an op panicked with, if any; it
 // returns nil if f returns normally. Panics that are not an *Error (bugs,
@@ -25,10 +55,11 @@ type Error = ir.Error
 func Try(f func()) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			var e *Error
-			if re, ok := r.(error); ok && errors.As(re, &e) {
-				err = e
-				return
+			if re, ok := r.(error); ok {
+				if e := asError(re); e != nil {
+					err = e
+					return
+				}
 			}
 			panic(r)
 		}
@@ -43,8 +74,7 @@ func check(err error, op string, operands ...*Tensor) {
 	if err == nil {
 		return
 	}
-	var e *Error
-	if errors.As(err, &e) {
+	if e := asError(err); e != nil {
 		if e.Shapes == nil {
 			e.Shapes = shapesOf(operands)
 		}
@@ -67,5 +97,5 @@ func shapesOf(ts []*Tensor) [][]int {
 }
 
 func throw(op string, operands []*Tensor, fix, format string, args ...any) {
-	panic(ir.Errorf(op, shapesOf(operands), fix, format, args...))
+	panic(errorf(op, shapesOf(operands), fix, format, args...))
 }

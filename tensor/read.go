@@ -1,7 +1,5 @@
 package tensor
 
-import "gocompile/ir"
-
 // Reading values back. Each method returns a new slice in row-major order
 // of t's shape, whatever t's layout, converted to the slice's type.
 
@@ -48,7 +46,7 @@ func (t *Tensor) Item() float64 {
 		return t.materialize("Item").Item()
 	}
 	if t.Numel() != 1 {
-		panic(ir.Errorf("Item", [][]int{t.shape}, "reduce the tensor first (Sum, Max …) or index one element with At",
+		panic(errorf("Item", [][]int{t.shape}, "reduce the tensor first (Sum, Max …) or index one element with At",
 			"only a one-element tensor has an item, this one has %d", t.Numel()))
 	}
 	idx := make([]int, len(t.shape))
