@@ -266,3 +266,20 @@ func AllowTF32(on bool) {
 }
 
 var allowTF32 atomic.Bool
+
+// UseDevice makes the device name names ("cpu", "cuda", "cuda:N"; "" for
+// GOCOMPILE_DEVICE's choice, else the CPU) the default for new tensors,
+// after checking that it can be used: a GPU needs its driver and NVRTC.
+// The error says why not. Programs with a -device flag call it first.
+func UseDevice(name string) error {
+	return Try(func() {
+		d := DefaultDevice()
+		if name != "" {
+			var err error
+			if d, err = ParseDevice(name); err != nil {
+				panic(&Error{Op: "UseDevice", Reason: fmt.Sprintf("unknown device %q", name), Fix: "use cpu, cuda or cuda:N"})
+			}
+		}
+		SetDefaultDevice(d)
+	})
+}

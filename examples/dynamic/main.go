@@ -57,7 +57,7 @@ func run(args []string, stdout io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if err := setDevice(*device); err != nil {
+	if err := tensor.UseDevice(*device); err != nil {
 		return err
 	}
 	// Compile's warnings (the recompile limit) go through log/slog; show
@@ -166,16 +166,3 @@ func run(args []string, stdout io.Writer) error {
 }
 
 func maxDiff(a, b *tensor.Tensor) float64 { return a.Sub(b).Abs().Max().Item() }
-
-// setDevice makes name the default device; "" keeps GOCOMPILE_DEVICE's
-// choice (the CPU when it is unset).
-func setDevice(name string) error {
-	if name == "" {
-		return tensor.Try(func() { tensor.DefaultDevice() })
-	}
-	d, err := tensor.ParseDevice(name)
-	if err != nil {
-		return err
-	}
-	return tensor.Try(func() { tensor.SetDefaultDevice(d) })
-}

@@ -78,7 +78,7 @@ func run(args []string, stdout io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if err := setDevice(*device); err != nil {
+	if err := tensor.UseDevice(*device); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "device %v\n", tensor.DefaultDevice())
@@ -180,17 +180,4 @@ func agreement(a, b *tensor.Tensor) string {
 		return fmt.Sprintf("agree (max diff %.1e)", d)
 	}
 	return fmt.Sprintf("DIFFER (max diff %g)", d)
-}
-
-// setDevice makes name the default device; "" keeps GOCOMPILE_DEVICE's
-// choice (the CPU when it is unset).
-func setDevice(name string) error {
-	if name == "" {
-		return tensor.Try(func() { tensor.DefaultDevice() })
-	}
-	d, err := tensor.ParseDevice(name)
-	if err != nil {
-		return err
-	}
-	return tensor.Try(func() { tensor.SetDefaultDevice(d) })
 }

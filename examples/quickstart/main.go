@@ -1,16 +1,16 @@
 // Command quickstart shows gocompile's tensor API: creating tensors,
 // broadcasting arithmetic, views that share storage, reductions, a small
 // MLP run eagerly and compiled with tensor.Compile, and turning a bad
-// shape into an error. It runs on the CPU, or on the device
-// GOCOMPILE_DEVICE names (cuda).
+// shape into an error. It runs on the CPU, or on a GPU with -device cuda
+// or GOCOMPILE_DEVICE=cuda.
 //
-//	go run ./examples/quickstart
+//	go run ./examples/quickstart [-device cuda]
 package main
 
 import (
+	"flag"
 	"fmt"
 	"io"
-	"log"
 	"os"
 	"time"
 
@@ -37,12 +37,23 @@ func (m *mlp) forward(x *tensor.Tensor) *tensor.Tensor {
 }
 
 func main() {
-	log.SetFlags(0)
-	run(os.Stdout)
+	if err := run(os.Args[1:], os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "quickstart:", err)
+		os.Exit(1)
+	}
 }
 
-// run is the example, writing to w.
-func run(w io.Writer) {
+// run is the example, with its command-line arguments, writing to w.
+func run(args []string, w io.Writer) error {
+	fs := flag.NewFlagSet("quickstart", flag.ContinueOnError)
+	device := fs.String("device", "", "cpu, cuda or cuda:N (default: GOCOMPILE_DEVICE, else cpu)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := tensor.UseDevice(*device); err != nil {
+		return err
+	}
+	fmt.Fprintln(w, "device:", tensor.DefaultDevice())
 
 	x := tensor.FromSlice([]float32{1, 2, 3, 4, 5, 6}, 2, 3)
 	bias := tensor.FromSlice([]float32{0.5, -1, 2}, 3)
@@ -65,10 +76,14 @@ func run(w io.Writer) {
 
 	// Compile the same forward pass: the first call traces it into a graph
 	// and compiles it; later calls replay the graph without running forward.
-	fast := tensor.Compile(model.forward)
+	var stats tensor.CompileStats
+	fast := tensor.Compile(model.forward, tensor.WithStats(&stats))
 	start = time.Now()
 	fast(batch)
 	compileTime := time.Since(start)
+	// With GOCOMPILE_DISABLE=1, Compile hands back forward itself, which
+	// counts nothing.
+	compiled := stats.Calls.Load() > 0
 	const calls = 20
 	timeIt := func(f func(*tensor.Tensor) *tensor.Tensor) time.Duration {
 		start := time.Now()
@@ -80,20 +95,25 @@ func run(w io.Writer) {
 	eagerTime, compiledTime := timeIt(model.forward), timeIt(fast)
 	// Fused kernels may round differently from eager ones by a few ulps.
 	diff := fast(batch).Sub(probs).Abs().Max().Item()
-	fmt.Fprintf(w, "compiled: first call (trace + compile) %v; per call %v compiled vs %v eager (%.2fx); matches eager: %v (max difference %.1e)\n",
-		compileTime.Round(time.Microsecond), compiledTime.Round(time.Microsecond), eagerTime.Round(time.Microsecond),
+	first := "first call (trace + compile)"
+	if !compiled {
+		first = "compilation disabled by GOCOMPILE_DISABLE=1, so every call runs eagerly; first call"
+	}
+	fmt.Fprintf(w, "compiled: %s %v; per call %v compiled vs %v eager (%.2fx); matches eager: %v (max difference %.1e)\n",
+		first, compileTime.Round(time.Microsecond), compiledTime.Round(time.Microsecond), eagerTime.Round(time.Microsecond),
 		float64(eagerTime)/float64(compiledTime), diff <= 1e-5, diff)
 
 	// Explain shows what Compile captured.
 	ex, err := tensor.Explain(model.forward, batch)
 	if err != nil {
-		log.Fatal(err)
+		return err
 	}
 	fmt.Fprintf(w, "explain: %d graph, %d breaks, %d ops\n", ex.Graphs, len(ex.Breaks), countOps(ex.OpCounts))
 
 	// Misuse panics with a *tensor.Error; Try turns it into an error.
 	err = tensor.Try(func() { model.forward(tensor.Zeros(tensor.Float32, 64, 100)) })
 	fmt.Fprintln(w, "bad input:", err)
+	return nil
 }
 
 func countOps(counts map[string]int) int {

@@ -152,7 +152,7 @@ func run(args []string, stdout io.Writer) error {
 	if c.D%c.Heads != 0 {
 		return fmt.Errorf("-d %d is not a multiple of -heads %d", c.D, c.Heads)
 	}
-	if err := setDevice(*device); err != nil {
+	if err := tensor.UseDevice(*device); err != nil {
 		return err
 	}
 	dev := tensor.DefaultDevice()
@@ -273,17 +273,4 @@ func sortedKeys(m map[string]int) []string {
 	}
 	sort.Strings(keys)
 	return keys
-}
-
-// setDevice makes name the default device; "" keeps GOCOMPILE_DEVICE's
-// choice (the CPU when it is unset).
-func setDevice(name string) error {
-	if name == "" {
-		return tensor.Try(func() { tensor.DefaultDevice() })
-	}
-	d, err := tensor.ParseDevice(name)
-	if err != nil {
-		return err
-	}
-	return tensor.Try(func() { tensor.SetDefaultDevice(d) })
 }
