@@ -72,3 +72,25 @@ func TestTryPassesThrough(t *testing.T) {
 	}()
 	Try(func() { panic("bug") })
 }
+
+// UseDevice reports a device it cannot use as an *Error and leaves the
+// default device as it was.
+func TestUseDevice(t *testing.T) {
+	before := DefaultDevice()
+	for _, tc := range []struct {
+		name string
+		ok   bool
+	}{
+		{"", true}, {"cpu", true}, {"CPU", true}, {"bogus", false}, {"cuda:-1", false},
+	} {
+		err := UseDevice(tc.name)
+		if tc.ok && err != nil {
+			t.Errorf("UseDevice(%q) = %v", tc.name, err)
+		}
+		var e *Error
+		if !tc.ok && (!errors.As(err, &e) || e.Op != "UseDevice" || !strings.Contains(e.Reason, tc.name) || e.Fix == "") {
+			t.Errorf("UseDevice(%q) = %v, want an *Error naming it with a fix", tc.name, err)
+		}
+		SetDefaultDevice(before)
+	}
+}
