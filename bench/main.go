@@ -133,14 +133,10 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 		return nil, fmt.Errorf("-mode %q: want default, reduce-overhead or max-autotune", *mode)
 	}
 	c.mode = *mode
-	c.device = tensor.DefaultDevice()
-	if *dev != "" {
-		d, err := tensor.ParseDevice(*dev)
-		if err != nil {
-			return nil, err
-		}
-		c.device = d
+	if err := tensor.UseDevice(*dev); err != nil {
+		return nil, err
 	}
+	c.device = tensor.DefaultDevice()
 	if c.iters < 0 {
 		return nil, errors.New("-iters must be >= 0")
 	}
@@ -174,9 +170,6 @@ func run(args []string, out io.Writer) (err error) {
 			panic(r)
 		}
 	}()
-	if cfg.device != tensor.CPU {
-		tensor.SetDefaultDevice(cfg.device) // fails with a clear error when no GPU
-	}
 	res := &Result{
 		Suite: "gocompile-bench", Library: "gocompile", Version: runtime.Version(),
 		Device: deviceName(cfg.device), DeviceKind: cfg.device.String(), Backend: "inductor",
