@@ -1,4 +1,4 @@
-package tensor
+package array
 
 import (
 	"sync"
@@ -7,14 +7,14 @@ import (
 	"gocompile/ir"
 )
 
-// An arena holds the reusable buffers of a compiled program's buffer plan
+// An Arena holds the reusable buffers of a compiled program's buffer plan
 // (fuse.Plan) for one call at a time. Programs keep their arenas in a pool:
 // a call takes one, writes its planned intermediates into it, and returns
 // it when its outputs are computed. Intermediates never escape a call (the
 // plan leaves out outputs and what they may alias), and GPU work is
 // ordered on the device's stream, so the next call may reuse the memory
 // while earlier kernels are still queued.
-type arena struct {
+type Arena struct {
 	slots []arenaSlot
 }
 
@@ -26,23 +26,26 @@ type arenaSlot struct {
 	elems map[DType]int
 }
 
-type arenaPool struct {
-	plan *fuse.Plan
+// ArenaPool keeps the arenas of one buffer plan.
+type ArenaPool struct {
+	Plan *fuse.Plan
 	pool sync.Pool
 }
 
-func (p *arenaPool) get() *arena {
-	if a, ok := p.pool.Get().(*arena); ok {
+// Get takes an arena for one call.
+func (p *ArenaPool) Get() *Arena {
+	if a, ok := p.pool.Get().(*Arena); ok {
 		return a
 	}
-	return &arena{slots: make([]arenaSlot, len(p.plan.SlotBytes))}
+	return &Arena{slots: make([]arenaSlot, len(p.Plan.SlotBytes))}
 }
 
-func (p *arenaPool) put(a *arena) { p.pool.Put(a) }
+// Put returns an arena whose call has computed its outputs.
+func (p *ArenaPool) Put(a *Arena) { p.pool.Put(a) }
 
-// tensor is a contiguous tensor of the given type and shape in buffer
-// slot, valid until the arena is reused.
-func (a *arena) tensor(slot int, dev Device, dt DType, shape []int) *Tensor {
+// Array is a contiguous array of the given type and shape in buffer slot,
+// valid until the arena is reused.
+func (a *Arena) Array(slot int, dev Device, dt DType, shape []int) *Array {
 	s := &a.slots[slot]
 	n := ir.Numel(shape)
 	var st *storage
@@ -51,16 +54,16 @@ func (a *arena) tensor(slot int, dev Device, dt DType, shape []int) *Tensor {
 			s.cpu, s.elems = map[DType]*storage{}, map[DType]int{}
 		}
 		if st = s.cpu[dt]; st == nil || s.elems[dt] < n {
-			st = newTensor(dt, []int{n}).st
+			st = newArray(dt, []int{n}).st
 			s.cpu[dt], s.elems[dt] = st, n
 		}
 	} else {
 		bytes := n * dt.Size()
 		if st = s.gpu; st == nil || s.dev != dev || s.bytes < bytes {
-			st = newGPUTensor(dev, Bool, []int{bytes}).st // raw bytes
+			st = newGPUArray(dev, Bool, []int{bytes}).st // raw bytes
 			s.gpu, s.dev, s.bytes = st, dev, bytes
 		}
 	}
 	shape = append([]int(nil), shape...)
-	return &Tensor{st: st, shape: shape, strides: ir.ContiguousStrides(shape), dtype: dt}
+	return &Array{st: st, shape: shape, strides: ir.ContiguousStrides(shape), dtype: dt}
 }

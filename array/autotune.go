@@ -1,4 +1,4 @@
-package tensor
+package array
 
 import (
 	"fmt"
@@ -8,6 +8,8 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+
+	"gocompile/internal/logs"
 
 	"golang.org/x/sync/errgroup"
 
@@ -40,7 +42,7 @@ var autotuneSearches atomic.Int64
 // default at index def) for key: compile(i) builds candidate i's kernel,
 // run(i) launches it. Candidates that fail to build or launch are skipped;
 // with none left the default wins.
-func autotune(c *kcache.Cache, g *gpu, what, key string, names []string, def int, compile func(i int), run func(i int) error) int {
+func Autotune(c *kcache.Cache, g *GPU, what, key string, names []string, def int, compile func(i int), run func(i int) error) int {
 	full := fmt.Sprintf("%s %s on %s %s", what, key, g.dev.Name, g.dev.Arch())
 	v, _ := tuned.LoadOrStore(full, &tuning{})
 	t := v.(*tuning)
@@ -60,9 +62,9 @@ func autotune(c *kcache.Cache, g *gpu, what, key string, names []string, def int
 }
 
 // search times every candidate and returns the fastest one's name.
-func search(g *gpu, what, key string, names []string, def int, compile func(i int), run func(i int) error) string {
+func search(g *GPU, what, key string, names []string, def int, compile func(i int), run func(i int) error) string {
 	autotuneSearches.Add(1)
-	progress := logOn("autotune")
+	progress := logs.On("autotune")
 	ok := make([]bool, len(names))
 	// Build every candidate first, in parallel: NVRTC dominates.
 	var eg errgroup.Group
@@ -129,7 +131,7 @@ func search(g *gpu, what, key string, names []string, def int, compile func(i in
 
 // timeLaunches is the fastest of three rounds of reps launches by launch,
 // in µs per launch, measured with CUDA events.
-func timeLaunches(g *gpu, start, end *cuda.Event, reps int, launch func() error) (float64, error) {
+func timeLaunches(g *GPU, start, end *cuda.Event, reps int, launch func() error) (float64, error) {
 	for range 3 { // warm up
 		if err := launch(); err != nil {
 			return 0, err

@@ -1,9 +1,11 @@
-package tensor
+package array
 
 import (
 	"os"
 	"runtime/debug"
 	"sync"
+
+	"gocompile/internal/logs"
 )
 
 // buildIdentity names the exact gocompile code in this binary, or is ""
@@ -45,5 +47,5 @@ var buildIdentity = sync.OnceValue(func() string {
 // written out (GOCOMPILE_LOGS=output_code, GOCOMPILE_DEBUG_DIR): then
 // every kernel's source is generated, cached or not.
 func kernelSourcesWanted() bool {
-	return logOn("output_code") || os.Getenv("GOCOMPILE_DEBUG_DIR") != ""
+	return logs.On("output_code") || os.Getenv("GOCOMPILE_DEBUG_DIR") != ""
 }

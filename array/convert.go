@@ -1,4 +1,4 @@
-package tensor
+package array
 
 import "gocompile/ir"
 
@@ -155,3 +155,36 @@ func store(data any, dt DType, lo int, v ir.Vec, k ir.Kind, n int) {
 func sameKind(dt DType, k ir.Kind) bool {
 	return (dt == Float32 && k == ir.F32) || (dt == Float64 && k == ir.F64) || (dt == Int64 && k == ir.I64)
 }
+
+// Rounder gives a stage's value as storing it in the stage node's dtype
+// and reading it back in the stage's kind gives (a row kernel keeps it in
+// registers, but eager code would have stored it): the storage's own
+// conversions, through a one-element cell. One per goroutine.
+type Rounder struct {
+	dt   DType
+	kind ir.Kind
+	cell any
+	f    [1]float64
+}
+
+// NewRounder rounds values of kind k through dtype dt.
+func NewRounder(dt DType, k ir.Kind) *Rounder {
+	return &Rounder{dt: dt, kind: k, cell: allocData(dt, 1)}
+}
+
+// Result rounds the floating result of a reduction over n values into v.
+func (r *Rounder) Result(red ir.Reducer, acc ir.Acc, n int, v ir.Vec) {
+	r.f[0] = red.ResultF(acc, n)
+	storeFrom(r.cell, r.dt, 0, r.f[:])
+	convert(v, r.kind, r.cell, r.dt, 0, 1)
+}
+
+// Value rounds x[0], of kind k, into v.
+func (r *Rounder) Value(x ir.Vec, k ir.Kind, v ir.Vec) {
+	store(r.cell, r.dt, 0, x, k, 1)
+	convert(v, r.kind, r.cell, r.dt, 0, 1)
+}
+
+// Store writes n values of v (kind k) into t's storage from storage
+// offset off, converted to t's type.
+func (t *Array) Store(off int, v ir.Vec, k ir.Kind, n int) { store(t.st.data, t.dtype, off, v, k, n) }

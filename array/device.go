@@ -1,11 +1,9 @@
-package tensor
+package array
 
 import (
 	"fmt"
-	"os"
+
 	"runtime"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,63 +12,10 @@ import (
 	"gocompile/ir"
 )
 
-// ParseDevice reads a device name: "cpu", "cuda" (GPU 0) or "cuda:N".
-func ParseDevice(s string) (Device, error) {
-	s = strings.TrimSpace(strings.ToLower(s))
-	switch {
-	case s == "cpu":
-		return CPU, nil
-	case s == "cuda" || s == "gpu":
-		return CUDA(0), nil
-	case strings.HasPrefix(s, "cuda:"):
-		n, err := strconv.Atoi(s[len("cuda:"):])
-		if err == nil && n >= 0 {
-			return CUDA(n), nil
-		}
-	}
-	return CPU, fmt.Errorf("unknown device %q: use cpu, cuda or cuda:N", s)
-}
-
-var defaultDevice atomic.Pointer[Device]
-
-// DefaultDevice is where creation functions (FromSlice, Zeros, Randn …)
-// put new tensors: the CPU unless the environment variable
-// GOCOMPILE_DEVICE names another device or SetDefaultDevice was called.
-func DefaultDevice() Device {
-	if d := defaultDevice.Load(); d != nil {
-		return *d
-	}
-	d := CPU
-	if s := os.Getenv("GOCOMPILE_DEVICE"); s != "" {
-		var err error
-		if d, err = ParseDevice(s); err != nil {
-			panic(&Error{Op: "DefaultDevice", Reason: "GOCOMPILE_DEVICE: " + err.Error(), Fix: "set it to cpu, cuda or cuda:N"})
-		}
-	}
-	defaultDevice.CompareAndSwap(nil, &d)
-	return *defaultDevice.Load()
-}
-
-// SetDefaultDevice changes where creation functions put new tensors.
-func SetDefaultDevice(d Device) {
-	if d.Type == DeviceCUDA {
-		mustGPU("SetDefaultDevice", d)
-	}
-	defaultDevice.Store(&d)
-}
-
-// onDefault moves a freshly created CPU tensor to the default device.
-func onDefault(t *Tensor) *Tensor {
-	if d := DefaultDevice(); d != CPU {
-		return t.ToDevice(d)
-	}
-	return t
-}
-
-// gpu is the runtime state of one CUDA device: its stream (every eager op
+// GPU is the runtime state of one CUDA device: its stream (every eager op
 // on the device runs on it, in order), allocator, cuBLAS handle and the
 // kernels compiled for it.
-type gpu struct {
+type GPU struct {
 	dev    *cuda.Device
 	stream *cuda.Stream
 	// captured, while a program is captured into a CUDA graph, collects the
@@ -96,12 +41,12 @@ var gpus sync.Map // ordinal → *gpuInit
 
 type gpuInit struct {
 	once sync.Once
-	g    *gpu
+	g    *GPU
 	err  error
 }
 
 // gpuFor returns the runtime of device d, starting it on first use.
-func gpuFor(d Device) (*gpu, error) {
+func gpuFor(d Device) (*GPU, error) {
 	v, _ := gpus.LoadOrStore(d.Index, &gpuInit{})
 	gi := v.(*gpuInit)
 	gi.once.Do(func() {
@@ -119,7 +64,7 @@ func gpuFor(d Device) (*gpu, error) {
 			gi.err = err
 			return
 		}
-		gi.g = &gpu{dev: dev, stream: s, alloc: dev.Allocator()}
+		gi.g = &GPU{dev: dev, stream: s, alloc: dev.Allocator()}
 		gi.g.args.New = func() any { return new(cuda.Args) }
 		// Creating the cuBLAS handle takes tens of milliseconds: start it
 		// now, in the background, so it does not fall on the first matrix
@@ -130,12 +75,12 @@ func gpuFor(d Device) (*gpu, error) {
 	return gi.g, gi.err
 }
 
-// mustGPU returns the runtime of d or panics with an *Error saying why the
+// MustGPU returns the runtime of d or panics with an *Error saying why the
 // GPU cannot be used.
-func mustGPU(op string, d Device) *gpu {
+func MustGPU(op string, d Device) *GPU {
 	g, err := gpuFor(d)
 	if err != nil {
-		panic(&Error{Op: op, Reason: fmt.Sprintf("device %v is not usable: %v", d, err),
+		panic(&ir.Error{Op: op, Reason: fmt.Sprintf("device %v is not usable: %v", d, err),
 			Fix: "run on a machine with an NVIDIA GPU and driver, or use tensor.CPU"})
 	}
 	return g
@@ -144,15 +89,15 @@ func mustGPU(op string, d Device) *gpu {
 // gpuBuffer is device memory owned by a storage; it goes back to the
 // caching allocator when the storage is garbage collected.
 type gpuBuffer struct {
-	g     *gpu
+	g     *GPU
 	block cuda.Block
 }
 
 func (b *gpuBuffer) ptr() cuda.DevicePtr { return b.block.Ptr }
 
-// newGPUTensor allocates an uninitialised contiguous tensor on device d.
-func newGPUTensor(d Device, dt DType, shape []int) *Tensor {
-	g := mustGPU("alloc", d)
+// newGPUArray allocates an uninitialised contiguous tensor on device d.
+func newGPUArray(d Device, dt DType, shape []int) *Array {
+	g := MustGPU("alloc", d)
 	shape = append([]int(nil), shape...)
 	n := ir.Numel(shape) * dt.Size()
 	blk, err := g.alloc.Alloc(n, g.stream.ID())
@@ -164,7 +109,7 @@ func newGPUTensor(d Device, dt DType, shape []int) *Tensor {
 		blk, err = g.alloc.Alloc(n, g.stream.ID())
 	}
 	if err != nil {
-		panic(&Error{Op: "alloc", Shapes: [][]int{shape}, Reason: err.Error(),
+		panic(&ir.Error{Op: "alloc", Shapes: [][]int{shape}, Reason: err.Error(),
 			Fix: "free tensors you no longer need (drop references), or use smaller batches"})
 	}
 	buf := &gpuBuffer{g: g, block: blk}
@@ -173,36 +118,33 @@ func newGPUTensor(d Device, dt DType, shape []int) *Tensor {
 	if k := g.captured.Load(); k != nil && g.stream.CapturingHere() {
 		*k = append(*k, st)
 	}
-	return &Tensor{st: st, shape: shape, strides: ir.ContiguousStrides(shape), dtype: dt}
+	return &Array{st: st, shape: shape, strides: ir.ContiguousStrides(shape), dtype: dt}
 }
 
 // ToDevice returns t on device d: t itself if it is already there, else a
 // contiguous copy. Moving to the CPU waits for pending GPU work on t.
-func (t *Tensor) ToDevice(d Device) *Tensor {
+func (t *Array) ToDevice(d Device) *Array {
 	if t.st.dev == d {
 		return t
 	}
-	if t.px != nil {
-		return t.materialize("ToDevice").ToDevice(d)
-	}
 	switch {
 	case t.st.dev == CPU: // host to device
-		c := t.Contiguous()
-		out := newGPUTensor(d, t.dtype, t.shape)
+		c := Contiguous(t)
+		out := newGPUArray(d, t.dtype, t.shape)
 		if n := out.Numel() * t.dtype.Size(); n > 0 {
 			g := out.st.gpu.g
-			check(g.stream.CopyHtoD(out.st.gpu.ptr(), hostPointer(c), n), "ToDevice", t)
-			check(g.stream.Synchronize(), "ToDevice", t)
+			Check(g.stream.CopyHtoD(out.st.gpu.ptr(), hostPointer(c), n), "ToDevice", t)
+			Check(g.stream.Synchronize(), "ToDevice", t)
 			runtime.KeepAlive(c) // the copy read c's memory through a raw pointer
 		}
 		return out
 	case d == CPU: // device to host
-		c := t.Contiguous()
-		out := newTensor(t.dtype, t.shape)
+		c := Contiguous(t)
+		out := newArray(t.dtype, t.shape)
 		if n := out.Numel() * t.dtype.Size(); n > 0 {
 			g := c.st.gpu.g
-			check(g.stream.CopyDtoH(hostPointer(out), c.devicePtr(), n), "ToDevice", t)
-			check(g.stream.Synchronize(), "ToDevice", t)
+			Check(g.stream.CopyDtoH(hostPointer(out), c.DevicePtr(), n), "ToDevice", t)
+			Check(g.stream.Synchronize(), "ToDevice", t)
 		}
 		return out
 	}
@@ -210,7 +152,7 @@ func (t *Tensor) ToDevice(d Device) *Tensor {
 }
 
 // cpu returns t, or a copy of it on the CPU.
-func (t *Tensor) cpu() *Tensor {
+func (t *Array) cpu() *Array {
 	if t.st.dev == CPU {
 		return t
 	}
@@ -218,7 +160,7 @@ func (t *Tensor) cpu() *Tensor {
 }
 
 // devicePtr is the address of t's first element on its GPU.
-func (t *Tensor) devicePtr() cuda.DevicePtr {
+func (t *Array) DevicePtr() cuda.DevicePtr {
 	return t.st.gpu.ptr() + cuda.DevicePtr(t.offset*t.dtype.Size())
 }
 
@@ -229,15 +171,15 @@ func Synchronize(d Device) {
 	if d == CPU {
 		return
 	}
-	g := mustGPU("Synchronize", d)
-	check(g.stream.Synchronize(), "Synchronize")
+	g := MustGPU("Synchronize", d)
+	Check(g.stream.Synchronize(), "Synchronize")
 }
 
 // MemoryStats reports the caching allocator's statistics for GPU d: bytes
 // held by tensors and reserved from the device, their peaks, and how often
 // the device itself was asked for memory.
 func MemoryStats(d Device) cuda.AllocatorStats {
-	return mustGPU("MemoryStats", d).alloc.Stats()
+	return MustGPU("MemoryStats", d).alloc.Stats()
 }
 
 // EmptyCache returns the cached, unused GPU memory of device d to the
@@ -247,7 +189,7 @@ func EmptyCache(d Device) {
 	if d == CPU {
 		return
 	}
-	check(mustGPU("EmptyCache", d).alloc.EmptyCache(), "EmptyCache")
+	Check(MustGPU("EmptyCache", d).alloc.EmptyCache(), "EmptyCache")
 }
 
 // AllowTF32 lets float32 matrix products on GPUs use TensorFloat-32
@@ -267,19 +209,17 @@ func AllowTF32(on bool) {
 
 var allowTF32 atomic.Bool
 
-// UseDevice makes the device name names ("cpu", "cuda", "cuda:N"; "" for
-// GOCOMPILE_DEVICE's choice, else the CPU) the default for new tensors,
-// after checking that it can be used: a GPU needs its driver and NVRTC.
-// The error says why not. Programs with a -device flag call it first.
-func UseDevice(name string) error {
-	return Try(func() {
-		d := DefaultDevice()
-		if name != "" {
-			var err error
-			if d, err = ParseDevice(name); err != nil {
-				panic(&Error{Op: "UseDevice", Reason: fmt.Sprintf("unknown device %q", name), Fix: "use cpu, cuda or cuda:N"})
-			}
-		}
-		SetDefaultDevice(d)
-	})
+// Stream is the device's stream: every kernel on the device runs on it, in
+// order.
+func (g *GPU) Stream() *cuda.Stream { return g.stream }
+
+// Dev is the driver's device.
+func (g *GPU) Dev() *cuda.Device { return g.dev }
+
+// GPU is the runtime of the GPU holding t's storage, or nil on the CPU.
+func (t *Array) GPU() *GPU {
+	if t.st.gpu == nil {
+		return nil
+	}
+	return t.st.gpu.g
 }

@@ -1,4 +1,4 @@
-package tensor
+package array
 
 import (
 	"sync"
@@ -6,77 +6,78 @@ import (
 	"gocompile/ir"
 )
 
-// apply runs op eagerly. It is the one entry point every method goes
-// through: the registry says what kind of op it is, and the kernel for that
-// kind derives the op's behaviour from the registry entry.
-func apply(op *ir.Op, a ir.Attrs, args ...ir.Value) *Tensor {
-	if tr := tracerOf(args); tr != nil {
-		return tr.record(op, a, args) // tracing a compiled function
-	}
-	checkDevices(op, args)
+// Apply runs op on args (arrays and ir.Scalar values) with attributes a,
+// and returns the new array. It is the one entry point every eager op
+// goes through: the registry says what kind of op it is, and the kernel
+// for that kind derives the op's behaviour from the registry entry.
+// Misuse panics with an *ir.Error.
+func Apply(op *ir.Op, a ir.Attrs, args ...ir.Value) *Array { return apply(op, a, args...) }
+
+func apply(op *ir.Op, a ir.Attrs, args ...ir.Value) *Array {
+	CheckDevices(op, args)
 	switch op.Kind {
 	case ir.Pointwise:
 		return pointwise(op, a, args)
 	case ir.Reduction:
-		return reduce(op, a, args[0].(*Tensor))
+		return reduce(op, a, args[0].(*Array))
 	case ir.View:
-		t := args[0].(*Tensor)
+		t := args[0].(*Array)
 		l, err := op.View(t.layout(), &a)
-		check(err, op.Title, t)
+		Check(err, op.Title, t)
 		return t.withLayout(l)
 	case ir.Extern:
 		return externKernels[op.Name](op, a, args)
 	case ir.Composite:
 		v, err := op.Decompose(eager{}, a, args...)
-		check(err, op.Title, tensorsOf(args)...)
-		return v.(*Tensor)
+		Check(err, op.Title, tensorsOf(args)...)
+		return v.(*Array)
 	}
 	panic("tensor: op " + op.Name + " has an unknown kind")
 }
 
-// eager is the ir.Builder that computes ops at once; decompositions of
-// composite ops run through it.
+// eager is the ir.Builder that computes ops at once on arrays;
+// decompositions of composite ops run through it.
 type eager struct{}
 
 func (eager) Apply(op *ir.Op, a ir.Attrs, args ...ir.Value) ir.Value { return apply(op, a, args...) }
-func (eager) Shape(v ir.Value) []int                                 { return v.(*Tensor).shape }
-func (eager) DType(v ir.Value) ir.DType                              { return v.(*Tensor).dtype }
+func (eager) Shape(v ir.Value) []int                                 { return v.(*Array).shape }
+func (eager) DType(v ir.Value) ir.DType                              { return v.(*Array).dtype }
 
-// val passes an optional tensor to a decomposition: a nil *Tensor becomes a
+// val passes an optional tensor to a decomposition: a nil *Array becomes a
 // nil Value.
-func val(t *Tensor) ir.Value {
+func val(t *Array) ir.Value {
 	if t == nil {
 		return nil
 	}
 	return t
 }
 
-func tensorsOf(args []ir.Value) []*Tensor {
-	var ts []*Tensor
+func tensorsOf(args []ir.Value) []*Array {
+	var ts []*Array
 	for _, a := range args {
-		if t, ok := a.(*Tensor); ok {
+		if t, ok := a.(*Array); ok {
 			ts = append(ts, t)
 		}
 	}
 	return ts
 }
 
-func checkDevices(op *ir.Op, args []ir.Value) {
-	var first *Tensor
+func CheckDevices(op *ir.Op, args []ir.Value) {
+	var first *Array
 	for i, a := range args {
-		t, ok := a.(*Tensor)
+		t, ok := a.(*Array)
 		if !ok {
 			continue
 		}
 		if t == nil {
-			throw(op.Title, nil, "pass a tensor", "operand %d is a nil *Tensor", i)
+			Throw(op.Title, nil, "pass a tensor", "operand %d is a nil *Array", i)
 		}
 		if first == nil {
 			first = t
 			continue
 		}
 		if t.st.dev != first.st.dev {
-			throw(op.Title, tensorsOf(args), "move them to one device with To(device)",
+			Throw(op.Title, tensorsOf(args), "move them to one device with To(device)",
 				"operands are on different devices: operand 0 is on %v, operand %d on %v", first.st.dev, i, t.st.dev)
 		}
 	}
@@ -104,7 +105,7 @@ func compiledBlock(op *ir.Op, args []ir.Kind, compute ir.Kind) *ir.Block {
 	return b
 }
 
-func pointwise(op *ir.Op, a ir.Attrs, args []ir.Value) *Tensor {
+func pointwise(op *ir.Op, a ir.Attrs, args []ir.Value) *Array {
 	if op.Arity >= 0 && len(args) != op.Arity {
 		panic("tensor: " + op.Name + " called with the wrong number of operands")
 	}
@@ -112,7 +113,7 @@ func pointwise(op *ir.Op, a ir.Attrs, args []ir.Value) *Tensor {
 	types := make([]ir.Operand, 0, len(args)+len(a.Scalars))
 	for _, v := range args {
 		switch v := v.(type) {
-		case *Tensor:
+		case *Array:
 			types = append(types, ir.Operand{DType: v.dtype, Rank0: len(v.shape) == 0})
 		case ir.Scalar:
 			types = append(types, ir.Operand{DType: v.DType, Scalar: true})
@@ -124,14 +125,14 @@ func pointwise(op *ir.Op, a ir.Attrs, args []ir.Value) *Tensor {
 		}
 	}
 	compute, out, err := op.Types(types, &a)
-	check(err, op.Title, tensors...)
+	Check(err, op.Title, tensors...)
 
 	shapes := make([][]int, len(tensors))
 	for i, t := range tensors {
 		shapes[i] = t.shape
 	}
 	shape, err := ir.Broadcast(op.Title, shapes...)
-	check(err, op.Title, tensors...)
+	Check(err, op.Title, tensors...)
 
 	kinds := make([]ir.Kind, len(args))
 	for i := range args {
@@ -143,7 +144,7 @@ func pointwise(op *ir.Op, a ir.Attrs, args []ir.Value) *Tensor {
 		}
 	}
 	if dev := tensors[0].st.dev; dev != CPU {
-		return gpuPointwise(op, a, args, kinds, compute.Compute(), newGPUTensor(dev, out, shape))
+		return gpuPointwise(op, a, args, kinds, compute.Compute(), newGPUArray(dev, out, shape))
 	}
 	blk := compiledBlock(op, kinds, compute.Compute())
 	return runBlock(blk, args, a.Scalars, out, shape)
@@ -152,18 +153,18 @@ func pointwise(op *ir.Op, a ir.Attrs, args []ir.Value) *Tensor {
 // runBlock evaluates a block program over the broadcast shape of its
 // tensor operands (args: tensors and scalars, in the program's operand
 // order) into a new CPU tensor of type out.
-func runBlock(blk *ir.Block, args []ir.Value, params []float64, out DType, shape []int) *Tensor {
-	res := newTensor(out, shape)
-	runBlocks([]*ir.Block{blk}, args, params, []*Tensor{res})
+func runBlock(blk *ir.Block, args []ir.Value, params []float64, out DType, shape []int) *Array {
+	res := newArray(out, shape)
+	RunBlocks([]*ir.Block{blk}, args, params, []*Array{res})
 	return res
 }
 
-// runBlocks runs block programs over the same operands (tensors, or
+// RunBlocks runs block programs over the same operands (tensors, or
 // scalars filled in) into res, contiguous CPU tensors of one shape, one
 // per program: one pass over the iteration space, in blocks split across
 // the cores, loading each block of each operand once. Fused regions and
 // horizontal groups run several programs; eager pointwise ops one.
-func runBlocks(blks []*ir.Block, args []ir.Value, params []float64, res []*Tensor) {
+func RunBlocks(blks []*ir.Block, args []ir.Value, params []float64, res []*Array) {
 	shape := res[0].shape
 	n := ir.Numel(shape)
 	if n == 0 {
@@ -173,11 +174,11 @@ func runBlocks(blks []*ir.Block, args []ir.Value, params []float64, res []*Tenso
 	for _, t := range tensorsOf(args) {
 		strides = append(strides, ir.BroadcastStrides(t.shape, t.strides, shape))
 	}
-	cshape, cstrides := coalesce(shape, strides...)
-	operands := make([]*operand, len(args))
+	cshape, cstrides := Coalesce(shape, strides...)
+	operands := make([]*Operand, len(args))
 	ti := 0
 	for i, v := range args {
-		if t, ok := v.(*Tensor); ok {
+		if t, ok := v.(*Array); ok {
 			ti++
 			operands[i] = newOperand(t.st.data, t.dtype, cshape, cstrides[ti], t.offset)
 		}
@@ -193,12 +194,12 @@ func runBlocks(blks []*ir.Block, args []ir.Value, params []float64, res []*Tenso
 			}
 		}
 	}
-	parallelFor(n, minParallel, func(lo, hi int) {
+	ParallelFor(n, MinParallel, func(lo, hi int) {
 		frames := make([]*ir.Frame, len(blks))
 		for j, b := range blks {
-			frames[j] = b.NewFrame(min(blockSize, hi-lo), params) // small ops get small frames
+			frames[j] = b.NewFrame(min(BlockSize, hi-lo), params) // small ops get small frames
 		}
-		local := make([]*operand, len(args))
+		local := make([]*Operand, len(args))
 		bufs := make([]ir.Vec, len(args))
 		for i, v := range args {
 			if user[i] < 0 {
@@ -214,13 +215,13 @@ func runBlocks(blks []*ir.Block, args []ir.Value, params []float64, res []*Tenso
 				}
 				continue
 			}
-			local[i], bufs[i] = operands[i].clone(), frames[user[i]].ArgBuf(i)
+			local[i], bufs[i] = operands[i].Clone(), frames[user[i]].ArgBuf(i)
 		}
-		for s := lo; s < hi; s += blockSize {
-			m := min(blockSize, hi-s)
+		for s := lo; s < hi; s += BlockSize {
+			m := min(BlockSize, hi-s)
 			for i, o := range local {
 				if o != nil {
-					v := o.load(s, m, frames[user[i]].ArgKind(i), bufs[i])
+					v := o.Load(s, m, frames[user[i]].ArgKind(i), bufs[i])
 					for _, f := range frames {
 						f.SetArg(i, v)
 					}
@@ -239,11 +240,11 @@ func runBlocks(blks []*ir.Block, args []ir.Value, params []float64, res []*Tenso
 	})
 }
 
-// newOn allocates a contiguous tensor on device d (zeros on the CPU,
+// NewOn allocates a contiguous tensor on device d (zeros on the CPU,
 // uninitialised on a GPU).
-func newOn(d Device, dt DType, shape []int) *Tensor {
+func NewOn(d Device, dt DType, shape []int) *Array {
 	if d == CPU {
-		return newTensor(dt, shape)
+		return newArray(dt, shape)
 	}
-	return newGPUTensor(d, dt, shape)
+	return newGPUArray(d, dt, shape)
 }

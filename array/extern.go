@@ -1,4 +1,4 @@
-package tensor
+package array
 
 import (
 	"gonum.org/v1/gonum/blas"
@@ -8,10 +8,10 @@ import (
 )
 
 // externKernels are the CPU kernels of the registry's extern ops.
-var externKernels map[string]func(op *ir.Op, a ir.Attrs, args []ir.Value) *Tensor
+var externKernels map[string]func(op *ir.Op, a ir.Attrs, args []ir.Value) *Array
 
 func init() {
-	externKernels = map[string]func(*ir.Op, ir.Attrs, []ir.Value) *Tensor{
+	externKernels = map[string]func(*ir.Op, ir.Attrs, []ir.Value) *Array{
 		"matmul":       matmulKernel,
 		"cat":          catKernel,
 		"stack":        stackKernel,
@@ -23,7 +23,7 @@ func init() {
 }
 
 // externTypes checks an extern op's shape and type rules.
-func externTypes(op *ir.Op, a *ir.Attrs, ts []*Tensor) (shape []int, compute, out DType) {
+func externTypes(op *ir.Op, a *ir.Attrs, ts []*Array) (shape []int, compute, out DType) {
 	shapes := make([][]int, len(ts))
 	types := make([]ir.Operand, len(ts))
 	for i, t := range ts {
@@ -31,15 +31,15 @@ func externTypes(op *ir.Op, a *ir.Attrs, ts []*Tensor) (shape []int, compute, ou
 		types[i] = ir.Operand{DType: t.dtype, Rank0: len(t.shape) == 0}
 	}
 	shape, err := op.Shape(shapes, a)
-	check(err, op.Title, ts...)
+	Check(err, op.Title, ts...)
 	compute, out, err = op.Types(types, a)
-	check(err, op.Title, ts...)
+	Check(err, op.Title, ts...)
 	return shape, compute, out
 }
 
 // copyInto writes src, broadcast to dst's shape and converted to dst's type,
 // into dst, which may be any view.
-func copyInto(dst, src *Tensor) {
+func copyInto(dst, src *Array) {
 	n := dst.Numel()
 	if n == 0 {
 		return
@@ -50,27 +50,27 @@ func copyInto(dst, src *Tensor) {
 	}
 	src = src.cpu()
 	sst := ir.BroadcastStrides(src.shape, src.strides, dst.shape)
-	cshape, cst := coalesce(dst.shape, dst.strides, sst)
+	cshape, cst := Coalesce(dst.shape, dst.strides, sst)
 	k := dst.dtype.Compute()
 	if dst.dtype == Bool {
 		k = src.dtype.Compute() // test for non-zero in the source's kind
 	}
 	so := newOperand(src.st.data, src.dtype, cshape, cst[1], src.offset)
 	do := newOperand(dst.st.data, dst.dtype, cshape, cst[0], dst.offset)
-	parallelFor(n, minParallel, func(lo, hi int) {
-		s := so.clone()
-		buf := ir.NewVec(k, blockSize)
+	ParallelFor(n, MinParallel, func(lo, hi int) {
+		s := so.Clone()
+		buf := ir.NewVec(k, BlockSize)
 		var raw any
 		var idx []int
-		for b := lo; b < hi; b += blockSize {
-			m := min(blockSize, hi-b)
-			v := s.load(b, m, k, buf)
+		for b := lo; b < hi; b += BlockSize {
+			m := min(BlockSize, hi-b)
+			v := s.Load(b, m, k, buf)
 			if do.dense {
 				store(dst.st.data, dst.dtype, do.offset+b, v, k, m)
 				continue
 			}
 			if raw == nil {
-				raw = allocData(dst.dtype, blockSize)
+				raw = allocData(dst.dtype, BlockSize)
 			}
 			store(raw, dst.dtype, 0, v, k, m)
 			scatterAny(dst.st.data, raw, do.shape, do.strides, do.offset, b, m, &idx)
@@ -95,29 +95,29 @@ func scatterAny(dst, src any, shape, strides []int, offset, start, n int, idx *[
 	}
 }
 
-func contiguousKernel(_ *ir.Op, _ ir.Attrs, args []ir.Value) *Tensor {
-	t := args[0].(*Tensor)
+func contiguousKernel(_ *ir.Op, _ ir.Attrs, args []ir.Value) *Array {
+	t := args[0].(*Array)
 	if t.IsContiguous() {
 		return t
 	}
-	out := newOn(t.st.dev, t.dtype, t.shape)
+	out := NewOn(t.st.dev, t.dtype, t.shape)
 	copyInto(out, t)
 	return out
 }
 
 // asType returns t converted to dt, contiguous (t itself if it already is).
-func asType(t *Tensor, dt DType) *Tensor {
+func asType(t *Array, dt DType) *Array {
 	if t.dtype == dt && t.IsContiguous() {
 		return t
 	}
-	out := newOn(t.st.dev, dt, t.shape)
+	out := NewOn(t.st.dev, dt, t.shape)
 	copyInto(out, t)
 	return out
 }
 
-func matmulKernel(op *ir.Op, a ir.Attrs, args []ir.Value) *Tensor {
-	x, y := args[0].(*Tensor), args[1].(*Tensor)
-	shape, compute, out := externTypes(op, &a, []*Tensor{x, y})
+func matmulKernel(op *ir.Op, a ir.Attrs, args []ir.Value) *Array {
+	x, y := args[0].(*Array), args[1].(*Array)
+	shape, compute, out := externTypes(op, &a, []*Array{x, y})
 	batch, m, k, n := ir.MatMulBatch(x.shape, y.shape)
 	work := compute
 	if compute == Float16 || compute == BFloat16 {
@@ -152,10 +152,10 @@ func matmulKernel(op *ir.Op, a ir.Attrs, args []ir.Value) *Tensor {
 	}
 	xm := blasOperand(xs.Expand(append(append([]int(nil), batch...), m, k)...), work)
 	ym := blasOperand(ys.Expand(append(append([]int(nil), batch...), k, n)...), work)
-	res := newTensor(work, append(append([]int(nil), batch...), m, n))
+	res := newArray(work, append(append([]int(nil), batch...), m, n))
 	nb := ir.Numel(batch)
 	if m*n > 0 && k > 0 { // k == 0 leaves the zeros of res: an empty sum
-		parallelRows(nb, max(1, (1<<18)/max(m*n*k, 1)), func(lo, hi int) {
+		ParallelRows(nb, max(1, (1<<18)/max(m*n*k, 1)), func(lo, hi int) {
 			xi, yi := make([]int, len(batch)), make([]int, len(batch))
 			for b := lo; b < hi; b++ {
 				gemm(work, xm.at(b, batch, xi), ym.at(b, batch, yi), matrix{t: res, ld: max(n, 1), off: b * m * n}, m, k, n)
@@ -173,7 +173,7 @@ func matmulKernel(op *ir.Op, a ir.Attrs, args []ir.Value) *Tensor {
 // leading dimension ld, or column-major (trans) with leading dimension ld;
 // batch dims may have any strides, including 0 for broadcast ones.
 type matrix struct {
-	t     *Tensor
+	t     *Array
 	trans bool
 	ld    int
 	off   int // storage offset of the matrix at hand
@@ -181,7 +181,7 @@ type matrix struct {
 
 // blasOperand returns t, of type work, as a BLAS-readable matrix batch,
 // copying only when its last two dims have no unit stride.
-func blasOperand(t *Tensor, work DType) matrix {
+func blasOperand(t *Array, work DType) matrix {
 	if t.dtype != work {
 		t = asType(t, work)
 	}
@@ -204,14 +204,14 @@ func blasOperand(t *Tensor, work DType) matrix {
 			return matrix{t: t, trans: true, ld: cs}
 		}
 	}
-	return matrix{t: t.Contiguous(), ld: max(cols, 1)}
+	return matrix{t: Contiguous(t), ld: max(cols, 1)}
 }
 
 // at returns the matrix of batch element b.
 func (mt matrix) at(b int, batch, idx []int) matrix {
 	mt.off = mt.t.offset
 	if len(batch) > 0 {
-		mt.off += unravel(b, batch, mt.t.strides[:len(batch)], idx)
+		mt.off += Unravel(b, batch, mt.t.strides[:len(batch)], idx)
 	}
 	return mt
 }
@@ -255,42 +255,42 @@ func gemm(dt DType, a, b, c matrix, m, k, n int) {
 	}
 }
 
-func catKernel(op *ir.Op, a ir.Attrs, args []ir.Value) *Tensor {
+func catKernel(op *ir.Op, a ir.Attrs, args []ir.Value) *Array {
 	ts := tensorsOf(args)
 	shape, _, out := externTypes(op, &a, ts)
 	d := ts[0].normDim("Cat", a.Dim)
-	res := newOn(ts[0].st.dev, out, shape)
+	res := NewOn(ts[0].st.dev, out, shape)
 	at := 0
 	for _, t := range ts {
-		copyInto(res.Narrow(d, at, t.shape[d]), t)
+		copyInto(res.Slice(d, at, at+t.shape[d], 1), t)
 		at += t.shape[d]
 	}
 	return res
 }
 
-func stackKernel(op *ir.Op, a ir.Attrs, args []ir.Value) *Tensor {
+func stackKernel(op *ir.Op, a ir.Attrs, args []ir.Value) *Array {
 	ts := tensorsOf(args)
 	shape, _, out := externTypes(op, &a, ts)
 	d := a.Dim
 	if d < 0 {
 		d += len(shape)
 	}
-	res := newOn(ts[0].st.dev, out, shape)
+	res := NewOn(ts[0].st.dev, out, shape)
 	for i, t := range ts {
-		copyInto(res.Select(d, i), t)
+		copyInto(res.selectAt(d, i), t)
 	}
 	return res
 }
 
 // indexAt reads index i of an int32 or int64 tensor's contiguous data.
-func indexValues(idx *Tensor) []int64 {
+func indexValues(idx *Array) []int64 {
 	c := asType(idx, Int64)
 	return c.st.data.([]int64)[c.offset : c.offset+c.Numel()]
 }
 
-func checkIndex(op string, ts []*Tensor, v int64, size int) int {
+func checkIndex(op string, ts []*Array, v int64, size int) int {
 	if v < -int64(size) || v >= int64(size) {
-		throw(op, ts, "indices must lie in [-size, size)", "index %d is out of range for a dim of size %d", v, size)
+		Throw(op, ts, "indices must lie in [-size, size)", "index %d is out of range for a dim of size %d", v, size)
 	}
 	if v < 0 {
 		v += int64(size)
@@ -298,50 +298,50 @@ func checkIndex(op string, ts []*Tensor, v int64, size int) int {
 	return int(v)
 }
 
-func indexSelectKernel(op *ir.Op, a ir.Attrs, args []ir.Value) *Tensor {
-	x, idx := args[0].(*Tensor), args[1].(*Tensor)
-	shape, _, out := externTypes(op, &a, []*Tensor{x, idx})
+func indexSelectKernel(op *ir.Op, a ir.Attrs, args []ir.Value) *Array {
+	x, idx := args[0].(*Array), args[1].(*Array)
+	shape, _, out := externTypes(op, &a, []*Array{x, idx})
 	if dev := x.st.dev; dev != CPU {
 		if len(x.shape) == 0 { // a scalar source: a rare case, done on the host
 			return apply(op, a, x.cpu(), idx.cpu()).ToDevice(dev)
 		}
-		res := newGPUTensor(dev, out, shape)
+		res := newGPUArray(dev, out, shape)
 		gpuIndex(op.Title, x, idx, x.normDim(op.Title, a.Dim), false, res)
 		return res
 	}
-	res := newTensor(out, shape)
+	res := newArray(out, shape)
 	if len(x.shape) == 0 {
 		for _, v := range indexValues(idx) {
-			checkIndex(op.Title, []*Tensor{x, idx}, v, 1)
+			checkIndex(op.Title, []*Array{x, idx}, v, 1)
 		}
 		copyInto(res, x)
 		return res
 	}
 	d := x.normDim(op.Title, a.Dim)
 	for i, v := range indexValues(idx) {
-		j := checkIndex(op.Title, []*Tensor{x, idx}, v, x.shape[d])
-		copyInto(res.Select(d, i), x.Select(d, j))
+		j := checkIndex(op.Title, []*Array{x, idx}, v, x.shape[d])
+		copyInto(res.selectAt(d, i), x.selectAt(d, j))
 	}
 	return res
 }
 
-func embeddingKernel(op *ir.Op, a ir.Attrs, args []ir.Value) *Tensor {
-	idx, w := args[0].(*Tensor), args[1].(*Tensor)
-	shape, _, _ := externTypes(op, &a, []*Tensor{idx, w})
+func embeddingKernel(op *ir.Op, a ir.Attrs, args []ir.Value) *Array {
+	idx, w := args[0].(*Array), args[1].(*Array)
+	shape, _, _ := externTypes(op, &a, []*Array{idx, w})
 	rows := apply(ir.OpIndexSelect, ir.Attrs{Dim: 0}, w, idx.Reshape(-1))
 	return rows.Reshape(shape...)
 }
 
-func gatherKernel(op *ir.Op, a ir.Attrs, args []ir.Value) *Tensor {
-	x, idx := args[0].(*Tensor), args[1].(*Tensor)
-	shape, _, out := externTypes(op, &a, []*Tensor{x, idx})
+func gatherKernel(op *ir.Op, a ir.Attrs, args []ir.Value) *Array {
+	x, idx := args[0].(*Array), args[1].(*Array)
+	shape, _, out := externTypes(op, &a, []*Array{x, idx})
 	d := x.normDim(op.Title, a.Dim)
 	if dev := x.st.dev; dev != CPU {
-		res := newGPUTensor(dev, out, shape)
+		res := newGPUArray(dev, out, shape)
 		gpuIndex(op.Title, x, idx, d, true, res)
 		return res
 	}
-	res := newTensor(out, shape)
+	res := newArray(out, shape)
 	n := res.Numel()
 	if n == 0 {
 		return res
@@ -349,7 +349,7 @@ func gatherKernel(op *ir.Op, a ir.Attrs, args []ir.Value) *Tensor {
 	iv := indexValues(idx)
 	src := make([]int, n) // storage offset in x of each output element
 	pos := make([]int, len(shape))
-	ts := []*Tensor{x, idx}
+	ts := []*Array{x, idx}
 	for e := range n {
 		off := x.offset
 		for dd := range shape {

@@ -1,4 +1,4 @@
-package tensor
+package array
 
 import (
 	"fmt"
@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"unsafe"
+
+	"gocompile/internal/logs"
 
 	"gocompile/cuda"
 	"gocompile/inductor"
@@ -21,15 +23,15 @@ import (
 
 // kernel returns the compiled function name from the source gen makes,
 // compiling it on first use (concurrent first uses compile once). A kernel
-// that fails to generate or compile panics with a *kernelError.
-func (g *gpu) kernel(name string, gen func() (string, error)) *cuda.Function {
-	return g.kernelIn(nil, name, gen)
+// that fails to generate or compile panics with a *KernelError.
+func (g *GPU) Kernel(name string, gen func() (string, error)) *cuda.Function {
+	return g.KernelIn(nil, name, gen)
 }
 
 // kernelIn is kernel with the compiled module kept in cache c (nil: the
 // process-wide artifact cache). Loaded kernels are shared by name across
 // the process whichever cache they came from.
-func (g *gpu) kernelIn(c *kcache.Cache, name string, gen func() (string, error)) *cuda.Function {
+func (g *GPU) KernelIn(c *kcache.Cache, name string, gen func() (string, error)) *cuda.Function {
 	v, ok := g.kernels.Load(name)
 	if !ok {
 		v, _ = g.kernels.LoadOrStore(name, &kernelEntry{})
@@ -42,7 +44,7 @@ func (g *gpu) kernelIn(c *kcache.Cache, name string, gen func() (string, error))
 			}
 		}
 		if c == nil {
-			c = artifactCache()
+			c = ArtifactCache()
 		}
 		res, err := compileCached(c, g.dev, name, gen)
 		if err != nil {
@@ -59,7 +61,7 @@ func (g *gpu) kernelIn(c *kcache.Cache, name string, gen func() (string, error))
 		}
 	})
 	if e.err != nil {
-		panic(&kernelError{name: name, err: e.err})
+		panic(&KernelError{Name: name, Err: e.err})
 	}
 	return e.fn
 }
@@ -68,21 +70,26 @@ func (g *gpu) kernelIn(c *kcache.Cache, name string, gen func() (string, error))
 // for fail to build.
 var kernelFault func(name string) error
 
-// kernelError is a generated kernel that could not be built: a code
+// KernelError is a generated kernel that could not be built: a code
 // generator or toolchain failure, not misuse. Compiled programs catch it
 // and run their graph eagerly instead.
-type kernelError struct {
-	name string
-	err  error
+type KernelError struct {
+	Name string // the kernel
+	Err  error  // why it could not be built
 }
 
-func (e *kernelError) Error() string { return fmt.Sprintf("tensor: GPU kernel %s: %v", e.name, e.err) }
+func (e *KernelError) Error() string {
+	return fmt.Sprintf("gocompile: GPU kernel %s: %v", e.Name, e.Err)
+}
+
+// Unwrap is the reason the kernel could not be built.
+func (e *KernelError) Unwrap() error { return e.Err }
 
 // writeKernelSource shows a generated kernel's CUDA C: logged under
 // GOCOMPILE_LOGS=output_code, and written to GOCOMPILE_DEBUG_DIR as
 // <name>.cu.
 func writeKernelSource(name, src string) {
-	if logOn("output_code") {
+	if logs.On("output_code") {
 		slog.Info("gocompile: output code", "kernel", name, "source", "\n"+src)
 	}
 	if dir := os.Getenv("GOCOMPILE_DEBUG_DIR"); dir != "" {
@@ -92,7 +99,7 @@ func writeKernelSource(name, src string) {
 	}
 }
 
-func (g *gpu) launch(op string, fn *cuda.Function, grid, block int, args *cuda.Args) {
+func (g *GPU) Launch(op string, fn *cuda.Function, grid, block int, args *cuda.Args) {
 	err := g.stream.Launch(fn, cuda.Dim3{X: uint32(grid), Y: 1, Z: 1}, cuda.Dim3{X: uint32(block), Y: 1, Z: 1}, 0, args)
 	if err != nil {
 		panic(fmt.Sprintf("tensor: %s: launch: %v", op, err))
@@ -103,12 +110,12 @@ const threadsPerBlock = 256
 
 // gridFor is the number of blocks for work items handled by grid-stride
 // loops: enough to fill the device several times over, no more.
-func (g *gpu) gridFor(items int) int {
+func (g *GPU) GridFor(items int) int {
 	return max(1, min((items+threadsPerBlock-1)/threadsPerBlock, g.dev.SMCount*32))
 }
 
-func (g *gpu) getArgs() *cuda.Args  { return g.args.Get().(*cuda.Args).Reset() }
-func (g *gpu) putArgs(a *cuda.Args) { g.args.Put(a) }
+func (g *GPU) GetArgs() *cuda.Args  { return g.args.Get().(*cuda.Args).Reset() }
+func (g *GPU) PutArgs(a *cuda.Args) { g.args.Put(a) }
 
 // addKind appends v as a kernel parameter of kind k.
 func addKind(a *cuda.Args, k ir.Kind, v float64) {
@@ -125,7 +132,7 @@ func addKind(a *cuda.Args, k ir.Kind, v float64) {
 // gpuPointwise runs op with operand kinds kinds, computing in compute,
 // writing into res (a fresh tensor, or any view of the destination of a
 // copy).
-func gpuPointwise(op *ir.Op, a ir.Attrs, args []ir.Value, kinds []ir.Kind, compute ir.Kind, res *Tensor) *Tensor {
+func gpuPointwise(op *ir.Op, a ir.Attrs, args []ir.Value, kinds []ir.Kind, compute ir.Kind, res *Array) *Array {
 	return gpuKernel(&inductor.PointwiseKernel{Op: op, Compute: compute, Out: res.dtype}, op.Title, a.Scalars, args, kinds, res)
 }
 
@@ -146,14 +153,14 @@ var (
 //
 // A kernel with extra outputs (k.Extra, a horizontal group) writes them to
 // extra, contiguous tensors of res's shape.
-func gpuKernel(k *inductor.PointwiseKernel, title string, scalars []float64, args []ir.Value, kinds []ir.Kind, res *Tensor, extra ...*Tensor) *Tensor {
-	return gpuKernelIn(nil, nil, false, k, title, scalars, args, kinds, res, extra...)
+func gpuKernel(k *inductor.PointwiseKernel, title string, scalars []float64, args []ir.Value, kinds []ir.Kind, res *Array, extra ...*Array) *Array {
+	return GPUKernelIn(nil, nil, false, k, title, scalars, args, kinds, res, extra...)
 }
 
-// gpuKernelIn is gpuKernel with the kernel kept in cache c (see kernelIn),
+// GPUKernelIn is gpuKernel with the kernel kept in cache c (see kernelIn),
 // its launch queued on q when q is not nil, and, with tune, the unroll
 // and block size of a dense kernel chosen by timing (MaxAutotune).
-func gpuKernelIn(c *kcache.Cache, q *launchQueue, tune bool, k *inductor.PointwiseKernel, title string, scalars []float64, args []ir.Value, kinds []ir.Kind, res *Tensor, extra ...*Tensor) *Tensor {
+func GPUKernelIn(c *kcache.Cache, q *LaunchQueue, tune bool, k *inductor.PointwiseKernel, title string, scalars []float64, args []ir.Value, kinds []ir.Kind, res *Array, extra ...*Array) *Array {
 	n := res.Numel()
 	if n == 0 {
 		return res
@@ -165,7 +172,7 @@ func gpuKernelIn(c *kcache.Cache, q *launchQueue, tune bool, k *inductor.Pointwi
 	for _, t := range tensors {
 		strides = append(strides, ir.BroadcastStrides(t.shape, t.strides, shape))
 	}
-	cshape, cstrides := coalesce(shape, strides...)
+	cshape, cstrides := Coalesce(shape, strides...)
 	// The output is written at flat index i when it is contiguous; operands
 	// laid out like it are read there too (vectorised), broadcasts of a
 	// contiguous block by i % inner or i / inner, the others through the
@@ -184,7 +191,7 @@ func gpuKernelIn(c *kcache.Cache, q *launchQueue, tune bool, k *inductor.Pointwi
 		switch v := v.(type) {
 		case ir.Scalar:
 			o.Access = inductor.ScalarArg
-		case *Tensor:
+		case *Array:
 			ti++
 			o.DType = v.dtype
 			st := cstrides[ti]
@@ -215,30 +222,30 @@ func gpuKernelIn(c *kcache.Cache, q *launchQueue, tune bool, k *inductor.Pointwi
 	}
 	if geometry {
 		if len(cshape) > inductor.MaxRank {
-			throw(title, tensors, "make the operands contiguous first",
+			Throw(title, tensors, "make the operands contiguous first",
 				"the layout has %d dims that cannot be merged; GPU kernels index at most %d", len(cshape), inductor.MaxRank)
 		}
 	}
-	args2 := q.args(g)
-	defer q.release(g, args2)
+	args2 := q.Args(g)
+	defer q.Release(g, args2)
 	args2.I64(int64(n))
 	// Vector access needs the output and the dense operands aligned.
-	aligned := res.devicePtr()%cuda.DevicePtr(inductor.VectorWidth*res.dtype.Size()) == 0
+	aligned := res.DevicePtr()%cuda.DevicePtr(inductor.VectorWidth*res.dtype.Size()) == 0
 	for _, t := range extra {
-		aligned = aligned && t.devicePtr()%cuda.DevicePtr(inductor.VectorWidth*t.dtype.Size()) == 0
+		aligned = aligned && t.DevicePtr()%cuda.DevicePtr(inductor.VectorWidth*t.dtype.Size()) == 0
 	}
 	for i, v := range args {
-		if t, ok := v.(*Tensor); ok {
-			p := t.devicePtr()
+		if t, ok := v.(*Array); ok {
+			p := t.DevicePtr()
 			args2.Ptr(p)
 			if k.Operands[i].Access == inductor.Dense {
 				aligned = aligned && p%cuda.DevicePtr(inductor.VectorWidth*t.dtype.Size()) == 0
 			}
 		}
 	}
-	args2.Ptr(res.devicePtr())
+	args2.Ptr(res.DevicePtr())
 	for _, t := range extra {
-		args2.Ptr(t.devicePtr())
+		args2.Ptr(t.DevicePtr())
 	}
 	for i, v := range args {
 		if s, ok := v.(ir.Scalar); ok {
@@ -276,7 +283,7 @@ func gpuKernelIn(c *kcache.Cache, q *launchQueue, tune bool, k *inductor.Pointwi
 		}
 		args2.Bytes(geo.Bytes(), 8)
 	}
-	grid, block := g.gridFor(n), threadsPerBlock
+	grid, block := g.GridFor(n), threadsPerBlock
 	if !k.Strided {
 		block = pointwiseBlock
 		if tune && !g.stream.CapturingHere() {
@@ -287,8 +294,8 @@ func gpuKernelIn(c *kcache.Cache, q *launchQueue, tune bool, k *inductor.Pointwi
 			grid = min(grid, pointwiseBlocksPerSM*g.dev.SMCount)
 		}
 	}
-	uses := append(append([]*Tensor{res}, extra...), tensors...)
-	kernelOrQueue(q, g, c, k.Name(), k.Source, func(fn *cuda.Function) { g.launch(title, fn, grid, block, args2) }, uses...)
+	uses := append(append([]*Array{res}, extra...), tensors...)
+	KernelOrQueue(q, g, c, k.Name(), k.Source, func(fn *cuda.Function) { g.Launch(title, fn, grid, block, args2) }, uses...)
 	return res
 }
 
@@ -296,12 +303,12 @@ func gpuKernelIn(c *kcache.Cache, q *launchQueue, tune bool, k *inductor.Pointwi
 // the dense kernel k over n elements (aligned or not), searching the
 // first time: every unroll of 1, 2, 4 and 8 with blocks of 128, 256 and
 // 512 threads, timed with the arguments a.
-func tunePointwise(c *kcache.Cache, q *launchQueue, g *gpu, k *inductor.PointwiseKernel, n int, aligned bool, a *cuda.Args) (unroll, block int) {
+func tunePointwise(c *kcache.Cache, q *LaunchQueue, g *GPU, k *inductor.PointwiseKernel, n int, aligned bool, a *cuda.Args) (unroll, block int) {
 	key := pointwiseTuneKey{g.dev.Ordinal, k.Name(), n, aligned}
 	if v, ok := tunedPointwise.Load(key); ok {
 		return v.([2]int)[0], v.([2]int)[1]
 	}
-	q.drain() // the search launches now
+	q.Drain() // the search launches now
 	type cand struct{ unroll, block int }
 	var cands []cand
 	var names []string
@@ -319,9 +326,9 @@ func tunePointwise(c *kcache.Cache, q *launchQueue, g *gpu, k *inductor.Pointwis
 		kk := *k
 		kk.Unroll = cands[i].unroll
 		grid := min((n+kk.TileElems(cands[i].block)-1)/kk.TileElems(cands[i].block), 1<<31-1)
-		return g.kernelIn(c, kk.Name(), kk.Source), grid
+		return g.KernelIn(c, kk.Name(), kk.Source), grid
 	}
-	best := cands[autotune(c, g, "pointwise", fmt.Sprintf("%s n%d aligned%v", key.name, n, aligned), names, def,
+	best := cands[Autotune(c, g, "pointwise", fmt.Sprintf("%s n%d aligned%v", key.name, n, aligned), names, def,
 		func(i int) { kernel(i) },
 		func(i int) error {
 			fn, grid := kernel(i)
@@ -400,25 +407,25 @@ func allZero(s []int) bool {
 }
 
 // gpuCopyInto writes src, broadcast and converted, into the view dst.
-func gpuCopyInto(dst, src *Tensor) {
+func gpuCopyInto(dst, src *Array) {
 	a := ir.Attrs{DType: dst.dtype}
 	compute, _, err := ir.OpCast.Types([]ir.Operand{{DType: src.dtype}}, &a)
-	check(err, "Copy", dst, src)
+	Check(err, "Copy", dst, src)
 	gpuPointwise(ir.OpCast, a, []ir.Value{src}, []ir.Kind{compute.Compute()}, compute.Compute(), dst)
 }
 
 // gpuReduce reduces x over the dims red (kept dims keep, in order) into
 // res, accumulating in kind k.
-func gpuReduce(r ir.Reducer, x *Tensor, k ir.Kind, keptShape, keptStrides, redShape, redStrides []int, res *Tensor) {
+func gpuReduce(r ir.Reducer, x *Array, k ir.Kind, keptShape, keptStrides, redShape, redStrides []int, res *Array) {
 	nOut, nRed := res.Numel(), ir.Numel(redShape)
 	if nOut == 0 {
 		return
 	}
 	g := res.st.gpu.g
-	oshape, ostr := coalesce(keptShape, keptStrides)
-	rshape, rstr := coalesce(redShape, redStrides)
+	oshape, ostr := Coalesce(keptShape, keptStrides)
+	rshape, rstr := Coalesce(redShape, redStrides)
 	if len(oshape) > inductor.MaxRank || len(rshape) > inductor.MaxRank {
-		throw(r.String(), []*Tensor{x}, "make the input contiguous first", "too many dims for a GPU reduction")
+		Throw(r.String(), []*Array{x}, "make the input contiguous first", "too many dims for a GPU reduction")
 	}
 	var geo inductor.ReduceGeometry
 	geo.OuterRank, geo.InnerRank = len(oshape), len(rshape)
@@ -436,7 +443,7 @@ func gpuReduce(r ir.Reducer, x *Tensor, k ir.Kind, keptShape, keptStrides, redSh
 		}
 		return src, nil
 	}
-	fn := g.kernel(kern.Name(), gen)
+	fn := g.Kernel(kern.Name(), gen)
 
 	// Long rows with few outputs are split across blocks so every SM works:
 	// reduceWaves times as many blocks as the device holds at once (one
@@ -446,7 +453,7 @@ func gpuReduce(r ir.Reducer, x *Tensor, k ir.Kind, keptShape, keptStrides, redSh
 	// chunk.
 	parts := 1
 	if nOut < 2*g.dev.SMCount && nRed > 8*inductor.ReduceBlock {
-		resident := reduceWaves * g.residentBlocks(fn, inductor.ReduceBlock) * g.dev.SMCount
+		resident := reduceWaves * g.ResidentBlocks(fn, inductor.ReduceBlock) * g.dev.SMCount
 		parts = max(1, min((nRed+reduceMinChunk-1)/reduceMinChunk, (resident+nOut-1)/nOut, 65535))
 	}
 	chunk := (nRed + parts - 1) / parts
@@ -457,15 +464,15 @@ func gpuReduce(r ir.Reducer, x *Tensor, k ir.Kind, keptShape, keptStrides, redSh
 	// four times over.
 	warpRows := parts == 1 && (nRed <= reduceWarpRowsMax ||
 		nRed <= reduceWarpRowsLong && nOut >= 4*inductor.WarpRowsPerBlock*g.dev.SMCount)
-	var partial *Tensor
+	var partial *Array
 	if parts > 1 {
-		partial = newGPUTensor(res.st.dev, Int64, []int{nOut * parts * kern.AccBytes() / 8})
+		partial = newGPUArray(res.st.dev, Int64, []int{nOut * parts * kern.AccBytes() / 8})
 	}
-	args := g.getArgs()
-	defer g.putArgs(args)
-	args.I64(int64(nOut)).I64(int64(nRed)).I64(int64(chunk)).Ptr(x.devicePtr()).Ptr(res.devicePtr())
+	args := g.GetArgs()
+	defer g.PutArgs(args)
+	args.I64(int64(nOut)).I64(int64(nRed)).I64(int64(chunk)).Ptr(x.DevicePtr()).Ptr(res.DevicePtr())
 	if partial != nil {
-		args.Ptr(partial.devicePtr())
+		args.Ptr(partial.DevicePtr())
 	} else {
 		args.Ptr(0)
 	}
@@ -482,8 +489,8 @@ func gpuReduce(r ir.Reducer, x *Tensor, k ir.Kind, keptShape, keptStrides, redSh
 		panic(fmt.Sprintf("tensor: %v: launch: %v", r, err))
 	}
 	if parts > 1 {
-		final := g.kernel(kern.Name()+"_final", gen)
-		args.Reset().I64(int64(nOut)).I64(int64(parts)).I64(int64(nRed)).Ptr(partial.devicePtr()).Ptr(res.devicePtr())
+		final := g.Kernel(kern.Name()+"_final", gen)
+		args.Reset().I64(int64(nOut)).I64(int64(parts)).I64(int64(nRed)).Ptr(partial.DevicePtr()).Ptr(res.DevicePtr())
 		err := g.stream.Launch(final, cuda.Dim3{X: uint32(nOut), Y: 1, Z: 1}, cuda.Dim3{X: inductor.ReduceBlock, Y: 1, Z: 1}, 0, args)
 		if err != nil {
 			panic(fmt.Sprintf("tensor: %v: launch: %v", r, err))
@@ -507,7 +514,7 @@ var residency sync.Map // *cuda.Function -> int
 // residentBlocks is how many blocks of fn, of block threads each, one SM
 // runs at once, as its registers and the SM's threads allow (the kernels
 // this serves use little shared memory).
-func (g *gpu) residentBlocks(fn *cuda.Function, block int) int {
+func (g *GPU) ResidentBlocks(fn *cuda.Function, block int) int {
 	if v, ok := residency.Load(fn); ok {
 		return v.(int)
 	}
@@ -531,17 +538,17 @@ func (g *gpu) residentBlocks(fn *cuda.Function, block int) int {
 // gpuIndex gathers x along dim into res: by index shaped like res
 // (Gather) or by a 1-D index (IndexSelect). Out-of-range indices become an
 // *Error (the check waits for the kernel).
-func gpuIndex(op string, x, index *Tensor, dim int, gather bool, res *Tensor) {
+func gpuIndex(op string, x, index *Array, dim int, gather bool, res *Array) {
 	n := res.Numel()
 	if n == 0 {
 		return
 	}
 	g := res.st.gpu.g
 	if len(res.shape) > inductor.MaxRank {
-		throw(op, []*Tensor{x, index}, "use fewer dims", "GPU gathers index at most %d dims", inductor.MaxRank)
+		Throw(op, []*Array{x, index}, "use fewer dims", "GPU gathers index at most %d dims", inductor.MaxRank)
 	}
 	kern := &inductor.IndexKernel{Elem: x.dtype, Index: index.dtype, Gather: gather}
-	fn := g.kernel(kern.Name(), func() (string, error) { return kern.Source(), nil })
+	fn := g.Kernel(kern.Name(), func() (string, error) { return kern.Source(), nil })
 	geo := inductor.Geometry{Rank: len(res.shape), Strides: make([][inductor.MaxRank]int64, 2)}
 	for d, s := range res.shape {
 		geo.Sizes[d] = int64(s)
@@ -553,44 +560,44 @@ func gpuIndex(op string, x, index *Tensor, dim int, gather bool, res *Tensor) {
 	if !gather && len(index.shape) == 1 {
 		geo.Strides[1][0] = int64(index.strides[0])
 	}
-	bad := newGPUTensor(res.st.dev, Int64, []int{2})
-	check(g.stream.Memset8(bad.devicePtr(), 0, 16), op, x)
-	args := g.getArgs()
-	defer g.putArgs(args)
-	args.I64(int64(n)).Ptr(x.devicePtr()).Ptr(index.devicePtr()).Ptr(res.devicePtr()).
-		I64(int64(dim)).I64(int64(x.shape[dim])).Ptr(bad.devicePtr()).Bytes(geo.Bytes(), 8)
-	g.launch(op, fn, g.gridFor(n), threadsPerBlock, args)
+	bad := newGPUArray(res.st.dev, Int64, []int{2})
+	Check(g.stream.Memset8(bad.DevicePtr(), 0, 16), op, x)
+	args := g.GetArgs()
+	defer g.PutArgs(args)
+	args.I64(int64(n)).Ptr(x.DevicePtr()).Ptr(index.DevicePtr()).Ptr(res.DevicePtr()).
+		I64(int64(dim)).I64(int64(x.shape[dim])).Ptr(bad.DevicePtr()).Bytes(geo.Bytes(), 8)
+	g.Launch(op, fn, g.GridFor(n), threadsPerBlock, args)
 	var flag [2]int64
-	check(g.stream.CopyDtoH(unsafe.Pointer(&flag[0]), bad.devicePtr(), 16), op, x)
-	check(g.stream.Synchronize(), op, x)
+	Check(g.stream.CopyDtoH(unsafe.Pointer(&flag[0]), bad.DevicePtr(), 16), op, x)
+	Check(g.stream.Synchronize(), op, x)
 	if flag[0] != 0 {
-		throw(op, []*Tensor{x, index}, "indices must lie in [-size, size)",
+		Throw(op, []*Array{x, index}, "indices must lie in [-size, size)",
 			"index %d is out of range for a dim of size %d", flag[1], x.shape[dim])
 	}
 }
 
 // gpuMatMul multiplies matrix batches on the GPU: cuBLAS for floating
 // types, a generated kernel for integers.
-func gpuMatMul(op *ir.Op, xs, ys *Tensor, batch []int, m, k, n int, work DType, shape []int) *Tensor {
+func gpuMatMul(op *ir.Op, xs, ys *Array, batch []int, m, k, n int, work DType, shape []int) *Array {
 	dev := xs.st.dev
-	g := mustGPU(op.Title, dev)
-	res := newGPUTensor(dev, work, append(append([]int(nil), batch...), m, n))
+	g := MustGPU(op.Title, dev)
+	res := newGPUArray(dev, work, append(append([]int(nil), batch...), m, n))
 	nb := ir.Numel(batch)
 	if m*n*nb == 0 {
 		return res.Reshape(shape...)
 	}
 	if k == 0 {
-		check(g.stream.Memset8(res.devicePtr(), 0, res.Numel()*work.Size()), op.Title, xs, ys)
+		Check(g.stream.Memset8(res.DevicePtr(), 0, res.Numel()*work.Size()), op.Title, xs, ys)
 		return res.Reshape(shape...)
 	}
 	if !work.IsFloat() {
 		a := asType(xs.Expand(append(append([]int(nil), batch...), m, k)...), Int64)
 		c := asType(ys.Expand(append(append([]int(nil), batch...), k, n)...), Int64)
-		fn := g.kernel(inductor.IntMatMulName, func() (string, error) { return inductor.IntMatMulSource, nil })
-		args := g.getArgs()
-		defer g.putArgs(args)
-		args.Ptr(a.devicePtr()).Ptr(c.devicePtr()).Ptr(res.devicePtr()).I64(int64(nb)).I64(int64(m)).I64(int64(k)).I64(int64(n))
-		g.launch(op.Title, fn, g.gridFor(nb*m*n), threadsPerBlock, args)
+		fn := g.Kernel(inductor.IntMatMulName, func() (string, error) { return inductor.IntMatMulSource, nil })
+		args := g.GetArgs()
+		defer g.PutArgs(args)
+		args.Ptr(a.DevicePtr()).Ptr(c.DevicePtr()).Ptr(res.DevicePtr()).I64(int64(nb)).I64(int64(m)).I64(int64(k)).I64(int64(n))
+		g.Launch(op.Title, fn, g.GridFor(nb*m*n), threadsPerBlock, args)
 		return res.Reshape(shape...)
 	}
 	xm := blasOperand(xs.Expand(append(append([]int(nil), batch...), m, k)...), work)
@@ -598,28 +605,28 @@ func gpuMatMul(op *ir.Op, xs, ys *Tensor, batch []int, m, k, n int, work DType, 
 	sx, okx := batchStride(xm.t, len(batch))
 	sy, oky := batchStride(ym.t, len(batch))
 	if !okx {
-		xm = blasOperand(xm.t.Contiguous(), work)
+		xm = blasOperand(Contiguous(xm.t), work)
 		sx, _ = batchStride(xm.t, len(batch))
 	}
 	if !oky {
-		ym = blasOperand(ym.t.Contiguous(), work)
+		ym = blasOperand(Contiguous(ym.t), work)
 		sy, _ = batchStride(ym.t, len(batch))
 	}
 	b, err := g.dev.BLAS()
-	check(err, op.Title, xs, ys)
+	Check(err, op.Title, xs, ys)
 	b.AllowTF32(allowTF32.Load()) // devices started after AllowTF32 follow it too
 	// Row-major C = A·B is column-major Cᵀ = Bᵀ·Aᵀ: swap the operands.
 	err = b.GemmStridedBatched(g.stream, ym.trans, xm.trans, n, m, k,
-		ym.t.devicePtr(), ym.ld, int64(sy), xm.t.devicePtr(), xm.ld, int64(sx),
-		res.devicePtr(), n, int64(m*n), nb, blasType(work))
-	check(err, op.Title, xs, ys)
+		ym.t.DevicePtr(), ym.ld, int64(sy), xm.t.DevicePtr(), xm.ld, int64(sx),
+		res.DevicePtr(), n, int64(m*n), nb, blasType(work))
+	Check(err, op.Title, xs, ys)
 	return res.Reshape(shape...)
 }
 
 // batchStride returns the one stride that steps through t's flattened
 // batch dims, if there is one.
-func batchStride(t *Tensor, nbatch int) (int, bool) {
-	shape, strides := coalesce(t.shape[:nbatch], t.strides[:nbatch])
+func batchStride(t *Array, nbatch int) (int, bool) {
+	shape, strides := Coalesce(t.shape[:nbatch], t.strides[:nbatch])
 	switch len(shape) {
 	case 0:
 		return 0, true
@@ -705,3 +712,11 @@ func compileCached(c *kcache.Cache, dev *cuda.Device, name string, gen func() (s
 // compiling counts NVRTC compiles under way, and maxCompiling is the most
 // there were at once.
 var kernelSources, compiling, maxCompiling atomic.Int64
+
+// artifactCache is where compiled artifacts are kept: generated kernels
+// (compileCached), and the fusion layouts and autotuning choices of
+// compiled programs. Tests point it elsewhere.
+var artifactCache = kcache.Default
+
+// ArtifactCache is the process's artifact cache (GOCOMPILE_CACHE_DIR).
+func ArtifactCache() *kcache.Cache { return artifactCache() }

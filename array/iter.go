@@ -1,4 +1,4 @@
-package tensor
+package array
 
 import (
 	"runtime"
@@ -8,21 +8,21 @@ import (
 	"gocompile/ir"
 )
 
-// blockSize is the number of elements a kernel processes per step: small
+// BlockSize is the number of elements a kernel processes per step: small
 // enough that a block program's registers stay in L1/L2.
-const blockSize = 1024
+const BlockSize = 1024
 
-// minParallel is the smallest number of elements worth a goroutine.
-const minParallel = 1 << 15
+// MinParallel is the smallest number of elements worth a goroutine.
+const MinParallel = 1 << 15
 
-// parallelFor splits [0, n) elements into ranges of at least grain
-// elements, aligned to blockSize so that only the last block of the whole
+// ParallelFor splits [0, n) elements into ranges of at least grain
+// elements, aligned to BlockSize so that only the last block of the whole
 // range is partial, and runs fn on them on up to GOMAXPROCS goroutines.
-func parallelFor(n, grain int, fn func(lo, hi int)) { split(n, grain, blockSize, fn) }
+func ParallelFor(n, grain int, fn func(lo, hi int)) { split(n, grain, BlockSize, fn) }
 
-// parallelRows splits [0, n) rows (each a unit of work) into ranges of at
+// ParallelRows splits [0, n) rows (each a unit of work) into ranges of at
 // least grain rows and runs fn on them on up to GOMAXPROCS goroutines.
-func parallelRows(n, grain int, fn func(lo, hi int)) { split(n, grain, 1, fn) }
+func ParallelRows(n, grain int, fn func(lo, hi int)) { split(n, grain, 1, fn) }
 
 // chunksPerWorker is how many ranges split cuts the work into per
 // goroutine: workers take the next range as they finish one, so that one
@@ -62,11 +62,11 @@ func split(n, grain, align int, fn func(lo, hi int)) {
 	wg.Wait()
 }
 
-// coalesce merges adjacent dims that every operand steps through as one
+// Coalesce merges adjacent dims that every operand steps through as one
 // (stride[i] == stride[i+1]*shape[i+1]) and drops size-1 dims, so that
 // contiguous operands become one long run. strides holds one stride list
 // per operand, aligned with shape; the results are new slices.
-func coalesce(shape []int, strides ...[]int) ([]int, [][]int) {
+func Coalesce(shape []int, strides ...[]int) ([]int, [][]int) {
 	outShape := make([]int, 0, len(shape))
 	outStrides := make([][]int, len(strides))
 	for i := range strides {
@@ -96,8 +96,10 @@ func coalesce(shape []int, strides ...[]int) ([]int, [][]int) {
 	return outShape, outStrides
 }
 
-// operand is a strided view of a storage read by a kernel.
-type operand struct {
+// Operand is a strided view of a CPU array's storage that a kernel reads
+// in blocks, converted to a compute kind. Each goroutine uses its own
+// Clone.
+type Operand struct {
 	data    any
 	dtype   DType
 	shape   []int // the iteration shape (coalesced)
@@ -109,8 +111,14 @@ type operand struct {
 	conv    ir.Vec
 }
 
-func newOperand(data any, dt DType, shape, strides []int, offset int) *operand {
-	o := &operand{data: data, dtype: dt, shape: shape, strides: strides, offset: offset}
+// Operand reads t's storage with the given iteration shape and strides
+// from storage offset offset (t's own layout is not used).
+func (t *Array) Operand(shape, strides []int, offset int) *Operand {
+	return newOperand(t.st.data, t.dtype, shape, strides, offset)
+}
+
+func newOperand(data any, dt DType, shape, strides []int, offset int) *Operand {
+	o := &Operand{data: data, dtype: dt, shape: shape, strides: strides, offset: offset}
 	o.dense = len(shape) == 0 || (len(shape) == 1 && strides[0] == 1)
 	if len(shape) == 0 {
 		o.shape, o.strides = []int{1}, []int{0}
@@ -118,17 +126,21 @@ func newOperand(data any, dt DType, shape, strides []int, offset int) *operand {
 	return o
 }
 
-// clone gives a copy with its own buffers, for another goroutine.
-func (o *operand) clone() *operand {
+// SetOffset moves the operand to start at storage offset off (a kernel
+// walking rows moves one operand from row to row).
+func (o *Operand) SetOffset(off int) { o.offset = off }
+
+// Clone gives a copy with its own buffers, for another goroutine.
+func (o *Operand) Clone() *Operand {
 	c := *o
 	c.idx, c.raw, c.conv = nil, nil, ir.Vec{}
 	return &c
 }
 
-// load returns elements [start, start+n) of the operand (in iteration
+// Load returns elements [start, start+n) of the operand (in iteration
 // order) converted to kind k. It aliases storage when the operand is dense
 // and already of kind k; otherwise it fills buf.
-func (o *operand) load(start, n int, k ir.Kind, buf ir.Vec) ir.Vec {
+func (o *Operand) Load(start, n int, k ir.Kind, buf ir.Vec) ir.Vec {
 	if o.dense {
 		lo := o.offset + start
 		if v, ok := aliasVec(o.data, o.dtype, k, lo, lo+n); ok {
@@ -142,16 +154,16 @@ func (o *operand) load(start, n int, k ir.Kind, buf ir.Vec) ir.Vec {
 		return buf
 	}
 	if o.raw == nil {
-		o.raw = allocData(o.dtype, min(blockSize, ir.Numel(o.shape)))
+		o.raw = allocData(o.dtype, min(BlockSize, ir.Numel(o.shape)))
 	}
 	gatherAny(o.raw, o.data, o.shape, o.strides, o.offset, start, n, &o.idx)
 	convert(buf, k, o.raw, o.dtype, 0, n)
 	return buf
 }
 
-// unravel writes the multi-index of flat (row-major over shape) into idx
+// Unravel writes the multi-index of flat (row-major over shape) into idx
 // and returns the storage offset it addresses.
-func unravel(flat int, shape, strides, idx []int) int {
+func Unravel(flat int, shape, strides, idx []int) int {
 	off := 0
 	for d := len(shape) - 1; d >= 0; d-- {
 		i := flat % shape[d]
@@ -217,7 +229,7 @@ func walkRuns(shape, strides []int, offset, start, n int, idxp *[]int, fn func(k
 		*idxp = make([]int, r)
 	}
 	idx := (*idxp)[:r]
-	off := offset + unravel(start, shape, strides, idx)
+	off := offset + Unravel(start, shape, strides, idx)
 	inner, is := shape[r-1], strides[r-1]
 	for k := 0; k < n; {
 		run := min(inner-idx[r-1], n-k)

@@ -1,4 +1,4 @@
-package tensor
+package array
 
 import (
 	"fmt"
@@ -19,10 +19,10 @@ import (
 // the queue first, so the stream sees every launch in program order. The
 // queue holds the tensors its launches use, so no memory they use is
 // freed and reused before they are queued on the stream.
-type launchQueue struct {
+type LaunchQueue struct {
 	eg    errgroup.Group
 	items []queuedLaunch
-	keep  []*Tensor
+	keep  []*Array
 }
 
 type queuedLaunch struct {
@@ -38,33 +38,33 @@ type pendingKernel struct {
 	err  any // what loading panicked with
 }
 
-func newLaunchQueue() *launchQueue {
-	q := &launchQueue{}
+func NewLaunchQueue() *LaunchQueue {
+	q := &LaunchQueue{}
 	q.eg.SetLimit(runtime.NumCPU())
 	return q
 }
 
 // kernel starts getting the named kernel for g (as g.kernelIn would).
-func (q *launchQueue) kernel(g *gpu, c *kcache.Cache, name string, gen func() (string, error)) *pendingKernel {
+func (q *LaunchQueue) kernel(g *GPU, c *kcache.Cache, name string, gen func() (string, error)) *pendingKernel {
 	k := &pendingKernel{name: name, done: make(chan struct{})}
 	q.eg.Go(func() error {
 		defer close(k.done)
 		defer func() { k.err = recover() }()
-		k.fn = g.kernelIn(c, name, gen)
+		k.fn = g.KernelIn(c, name, gen)
 		return nil
 	})
 	return k
 }
 
 // add queues launch of k, keeping the tensors it uses alive.
-func (q *launchQueue) add(k *pendingKernel, launch func(fn *cuda.Function), uses ...*Tensor) {
+func (q *LaunchQueue) add(k *pendingKernel, launch func(fn *cuda.Function), uses ...*Array) {
 	q.items = append(q.items, queuedLaunch{k, launch})
 	q.keep = append(q.keep, uses...)
 }
 
 // drain launches everything queued, in order. A kernel that failed to
 // build panics as gpu.kernelIn does.
-func (q *launchQueue) drain() {
+func (q *LaunchQueue) Drain() {
 	if q == nil {
 		return
 	}
@@ -73,7 +73,7 @@ func (q *launchQueue) drain() {
 	for _, it := range items {
 		<-it.k.done
 		if it.k.err != nil {
-			if ke, ok := it.k.err.(*kernelError); ok {
+			if ke, ok := it.k.err.(*KernelError); ok {
 				panic(ke)
 			}
 			panic(fmt.Sprintf("tensor: loading kernel %s: %v", it.k.name, it.k.err))
@@ -85,25 +85,25 @@ func (q *launchQueue) drain() {
 // args returns the argument list of a launch on g: from g's pool when the
 // launch happens now (q nil; give it back with release), a new one when it
 // is queued (the queued launch keeps it).
-func (q *launchQueue) args(g *gpu) *cuda.Args {
+func (q *LaunchQueue) Args(g *GPU) *cuda.Args {
 	if q == nil {
-		return g.getArgs()
+		return g.GetArgs()
 	}
 	return cuda.NewArgs()
 }
 
 // release gives back an argument list from args once the launch is made.
-func (q *launchQueue) release(g *gpu, a *cuda.Args) {
+func (q *LaunchQueue) Release(g *GPU, a *cuda.Args) {
 	if q == nil {
-		g.putArgs(a)
+		g.PutArgs(a)
 	}
 }
 
-// kernelOrQueue returns the named kernel now (q nil), or queues launch
+// KernelOrQueue returns the named kernel now (q nil), or queues launch
 // with it (q not nil); launch must not use pooled arguments then.
-func kernelOrQueue(q *launchQueue, g *gpu, c *kcache.Cache, name string, gen func() (string, error), launch func(fn *cuda.Function), uses ...*Tensor) {
+func KernelOrQueue(q *LaunchQueue, g *GPU, c *kcache.Cache, name string, gen func() (string, error), launch func(fn *cuda.Function), uses ...*Array) {
 	if q == nil {
-		launch(g.kernelIn(c, name, gen))
+		launch(g.KernelIn(c, name, gen))
 		return
 	}
 	q.add(q.kernel(g, c, name, gen), launch, uses...)

@@ -1,4 +1,4 @@
-package tensor
+package array
 
 import (
 	"runtime"
@@ -8,11 +8,11 @@ import (
 
 // reduce runs a reduction op: the reduced dims are walked as one flat range
 // per output element, in blocks, and folded with the registry's Reducer.
-func reduce(op *ir.Op, a ir.Attrs, x *Tensor) *Tensor {
+func reduce(op *ir.Op, a ir.Attrs, x *Array) *Array {
 	dims, err := ir.NormDims(op.Title, x.shape, a.Dims)
-	check(err, op.Title, x)
+	Check(err, op.Title, x)
 	compute, out, err := op.Types([]ir.Operand{{DType: x.dtype}}, &a)
-	check(err, op.Title, x)
+	Check(err, op.Title, x)
 	r := op.Reducer
 
 	isRed := make([]bool, len(x.shape))
@@ -31,10 +31,10 @@ func reduce(op *ir.Op, a ir.Attrs, x *Tensor) *Tensor {
 	}
 	nRed := ir.Numel(redShape)
 	if nRed == 0 && r != ir.RSum && r != ir.RMean {
-		throw(op.Title, []*Tensor{x}, "reduce over non-empty dims, or check the input's size first",
+		Throw(op.Title, []*Array{x}, "reduce over non-empty dims, or check the input's size first",
 			"cannot take the %v over zero elements (dims %v)", r, dims)
 	}
-	res := newOn(x.st.dev, out, ir.ReduceShape(x.shape, dims, a.KeepDim))
+	res := NewOn(x.st.dev, out, ir.ReduceShape(x.shape, dims, a.KeepDim))
 	nOut := ir.Numel(keptShape)
 	if nOut == 0 {
 		return res
@@ -44,7 +44,7 @@ func reduce(op *ir.Op, a ir.Attrs, x *Tensor) *Tensor {
 		gpuReduce(r, x, k, keptShape, keptStrides, redShape, redStrides, res)
 		return res
 	}
-	rshape, rstrides := coalesce(redShape, redStrides)
+	rshape, rstrides := Coalesce(redShape, redStrides)
 	rstride := []int(nil)
 	if len(rstrides) > 0 {
 		rstride = rstrides[0]
@@ -52,23 +52,23 @@ func reduce(op *ir.Op, a ir.Attrs, x *Tensor) *Tensor {
 	isInt := k == ir.I64
 
 	// fold reduces flat range [lo, hi) of the reduced dims of the row at off.
-	fold := func(o *operand, buf ir.Vec, off, lo, hi int) ir.Acc {
+	fold := func(o *Operand, buf ir.Vec, off, lo, hi int) ir.Acc {
 		o.offset = off
-		return foldRange(r, k, lo, hi, func(s, m int) ir.Vec { return o.load(s, m, k, buf) })
+		return FoldRange(r, k, lo, hi, func(s, m int) ir.Vec { return o.Load(s, m, k, buf) })
 	}
-	newRowOperand := func() (*operand, ir.Vec) {
-		return newOperand(x.st.data, x.dtype, rshape, rstride, 0), ir.NewVec(k, min(blockSize, max(nRed, 1)))
+	newRowOperand := func() (*Operand, ir.Vec) {
+		return newOperand(x.st.data, x.dtype, rshape, rstride, 0), ir.NewVec(k, min(BlockSize, max(nRed, 1)))
 	}
 	rowOffset := func(o int, idx []int) int {
 		if len(keptShape) == 0 {
 			return x.offset
 		}
-		return x.offset + unravel(o, keptShape, keptStrides, idx)
+		return x.offset + Unravel(o, keptShape, keptStrides, idx)
 	}
 	accs := make([]ir.Acc, nOut)
-	if nOut >= runtime.GOMAXPROCS(0) || nRed < 2*minParallel {
+	if nOut >= runtime.GOMAXPROCS(0) || nRed < 2*MinParallel {
 		// Many rows: each goroutine reduces whole rows.
-		parallelRows(nOut, max(1, minParallel/max(nRed, 1)), func(lo, hi int) {
+		ParallelRows(nOut, max(1, MinParallel/max(nRed, 1)), func(lo, hi int) {
 			o, buf := newRowOperand()
 			idx := make([]int, len(keptShape))
 			for i := lo; i < hi; i++ {
@@ -80,7 +80,7 @@ func reduce(op *ir.Op, a ir.Attrs, x *Tensor) *Tensor {
 		idx := make([]int, len(keptShape))
 		for i := range nOut {
 			off := rowOffset(i, idx)
-			accs[i] = foldSplit(r, isInt, nRed, func() func(lo, hi int) ir.Acc {
+			accs[i] = FoldSplit(r, isInt, nRed, func() func(lo, hi int) ir.Acc {
 				o, buf := newRowOperand()
 				return func(lo, hi int) ir.Acc { return fold(o, buf, off, lo, hi) }
 			})
@@ -90,7 +90,7 @@ func reduce(op *ir.Op, a ir.Attrs, x *Tensor) *Tensor {
 	return res
 }
 
-func writeResults(res *Tensor, r ir.Reducer, accs []ir.Acc, isInt bool, n int) {
+func writeResults(res *Array, r ir.Reducer, accs []ir.Acc, isInt bool, n int) {
 	if r.IsArg() || isInt {
 		vals := make([]int64, len(accs))
 		for i, acc := range accs {
@@ -106,14 +106,14 @@ func writeResults(res *Tensor, r ir.Reducer, accs []ir.Acc, isInt bool, n int) {
 	storeFrom(res.st.data, res.dtype, 0, vals)
 }
 
-// foldRange folds [lo, hi) of a reduced range into a fresh accumulator a
+// FoldRange folds [lo, hi) of a reduced range into a fresh accumulator a
 // block at a time: block(s, m) gives the m values from index s, in kind k.
 // Eager reductions and fused row reductions fold through it, so that both
 // add up the same blocks in the same order.
-func foldRange(r ir.Reducer, k ir.Kind, lo, hi int, block func(s, m int) ir.Vec) ir.Acc {
+func FoldRange(r ir.Reducer, k ir.Kind, lo, hi int, block func(s, m int) ir.Vec) ir.Acc {
 	acc := r.Init()
-	for s := lo; s < hi; s += blockSize {
-		m := min(blockSize, hi-s)
+	for s := lo; s < hi; s += BlockSize {
+		m := min(BlockSize, hi-s)
 		v := block(s, m)
 		switch k {
 		case ir.F32:
@@ -127,15 +127,15 @@ func foldRange(r ir.Reducer, k ir.Kind, lo, hi int, block func(s, m int) ir.Vec)
 	return acc
 }
 
-// foldSplit reduces a long range of n values on all cores: parts of whole
+// FoldSplit reduces a long range of n values on all cores: parts of whole
 // blocks, each folded by a goroutine's fold (from newFold), merged in
 // order.
-func foldSplit(r ir.Reducer, isInt bool, n int, newFold func() func(lo, hi int) ir.Acc) ir.Acc {
+func FoldSplit(r ir.Reducer, isInt bool, n int, newFold func() func(lo, hi int) ir.Acc) ir.Acc {
 	workers := runtime.GOMAXPROCS(0)
 	chunk := (n + workers - 1) / workers
-	chunk = (chunk + blockSize - 1) / blockSize * blockSize
+	chunk = (chunk + BlockSize - 1) / BlockSize * BlockSize
 	parts := make([]ir.Acc, (n+chunk-1)/chunk)
-	parallelRows(len(parts), 1, func(plo, phi int) {
+	ParallelRows(len(parts), 1, func(plo, phi int) {
 		fold := newFold()
 		for p := plo; p < phi; p++ {
 			parts[p] = fold(p*chunk, min((p+1)*chunk, n))

@@ -12,7 +12,9 @@ import (
 
 	"golang.org/x/sync/singleflight"
 
+	"gocompile/array"
 	"gocompile/guard"
+	"gocompile/inductor/program"
 	"gocompile/ir"
 	"gocompile/kcache"
 	"gocompile/trace"
@@ -130,13 +132,33 @@ type configurable interface {
 	compileWith(g *ir.Graph, cfg backendConfig) (Program, error)
 }
 
+// inductorBackend is the "inductor" backend: package inductor/program
+// runs each graph as fusion regions, each one generated kernel.
+type inductorBackend struct{}
+
+func (b inductorBackend) Compile(g *ir.Graph) (Program, error) {
+	return b.compileWith(g, backendConfig{cache: array.ArtifactCache()})
+}
+
+func (inductorBackend) compileWith(g *ir.Graph, cfg backendConfig) (Program, error) {
+	p, err := program.Compile(g, program.Config{
+		Cache:      cfg.cache,
+		CUDAGraphs: cfg.mode == ReduceOverhead,
+		Autotune:   cfg.mode == MaxAutotune,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return arrayProgram{p}, nil
+}
+
 // caches holds the cache of each WithCacheDir directory, opened once.
 var caches sync.Map // dir → *kcache.Cache
 
 // cacheFor is the artifact cache for dir ("": the default one).
 func cacheFor(dir string) *kcache.Cache {
 	if dir == "" {
-		return artifactCache()
+		return array.ArtifactCache()
 	}
 	if c, ok := caches.Load(dir); ok {
 		return c.(*kcache.Cache)
@@ -189,6 +211,7 @@ func LookupBackend(name string) (Backend, bool) {
 
 func init() {
 	RegisterBackend("eager", BackendFunc(func(g *ir.Graph) (Program, error) { return newEagerProgram(g), nil }))
+	RegisterBackend("inductor", inductorBackend{})
 }
 
 // defaultBackend is used when no WithBackend option is given.
@@ -339,8 +362,8 @@ func (c *compiled) flatten(args []reflect.Value) *flatArgs {
 			panic(&Error{Op: "Compile", Reason: "a traced tensor was passed to a compiled function while tracing another",
 				Fix: "call compiled functions from eager code, or call the plain function inside"})
 		}
-		m.DType, m.Device, m.Contiguous = t.dtype, t.st.dev, t.IsContiguous()
-		m.SetShape(t.shape)
+		m.DType, m.Device, m.Contiguous = t.dtype(), t.v.Device(), t.IsContiguous()
+		m.SetShape(t.shape())
 	}
 	fa.call.Scalars = fa.leaves.Scalars
 	return fa
@@ -508,7 +531,7 @@ func specializeRead(ge *guard.Entry, fa *flatArgs, sizes []int) {
 	for _, dd := range ge.DynamicDims() {
 		t := fa.tensors[dd[0]]
 		for _, s := range sizes {
-			if t != nil && s == t.shape[dd[1]] {
+			if t != nil && s == t.shape()[dd[1]] {
 				ge.Specialize(dd[0], dd[1])
 				break
 			}
@@ -563,10 +586,10 @@ func (c *compiled) run(e *entry, fa *flatArgs, args []reflect.Value) []reflect.V
 		return c.finish(tr, results)
 	}
 	var outs []*Tensor
-	if ep, ok := e.prog.(*eagerProgram); ok && ep.slots != nil {
-		outs = ep.runWith(fa.tensors, fa.dyn)
-	} else {
+	if ap, ok := e.prog.(arrayProgram); !ok {
 		outs = e.prog.Run(fa.tensors)
+	} else if outs, ok = ap.runScalars(fa.tensors, fa.dyn); !ok {
+		outs = ap.Run(fa.tensors)
 	}
 	k := 0
 	next := func() reflect.Value { k++; return reflect.ValueOf(outs[k-1]) }
@@ -609,8 +632,8 @@ func inputSymbols(ge *guard.Entry, fa *flatArgs) [][]int {
 		if t == nil {
 			continue
 		}
-		syms[i] = make([]int, len(t.shape))
-		for d := range t.shape {
+		syms[i] = make([]int, len(t.shape()))
+		for d := range t.shape() {
 			if k, dynamic := ge.Symbol(i, d); dynamic {
 				syms[i][d] = k + 1
 			}
@@ -658,82 +681,43 @@ func dumpGraph(dir, name string, g *ir.Graph) {
 	os.WriteFile(path+".dot", []byte(g.DOT()), 0o644) // for Graphviz: dot -Tsvg
 }
 
-// nodeArgs is n's operands as values: the tensors computed for its node
-// operands (vals, by index) and its scalars.
-func nodeArgs(n *ir.Node, vals []*Tensor, index map[*ir.Node]int) []ir.Value {
-	args := make([]ir.Value, len(n.Args))
-	for j, a := range n.Args {
-		if an, ok := a.(*ir.Node); ok && an != nil {
-			args[j] = vals[index[an]]
-		} else {
-			args[j] = a
+// arrayProgram is a Program of the built-in backends, which run on the
+// tensors' arrays.
+type arrayProgram struct{ p array.Program }
+
+func (ap arrayProgram) Run(inputs []*Tensor) []*Tensor {
+	return wrapAll(ap.p.Run(arraysOf(inputs)))
+}
+
+// runScalars runs the program with the call's dynamic scalars, if it
+// takes them.
+func (ap arrayProgram) runScalars(inputs []*Tensor, scalars []float64) ([]*Tensor, bool) {
+	ep, ok := ap.p.(*array.EagerProgram)
+	if !ok || !ep.HasScalars() {
+		return nil, false
+	}
+	return wrapAll(ep.RunScalars(arraysOf(inputs), scalars)), true
+}
+
+func arraysOf(ts []*Tensor) []*array.Array {
+	out := make([]*array.Array, len(ts))
+	for i, t := range ts {
+		if t != nil {
+			out[i] = t.v
 		}
-	}
-	return args
-}
-
-// runNode runs one call node with the eager kernels.
-func runNode(n *ir.Node, attrs ir.Attrs, args []ir.Value) *Tensor {
-	if n.Op == ir.OpReshape {
-		// Reshape copies where the layout at run time needs it.
-		return args[0].(*Tensor).Reshape(attrs.Dims...)
-	}
-	return apply(n.Op, attrs, args...)
-}
-
-// eagerProgram runs a graph node by node with the eager kernels.
-type eagerProgram struct {
-	g     *ir.Graph
-	index map[*ir.Node]int
-	slots map[int][]scalarSlot // dynamic scalars, by node index
-}
-
-func newEagerProgram(g *ir.Graph) *eagerProgram {
-	p := &eagerProgram{g: g, index: make(map[*ir.Node]int, len(g.Nodes))}
-	for i, n := range g.Nodes {
-		p.index[n] = i
-	}
-	return p
-}
-
-func (p *eagerProgram) Run(inputs []*Tensor) []*Tensor { return p.runWith(inputs, nil) }
-
-// runWith runs the graph with the call's dynamic scalars in their slots.
-func (p *eagerProgram) runWith(inputs []*Tensor, scalars []float64) []*Tensor {
-	vals := bindLeaves(p.g, inputs)
-	for i, n := range p.g.Nodes {
-		if n.Kind == ir.CallNode {
-			args := nodeArgs(n, vals, p.index)
-			attrs := n.Attrs
-			if slots := p.slots[i]; slots != nil {
-				attrs = patched(n, args, slots, scalars)
-			}
-			vals[i] = runNode(n, attrs, args)
-		}
-	}
-	return outputsOf(p.g, p.index, vals)
-}
-
-// bindLeaves gives a graph's values by node index with its inputs and
-// constants filled in, ready for a program to compute the rest.
-func bindLeaves(g *ir.Graph, inputs []*Tensor) []*Tensor {
-	vals := make([]*Tensor, len(g.Nodes))
-	for i, n := range g.Nodes {
-		switch n.Kind {
-		case ir.InputNode:
-			vals[i] = inputs[n.Index]
-		case ir.ConstNode:
-			vals[i] = n.Value.(*Tensor)
-		}
-	}
-	return vals
-}
-
-// outputsOf picks a graph's outputs from its values.
-func outputsOf(g *ir.Graph, index map[*ir.Node]int, vals []*Tensor) []*Tensor {
-	out := make([]*Tensor, len(g.Outputs))
-	for i, n := range g.Outputs {
-		out[i] = vals[index[n]]
 	}
 	return out
 }
+
+func wrapAll(as []*array.Array) []*Tensor {
+	out := make([]*Tensor, len(as))
+	for i, a := range as {
+		if a != nil {
+			out[i] = wrap(a)
+		}
+	}
+	return out
+}
+
+// newEagerProgram runs g node by node with the eager kernels.
+func newEagerProgram(g *ir.Graph) Program { return arrayProgram{array.NewEagerProgram(g, nil)} }

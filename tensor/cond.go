@@ -11,9 +11,9 @@ import "gocompile/ir"
 // data-dependent branch costs no graph break (and both branches run: keep
 // them free of side effects).
 func Cond(pred *Tensor, then, els func(args ...*Tensor) *Tensor, args ...*Tensor) *Tensor {
-	if pred.Numel() != 1 || pred.dtype != Bool {
+	if pred.Numel() != 1 || pred.dtype() != Bool {
 		throw("Cond", []*Tensor{pred}, "pass a one-element Bool tensor, e.g. x.Sum().GtScalar(0)",
-			"the predicate must be a one-element Bool tensor, not %v with %d elements", pred.dtype, pred.Numel())
+			"the predicate must be a one-element Bool tensor, not %v with %d elements", pred.dtype(), pred.Numel())
 	}
 	tracing := pred.px != nil
 	for _, a := range args {
@@ -26,9 +26,9 @@ func Cond(pred *Tensor, then, els func(args ...*Tensor) *Tensor, args ...*Tensor
 		return els(args...)
 	}
 	t, e := then(args...), els(args...)
-	if t.dtype != e.dtype || !ir.SameShape(t.shape, e.shape) {
+	if t.dtype() != e.dtype() || !ir.SameShape(t.shape(), e.shape()) {
 		throw("Cond", []*Tensor{t, e}, "make both branches return the same shape and dtype",
-			"the branches return %v%v and %v%v", t.dtype, t.shape, e.dtype, e.shape)
+			"the branches return %v%v and %v%v", t.dtype(), t.shape(), e.dtype(), e.shape())
 	}
 	return Where(pred.Reshape(), t, e)
 }

@@ -4,6 +4,8 @@ import (
 	"math"
 	"math/rand/v2"
 
+	"gocompile/array"
+
 	"gocompile/ir"
 )
 
@@ -28,31 +30,26 @@ func FromSlice[T Element](data []T, shape ...int) *Tensor {
 		panic(errorf("FromSlice", [][]int{shape}, "pass as many values as the shape holds",
 			"shape holds %d elements but %d values were given", n, len(data)))
 	}
-	var t *Tensor
+	var a *array.Array
 	switch d := any(data).(type) {
 	case []float32:
-		t = newTensor(Float32, shape)
-		copy(t.st.data.([]float32), d)
+		a = array.FromData(append([]float32(nil), d...), Float32, shape)
 	case []float64:
-		t = newTensor(Float64, shape)
-		copy(t.st.data.([]float64), d)
+		a = array.FromData(append([]float64(nil), d...), Float64, shape)
 	case []int32:
-		t = newTensor(Int32, shape)
-		copy(t.st.data.([]int32), d)
+		a = array.FromData(append([]int32(nil), d...), Int32, shape)
 	case []int64:
-		t = newTensor(Int64, shape)
-		copy(t.st.data.([]int64), d)
+		a = array.FromData(append([]int64(nil), d...), Int64, shape)
 	case []int:
-		t = newTensor(Int64, shape)
-		dst := t.st.data.([]int64)
+		vals := make([]int64, len(d))
 		for i, v := range d {
-			dst[i] = int64(v)
+			vals[i] = int64(v)
 		}
+		a = array.FromData(vals, Int64, shape)
 	case []bool:
-		t = newTensor(Bool, shape)
-		copy(t.st.data.([]bool), d)
+		a = array.FromData(append([]bool(nil), d...), Bool, shape)
 	}
-	return onDefault(t)
+	return onDefault(wrap(a))
 }
 
 // Scalar returns a zero-dimensional tensor holding v.
@@ -72,7 +69,7 @@ func checkShape(op string, dt DType, shape []int) {
 // Zeros returns a tensor of zeros.
 func Zeros(dt DType, shape ...int) *Tensor {
 	checkShape("Zeros", dt, shape)
-	return onDefault(newTensor(dt, shape))
+	return onDefault(wrap(array.New(CPU, dt, shape)))
 }
 
 // Ones returns a tensor of ones.
@@ -81,7 +78,7 @@ func Ones(dt DType, shape ...int) *Tensor { return Full(1, dt, shape...) }
 // Full returns a tensor with every element v (converted to dt).
 func Full(v float64, dt DType, shape ...int) *Tensor {
 	checkShape("Full", dt, shape)
-	t := newTensor(dt, shape)
+	t := wrap(array.New(CPU, dt, shape))
 	t.Fill(v)
 	return onDefault(t)
 }
@@ -94,16 +91,14 @@ func OnesLike(t *Tensor) *Tensor { return FullLike(t, 1) }
 
 // FullLike returns v everywhere, with t's shape, type and device.
 func FullLike(t *Tensor, v float64) *Tensor {
-	x := newTensor(t.dtype, t.shape)
+	x := wrap(array.New(CPU, t.dtype(), t.shape()))
 	x.Fill(v)
-	return x.ToDevice(t.st.dev)
+	return x.ToDevice(t.v.Device())
 }
 
 // fromFloat64s builds a tensor of type dt from float64 values.
 func fromFloat64s(vals []float64, dt DType, shape ...int) *Tensor {
-	t := newTensor(dt, shape)
-	storeFrom(t.st.data, dt, 0, vals)
-	return t
+	return wrap(array.FromFloat64s(vals, dt, shape...))
 }
 
 // Arange returns start, start+step, … below end (above it for a negative
@@ -152,13 +147,11 @@ func Linspace(start, end float64, steps int, dt DType) *Tensor {
 // Eye returns the n×n identity matrix.
 func Eye(dt DType, n int) *Tensor {
 	checkShape("Eye", dt, []int{n, n})
-	t := newTensor(dt, []int{n, n})
 	vals := make([]float64, n*n)
 	for i := range n {
 		vals[i*n+i] = 1
 	}
-	storeFrom(t.st.data, dt, 0, vals)
-	return onDefault(t)
+	return onDefault(fromFloat64s(vals, dt, n, n))
 }
 
 // Generator is a seeded source of random tensors: the same seed gives the
@@ -207,12 +200,12 @@ func (g *Generator) RandInt(lo, hi int64, shape ...int) *Tensor {
 		throw("RandInt", nil, "use lo < hi", "empty range [%d, %d)", lo, hi)
 	}
 	checkShape("RandInt", Int64, shape)
-	t := newTensor(Int64, shape)
+	d := make([]int64, ir.Numel(shape))
 	span := uint64(hi - lo)
-	for i, d := 0, t.st.data.([]int64); i < len(d); i++ {
+	for i := range d {
 		d[i] = lo + int64(g.src.Uint64()%span)
 	}
-	return onDefault(t)
+	return onDefault(wrap(array.FromData(d, Int64, shape)))
 }
 
 // Rand returns values uniform in [0, 1) from a generator seeded with seed.
@@ -227,8 +220,7 @@ func Randn(seed uint64, dt DType, shape ...int) *Tensor {
 // v, and returns t.
 func (t *Tensor) Fill(v float64) *Tensor {
 	t.noInPlaceOnProxy("Fill")
-	src := fromFloat64s([]float64{v}, t.dtype)
-	copyInto(t, src)
+	array.CopyInto(t.v, array.FromFloat64s([]float64{v}, t.dtype()))
 	return t
 }
 
@@ -237,11 +229,11 @@ func (t *Tensor) Fill(v float64) *Tensor {
 // change.
 func (t *Tensor) Copy(src *Tensor) *Tensor {
 	t.noInPlaceOnProxy("Copy")
-	if !broadcastsTo(src.shape, t.shape) {
+	if !broadcastsTo(src.shape(), t.shape()) {
 		throw("Copy", []*Tensor{t, src}, "the source must broadcast to the destination's shape",
-			"cannot copy a tensor of shape %s into one of shape %s", ir.FormatShape(src.shape), ir.FormatShape(t.shape))
+			"cannot copy a tensor of shape %s into one of shape %s", ir.FormatShape(src.shape()), ir.FormatShape(t.shape()))
 	}
-	copyInto(t, src) // from any device
+	array.CopyInto(t.v, src.v) // from any device
 	return t
 }
 
@@ -263,12 +255,7 @@ func broadcastsTo(from, to []int) bool {
 // end).
 func (t *Tensor) Set(v float64, index ...int) {
 	t.noInPlaceOnProxy("Set")
-	off := t.elementOffset("Set", index)
-	if t.st.dev != CPU {
-		copyInto(t.element(off), fromFloat64s([]float64{v}, t.dtype))
-		return
-	}
-	storeFrom(t.st.data, t.dtype, off, []float64{v})
+	t.v.Set(t.elementOffset("Set", index), v)
 }
 
 // At reads the element at the given index as a float64.
@@ -276,34 +263,22 @@ func (t *Tensor) At(index ...int) float64 {
 	if t.px != nil {
 		return t.materialize("At").At(index...)
 	}
-	off := t.elementOffset("At", index)
-	src := t
-	if t.st.dev != CPU {
-		src, off = t.element(off).cpu(), 0
-	}
-	var v [1]float64
-	loadInto(v[:], src.st.data, src.dtype, off)
-	return v[0]
-}
-
-// element is the zero-dimensional view of the element at storage offset off.
-func (t *Tensor) element(off int) *Tensor {
-	return &Tensor{st: t.st, shape: []int{}, strides: []int{}, offset: off, dtype: t.dtype}
+	return t.v.At(t.elementOffset("At", index))
 }
 
 func (t *Tensor) elementOffset(op string, index []int) int {
-	if len(index) != len(t.shape) {
-		throw(op, []*Tensor{t}, "give one index per dim", "%d indices for a rank-%d tensor", len(index), len(t.shape))
+	if len(index) != len(t.shape()) {
+		throw(op, []*Tensor{t}, "give one index per dim", "%d indices for a rank-%d tensor", len(index), len(t.shape()))
 	}
-	off := t.offset
+	off := t.v.Offset()
 	for d, i := range index {
-		if i < -t.shape[d] || i >= t.shape[d] {
-			throw(op, []*Tensor{t}, "use an index in [-size, size)", "index %d is out of range for dim %d of size %d", i, d, t.shape[d])
+		if i < -t.shape()[d] || i >= t.shape()[d] {
+			throw(op, []*Tensor{t}, "use an index in [-size, size)", "index %d is out of range for dim %d of size %d", i, d, t.shape()[d])
 		}
 		if i < 0 {
-			i += t.shape[d]
+			i += t.shape()[d]
 		}
-		off += i * t.strides[d]
+		off += i * t.strides()[d]
 	}
 	return off
 }

@@ -5,6 +5,7 @@ import (
 	"math"
 	"reflect"
 
+	"gocompile/array"
 	"gocompile/ir"
 	"gocompile/trace"
 )
@@ -15,14 +16,6 @@ import (
 // differ only in numbers that equal the scalars, those places become slots
 // the program fills on each call; any other difference means fn computed
 // with the number, and it is guarded by value instead.
-
-// scalarSlot is one place a dynamic scalar enters the graph.
-type scalarSlot struct {
-	node   int // index in the graph's nodes
-	arg    int // index among the node's args, or -1: Attrs.Scalars[attr]
-	attr   int
-	scalar int // index among the call's dynamic scalars
-}
 
 // perturb is the second value dynamic scalar i is traced at: different for
 // every scalar, integral exactly when v is.
@@ -77,18 +70,14 @@ func (c *compiled) compileDynamic(fa *flatArgs, args []reflect.Value) (*entry, s
 	if why != "" {
 		return nil, why
 	}
-	p := newEagerProgram(g1)
-	p.slots = map[int][]scalarSlot{}
-	for _, s := range slots {
-		p.slots[s.node] = append(p.slots[s.node], s)
-	}
+	p := arrayProgram{array.NewEagerProgram(g1, slots)}
 	return &entry{prog: p, template: res, graphs: []*ir.Graph{g1}, ninputs: len(fa.tensors)}, ""
 }
 
 // diffGraphs finds where two traces differ: only in scalar numbers that
 // are the dynamic scalars (at their first and perturbed values), or it
 // says what else differs.
-func diffGraphs(g1, g2 *ir.Graph, dyn []float64) ([]scalarSlot, string) {
+func diffGraphs(g1, g2 *ir.Graph, dyn []float64) ([]array.ScalarSlot, string) {
 	if len(g1.Nodes) != len(g2.Nodes) || len(g1.Outputs) != len(g2.Outputs) {
 		return nil, "the graph's structure depends on the scalar's value"
 	}
@@ -109,7 +98,7 @@ func diffGraphs(g1, g2 *ir.Graph, dyn []float64) ([]scalarSlot, string) {
 		}
 		return -1
 	}
-	var slots []scalarSlot
+	var slots []array.ScalarSlot
 	for i := range g1.Nodes {
 		a, b := g1.Nodes[i], g2.Nodes[i]
 		aa, ba := a.Attrs, b.Attrs
@@ -135,7 +124,7 @@ func diffGraphs(g1, g2 *ir.Graph, dyn []float64) ([]scalarSlot, string) {
 					if s < 0 {
 						return nil, fmt.Sprintf("node %s (%s) uses a number computed from the scalar; pass it as a 0-d tensor", a.Name(), a.Loc)
 					}
-					slots = append(slots, scalarSlot{node: i, arg: j, scalar: s})
+					slots = append(slots, array.ScalarSlot{Node: i, Arg: j, Scalar: s})
 				}
 			default:
 				if b.Args[j] != nil || x != nil {
@@ -149,28 +138,9 @@ func diffGraphs(g1, g2 *ir.Graph, dyn []float64) ([]scalarSlot, string) {
 				if s < 0 {
 					return nil, fmt.Sprintf("node %s (%s) uses a number computed from the scalar; pass it as a 0-d tensor", a.Name(), a.Loc)
 				}
-				slots = append(slots, scalarSlot{node: i, arg: -1, attr: k, scalar: s})
+				slots = append(slots, array.ScalarSlot{Node: i, Arg: -1, Attr: k, Scalar: s})
 			}
 		}
 	}
 	return slots, ""
-}
-
-// patched returns node n's args and attrs with the dynamic scalars of this
-// call in their slots.
-func patched(n *ir.Node, args []ir.Value, slots []scalarSlot, scalars []float64) ir.Attrs {
-	a := n.Attrs
-	if a.Scalars != nil {
-		a.Scalars = append([]float64(nil), a.Scalars...)
-	}
-	for _, s := range slots {
-		if s.arg >= 0 {
-			sc := args[s.arg].(ir.Scalar)
-			sc.Value = scalars[s.scalar]
-			args[s.arg] = sc
-		} else {
-			a.Scalars[s.attr] = scalars[s.scalar]
-		}
-	}
-	return a
 }

@@ -2,11 +2,13 @@ package tensor
 
 import (
 	"fmt"
-	"gocompile/fuse"
 	"reflect"
 	"sort"
 	"strings"
 	"sync/atomic"
+
+	"gocompile/fuse"
+	"gocompile/inductor/program"
 
 	"gocompile/guard"
 	"gocompile/ir"
@@ -108,7 +110,7 @@ func Explain(fn any, args ...any) (*Explanation, error) {
 						ex.Regions = append(ex.Regions, r.String())
 					}
 				}
-				plan := fuse.PlanBuffers(g, regions, plannable)
+				plan := fuse.PlanBuffers(g, regions, program.Plannable)
 				ex.PeakBytes = max(ex.PeakBytes, plan.PeakBytes)
 				ex.EagerPeakBytes = max(ex.EagerPeakBytes, plan.EagerPeakBytes)
 			}

@@ -27,27 +27,27 @@ func (t *Tensor) String() string {
 	const prefix = "tensor("
 	indent := len(prefix)
 	var suffixes []string
-	if t.st.dev.Type != DeviceCPU {
-		suffixes = append(suffixes, "device='"+t.st.dev.String()+"'")
+	if t.v.Device().Type != DeviceCPU {
+		suffixes = append(suffixes, "device='"+t.v.Device().String()+"'")
 	}
 	var body string
 	if t.Numel() == 0 {
 		body = "[]"
-		if len(t.shape) != 1 {
-			suffixes = append(suffixes, "size="+pyTuple(t.shape))
+		if len(t.shape()) != 1 {
+			suffixes = append(suffixes, "size="+pyTuple(t.shape()))
 		}
 		// With no values to hint at the type, PyTorch names every type but
 		// the default float, int64 and bool included.
-		if t.dtype != ir.DefaultFloat {
-			suffixes = append(suffixes, "dtype="+t.dtype.String())
+		if t.dtype() != ir.DefaultFloat {
+			suffixes = append(suffixes, "dtype="+t.dtype().String())
 		}
 	} else {
-		if t.dtype != ir.DefaultFloat && t.dtype != Int64 && t.dtype != Bool {
-			suffixes = append(suffixes, "dtype="+t.dtype.String())
+		if t.dtype() != ir.DefaultFloat && t.dtype() != Int64 && t.dtype() != Bool {
+			suffixes = append(suffixes, "dtype="+t.dtype().String())
 		}
-		p := &printer{t: t.cpu(), summarize: t.Numel() > printThreshold}
+		p := &printer{t: wrap(t.cpu()), summarize: t.Numel() > printThreshold}
 		p.fmt = p.newFormatter()
-		body = p.str(0, p.t.offset, indent)
+		body = p.str(0, p.t.v.Offset(), indent)
 	}
 	return addSuffixes(prefix+body, suffixes, indent)
 }
@@ -94,7 +94,7 @@ type printer struct {
 
 // shown lists the indices of dim d to print; -1 marks the "..." gap.
 func (p *printer) shown(d int) []int {
-	n := p.t.shape[d]
+	n := p.t.shape()[d]
 	if p.summarize && n > 2*printEdgeItems {
 		idx := make([]int, 0, 2*printEdgeItems+1)
 		for i := range printEdgeItems {
@@ -115,13 +115,13 @@ func (p *printer) shown(d int) []int {
 
 // visit calls fn with the storage offset of every shown element.
 func (p *printer) visit(d, off int, fn func(off int)) {
-	if d == len(p.t.shape) {
+	if d == len(p.t.shape()) {
 		fn(off)
 		return
 	}
 	for _, i := range p.shown(d) {
 		if i >= 0 {
-			p.visit(d+1, off+i*p.t.strides[d], fn)
+			p.visit(d+1, off+i*p.t.strides()[d], fn)
 		}
 	}
 }
@@ -129,7 +129,7 @@ func (p *printer) visit(d, off int, fn func(off int)) {
 // str formats the sub-tensor of dims d… starting at storage offset off,
 // whose opening bracket sits in column indent.
 func (p *printer) str(d, off, indent int) string {
-	rank := len(p.t.shape)
+	rank := len(p.t.shape())
 	switch d {
 	case rank:
 		return p.fmt.format(p.t, off)
@@ -142,7 +142,7 @@ func (p *printer) str(d, off, indent int) string {
 			parts = append(parts, "...")
 			continue
 		}
-		parts = append(parts, p.str(d+1, off+i*p.t.strides[d], indent+1))
+		parts = append(parts, p.str(d+1, off+i*p.t.strides()[d], indent+1))
 	}
 	// One line break per remaining dim: blank lines between 2-D blocks.
 	sep := "," + strings.Repeat("\n", rank-d-1) + strings.Repeat(" ", indent+1)
@@ -152,7 +152,7 @@ func (p *printer) str(d, off, indent int) string {
 // vector formats the last dim, wrapping to fit the line width; the gap
 // counts as one element when wrapping, as in PyTorch.
 func (p *printer) vector(off, indent int) string {
-	d := len(p.t.shape) - 1
+	d := len(p.t.shape()) - 1
 	perLine := max(1, (printLineWidth-indent)/(p.fmt.width+2))
 	var elems []string
 	for _, i := range p.shown(d) {
@@ -160,7 +160,7 @@ func (p *printer) vector(off, indent int) string {
 			elems = append(elems, " ...")
 			continue
 		}
-		elems = append(elems, p.fmt.format(p.t, off+i*p.t.strides[d]))
+		elems = append(elems, p.fmt.format(p.t, off+i*p.t.strides()[d]))
 	}
 	var lines []string
 	for i := 0; i < len(elems); i += perLine {
@@ -182,8 +182,8 @@ type formatter struct {
 func (p *printer) newFormatter() formatter {
 	t := p.t
 	f := formatter{intMode: true, width: 1}
-	if !t.dtype.IsFloat() {
-		p.visit(0, t.offset, func(off int) {
+	if !t.dtype().IsFloat() {
+		p.visit(0, t.v.Offset(), func(off int) {
 			f.width = max(f.width, len(f.raw(t, off)))
 		})
 		return f
@@ -191,7 +191,7 @@ func (p *printer) newFormatter() formatter {
 	// Only non-zero finite values count, for the mode and for the width.
 	var vals []float64
 	lo, hi := math.Inf(1), 0.0
-	p.visit(0, t.offset, func(off int) {
+	p.visit(0, t.v.Offset(), func(off int) {
 		v := t.floatAt(off)
 		if v == 0 || math.IsNaN(v) || math.IsInf(v, 0) {
 			return
@@ -220,7 +220,7 @@ func (f formatter) format(t *Tensor, off int) string {
 }
 
 func (f formatter) raw(t *Tensor, off int) string {
-	switch d := t.st.data.(type) {
+	switch d := t.v.HostData().(type) {
 	case []int32:
 		return strconv.FormatInt(int64(d[off]), 10)
 	case []int64:
@@ -253,18 +253,16 @@ func (f formatter) formatFloat(v float64) string {
 // floatAt reads the floating element at storage offset off exactly (float16
 // and bfloat16 widen without rounding).
 func (t *Tensor) floatAt(off int) float64 {
-	switch d := t.st.data.(type) {
+	switch d := t.v.HostData().(type) {
 	case []float32:
 		return float64(d[off])
 	case []float64:
 		return d[off]
 	case []uint16:
-		if t.dtype == BFloat16 {
+		if t.dtype() == BFloat16 {
 			return float64(ir.BF16ToF32(d[off]))
 		}
 		return float64(ir.F16ToF32(d[off]))
 	}
-	var v [1]float64
-	loadInto(v[:], t.st.data, t.dtype, off)
-	return v[0]
+	return t.v.At(off)
 }

@@ -13,9 +13,9 @@ import (
 	"strings"
 	"unsafe"
 
-	"github.com/sbinet/npyio"
+	"gocompile/array"
 
-	"gocompile/ir"
+	"github.com/sbinet/npyio"
 )
 
 // NumPy .npy files (https://numpy.org/devdocs/reference/generated/numpy.lib.format.html).
@@ -83,17 +83,17 @@ func WriteNPY(w io.Writer, t *Tensor) error {
 	if t.px != nil {
 		t = t.materialize("WriteNPY")
 	}
-	t = t.cpu()
-	descr, ok := npyDescrOf(t.dtype)
+	a := t.cpu()
+	descr, ok := npyDescrOf(a.DType())
 	if !ok {
-		return fmt.Errorf("npy: dtype %v has no numpy equivalent", t.dtype)
+		return fmt.Errorf("npy: dtype %v has no numpy equivalent", a.DType())
 	}
-	hdr := npyHeader(descr, false, t.shape)
+	hdr := npyHeader(descr, false, a.Shape())
 	if _, err := w.Write(hdr); err != nil {
 		return err
 	}
-	data := serContiguousLE(t)
-	if t.dtype == BFloat16 {
+	data := serContiguousLE(a)
+	if a.DType() == BFloat16 {
 		data = serBF16ToF32(data)
 	}
 	_, err := w.Write(data)
@@ -284,24 +284,24 @@ func readNPY(r io.Reader, avail int64) (*Tensor, error) {
 	if err != nil {
 		return nil, fmt.Errorf("npy: reading the data of a %s array of shape %v: %w", h.descr, h.shape, err)
 	}
-	t := &Tensor{st: &storage{dev: CPU, data: data}, shape: h.shape, strides: ir.ContiguousStrides(h.shape), dtype: nt.dt}
+	a := array.FromData(data, nt.dt, h.shape)
 	if h.fortran && len(h.shape) > 1 {
-		t = npyFortranToC(t)
+		a = npyFortranToC(a)
 	}
-	return serToDefault(t)
+	return serToDefault(wrap(a))
 }
 
 // npyFortranToC reorders the elements of t, read in column-major order, into
 // row-major order.
-func npyFortranToC(t *Tensor) *Tensor {
-	strides := make([]int, len(t.shape))
+func npyFortranToC(t *array.Array) *array.Array {
+	strides := make([]int, len(t.Shape()))
 	s := 1
-	for i, d := range t.shape {
+	for i, d := range t.Shape() {
 		strides[i] = s
 		s *= max(d, 1)
 	}
-	out := newTensor(t.dtype, t.shape)
-	serGather(serRawBytes(out.st.data), serRawBytes(t.st.data), t.dtype.Size(), t.shape, strides, 0)
+	out := array.New(CPU, t.DType(), t.Shape())
+	serGather(serRawBytes(out.HostData()), serRawBytes(t.HostData()), t.DType().Size(), t.Shape(), strides, 0)
 	return out
 }
 
@@ -550,10 +550,10 @@ func serReadElements(r io.Reader, dt DType, n int, bigEndian bool, avail int64) 
 		if int64(len(buf)) != nbytes {
 			return nil, fmt.Errorf("need %d bytes of data but only %d remain (truncated file?)", nbytes, len(buf))
 		}
-		data = allocData(dt, n)
+		data = array.New(CPU, dt, []int{n}).HostData()
 		copy(serRawBytes(data), buf)
 	} else {
-		data = allocData(dt, n)
+		data = array.New(CPU, dt, []int{n}).HostData()
 		if got, err := io.ReadFull(r, serRawBytes(data)); err != nil {
 			if err == io.ErrUnexpectedEOF || err == io.EOF {
 				return nil, fmt.Errorf("need %d bytes of data but only %d remain (truncated file?)", nbytes, got)
@@ -617,20 +617,20 @@ func serSwapBytes(b []byte, es int) {
 // serContiguousLE returns the elements of the CPU tensor t in row-major order
 // as little-endian bytes: a view of its storage when that is already so,
 // else a copy. The bits are copied exactly (NaN payloads included).
-func serContiguousLE(t *Tensor) []byte {
-	es := t.dtype.Size()
+func serContiguousLE(t *array.Array) []byte {
+	es := t.DType().Size()
 	n := t.Numel()
-	src := serRawBytes(t.st.data)
+	src := serRawBytes(t.HostData())
 	var out []byte
 	if t.IsContiguous() {
-		out = src[t.offset*es : (t.offset+n)*es]
+		out = src[t.Offset()*es : (t.Offset()+n)*es]
 		if serHostLE {
 			return out
 		}
 		out = append([]byte(nil), out...)
 	} else {
 		out = make([]byte, n*es)
-		serGather(out, src, es, t.shape, t.strides, t.offset)
+		serGather(out, src, es, t.Shape(), t.Strides(), t.Offset())
 	}
 	if !serHostLE && es > 1 {
 		serSwapBytes(out, es)

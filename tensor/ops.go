@@ -158,7 +158,7 @@ func Where(cond, x, y *Tensor) *Tensor { return apply(ir.OpWhere, ir.Attrs{}, co
 func (t *Tensor) Clamp(lo, hi float64) *Tensor {
 	switch {
 	case math.IsInf(lo, -1) && math.IsInf(hi, 1):
-		return apply(ir.OpCast, ir.Attrs{DType: t.dtype}, t)
+		return apply(ir.OpCast, ir.Attrs{DType: t.dtype()}, t)
 	case math.IsInf(lo, -1):
 		return apply(ir.OpClampMax, ir.Attrs{Scalars: []float64{hi}}, t)
 	case math.IsInf(hi, 1):
@@ -181,7 +181,7 @@ func (t *Tensor) To(target Target) *Tensor {
 	case Device:
 		return t.ToDevice(target)
 	case DType:
-		if target == t.dtype {
+		if target == t.dtype() {
 			return t
 		}
 		return apply(ir.OpCast, ir.Attrs{DType: target}, t)

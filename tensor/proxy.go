@@ -3,6 +3,7 @@ package tensor
 import (
 	"fmt"
 
+	"gocompile/array"
 	"gocompile/ir"
 	"gocompile/trace"
 )
@@ -50,18 +51,17 @@ func (tr *tracer) newSegment() {
 
 // proxyFor wraps a node as a tensor.
 func (tr *tracer) proxyFor(n *ir.Node) *Tensor {
-	return &Tensor{
-		st:      &storage{dev: n.Device},
-		shape:   n.Shape,
-		strides: ir.ContiguousStrides(n.Shape),
-		dtype:   n.DType,
-		px:      &proxy{tr: tr, node: n},
-	}
+	return tr.proxyWith(n, ir.ContiguousStrides(n.Shape))
+}
+
+// proxyWith wraps a node as a tensor with the given strides.
+func (tr *tracer) proxyWith(n *ir.Node, strides []int) *Tensor {
+	return &Tensor{v: array.Meta(n.Device, n.DType, n.Shape, strides), px: &proxy{tr: tr, node: n}}
 }
 
 // input adds an input of the current segment bound to value.
 func (tr *tracer) input(value *Tensor, loc string) *ir.Node {
-	n := tr.g.Input(value.shape, value.dtype, value.st.dev, loc)
+	n := tr.g.Input(value.shape(), value.dtype(), value.v.Device(), loc)
 	tr.bound = append(tr.bound, value)
 	return n
 }
@@ -82,7 +82,7 @@ func (tr *tracer) nodeOf(t *Tensor, loc string) *ir.Node {
 		if n, ok := tr.consts[t]; ok {
 			return n
 		}
-		n := tr.g.Const(t, t.shape, t.dtype, t.st.dev, loc)
+		n := tr.g.Const(t.v, t.shape(), t.dtype(), t.v.Device(), loc)
 		tr.consts[t] = n
 		return n
 	}
@@ -119,16 +119,15 @@ func (tr *tracer) record(op *ir.Op, a ir.Attrs, args []ir.Value) *Tensor {
 	}
 	n, err := tr.g.Call(op, a, loc, nodeArgs...)
 	check(err, op.Title, tensorsOf(args)...)
-	p := tr.proxyFor(n)
 	if op.Kind == ir.View {
 		// A view keeps its input's layout, as eagerly: a transpose is not
 		// contiguous, so Reshape of it records a copy first.
 		in := args[0].(*Tensor)
-		if l, err := op.View(in.layout(), &a); err == nil {
-			p.strides = l.Strides
+		if l, err := op.View(in.v.Layout(), &a); err == nil {
+			return tr.proxyWith(n, l.Strides)
 		}
 	}
-	return p
+	return tr.proxyFor(n)
 }
 
 // materialize runs the graph recorded so far and returns t's value: a

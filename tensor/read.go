@@ -8,8 +8,7 @@ func (t *Tensor) Float32s() []float32 {
 	if t.px != nil {
 		return t.materialize("Float32s").Float32s()
 	}
-	c := asType(t.cpu(), Float32)
-	return append([]float32(nil), c.st.data.([]float32)[c.offset:c.offset+c.Numel()]...)
+	return t.v.Float32s()
 }
 
 // Float64s returns the elements as float64.
@@ -17,8 +16,7 @@ func (t *Tensor) Float64s() []float64 {
 	if t.px != nil {
 		return t.materialize("Float64s").Float64s()
 	}
-	c := asType(t.cpu(), Float64)
-	return append([]float64(nil), c.st.data.([]float64)[c.offset:c.offset+c.Numel()]...)
+	return t.v.Float64s()
 }
 
 // Int64s returns the elements as int64 (floating values truncate toward
@@ -27,8 +25,7 @@ func (t *Tensor) Int64s() []int64 {
 	if t.px != nil {
 		return t.materialize("Int64s").Int64s()
 	}
-	c := asType(t.cpu(), Int64)
-	return append([]int64(nil), c.st.data.([]int64)[c.offset:c.offset+c.Numel()]...)
+	return t.v.Int64s()
 }
 
 // Bools returns the elements as bool (non-zero is true).
@@ -36,8 +33,7 @@ func (t *Tensor) Bools() []bool {
 	if t.px != nil {
 		return t.materialize("Bools").Bools()
 	}
-	c := asType(t.cpu(), Bool)
-	return append([]bool(nil), c.st.data.([]bool)[c.offset:c.offset+c.Numel()]...)
+	return t.v.Bools()
 }
 
 // Item returns the value of a one-element tensor as a float64.
@@ -46,9 +42,9 @@ func (t *Tensor) Item() float64 {
 		return t.materialize("Item").Item()
 	}
 	if t.Numel() != 1 {
-		panic(errorf("Item", [][]int{t.shape}, "reduce the tensor first (Sum, Max …) or index one element with At",
+		panic(errorf("Item", [][]int{t.shape()}, "reduce the tensor first (Sum, Max …) or index one element with At",
 			"only a one-element tensor has an item, this one has %d", t.Numel()))
 	}
-	idx := make([]int, len(t.shape))
+	idx := make([]int, len(t.shape()))
 	return t.At(idx...)
 }

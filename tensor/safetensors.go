@@ -13,7 +13,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"gocompile/ir"
+	"gocompile/array"
 )
 
 // The safetensors format (https://github.com/huggingface/safetensors): an
@@ -144,8 +144,8 @@ func readSafetensors(r io.Reader, avail int64) (map[string]*Tensor, map[string]s
 			avail -= it.end - it.begin
 		}
 		pos = it.end
-		t := &Tensor{st: &storage{dev: CPU, data: data}, shape: it.shape, strides: ir.ContiguousStrides(it.shape), dtype: it.dt}
-		if t, err = serToDefault(t); err != nil {
+		t, err := serToDefault(wrap(array.FromData(data, it.dt, it.shape)))
+		if err != nil {
 			return nil, nil, fmt.Errorf("safetensors: tensor %q: %w", it.name, err)
 		}
 		ts[it.name] = t
@@ -262,7 +262,7 @@ func WriteSafetensors(w io.Writer, tensors map[string]*Tensor, metadata map[stri
 			return fmt.Errorf("safetensors: metadata %q: %q is not valid UTF-8", k, v)
 		}
 	}
-	cpu := make([]*Tensor, len(names))
+	cpu := make([]*array.Array, len(names))
 	var hdr bytes.Buffer
 	hdr.WriteByte('{')
 	if metadata != nil {
@@ -289,18 +289,18 @@ func WriteSafetensors(w io.Writer, tensors map[string]*Tensor, metadata map[stri
 		if t.px != nil {
 			t = t.materialize("WriteSafetensors")
 		}
-		t = t.cpu()
-		cpu[i] = t
-		dn := stName(t.dtype)
+		a := t.cpu()
+		cpu[i] = a
+		dn := stName(a.DType())
 		if dn == "" {
-			return fmt.Errorf("safetensors: tensor %q: dtype %v has no safetensors equivalent", name, t.dtype)
+			return fmt.Errorf("safetensors: tensor %q: dtype %v has no safetensors equivalent", name, a.DType())
 		}
-		size := int64(t.Numel()) * int64(t.dtype.Size())
+		size := int64(a.Numel()) * int64(a.DType().Size())
 		if metadata != nil || i > 0 {
 			hdr.WriteByte(',')
 		}
 		stWriteString(&hdr, name)
-		shape, _ := json.Marshal(append([]int{}, t.shape...))
+		shape, _ := json.Marshal(append([]int{}, a.Shape()...))
 		fmt.Fprintf(&hdr, `:{"dtype":"%s","shape":%s,"data_offsets":[%d,%d]}`, dn, shape, off, off+size)
 		off += size
 	}

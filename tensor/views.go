@@ -17,9 +17,9 @@ func (t *Tensor) View(shape ...int) *Tensor {
 // Reshape returns t under a new shape (one size may be -1): a view when the
 // layout allows, as View, otherwise a contiguous copy.
 func (t *Tensor) Reshape(shape ...int) *Tensor {
-	newShape, err := ir.InferShape("Reshape", t.shape, shape)
+	newShape, err := ir.InferShape("Reshape", t.shape(), shape)
 	check(err, "Reshape", t)
-	if _, ok := ir.ViewStrides(t.shape, t.strides, newShape); ok {
+	if _, ok := ir.ViewStrides(t.shape(), t.strides(), newShape); ok {
 		return t.View(newShape...)
 	}
 	return t.Contiguous().View(newShape...)
@@ -28,16 +28,16 @@ func (t *Tensor) Reshape(shape ...int) *Tensor {
 // Flatten merges dims start through end (inclusive; negative counts from
 // the end) into one.
 func (t *Tensor) Flatten(start, end int) *Tensor {
-	if len(t.shape) == 0 {
+	if len(t.shape()) == 0 {
 		return t.Reshape(1)
 	}
 	s, e := t.normDim("Flatten", start), t.normDim("Flatten", end)
 	if s > e {
 		throw("Flatten", []*Tensor{t}, "give start <= end", "start dim %d is after end dim %d", start, end)
 	}
-	shape := append([]int(nil), t.shape[:s]...)
-	shape = append(shape, ir.Numel(t.shape[s:e+1]))
-	shape = append(shape, t.shape[e+1:]...)
+	shape := append([]int(nil), t.shape()[:s]...)
+	shape = append(shape, ir.Numel(t.shape()[s:e+1]))
+	shape = append(shape, t.shape()[e+1:]...)
 	return t.Reshape(shape...)
 }
 
@@ -48,7 +48,7 @@ func (t *Tensor) Transpose(d0, d1 int) *Tensor {
 
 // T transposes the last two dims (a 1-D tensor is returned as is).
 func (t *Tensor) T() *Tensor {
-	if len(t.shape) < 2 {
+	if len(t.shape()) < 2 {
 		return t
 	}
 	return t.Transpose(-2, -1)
@@ -66,7 +66,7 @@ func (t *Tensor) Expand(shape ...int) *Tensor {
 }
 
 // ExpandAs expands t to u's shape.
-func (t *Tensor) ExpandAs(u *Tensor) *Tensor { return t.Expand(u.shape...) }
+func (t *Tensor) ExpandAs(u *Tensor) *Tensor { return t.Expand(u.shape()...) }
 
 // Squeeze removes the given dims if they have size 1 (all size-1 dims when
 // none are given).

@@ -1,4 +1,4 @@
-package tensor
+package program
 
 import (
 	"fmt"
@@ -7,44 +7,47 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"gocompile/array"
 	"gocompile/fuse"
+	"gocompile/internal/logs"
 	"gocompile/ir"
 	"gocompile/kcache"
 )
 
-// The "inductor" backend runs a graph as fusion regions (package fuse),
-// each one kernel that reads its inputs once and writes its values once:
-// pointwise regions and horizontal groups (inductor_group.go) and row
-// regions (inductor_row.go), on the CPU as block programs, on a GPU as
-// generated CUDA kernels. Other nodes run with the eager kernels. Values
-// between regions live in buffers reused by liveness (arena.go); the
-// regions of a graph are cached with its kernels (partition).
-
-func init() {
-	RegisterBackend("inductor", inductorBackend{})
+// Config is what a program is compiled for beyond its graph.
+type Config struct {
+	// Cache keeps the graph's fusion layout, its generated kernels and
+	// autotuning choices (nil: array.ArtifactCache()).
+	Cache *kcache.Cache
+	// CUDAGraphs captures each input layout's launches on a GPU into a
+	// CUDA graph and replays it (torch.compile's reduce-overhead mode).
+	CUDAGraphs bool
+	// Autotune times candidate launch shapes and library algorithms on the
+	// device and keeps the fastest (max-autotune).
+	Autotune bool
 }
 
-// inductorBackend is the "inductor" backend.
-type inductorBackend struct{}
-
-func (inductorBackend) Compile(g *ir.Graph) (Program, error) { return newInductorProgram(g) }
-
-func (inductorBackend) compileWith(g *ir.Graph, cfg backendConfig) (Program, error) {
+// Compile partitions g into fusion regions and returns the program that
+// runs them.
+func Compile(g *ir.Graph, cfg Config) (array.Program, error) {
+	if cfg.Cache == nil {
+		cfg.Cache = array.ArtifactCache()
+	}
 	return newInductorProgramWith(g, cfg)
 }
 
 type inductorProgram struct {
 	g      *ir.Graph
-	cfg    backendConfig
+	cfg    Config
 	index  map[*ir.Node]int
 	steps  []inductorStep
 	plan   *fuse.Plan
-	arenas arenaPool
+	arenas array.ArenaPool
 	// eager is set once a generated kernel failed to build: the graph then
 	// runs with the eager kernels.
-	eager    atomic.Pointer[eagerProgram]
+	eager    atomic.Pointer[array.EagerProgram]
 	fellBack sync.Once
-	graphs   graphSet // ReduceOverhead: captured CUDA graphs (cudagraphs.go)
+	graphs   array.GraphSet // Config.CUDAGraphs: each input layout's captured CUDA graph
 	// firstGPURun is set by the first run on a GPU, which queues its
 	// launches so that its kernels compile in parallel (launchqueue.go).
 	firstGPURun atomic.Bool
@@ -71,21 +74,14 @@ type inductorStep struct {
 	dependent bool
 }
 
-func newInductorProgram(g *ir.Graph) (Program, error) {
-	return newInductorProgramWith(g, backendConfig{cache: artifactCache()})
-}
-
-func newInductorProgramWith(g *ir.Graph, cfg backendConfig) (Program, error) {
-	regions, err := partition(g, cfg.cache)
+func newInductorProgramWith(g *ir.Graph, cfg Config) (*inductorProgram, error) {
+	regions, err := partition(g, cfg.Cache)
 	if err != nil {
 		return nil, err
 	}
-	p := &inductorProgram{g: g, cfg: cfg, index: make(map[*ir.Node]int, len(g.Nodes))}
-	for i, n := range g.Nodes {
-		p.index[n] = i
-	}
-	p.plan = fuse.PlanBuffers(g, regions, plannable)
-	p.arenas.plan = p.plan
+	p := &inductorProgram{g: g, cfg: cfg, index: array.NodeIndex(g)}
+	p.plan = fuse.PlanBuffers(g, regions, Plannable)
+	p.arenas.Plan = p.plan
 	for _, r := range regions {
 		s := inductorStep{r: r}
 		if r.Root.Op == ir.OpMatMul {
@@ -97,13 +93,13 @@ func newInductorProgramWith(g *ir.Graph, cfg backendConfig) (Program, error) {
 			if s.row, err = newRowStep(r, compileFused); err != nil {
 				return nil, err
 			}
-			s.row.cache, s.row.tune = cfg.cache, cfg.mode == MaxAutotune
+			s.row.cache, s.row.tune = cfg.Cache, cfg.Autotune
 			inputs = r.Inputs
-		case plannable(r): // a group, or a fused pointwise region of several nodes
+		case Plannable(r): // a group, or a fused pointwise region of several nodes
 			if s.group, err = newGroupStep(r); err != nil {
 				return nil, err
 			}
-			s.group.cache, s.group.tune = cfg.cache, cfg.mode == MaxAutotune
+			s.group.cache, s.group.tune = cfg.Cache, cfg.Autotune
 			inputs = s.group.inputs
 		}
 		for _, in := range inputs {
@@ -121,7 +117,7 @@ func newInductorProgramWith(g *ir.Graph, cfg backendConfig) (Program, error) {
 	}
 	p.findEpilogues()
 	p.findDependentProducts()
-	if logOn("fusion") {
+	if logs.On("fusion") {
 		slog.Info("gocompile: buffer plan", "regions", len(regions), "plan", p.plan.String())
 		for _, s := range p.steps {
 			if s.group != nil || s.row != nil {
@@ -132,48 +128,49 @@ func newInductorProgramWith(g *ir.Graph, cfg backendConfig) (Program, error) {
 	return p, nil
 }
 
-// compileFused compiles a fused expression for the CPU, as the fused
+// compileFused compiles a fused expression for the array.CPU, as the fused
 // pointwise regions are.
 func compileFused(e *ir.Expr, kinds []ir.Kind, compute ir.Kind) (*ir.Block, error) {
 	return ir.CompileBlock(e, kinds, compute, ir.FastMath())
 }
 
-func (p *inductorProgram) Run(inputs []*Tensor) (outs []*Tensor) {
+func (p *inductorProgram) Run(inputs []*array.Array) (outs []*array.Array) {
 	if ep := p.eager.Load(); ep != nil {
 		return ep.Run(inputs)
 	}
 	defer func() {
 		if e := recover(); e != nil {
-			ke, ok := e.(*kernelError)
+			ke, ok := e.(*array.KernelError)
 			if !ok {
 				panic(e)
 			}
 			p.fellBack.Do(func() {
 				slog.Warn("gocompile: a generated kernel failed to build; running this graph with the eager kernels",
-					"kernel", ke.name, "err", ke.err)
-				p.eager.Store(newEagerProgram(p.g))
+					"kernel", ke.Name, "err", ke.Err)
+				p.eager.Store(array.NewEagerProgram(p.g, nil))
 			})
 			outs = p.eager.Load().Run(inputs)
 		}
 	}()
-	if p.cfg.mode == ReduceOverhead {
-		if outs, ok := p.runGraph(inputs); ok {
+	if p.cfg.CUDAGraphs {
+		run := func(in []*array.Array, a *array.Arena) []*array.Array { return p.runWith(in, a, nil) }
+		if outs, ok := p.graphs.Run(inputs, len(p.plan.SlotBytes), run); ok {
 			return outs
 		}
 	}
-	a := p.arenas.get()
-	defer p.arenas.put(a)
-	var q *launchQueue
-	if len(inputs) > 0 && inputs[0] != nil && inputs[0].st.gpu != nil && !p.firstGPURun.Load() && p.firstGPURun.CompareAndSwap(false, true) {
+	a := p.arenas.Get()
+	defer p.arenas.Put(a)
+	var q *array.LaunchQueue
+	if len(inputs) > 0 && inputs[0] != nil && inputs[0].OnGPU() && !p.firstGPURun.Load() && p.firstGPURun.CompareAndSwap(false, true) {
 		// The first run on a GPU compiles its kernels in parallel.
-		q = newLaunchQueue()
+		q = array.NewLaunchQueue()
 	}
 	return p.runWith(inputs, a, q)
 }
 
 // runWith runs the program's steps with arena a.
-func (p *inductorProgram) runWith(inputs []*Tensor, a *arena, q *launchQueue) []*Tensor {
-	vals := bindLeaves(p.g, inputs)
+func (p *inductorProgram) runWith(inputs []*array.Array, a *array.Arena, q *array.LaunchQueue) []*array.Array {
+	vals := array.BindLeaves(p.g, inputs)
 	for i := range p.steps {
 		s := &p.steps[i]
 		if vals[s.roots[0]] != nil {
@@ -185,23 +182,23 @@ func (p *inductorProgram) runWith(inputs []*Tensor, a *arena, q *launchQueue) []
 				p.runMatMul(s, vals, a, q)
 				continue
 			}
-			q.drain() // the eager kernel launches now
-			vals[s.roots[0]] = runNode(n, n.Attrs, nodeArgs(n, vals, p.index))
+			q.Drain() // the eager kernel launches now
+			vals[s.roots[0]] = array.RunNode(n, n.Attrs, array.NodeArgs(n, vals, p.index))
 			continue
 		}
-		args := make([]*Tensor, len(s.args))
+		args := make([]*array.Array, len(s.args))
 		for j, a := range s.args {
 			args[j] = vals[a]
 		}
 		// dst gives member m's planned buffer, or nil.
-		dst := func(m int, dev Device, dt DType, shape []int) *Tensor {
+		dst := func(m int, dev ir.Device, dt ir.DType, shape []int) *array.Array {
 			if slot := s.slots[m]; slot >= 0 {
-				return a.tensor(slot, dev, dt, shape)
+				return a.Array(slot, dev, dt, shape)
 			}
 			return nil
 		}
 		if s.row != nil {
-			vals[s.roots[0]] = s.row.run(args, func(dev Device, shape []int) *Tensor {
+			vals[s.roots[0]] = s.row.run(args, func(dev ir.Device, shape []int) *array.Array {
 				return dst(0, dev, s.r.Root.DType, shape)
 			}, q)
 			continue
@@ -211,20 +208,16 @@ func (p *inductorProgram) runWith(inputs []*Tensor, a *arena, q *launchQueue) []
 			vals[s.roots[m]] = t
 		}
 	}
-	q.drain()
-	return outputsOf(p.g, p.index, vals)
+	q.Drain()
+	return array.OutputsOf(p.g, p.index, vals)
 }
 
-// plannable reports whether the backend writes the region's value into a
-// buffer it is given: generated kernels do; eager ops allocate their own.
-func plannable(r *fuse.Region) bool {
+// Plannable reports whether the backend writes the region's value into a
+// buffer it is given (fuse.PlanBuffers plans those): generated kernels do;
+// eager ops allocate their own.
+func Plannable(r *fuse.Region) bool {
 	return r.Group != nil || r.Row != nil || (r.Fused() && len(r.Nodes) > 1)
 }
-
-// artifactCache is where compiled artifacts are kept: the fusion layouts
-// of compiled graphs and the GPU kernels (compileCached). Tests point it
-// elsewhere.
-var artifactCache = kcache.Default
 
 // layoutVersion versions the fusion decisions a cached layout records:
 // bump it when Partition or Horizontal would decide differently.
@@ -245,7 +238,7 @@ func partition(g *ir.Graph, c *kcache.Cache) ([]*fuse.Region, error) {
 		if _, err := l.UnmarshalMsg(e.Program.Payload); err == nil {
 			if regions, err := l.Rebuild(g); err == nil {
 				return regions, nil
-			} else if logOn("cache") {
+			} else if logs.On("cache") {
 				slog.Info("gocompile: cached fusion layout does not fit; partitioning again", "err", err)
 			}
 		}
@@ -271,38 +264,38 @@ var partitions atomic.Int64
 // view of itself, broadcast to the shape the views start from (the shape
 // of the fused producer, which all inputs read through one chain
 // broadcast to). Views only re-stride, so nothing is copied.
-func viewInputs(inputs []fuse.Input, ts []*Tensor) []*Tensor {
-	var out []*Tensor
+func viewInputs(inputs []fuse.Input, ts []*array.Array) []*array.Array {
+	var out []*array.Array
 	bases := map[*fuse.ViewChain][]int{}
 	for i, in := range inputs {
 		if in.Views == nil {
 			continue
 		}
 		if out == nil {
-			out = append([]*Tensor(nil), ts...)
+			out = append([]*array.Array(nil), ts...)
 		}
 		base, ok := bases[in.Views]
 		if !ok {
 			var shapes [][]int
 			for j, other := range inputs {
 				if other.Views == in.Views {
-					shapes = append(shapes, ts[j].shape)
+					shapes = append(shapes, ts[j].Shape())
 				}
 			}
 			var err error
 			base, err = ir.Broadcast(in.Views.Views[0].Op.Title, shapes...)
-			check(err, in.Views.Views[0].Op.Title, ts[i])
+			array.Check(err, in.Views.Views[0].Op.Title, ts[i])
 			bases[in.Views] = base
 		}
 		t := ts[i]
-		l := ir.Layout{Shape: base, Strides: ir.BroadcastStrides(t.shape, t.strides, base), Offset: t.offset}
+		l := ir.Layout{Shape: base, Strides: ir.BroadcastStrides(t.Shape(), t.Strides(), base), Offset: t.Offset()}
 		for _, v := range in.Views.Views {
 			a := v.Attrs
 			var err error
 			l, err = v.Op.View(l, &a)
-			check(err, v.Op.Title, t)
+			array.Check(err, v.Op.Title, t)
 		}
-		out[i] = t.withLayout(l)
+		out[i] = t.WithLayout(l)
 	}
 	if out == nil {
 		return ts

@@ -1,4 +1,4 @@
-package tensor
+package program
 
 import (
 	"fmt"
@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 
+	"gocompile/array"
 	"gocompile/cuda"
 	"gocompile/fuse"
 	"gocompile/inductor"
@@ -47,7 +48,7 @@ func (p *inductorProgram) findEpilogues() {
 	for i := range p.steps {
 		s := &p.steps[i]
 		mm := s.r.Root
-		if s.group != nil || s.row != nil || mm.Op != ir.OpMatMul || mm.DType != Float32 || outputs[mm] {
+		if s.group != nil || s.row != nil || mm.Op != ir.OpMatMul || mm.DType != array.Float32 || outputs[mm] {
 			continue
 		}
 		for j := i + 1; j < len(p.steps); j++ {
@@ -56,7 +57,7 @@ func (p *inductorProgram) findEpilogues() {
 				// A single pointwise op (an activation alone) can be an
 				// epilogue too: it runs as a generated kernel.
 				if g, err := newGroupStep(t.r); err == nil {
-					g.cache, g.tune = p.cfg.cache, p.cfg.mode == MaxAutotune
+					g.cache, g.tune = p.cfg.Cache, p.cfg.Autotune
 					t.group = g
 					for _, in := range g.inputs {
 						t.args = append(t.args, p.index[in.Node])
@@ -131,14 +132,14 @@ func (p *inductorProgram) readsNode(r *fuse.Region, n *ir.Node) bool {
 // step's epilogue when it applies (storing the epilogue's value for its
 // region, which then has nothing to do), else as a cuBLASLt product when
 // that applies (gpuLtGemm), else with the eager kernel (cuBLAS).
-func (p *inductorProgram) runMatMul(s *inductorStep, vals []*Tensor, a *arena, q *launchQueue) {
+func (p *inductorProgram) runMatMul(s *inductorStep, vals []*array.Array, a *array.Arena, q *array.LaunchQueue) {
 	n := s.r.Root
-	args := nodeArgs(n, vals, p.index)
-	x, y := args[0].(*Tensor), args[1].(*Tensor)
-	if x.st.dev != CPU {
+	args := array.NodeArgs(n, vals, p.index)
+	x, y := args[0].(*array.Array), args[1].(*array.Array)
+	if x.Device() != array.CPU {
 		if e := s.epilogue; e != nil {
 			t := &p.steps[e.step]
-			ins := make([]*Tensor, len(t.args))
+			ins := make([]*array.Array, len(t.args))
 			for j, ai := range t.args {
 				if j != e.product {
 					ins[j] = vals[ai]
@@ -149,7 +150,7 @@ func (p *inductorProgram) runMatMul(s *inductorStep, vals []*Tensor, a *arena, q
 			// not at its own: the buffer plan may give its slot to values
 			// still live here (the product's inputs among them), so it
 			// gets a tensor of its own.
-			dst := func(shape []int) *Tensor { return newGPUTensor(x.st.dev, t.r.Root.DType, shape) }
+			dst := func(shape []int) *array.Array { return array.New(x.Device(), t.r.Root.DType, shape) }
 			if r := gpuGemm(p.cfg, s.tuned, s.dependent, q, x, y, t, e.product, ins, dst); r != nil {
 				vals[t.roots[0]] = r
 				return
@@ -168,8 +169,8 @@ func (p *inductorProgram) runMatMul(s *inductorStep, vals []*Tensor, a *arena, q
 			return
 		}
 	}
-	q.drain() // the eager kernel launches now
-	vals[s.roots[0]] = runNode(n, n.Attrs, args)
+	q.Drain() // the eager kernel launches now
+	vals[s.roots[0]] = array.RunNode(n, n.Attrs, args)
 }
 
 // gpuGemm computes x·y (followed by epilogue step t, whose operand product
@@ -179,24 +180,24 @@ func (p *inductorProgram) runMatMul(s *inductorStep, vals []*Tensor, a *arena, q
 // along k, or epilogue operands not indexable as [row, column]. With
 // dependent, a tensor-core kernel launches as a dependent of the kernel
 // ahead (findDependentProducts says when that is safe).
-func gpuGemm(bc backendConfig, tunedAt *sync.Map, dependent bool, q *launchQueue, x, y *Tensor, t *inductorStep, product int, ins []*Tensor, dst func(shape []int) *Tensor) *Tensor {
-	if x.dtype != Float32 || y.dtype != Float32 || len(y.shape) != 2 || len(x.shape) == 0 || x.st.dev != y.st.dev {
+func gpuGemm(bc Config, tunedAt *sync.Map, dependent bool, q *array.LaunchQueue, x, y *array.Array, t *inductorStep, product int, ins []*array.Array, dst func(shape []int) *array.Array) *array.Array {
+	if x.DType() != array.Float32 || y.DType() != array.Float32 || len(y.Shape()) != 2 || len(x.Shape()) == 0 || x.Device() != y.Device() {
 		return nil
 	}
-	k, n := y.shape[0], y.shape[1]
-	if x.shape[len(x.shape)-1] != k {
+	k, n := y.Shape()[0], y.Shape()[1]
+	if x.Shape()[len(x.Shape())-1] != k {
 		return nil
 	}
-	m := ir.Numel(x.shape[:len(x.shape)-1])
+	m := ir.Numel(x.Shape()[:len(x.Shape())-1])
 	if m < 1 || m > inductor.GemmMaxM || k < 1 || n < 1 {
 		return nil
 	}
-	xst, ok := ir.ViewStrides(x.shape, x.strides, []int{m, k})
+	xst, ok := ir.ViewStrides(x.Shape(), x.Strides(), []int{m, k})
 	if !ok || (xst[1] != 1 && k > 1) {
 		return nil
 	}
-	lda, ldb := int64(xst[0]), int64(y.strides[1])
-	if y.strides[0] != 1 && k > 1 {
+	lda, ldb := int64(xst[0]), int64(y.Strides()[1])
+	if y.Strides()[0] != 1 && k > 1 {
 		return nil
 	}
 	if m == 1 {
@@ -205,7 +206,7 @@ func gpuGemm(bc backendConfig, tunedAt *sync.Map, dependent bool, q *launchQueue
 	if n == 1 {
 		ldb = int64(k)
 	}
-	shape := append(append([]int(nil), x.shape[:len(x.shape)-1]...), n)
+	shape := append(append([]int(nil), x.Shape()[:len(x.Shape())-1]...), n)
 	kern := inductor.GemmKernel{Out: ir.Float32}
 	var ops [][2]int64 // each epilogue operand's row and column stride
 	if t != nil {
@@ -214,94 +215,94 @@ func gpuGemm(bc backendConfig, tunedAt *sync.Map, dependent bool, q *launchQueue
 		kern.Compute, kern.Out, kern.Label, kern.Doc = g.kernel.Compute, g.kernel.Out, g.kernel.Label, t.r.Describe()
 		for j, in := range ins {
 			if j == product {
-				kern.Operands = append(kern.Operands, inductor.Operand{DType: Float32, Kind: g.kinds[j]})
+				kern.Operands = append(kern.Operands, inductor.Operand{DType: array.Float32, Kind: g.kinds[j]})
 				ops = append(ops, [2]int64{})
 				continue
 			}
-			if in.st.dev != x.st.dev {
+			if in.Device() != x.Device() {
 				return nil
 			}
-			if b, err := ir.Broadcast("", shape, in.shape); err != nil || !slices.Equal(b, shape) {
+			if b, err := ir.Broadcast("", shape, in.Shape()); err != nil || !slices.Equal(b, shape) {
 				return nil // the epilogue's value is larger than the product
 			}
-			st, ok := ir.ViewStrides(shape, ir.BroadcastStrides(in.shape, in.strides, shape), []int{m, n})
+			st, ok := ir.ViewStrides(shape, ir.BroadcastStrides(in.Shape(), in.Strides(), shape), []int{m, n})
 			if !ok {
 				return nil
 			}
-			kern.Operands = append(kern.Operands, inductor.Operand{DType: in.dtype, Kind: g.kinds[j]})
+			kern.Operands = append(kern.Operands, inductor.Operand{DType: in.DType(), Kind: g.kinds[j]})
 			ops = append(ops, [2]int64{int64(st[0]), int64(st[1])})
 		}
 	}
-	g := mustGPU("MatMul", x.st.dev)
-	var out *Tensor
+	g := array.MustGPU("MatMul", x.Device())
+	var out *array.Array
 	if dst != nil {
 		out = dst(shape)
 	} else {
-		out = newGPUTensor(x.st.dev, kern.Out, shape)
+		out = array.New(x.Device(), kern.Out, shape)
 	}
-	vec := k%4 == 0 && lda%4 == 0 && ldb%4 == 0 && x.devicePtr()%16 == 0 && y.devicePtr()%16 == 0
+	vec := k%4 == 0 && lda%4 == 0 && ldb%4 == 0 && x.DevicePtr()%16 == 0 && y.DevicePtr()%16 == 0
 	// launch launches the kernel with launch shape cfg, or queues the
 	// launch on q.
-	launch := func(cfg inductor.GemmConfig, q *launchQueue, dependent bool) error {
+	launch := func(cfg inductor.GemmConfig, q *array.LaunchQueue, dependent bool) error {
 		kern := kern
 		kern.Config = cfg
-		args := q.args(g)
-		defer q.release(g, args)
-		args.Ptr(x.devicePtr()).I64(lda).Ptr(y.devicePtr()).I64(ldb).I32(int32(m)).I32(int32(n)).I32(int32(k))
+		args := q.Args(g)
+		defer q.Release(g, args)
+		args.Ptr(x.DevicePtr()).I64(lda).Ptr(y.DevicePtr()).I64(ldb).I32(int32(m)).I32(int32(n)).I32(int32(k))
 		if vec {
 			args.I32(1)
 		} else {
 			args.I32(0)
 		}
-		args.Ptr(out.devicePtr()).I64(int64(n))
+		args.Ptr(out.DevicePtr()).I64(int64(n))
 		if cfg.Split > 0 {
 			var ws, ctr cuda.DevicePtr // unused (nil) unless split blocks add through memory
 			if partials, counters := cfg.Workspace(m, n); partials > 0 {
-				ws, ctr = g.gemmWorkspace(partials, counters)
+				ws, ctr = g.GemmWorkspace(partials, counters)
 			}
 			args.Ptr(ws).Ptr(ctr)
 		}
-		uses := []*Tensor{x, y, out}
+		uses := []*array.Array{x, y, out}
 		for j, in := range ins {
 			if j != product {
-				args.Ptr(in.devicePtr()).I64(ops[j][0]).I64(ops[j][1])
+				args.Ptr(in.DevicePtr()).I64(ops[j][0]).I64(ops[j][1])
 				uses = append(uses, in)
 			}
 		}
 		gx, gy, gz := cfg.Grid(m, n)
 		var err error
-		kernelOrQueue(q, g, bc.cache, kern.Name(), kern.Source, func(fn *cuda.Function) {
+		array.KernelOrQueue(q, g, bc.Cache, kern.Name(), kern.Source, func(fn *cuda.Function) {
 			grid, block := cuda.Dim3{X: uint32(gx), Y: uint32(gy), Z: uint32(gz)}, cuda.Dim3{X: uint32(cfg.Threads()), Y: 1, Z: 1}
 			// Only into a captured graph: there the kernel ahead is this
 			// program's own, recorded by the goroutine that holds the
 			// capture. Plain launches from several goroutines interleave
 			// on the stream, and a concurrent test saw wrong products
 			// when they launched as dependents.
-			if dependent && cfg.Tensor && dependentLaunches && g.stream.CapturingHere() {
-				err = g.stream.LaunchDependent(fn, grid, block, 0, args)
+			if dependent && cfg.Tensor && dependentLaunches && g.Stream().CapturingHere() {
+				err = g.Stream().LaunchDependent(fn, grid, block, 0, args)
 			} else {
-				err = g.stream.Launch(fn, grid, block, 0, args)
+				err = g.Stream().Launch(fn, grid, block, 0, args)
 			}
 			if q != nil {
-				check(err, "MatMul", x, y)
+				array.Check(err, "MatMul", x, y)
 			}
 		}, uses...)
 		return err
 	}
-	arch := g.dev.Major*10 + g.dev.Minor
-	cfg := gemmConfigFor(m, n, k, g.dev.SMCount, arch, vec)
+	arch := g.Dev().Major*10 + g.Dev().Minor
+	cfg := gemmConfigFor(m, n, k, g.Dev().SMCount, arch, vec)
 	if !cfg.Fits(k, vec) { // a test's choice
-		cfg = inductor.ChooseGemmConfig(m, n, k, g.dev.SMCount, arch, vec)
+		cfg = inductor.ChooseGemmConfig(m, n, k, g.Dev().SMCount, arch, vec)
 	}
 	type shapeKey struct {
 		device, m, n, k int
 		vec             bool
 	}
-	sk := shapeKey{g.dev.Ordinal, m, n, k, vec}
+	sk := shapeKey{g.Dev().Ordinal, m, n, k, vec}
 	if v, ok := tunedAt.Load(sk); ok {
 		cfg = v.(inductor.GemmConfig)
-	} else if bc.mode == MaxAutotune && !g.stream.CapturingHere() {
-		q.drain() // the search launches now
+	} else if bc.Autotune && !g.Stream().CapturingHere() {
+		q.Drain() // the search launches now
 		cands := slices.DeleteFunc(inductor.GemmCandidates(m, arch), func(c inductor.GemmConfig) bool { return !c.Fits(k, vec) })
 		names := make([]string, len(cands))
 		for i, c := range cands {
@@ -309,13 +310,13 @@ func gpuGemm(bc backendConfig, tunedAt *sync.Map, dependent bool, q *launchQueue
 		}
 		kern.Config = inductor.GemmConfig{}
 		key := fmt.Sprintf("%s m%d n%d k%d vec%v", kern.Name(), m, n, k, vec)
-		best := autotune(bc.cache, g, "gemm", key, names, slices.Index(names, cfg.String()),
-			func(i int) { c := kern; c.Config = cands[i]; g.kernelIn(bc.cache, c.Name(), c.Source) },
+		best := array.Autotune(bc.Cache, g, "gemm", key, names, slices.Index(names, cfg.String()),
+			func(i int) { c := kern; c.Config = cands[i]; g.KernelIn(bc.Cache, c.Name(), c.Source) },
 			func(i int) error { return launch(cands[i], nil, false) })
 		cfg = cands[best]
 		tunedAt.Store(sk, cfg)
 	}
-	check(launch(cfg, q, dependent), "MatMul", x, y)
+	array.Check(launch(cfg, q, dependent), "MatMul", x, y)
 	return out
 }
 
@@ -328,60 +329,3 @@ var dependentLaunches = os.Getenv("GOCOMPILE_DEPENDENT_LAUNCH") != "off"
 // compute capability, vectorizable operands);
 // tests replace it to check every candidate.
 var gemmConfigFor = inductor.ChooseGemmConfig
-
-// gemmScratch is a device's workspace for split GEMM kernels: partial sums
-// and tile counters (zero between launches). Launches on the device's one
-// stream run in order, so they share it; a grown workspace replaces the
-// old one, which is kept, as graphs captured earlier still use it.
-type gemmScratch struct {
-	mu       sync.Mutex
-	partials *Tensor
-	counters *Tensor
-	old      []*Tensor
-}
-
-// gemmWorkspace returns a workspace of at least partials float32s and
-// counters zeroed counters. Growing allocates and zeroes outside the lock
-// (zeroing passes the stream's capture gate, which a capturing goroutine
-// may hold while it waits for the lock), and never while capturing: the
-// zeroing would only be recorded, so that capture fails instead.
-func (g *gpu) gemmWorkspace(partials, counters int) (cuda.DevicePtr, cuda.DevicePtr) {
-	s := &g.gemm
-	for {
-		s.mu.Lock()
-		if s.partials != nil && s.partials.Numel() >= partials && s.counters != nil && s.counters.Numel() >= counters {
-			p, c := s.partials.devicePtr(), s.counters.devicePtr()
-			s.mu.Unlock()
-			return p, c
-		}
-		np, nc := max(partials, 1<<16), max(counters, 1<<12)
-		if s.partials != nil {
-			np = max(np, s.partials.Numel())
-		}
-		if s.counters != nil {
-			nc = max(nc, s.counters.Numel())
-		}
-		s.mu.Unlock()
-		if g.stream.CapturingHere() {
-			panic(&Error{Op: "MatMul", Reason: "the split GEMM workspace must grow while a CUDA graph is captured",
-				Fix: "none needed: this input layout runs with plain launches"})
-		}
-		dev := CUDA(g.dev.Ordinal)
-		pt, ct := newGPUTensor(dev, Float32, []int{np}), newGPUTensor(dev, Int32, []int{nc})
-		check(g.stream.Memset8(ct.devicePtr(), 0, nc*4), "MatMul")
-		s.mu.Lock()
-		if s.partials == nil || s.partials.Numel() < np {
-			if s.partials != nil {
-				s.old = append(s.old, s.partials)
-			}
-			s.partials = pt
-		}
-		if s.counters == nil || s.counters.Numel() < nc {
-			if s.counters != nil {
-				s.old = append(s.old, s.counters)
-			}
-			s.counters = ct
-		}
-		s.mu.Unlock()
-	}
-}

@@ -1,9 +1,10 @@
-package tensor
+package program
 
 import (
 	"fmt"
 	"hash/fnv"
 
+	"gocompile/array"
 	"gocompile/fuse"
 	"gocompile/inductor"
 	"gocompile/ir"
@@ -12,7 +13,7 @@ import (
 
 // A fused pointwise region, or a horizontal group of them
 // (fuse.Horizontal), runs as one pass over its iteration space that reads
-// each input once and writes every member's value: on the CPU one block
+// each input once and writes every member's value: on the array.CPU one block
 // loop running each member's program per chunk, on a GPU one kernel with
 // an output per member.
 
@@ -55,29 +56,29 @@ func newGroupStep(r *fuse.Region) (*groupStep, error) {
 // run computes every member's value from the region's inputs; dst gives
 // member m's result tensor (a planned buffer) or nil. On a GPU the launch
 // is queued on q when q is not nil.
-func (s *groupStep) run(args []*Tensor, dst func(m int, dev Device, dt DType, shape []int) *Tensor, q *launchQueue) []*Tensor {
+func (s *groupStep) run(args []*array.Array, dst func(m int, dev ir.Device, dt ir.DType, shape []int) *array.Array, q *array.LaunchQueue) []*array.Array {
 	vals := make([]ir.Value, len(args))
 	shapes := make([][]int, len(args))
 	for i, t := range args {
-		vals[i], shapes[i] = t, t.shape
+		vals[i], shapes[i] = t, t.Shape()
 	}
 	members := s.r.Members()
 	lead := members[0].Root
-	checkDevices(lead.Op, vals)
+	array.CheckDevices(lead.Op, vals)
 	shape, err := ir.Broadcast(lead.Op.Title, shapes...)
-	check(err, lead.Op.Title, args...)
-	dev := args[0].st.dev
-	res := make([]*Tensor, len(members))
+	array.Check(err, lead.Op.Title, args...)
+	dev := args[0].Device()
+	res := make([]*array.Array, len(members))
 	for m, mem := range members {
 		if res[m] = dst(m, dev, mem.Root.DType, shape); res[m] == nil {
-			res[m] = newOn(dev, mem.Root.DType, shape)
+			res[m] = array.NewOn(dev, mem.Root.DType, shape)
 		}
 	}
-	if dev != CPU {
+	if dev != array.CPU {
 		k := s.kernel
-		gpuKernelIn(s.cache, q, s.tune, &k, "fused "+lead.Op.Title, nil, vals, s.kinds, res[0], res[1:]...)
+		array.GPUKernelIn(s.cache, q, s.tune, &k, "fused "+lead.Op.Title, nil, vals, s.kinds, res[0], res[1:]...)
 		return res
 	}
-	runBlocks(s.blks, vals, nil, res)
+	array.RunBlocks(s.blks, vals, nil, res)
 	return res
 }

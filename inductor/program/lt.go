@@ -1,15 +1,16 @@
-package tensor
+package program
 
 import (
 	"fmt"
 	"sync"
 	"sync/atomic"
 
+	"gocompile/array"
 	"gocompile/cuda"
 	"gocompile/ir"
 )
 
-// Float32 products too tall for the generated GEMM can run through
+// array.Float32 products too tall for the generated GEMM can run through
 // cuBLASLt: with the bias add of their epilogue fused into the library's
 // kernel (CUBLASLT_EPILOGUE_BIAS, exact), and in MaxAutotune mode with the
 // fastest of cuBLASLt's ranked algorithms for the shape, timed on the
@@ -77,54 +78,54 @@ func biasOperand(e *ir.Expr, product int) (int, bool) {
 // a unit-stride dim, an epilogue other than a bias add of a float32
 // vector, or, without an epilogue, any mode but MaxAutotune (the plain
 // cuBLAS product is the default there).
-func gpuLtGemm(bc backendConfig, q *launchQueue, x, y *Tensor, t *inductorStep, product int, ins []*Tensor, dst func(shape []int) *Tensor) *Tensor {
-	if x.dtype != Float32 || y.dtype != Float32 || len(y.shape) != 2 || len(x.shape) == 0 || x.st.dev != y.st.dev {
+func gpuLtGemm(bc Config, q *array.LaunchQueue, x, y *array.Array, t *inductorStep, product int, ins []*array.Array, dst func(shape []int) *array.Array) *array.Array {
+	if x.DType() != array.Float32 || y.DType() != array.Float32 || len(y.Shape()) != 2 || len(x.Shape()) == 0 || x.Device() != y.Device() {
 		return nil
 	}
-	if t == nil && bc.mode != MaxAutotune {
+	if t == nil && !bc.Autotune {
 		return nil
 	}
-	k, n := y.shape[0], y.shape[1]
-	if x.shape[len(x.shape)-1] != k || k < 1 || n < 1 {
+	k, n := y.Shape()[0], y.Shape()[1]
+	if x.Shape()[len(x.Shape())-1] != k || k < 1 || n < 1 {
 		return nil
 	}
-	m := ir.Numel(x.shape[:len(x.shape)-1])
+	m := ir.Numel(x.Shape()[:len(x.Shape())-1])
 	if m < 1 {
 		return nil
 	}
-	xst, ok := ir.ViewStrides(x.shape, x.strides, []int{m, k})
+	xst, ok := ir.ViewStrides(x.Shape(), x.Strides(), []int{m, k})
 	if !ok {
 		return nil
 	}
 	a, okA := ltOperand(m, k, xst)
-	b, okB := ltOperand(k, n, y.strides)
+	b, okB := ltOperand(k, n, y.Strides())
 	if !okA || !okB {
 		return nil
 	}
-	shape := append(append([]int(nil), x.shape[:len(x.shape)-1]...), n)
+	shape := append(append([]int(nil), x.Shape()[:len(x.Shape())-1]...), n)
 	epi, bias := cuda.LtNoEpilogue, cuda.DevicePtr(0)
 	if t != nil {
 		g := t.group
 		j, ok := biasOperand(g.kernel.Expr, product)
-		if !ok || g.kernel.Out != Float32 || g.kernel.Compute != ir.F32 || g.kinds[product] != ir.F32 || g.kinds[j] != ir.F32 {
+		if !ok || g.kernel.Out != array.Float32 || g.kernel.Compute != ir.F32 || g.kinds[product] != ir.F32 || g.kinds[j] != ir.F32 {
 			return nil
 		}
 		in := ins[j]
-		if in.dtype != Float32 || in.st.dev != x.st.dev {
+		if in.DType() != array.Float32 || in.Device() != x.Device() {
 			return nil
 		}
-		st, ok := ir.ViewStrides(shape, ir.BroadcastStrides(in.shape, in.strides, shape), []int{m, n})
+		st, ok := ir.ViewStrides(shape, ir.BroadcastStrides(in.Shape(), in.Strides(), shape), []int{m, n})
 		if !ok || st[0] != 0 || (st[1] != 1 && n > 1) {
 			return nil // not one float32 vector along the columns
 		}
-		epi, bias = cuda.LtBias, in.devicePtr()
+		epi, bias = cuda.LtBias, in.DevicePtr()
 	}
-	g := mustGPU("MatMul", x.st.dev)
-	lt, err := g.dev.BLASLt()
+	g := array.MustGPU("MatMul", x.Device())
+	lt, err := g.Dev().BLASLt()
 	if err != nil {
 		return nil // no cuBLASLt: the cuBLAS product and the fused epilogue
 	}
-	key := ltKey{g.dev.Ordinal, m, n, k, a, b, epi}
+	key := ltKey{g.Dev().Ordinal, m, n, k, a, b, epi}
 	v, ok := ltPlans.Load(key)
 	if !ok {
 		plan, err := lt.NewGemm(m, n, k, a, b, epi)
@@ -138,27 +139,27 @@ func gpuLtGemm(bc backendConfig, q *launchQueue, x, y *Tensor, t *inductorStep, 
 	if err != nil {
 		return nil
 	}
-	q.drain() // cuBLASLt launches now
-	var out *Tensor
+	q.Drain() // cuBLASLt launches now
+	var out *array.Array
 	if dst != nil {
 		out = dst(shape)
 	} else {
-		out = newGPUTensor(x.st.dev, Float32, shape)
+		out = array.New(x.Device(), array.Float32, shape)
 	}
 	algo := 0
-	if v, ok := ltTuned.Load(key); ok && bc.mode == MaxAutotune {
+	if v, ok := ltTuned.Load(key); ok && bc.Autotune {
 		algo = v.(int)
-	} else if bc.mode == MaxAutotune && !g.stream.CapturingHere() && count > 1 {
+	} else if bc.Autotune && !g.Stream().CapturingHere() && count > 1 {
 		names := make([]string, count)
 		for i := range names {
 			names[i] = fmt.Sprintf("lt%d", i)
 		}
 		what := fmt.Sprintf("cublasLt %d m%d n%d k%d a%v b%v epilogue%d", lt.Version, m, n, k, a, b, epi)
-		algo = autotune(bc.cache, g, "matmul", what, names, 0, func(int) {},
-			func(i int) error { return plan.Run(g.stream, i, x.devicePtr(), y.devicePtr(), out.devicePtr(), bias) })
+		algo = array.Autotune(bc.Cache, g, "matmul", what, names, 0, func(int) {},
+			func(i int) error { return plan.Run(g.Stream(), i, x.DevicePtr(), y.DevicePtr(), out.DevicePtr(), bias) })
 		ltTuned.Store(key, algo)
 	}
-	check(plan.Run(g.stream, algo, x.devicePtr(), y.devicePtr(), out.devicePtr(), bias), "MatMul", x, y)
+	array.Check(plan.Run(g.Stream(), algo, x.DevicePtr(), y.DevicePtr(), out.DevicePtr(), bias), "MatMul", x, y)
 	ltProducts.Add(1)
 	return out
 }

@@ -1,10 +1,11 @@
-package tensor
+package program
 
 import (
 	"fmt"
 	"runtime"
 	"sync"
 
+	"gocompile/array"
 	"gocompile/cuda"
 	"gocompile/fuse"
 	"gocompile/inductor"
@@ -13,7 +14,7 @@ import (
 )
 
 // Row regions (see fuse.Row) run as one kernel that walks each row of the
-// region's full shape: on the CPU, block programs over chunks of the row
+// region's full shape: on the array.CPU, block programs over chunks of the row
 // with reductions folded by the registry's reducers; on a GPU, one
 // generated kernel (inductor.RowKernel) with a block per row.
 
@@ -21,7 +22,7 @@ import (
 type rowStep struct {
 	r      *fuse.Region
 	kinds  []ir.Kind   // every leaf's kind: the inputs', then the stages'
-	stages []*ir.Block // the CPU program of each stage's expression
+	stages []*ir.Block // the array.CPU program of each stage's expression
 	root   *ir.Block   // the root's per-element program; nil when the root is the last stage
 	kernel inductor.RowKernel
 	cache  *kcache.Cache // where its GPU kernels are kept (nil: the process-wide cache)
@@ -64,34 +65,34 @@ func newRowStep(r *fuse.Region, compile func(e *ir.Expr, kinds []ir.Kind, comput
 
 // run computes the region's value from its inputs (in r.Inputs order),
 // into dst's tensor when dst is not nil.
-func (s *rowStep) run(args []*Tensor, dst func(Device, []int) *Tensor, q *launchQueue) *Tensor {
+func (s *rowStep) run(args []*array.Array, dst func(ir.Device, []int) *array.Array, q *array.LaunchQueue) *array.Array {
 	n := s.r.Root
 	shapes := make([][]int, len(args))
 	vals := make([]ir.Value, len(args))
 	for i, t := range args {
-		shapes[i], vals[i] = t.shape, t
+		shapes[i], vals[i] = t.Shape(), t
 	}
-	checkDevices(n.Op, vals)
+	array.CheckDevices(n.Op, vals)
 	full, err := ir.Broadcast(n.Op.Title, shapes...)
-	check(err, n.Op.Title, args...)
+	array.Check(err, n.Op.Title, args...)
 	R := full[len(full)-1]
 	shape := full
 	if s.root == nil {
 		shape = ir.ReduceShape(full, []int{len(full) - 1}, n.Attrs.KeepDim)
 	}
-	dev := args[0].st.dev
+	dev := args[0].Device()
 	if R == 0 || ir.Numel(shape) == 0 || s.opByOp(args[0], ir.Numel(full[:len(full)-1]), R) {
-		q.drain() // the eager ops launch now
+		q.Drain() // the eager ops launch now
 		return s.runNodes(args)
 	}
-	var res *Tensor
+	var res *array.Array
 	if dst != nil {
 		res = dst(dev, shape)
 	}
 	if res == nil {
-		res = newOn(dev, n.DType, shape)
+		res = array.NewOn(dev, n.DType, shape)
 	}
-	if dev != CPU {
+	if dev != array.CPU {
 		s.runGPU(args, full, res, q)
 	} else {
 		s.runCPU(args, full, res)
@@ -103,20 +104,20 @@ func (s *rowStep) run(args []*Tensor, dst func(Device, []int) *Tensor, q *launch
 // kernels: empty rows (their rules are the eager ops'), and few long rows
 // that only a lone reduction can split across the cores or SMs (the eager
 // reductions split rows themselves).
-func (s *rowStep) opByOp(t *Tensor, rows, R int) bool {
+func (s *rowStep) opByOp(t *array.Array, rows, R int) bool {
 	if s.kernel.CanSplit() {
 		return false
 	}
-	if t.st.dev == CPU {
-		return rows < runtime.GOMAXPROCS(0) && R >= 2*minParallel
+	if t.Device() == array.CPU {
+		return rows < runtime.GOMAXPROCS(0) && R >= 2*array.MinParallel
 	}
-	sms := t.st.gpu.g.dev.SMCount
+	sms := t.GPU().Dev().SMCount
 	return rows < sms/2 && R >= 1<<15
 }
 
 // runNodes runs the region's nodes one by one with the eager kernels.
-func (s *rowStep) runNodes(args []*Tensor) *Tensor {
-	vals := map[*ir.Node]*Tensor{}
+func (s *rowStep) runNodes(args []*array.Array) *array.Array {
+	vals := map[*ir.Node]*array.Array{}
 	for i, in := range s.r.Inputs {
 		vals[in.Node] = args[i]
 	}
@@ -129,24 +130,24 @@ func (s *rowStep) runNodes(args []*Tensor) *Tensor {
 				a[j] = v
 			}
 		}
-		vals[n] = runNode(n, n.Attrs, a)
+		vals[n] = array.RunNode(n, n.Attrs, a)
 	}
 	return vals[s.r.Root]
 }
 
 // rowLayout splits each input's strides over the full shape into strides
 // over the rows and the stride along a row.
-func rowLayout(args []*Tensor, full []int) (outer [][]int, inner []int) {
+func rowLayout(args []*array.Array, full []int) (outer [][]int, inner []int) {
 	last := len(full) - 1
 	for _, t := range args {
-		st := ir.BroadcastStrides(t.shape, t.strides, full)
+		st := ir.BroadcastStrides(t.Shape(), t.Strides(), full)
 		outer = append(outer, st[:last])
 		inner = append(inner, st[last])
 	}
 	return outer, inner
 }
 
-func (s *rowStep) runCPU(args []*Tensor, full []int, res *Tensor) {
+func (s *rowStep) runCPU(args []*array.Array, full []int, res *array.Array) {
 	last := len(full) - 1
 	R, outerShape := full[last], full[:last]
 	rows := ir.Numel(outerShape)
@@ -155,7 +156,7 @@ func (s *rowStep) runCPU(args []*Tensor, full []int, res *Tensor) {
 	stages := s.r.Row.Stages
 	// Fewer rows than cores, and long: a lone reduction splits each row
 	// across the cores (opByOp took the other regions).
-	if rows < runtime.GOMAXPROCS(0) && R >= 2*minParallel {
+	if rows < runtime.GOMAXPROCS(0) && R >= 2*array.MinParallel {
 		s.splitCPU(args, outerShape, outer, inner, R, res)
 		return
 	}
@@ -167,8 +168,8 @@ func (s *rowStep) runCPU(args []*Tensor, full []int, res *Tensor) {
 			needVec[k] = needVec[k] || (blk != nil && blk.Uses(nIn+k))
 		}
 	}
-	parallelRows(rows, max(1, minParallel/R), func(lo, hi int) {
-		chunk := min(blockSize, R)
+	array.ParallelRows(rows, max(1, array.MinParallel/R), func(lo, hi int) {
+		chunk := min(array.BlockSize, R)
 		frames := make([]*ir.Frame, len(stages))
 		for k, blk := range s.stages {
 			frames[k] = blk.NewFrame(chunk, nil)
@@ -177,19 +178,19 @@ func (s *rowStep) runCPU(args []*Tensor, full []int, res *Tensor) {
 		if s.root != nil {
 			rootFrame = s.root.NewFrame(chunk, nil)
 		}
-		ops := make([]*operand, nIn)
+		ops := make([]*array.Operand, nIn)
 		for i, t := range args {
-			ops[i] = newOperand(t.st.data, t.dtype, []int{R}, []int{inner[i]}, 0)
+			ops[i] = t.Operand([]int{R}, []int{inner[i]}, 0)
 		}
 		stageVecs := make([]ir.Vec, len(stages)) // each stage's value, repeated over a chunk
 		for k, st := range stages {
 			stageVecs[k] = ir.NewVec(st.Kind, chunk)
 		}
 		one := make([]ir.Vec, len(stages)) // each stage's value
-		rounders := make([]*rounder, len(stages))
+		rounders := make([]*array.Rounder, len(stages))
 		for k, st := range stages {
 			one[k] = ir.NewVec(st.Kind, 1)
-			rounders[k] = newRounder(st.Node.DType, st.Kind)
+			rounders[k] = array.NewRounder(st.Node.DType, st.Kind)
 		}
 		idx := make([]int, len(outerShape))
 		// bind makes f read every input at [start, start+n) of the row and
@@ -197,7 +198,7 @@ func (s *rowStep) runCPU(args []*Tensor, full []int, res *Tensor) {
 		bind := func(f *ir.Frame, blk *ir.Block, start, n, done int) {
 			for i, o := range ops {
 				if blk.Uses(i) {
-					f.SetArg(i, o.load(start, n, f.ArgKind(i), f.ArgBuf(i)))
+					f.SetArg(i, o.Load(start, n, f.ArgKind(i), f.ArgBuf(i)))
 				}
 			}
 			for k := range done {
@@ -206,23 +207,24 @@ func (s *rowStep) runCPU(args []*Tensor, full []int, res *Tensor) {
 		}
 		for row := lo; row < hi; row++ {
 			for i, t := range args {
-				ops[i].offset = t.offset
+				off := t.Offset()
 				if len(outerShape) > 0 {
-					ops[i].offset += unravel(row, outerShape, outer[i], idx)
+					off += array.Unravel(row, outerShape, outer[i], idx)
 				}
+				ops[i].SetOffset(off)
 			}
 			var val ir.Vec
 			for k, st := range stages {
 				f, blk := frames[k], s.stages[k]
 				if st.Reduce {
-					acc := foldRange(st.Reducer, blk.OutKind(), 0, R, func(s0, m int) ir.Vec {
+					acc := array.FoldRange(st.Reducer, blk.OutKind(), 0, R, func(s0, m int) ir.Vec {
 						bind(f, blk, s0, m, k)
 						return f.Run(m, nil)
 					})
-					rounders[k].result(st.Reducer, acc, R, one[k])
+					rounders[k].Result(st.Reducer, acc, R, one[k])
 				} else {
 					bind(f, blk, 0, 1, k)
-					rounders[k].value(f.Run(1, nil), blk.OutKind(), one[k])
+					rounders[k].Value(f.Run(1, nil), blk.OutKind(), one[k])
 				}
 				if needVec[k] {
 					stageVecs[k].Fill(st.Kind, kindAt(one[k], st.Kind))
@@ -230,13 +232,13 @@ func (s *rowStep) runCPU(args []*Tensor, full []int, res *Tensor) {
 				val = one[k]
 			}
 			if s.root == nil {
-				store(res.st.data, res.dtype, row, val, stages[len(stages)-1].Kind, 1)
+				res.Store(row, val, stages[len(stages)-1].Kind, 1)
 				continue
 			}
 			for s0 := 0; s0 < R; s0 += chunk {
 				m := min(chunk, R-s0)
 				bind(rootFrame, s.root, s0, m, len(stages))
-				store(res.st.data, res.dtype, row*R+s0, rootFrame.Run(m, nil), s.root.OutKind(), m)
+				res.Store(row*R+s0, rootFrame.Run(m, nil), s.root.OutKind(), m)
 			}
 		}
 	})
@@ -244,67 +246,39 @@ func (s *rowStep) runCPU(args []*Tensor, full []int, res *Tensor) {
 
 // splitCPU runs a region whose one stage is a reduction and the root with
 // each row split across the cores, the parts merged in order.
-func (s *rowStep) splitCPU(args []*Tensor, outerShape []int, outer [][]int, inner []int, R int, res *Tensor) {
+func (s *rowStep) splitCPU(args []*array.Array, outerShape []int, outer [][]int, inner []int, R int, res *array.Array) {
 	st, blk := s.r.Row.Stages[0], s.stages[0]
 	idx := make([]int, len(outerShape))
 	one := ir.NewVec(st.Kind, 1)
-	round := newRounder(st.Node.DType, st.Kind)
+	round := array.NewRounder(st.Node.DType, st.Kind)
 	for row := range ir.Numel(outerShape) {
 		offsets := make([]int, len(args))
 		for i, t := range args {
-			offsets[i] = t.offset
+			offsets[i] = t.Offset()
 			if len(outerShape) > 0 {
-				offsets[i] += unravel(row, outerShape, outer[i], idx)
+				offsets[i] += array.Unravel(row, outerShape, outer[i], idx)
 			}
 		}
-		acc := foldSplit(st.Reducer, st.Compute == ir.I64, R, func() func(lo, hi int) ir.Acc {
-			f := blk.NewFrame(min(blockSize, R), nil)
-			ops := make([]*operand, len(args))
+		acc := array.FoldSplit(st.Reducer, st.Compute == ir.I64, R, func() func(lo, hi int) ir.Acc {
+			f := blk.NewFrame(min(array.BlockSize, R), nil)
+			ops := make([]*array.Operand, len(args))
 			for i, t := range args {
-				ops[i] = newOperand(t.st.data, t.dtype, []int{R}, []int{inner[i]}, offsets[i])
+				ops[i] = t.Operand([]int{R}, []int{inner[i]}, offsets[i])
 			}
 			return func(lo, hi int) ir.Acc {
-				return foldRange(st.Reducer, blk.OutKind(), lo, hi, func(s0, m int) ir.Vec {
+				return array.FoldRange(st.Reducer, blk.OutKind(), lo, hi, func(s0, m int) ir.Vec {
 					for i, o := range ops {
 						if blk.Uses(i) {
-							f.SetArg(i, o.load(s0, m, f.ArgKind(i), f.ArgBuf(i)))
+							f.SetArg(i, o.Load(s0, m, f.ArgKind(i), f.ArgBuf(i)))
 						}
 					}
 					return f.Run(m, nil)
 				})
 			}
 		})
-		round.result(st.Reducer, acc, R, one)
-		store(res.st.data, res.dtype, row, one, st.Kind, 1)
+		round.Result(st.Reducer, acc, R, one)
+		res.Store(row, one, st.Kind, 1)
 	}
-}
-
-// rounder gives a stage's value as storing it in the stage node's dtype
-// and reading it back in the stage's kind gives (a row kernel keeps it in
-// registers, but eager code would have stored it): the storage's own
-// conversions, through a one-element cell. One per goroutine.
-type rounder struct {
-	dt   DType
-	kind ir.Kind
-	cell any
-	f    [1]float64
-}
-
-func newRounder(dt DType, k ir.Kind) *rounder {
-	return &rounder{dt: dt, kind: k, cell: allocData(dt, 1)}
-}
-
-// result rounds the floating result of a reduction over n values into v.
-func (r *rounder) result(red ir.Reducer, acc ir.Acc, n int, v ir.Vec) {
-	r.f[0] = red.ResultF(acc, n)
-	storeFrom(r.cell, r.dt, 0, r.f[:])
-	convert(v, r.kind, r.cell, r.dt, 0, 1)
-}
-
-// value rounds x[0], of kind k, into v.
-func (r *rounder) value(x ir.Vec, k ir.Kind, v ir.Vec) {
-	store(r.cell, r.dt, 0, x, k, 1)
-	convert(v, r.kind, r.cell, r.dt, 0, 1)
 }
 
 // kindAt is v[0] as a float64.
@@ -318,14 +292,14 @@ func kindAt(v ir.Vec, k ir.Kind) float64 {
 	return float64(v.I64[0])
 }
 
-func (s *rowStep) runGPU(args []*Tensor, full []int, res *Tensor, q *launchQueue) {
-	g := res.st.gpu.g
+func (s *rowStep) runGPU(args []*array.Array, full []int, res *array.Array, q *array.LaunchQueue) {
+	g := res.GPU()
 	last := len(full) - 1
 	R := full[last]
 	outerStrides, inner := rowLayout(args, full)
-	oshape, ostrides := coalesce(full[:last], outerStrides...)
+	oshape, ostrides := array.Coalesce(full[:last], outerStrides...)
 	if len(oshape) > inductor.MaxRank {
-		throw(s.r.Root.Op.Title, args, "make the inputs contiguous first",
+		array.Throw(s.r.Root.Op.Title, args, "make the inputs contiguous first",
 			"the rows have %d dims that cannot be merged; GPU kernels index at most %d", len(oshape), inductor.MaxRank)
 	}
 	rows := ir.Numel(oshape)
@@ -345,7 +319,7 @@ func (s *rowStep) runGPU(args []*Tensor, full []int, res *Tensor, q *launchQueue
 			k.Inputs[i].Access = inductor.RowUniform
 		case 1:
 			k.Inputs[i].Access = inductor.RowContig
-			if t.devicePtr()%cuda.DevicePtr(4*t.dtype.Size()) != 0 {
+			if t.DevicePtr()%cuda.DevicePtr(4*t.DType().Size()) != 0 {
 				vec = 1
 			}
 		default:
@@ -366,38 +340,38 @@ func (s *rowStep) runGPU(args []*Tensor, full []int, res *Tensor, q *launchQueue
 
 	// Few long rows: a lone reduction (with its prologue) splits each row
 	// across blocks so that every SM works (opByOp took the other regions).
-	if rows < 2*g.dev.SMCount && R >= 1<<15 && k.CanSplit() {
-		q.drain()
+	if rows < 2*g.Dev().SMCount && R >= 1<<15 && k.CanSplit() {
+		q.Drain()
 		s.splitGPU(g, &k, args, rows, R, geo, res)
 		return
 	}
-	a := q.args(g)
-	defer q.release(g, a)
+	a := q.Args(g)
+	defer q.Release(g, a)
 	a.I64(int64(rows)).I64(int64(R))
 	for _, t := range args {
-		a.Ptr(t.devicePtr())
+		a.Ptr(t.DevicePtr())
 	}
-	a.Ptr(res.devicePtr()).Bytes(geo.Bytes(), 8)
+	a.Ptr(res.DevicePtr()).Bytes(geo.Bytes(), 8)
 	title := "fused " + s.r.Root.Op.Title
-	if s.tune && !g.stream.CapturingHere() {
-		key := rowTuneKey{g.dev.Ordinal, k.Name(), rows, R}
+	if s.tune && !g.Stream().CapturingHere() {
+		key := rowTuneKey{g.Dev().Ordinal, k.Name(), rows, R}
 		if c, ok := s.tuned.Load(key); ok {
 			k.Threads, k.Persist = c.([2]int)[0], c.([2]int)[1]
 		} else {
-			q.drain() // the search launches now
+			q.Drain() // the search launches now
 			s.tuneGPU(g, &k, rows, R, a)
 			s.tuned.Store(key, [2]int{k.Threads, k.Persist})
 		}
 	}
-	kernelOrQueue(q, g, s.cache, k.Name(), k.Source, func(fn *cuda.Function) { g.launch(title, fn, min(rows, 1<<24), k.Threads, a) },
-		append([]*Tensor{res}, args...)...)
+	array.KernelOrQueue(q, g, s.cache, k.Name(), k.Source, func(fn *cuda.Function) { g.Launch(title, fn, min(rows, 1<<24), k.Threads, a) },
+		append([]*array.Array{res}, args...)...)
 }
 
 // tuneGPU sets k's threads per block and persistence to the fastest of
 // the candidates for rows of R elements, timed with the arguments a
 // (MaxAutotune): every block size from 32 to 1024, each looped and, where
 // a thread holds at most 8 vectors of the row, persistent.
-func (s *rowStep) tuneGPU(g *gpu, k *inductor.RowKernel, rows, R int, a *cuda.Args) {
+func (s *rowStep) tuneGPU(g *array.GPU, k *inductor.RowKernel, rows, R int, a *cuda.Args) {
 	type cand struct{ threads, persist int }
 	var cands []cand
 	var names []string
@@ -424,11 +398,11 @@ func (s *rowStep) tuneGPU(g *gpu, k *inductor.RowKernel, rows, R int, a *cuda.Ar
 	base := *k
 	base.Threads, base.Persist = 0, 0
 	key := fmt.Sprintf("%s rows%d R%d", base.Name(), rows, R)
-	best := autotune(s.cache, g, "row", key, names, def,
-		func(i int) { c := kc(i); g.kernelIn(s.cache, c.Name(), c.Source) },
+	best := array.Autotune(s.cache, g, "row", key, names, def,
+		func(i int) { c := kc(i); g.KernelIn(s.cache, c.Name(), c.Source) },
 		func(i int) error {
 			c := kc(i)
-			return g.stream.Launch(g.kernelIn(s.cache, c.Name(), c.Source), cuda.Dim3{X: uint32(min(rows, 1<<24)), Y: 1, Z: 1},
+			return g.Stream().Launch(g.KernelIn(s.cache, c.Name(), c.Source), cuda.Dim3{X: uint32(min(rows, 1<<24)), Y: 1, Z: 1},
 				cuda.Dim3{X: uint32(c.Threads), Y: 1, Z: 1}, 0, a)
 		})
 	*k = kc(best)
@@ -437,31 +411,31 @@ func (s *rowStep) tuneGPU(g *gpu, k *inductor.RowKernel, rows, R int, a *cuda.Ar
 // splitGPU launches the split form of k: grid (rows, parts), each block
 // reducing chunk columns of a row into a partial accumulator, then the
 // final pass over each row's partials.
-func (s *rowStep) splitGPU(g *gpu, k *inductor.RowKernel, args []*Tensor, rows, R int, geo inductor.RowGeometry, res *Tensor) {
+func (s *rowStep) splitGPU(g *array.GPU, k *inductor.RowKernel, args []*array.Array, rows, R int, geo inductor.RowGeometry, res *array.Array) {
 	k.Split, k.Persist, k.Threads = true, 0, 512
 	step := k.Threads * k.Vec * 4 // columns a block covers in four passes
-	parts := min((R+step-1)/step, (4*g.dev.SMCount+rows-1)/rows, 65535)
+	parts := min((R+step-1)/step, (4*g.Dev().SMCount+rows-1)/rows, 65535)
 	chunk := (R + parts - 1) / parts
 	chunk = (chunk + k.Vec - 1) / k.Vec * k.Vec
 	parts = (R + chunk - 1) / chunk
-	acc := Float32
+	acc := array.Float32
 	if k.Stages[0].Compute == ir.F64 {
-		acc = Float64
+		acc = array.Float64
 	}
-	partial := newGPUTensor(res.st.dev, acc, []int{rows * parts})
-	fn := g.kernelIn(s.cache, k.Name(), k.Source)
-	final := g.kernelIn(s.cache, k.Name()+"_final", k.Source)
-	a := g.getArgs()
-	defer g.putArgs(a)
+	partial := array.New(res.Device(), acc, []int{rows * parts})
+	fn := g.KernelIn(s.cache, k.Name(), k.Source)
+	final := g.KernelIn(s.cache, k.Name()+"_final", k.Source)
+	a := g.GetArgs()
+	defer g.PutArgs(a)
 	a.I64(int64(rows)).I64(int64(R)).I64(int64(chunk))
 	for _, t := range args {
-		a.Ptr(t.devicePtr())
+		a.Ptr(t.DevicePtr())
 	}
-	a.Ptr(res.devicePtr()).Ptr(partial.devicePtr()).Bytes(geo.Bytes(), 8)
+	a.Ptr(res.DevicePtr()).Ptr(partial.DevicePtr()).Bytes(geo.Bytes(), 8)
 	title := "fused " + s.r.Root.Op.Title
-	if err := g.stream.Launch(fn, cuda.Dim3{X: uint32(rows), Y: uint32(parts), Z: 1}, cuda.Dim3{X: uint32(k.Threads), Y: 1, Z: 1}, 0, a); err != nil {
+	if err := g.Stream().Launch(fn, cuda.Dim3{X: uint32(rows), Y: uint32(parts), Z: 1}, cuda.Dim3{X: uint32(k.Threads), Y: 1, Z: 1}, 0, a); err != nil {
 		panic(fmt.Sprintf("tensor: %s: launch: %v", title, err))
 	}
-	a.Reset().I64(int64(rows)).I64(int64(parts)).I64(int64(R)).Ptr(partial.devicePtr()).Ptr(res.devicePtr())
-	g.launch(title, final, rows, k.Threads, a)
+	a.Reset().I64(int64(rows)).I64(int64(parts)).I64(int64(R)).Ptr(partial.DevicePtr()).Ptr(res.DevicePtr())
+	g.Launch(title, final, rows, k.Threads, a)
 }

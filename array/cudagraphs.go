@@ -1,4 +1,4 @@
-package tensor
+package array
 
 import (
 	"encoding/binary"
@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 
 	"gocompile/cuda"
+	"gocompile/internal/logs"
 )
 
 // In ReduceOverhead mode a program on a GPU is captured once per input
@@ -55,8 +56,9 @@ const (
 	maxLayouts = 4 * maxGraphs
 )
 
-// graphSet is a program's input layouts and their graphs.
-type graphSet struct {
+// GraphSet is a program's input layouts and their CUDA graphs: a
+// program that wants its runs replayed keeps one and runs through it.
+type GraphSet struct {
 	mu      sync.Mutex
 	layouts []*graphLayout
 	graphs  int       // layouts with a graph
@@ -86,14 +88,14 @@ type inputLayout struct {
 }
 
 // matches reports whether inputs have layout l, without allocating.
-func (l *graphLayout) matches(inputs []*Tensor) bool {
+func (l *graphLayout) matches(inputs []*Array) bool {
 	if len(inputs) != len(l.inputs) {
 		return false
 	}
 	for i, t := range inputs {
 		in := &l.inputs[i]
 		if t.st.gpu == nil || t.st.dev != in.dev || t.dtype != in.dtype || !slices.Equal(t.shape, in.shape) ||
-			!slices.Equal(t.strides, in.strides) || int(t.devicePtr()%16) != in.align || sharesWith(inputs, i) != in.shares {
+			!slices.Equal(t.strides, in.strides) || int(t.DevicePtr()%16) != in.align || sharesWith(inputs, i) != in.shares {
 			return false
 		}
 		if graphInputs == copyInputs && (t.offset != in.offset || t.st.gpu.block.Size != in.size) {
@@ -104,7 +106,7 @@ func (l *graphLayout) matches(inputs []*Tensor) bool {
 }
 
 // sharesWith is the first input before i with input i's storage, or -1.
-func sharesWith(inputs []*Tensor, i int) int {
+func sharesWith(inputs []*Array, i int) int {
 	for j := range i {
 		if inputs[j].st == inputs[i].st {
 			return j
@@ -114,14 +116,14 @@ func sharesWith(inputs []*Tensor, i int) int {
 }
 
 // layoutOf describes inputs, if all are on a GPU.
-func layoutOf(inputs []*Tensor) (*graphLayout, bool) {
+func layoutOf(inputs []*Array) (*graphLayout, bool) {
 	l := &graphLayout{}
 	for i, t := range inputs {
 		if t == nil || t.st.gpu == nil {
 			return nil, false
 		}
 		in := inputLayout{dev: t.st.dev, dtype: t.dtype, shape: slices.Clone(t.shape), strides: slices.Clone(t.strides),
-			align: int(t.devicePtr() % 16), shares: sharesWith(inputs, i)}
+			align: int(t.DevicePtr() % 16), shares: sharesWith(inputs, i)}
 		if graphInputs == copyInputs {
 			in.offset, in.size = t.offset, t.st.gpu.block.Size
 		}
@@ -156,7 +158,7 @@ func (l *graphLayout) String() string {
 // replayGraph is one captured program.
 type replayGraph struct {
 	mu      sync.Mutex // a replay sets parameters, then launches
-	g       *gpu
+	g       *GPU
 	graph   *cuda.Graph // kept: its nodes name what SetKernelParams changes
 	exec    *cuda.GraphExec
 	nodes   []cuda.KernelNode
@@ -165,9 +167,9 @@ type replayGraph struct {
 	inputs  []graphInput
 	outputs []graphOutput
 	results []int // output i is view results[i] of outputs[...]: see views
-	views   []*Tensor
+	views   []*Array
 	keep    []*storage // memory the graph owns
-	static  []*Tensor  // copyInputs: the buffers inputs are copied into
+	static  []*Array   // copyInputs: the buffers inputs are copied into
 }
 
 // paramRef is a kernel parameter holding an address: base + delta.
@@ -187,13 +189,14 @@ type graphOutput struct {
 	refs  []paramRef // delta from the storage's start
 }
 
-// runGraph runs p for inputs as a replayed graph when it can, reporting
-// whether it did.
-func (p *inductorProgram) runGraph(inputs []*Tensor) ([]*Tensor, bool) {
+// Run runs a program on inputs as a replayed graph when it can, and
+// reports whether it did. run is a plain run of the program with an arena
+// of slots buffers (its buffer plan's), which Run captures on the second
+// call with an input layout; the first runs plainly, in the caller.
+func (gs *GraphSet) Run(inputs []*Array, slots int, run func([]*Array, *Arena) []*Array) ([]*Array, bool) {
 	if len(inputs) == 0 {
 		return nil, false
 	}
-	gs := &p.graphs
 	gs.mu.Lock()
 	var l *graphLayout
 	for _, c := range gs.layouts {
@@ -226,7 +229,7 @@ func (p *inductorProgram) runGraph(inputs []*Tensor) ([]*Tensor, bool) {
 	}
 	rg := l.rg
 	if rg == nil {
-		fail := func(why string, args ...any) ([]*Tensor, bool) {
+		fail := func(why string, args ...any) ([]*Array, bool) {
 			l.failed = why
 			gs.mu.Unlock()
 			graphLog("cannot capture; running plainly", append([]any{"reason", why, "layout", l}, args...)...)
@@ -239,7 +242,7 @@ func (p *inductorProgram) runGraph(inputs []*Tensor) ([]*Tensor, bool) {
 			return fail("this program has a graph for as many input layouts as it may keep", "limit", maxGraphs)
 		}
 		var err error
-		if rg, err = p.capture(inputs); err != nil {
+		if rg, err = capture(inputs, slots, run); err != nil {
 			return fail(err.Error())
 		}
 		l.rg = rg
@@ -262,38 +265,38 @@ func (p *inductorProgram) runGraph(inputs []*Tensor) ([]*Tensor, bool) {
 }
 
 func graphLog(msg string, args ...any) {
-	if logOn("cudagraphs") {
+	if logs.On("cudagraphs") {
 		slog.Info("gocompile: cudagraphs: "+msg, args...)
 	}
 }
 
-// capture records a run of p on inputs as a graph.
-func (p *inductorProgram) capture(inputs []*Tensor) (rg *replayGraph, err error) {
+// capture records a run on inputs as a graph.
+func capture(inputs []*Array, slots int, run func([]*Array, *Arena) []*Array) (rg *replayGraph, err error) {
 	g := inputs[0].st.gpu.g
 	rg = &replayGraph{g: g}
-	run := inputs
+	in := inputs
 	if graphInputs == copyInputs {
-		run = make([]*Tensor, len(inputs))
+		in = make([]*Array, len(inputs))
 		for i, t := range inputs {
-			c := newGPUTensor(t.st.dev, t.dtype, []int{storageElems(t)})
+			c := newGPUArray(t.st.dev, t.dtype, []int{storageElems(t)})
 			rg.static = append(rg.static, c)
-			run[i] = &Tensor{st: c.st, shape: t.shape, strides: t.strides, offset: t.offset, dtype: t.dtype}
-			check(g.stream.CopyDtoD(c.devicePtr(), t.st.gpu.ptr(), storageElems(t)*t.dtype.Size()), "ReduceOverhead", t)
+			in[i] = &Array{st: c.st, shape: t.shape, strides: t.strides, offset: t.offset, dtype: t.dtype}
+			Check(g.stream.CopyDtoD(c.DevicePtr(), t.st.gpu.ptr(), storageElems(t)*t.dtype.Size()), "ReduceOverhead", t)
 		}
 	}
-	a := &arena{slots: make([]arenaSlot, len(p.plan.SlotBytes))}
+	a := &Arena{slots: make([]arenaSlot, slots)}
 	if err := g.stream.BeginCapture(); err != nil {
 		return nil, err
 	}
 	g.captured.Store(&rg.keep)
-	var outs []*Tensor
+	var outs []*Array
 	func() {
 		defer func() {
 			if e := recover(); e != nil {
 				err = fmt.Errorf("the run panicked while captured: %v", e)
 			}
 		}()
-		outs = p.runWith(run, a, nil)
+		outs = run(in, a)
 	}()
 	g.captured.Store(nil)
 	graph, endErr := g.stream.EndCapture()
@@ -347,9 +350,9 @@ func (p *inductorProgram) capture(inputs []*Tensor) (rg *replayGraph, err error)
 		return rs
 	}
 	if graphInputs == patchInputs {
-		for _, t := range run {
+		for _, t := range in {
 			rg.inputs = append(rg.inputs, graphInput{
-				refs: refs(t.st.gpu.ptr(), t.st.gpu.block.Size, t.devicePtr()), cur: t.devicePtr()})
+				refs: refs(t.st.gpu.ptr(), t.st.gpu.block.Size, t.DevicePtr()), cur: t.DevicePtr()})
 		}
 	}
 	owned := map[*storage]bool{}
@@ -390,30 +393,30 @@ func (rg *replayGraph) destroy() {
 }
 
 // storageElems is how many elements of t's type its storage holds.
-func storageElems(t *Tensor) int { return t.st.gpu.block.Size / t.dtype.Size() }
+func storageElems(t *Array) int { return t.st.gpu.block.Size / t.dtype.Size() }
 
 // replay runs the graph for inputs and returns fresh outputs.
-func (rg *replayGraph) replay(inputs []*Tensor) ([]*Tensor, error) {
+func (rg *replayGraph) replay(inputs []*Array) ([]*Array, error) {
 	g := rg.g
 	rg.mu.Lock()
 	defer rg.mu.Unlock()
 	if graphInputs == copyInputs && rg.static != nil {
 		for i, t := range inputs {
-			if err := g.stream.CopyDtoD(rg.static[i].devicePtr(), t.st.gpu.ptr(), storageElems(t)*t.dtype.Size()); err != nil {
+			if err := g.stream.CopyDtoD(rg.static[i].DevicePtr(), t.st.gpu.ptr(), storageElems(t)*t.dtype.Size()); err != nil {
 				return nil, err
 			}
 		}
 	}
 	for i := range rg.inputs {
 		in := &rg.inputs[i]
-		if p := inputs[i].devicePtr(); p != in.cur {
+		if p := inputs[i].DevicePtr(); p != in.cur {
 			in.cur = p
 			rg.patch(in.refs, p)
 		}
 	}
-	fresh := make([]*Tensor, len(rg.outputs))
+	fresh := make([]*Array, len(rg.outputs))
 	for j, o := range rg.outputs {
-		fresh[j] = newGPUTensor(rg.views[0].st.dev, Bool, []int{o.bytes})
+		fresh[j] = newGPUArray(rg.views[0].st.dev, Bool, []int{o.bytes})
 		rg.patch(o.refs, fresh[j].st.gpu.ptr())
 	}
 	for i := range rg.nodes {
@@ -428,9 +431,9 @@ func (rg *replayGraph) replay(inputs []*Tensor) ([]*Tensor, error) {
 		return nil, err
 	}
 	graphReplays.Add(1)
-	outs := make([]*Tensor, len(rg.views))
+	outs := make([]*Array, len(rg.views))
 	for i, v := range rg.views {
-		outs[i] = &Tensor{st: fresh[rg.results[i]].st, shape: v.shape, strides: v.strides, offset: v.offset, dtype: v.dtype}
+		outs[i] = &Array{st: fresh[rg.results[i]].st, shape: v.shape, strides: v.strides, offset: v.offset, dtype: v.dtype}
 	}
 	return outs, nil
 }

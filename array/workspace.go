@@ -1,0 +1,65 @@
+package array
+
+import (
+	"sync"
+
+	"gocompile/cuda"
+	"gocompile/ir"
+)
+
+// gemmScratch is a device's workspace for split GEMM kernels: partial sums
+// and tile counters (zero between launches). Launches on the device's one
+// stream run in order, so they share it; a grown workspace replaces the
+// old one, which is kept, as graphs captured earlier still use it.
+type gemmScratch struct {
+	mu       sync.Mutex
+	partials *Array
+	counters *Array
+	old      []*Array
+}
+
+// GemmWorkspace returns a workspace of at least partials float32s and
+// counters zeroed counters. Growing allocates and zeroes outside the lock
+// (zeroing passes the stream's capture gate, which a capturing goroutine
+// may hold while it waits for the lock), and never while capturing: the
+// zeroing would only be recorded, so that capture fails instead.
+func (g *GPU) GemmWorkspace(partials, counters int) (cuda.DevicePtr, cuda.DevicePtr) {
+	s := &g.gemm
+	for {
+		s.mu.Lock()
+		if s.partials != nil && s.partials.Numel() >= partials && s.counters != nil && s.counters.Numel() >= counters {
+			p, c := s.partials.DevicePtr(), s.counters.DevicePtr()
+			s.mu.Unlock()
+			return p, c
+		}
+		np, nc := max(partials, 1<<16), max(counters, 1<<12)
+		if s.partials != nil {
+			np = max(np, s.partials.Numel())
+		}
+		if s.counters != nil {
+			nc = max(nc, s.counters.Numel())
+		}
+		s.mu.Unlock()
+		if g.stream.CapturingHere() {
+			panic(&ir.Error{Op: "MatMul", Reason: "the split GEMM workspace must grow while a CUDA graph is captured",
+				Fix: "none needed: this input layout runs with plain launches"})
+		}
+		dev := ir.CUDA(g.dev.Ordinal)
+		pt, ct := newGPUArray(dev, Float32, []int{np}), newGPUArray(dev, Int32, []int{nc})
+		Check(g.stream.Memset8(ct.DevicePtr(), 0, nc*4), "MatMul")
+		s.mu.Lock()
+		if s.partials == nil || s.partials.Numel() < np {
+			if s.partials != nil {
+				s.old = append(s.old, s.partials)
+			}
+			s.partials = pt
+		}
+		if s.counters == nil || s.counters.Numel() < nc {
+			if s.counters != nil {
+				s.old = append(s.old, s.counters)
+			}
+			s.counters = ct
+		}
+		s.mu.Unlock()
+	}
+}

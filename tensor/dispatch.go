@@ -1,0 +1,40 @@
+package tensor
+
+import (
+	"gocompile/array"
+	"gocompile/ir"
+)
+
+// apply runs op: it records a node while a compiled function is traced,
+// and otherwise runs the op's eager kernel on the operands' arrays. It is
+// the one entry point every method goes through.
+func apply(op *ir.Op, a ir.Attrs, args ...ir.Value) *Tensor {
+	if tr := tracerOf(args); tr != nil {
+		return tr.record(op, a, args) // tracing a compiled function
+	}
+	for i, v := range args {
+		if t, ok := v.(*Tensor); ok && t == nil {
+			throw(op.Title, tensorsOf(args), "pass a tensor", "operand %d is a nil *Tensor", i)
+		}
+	}
+	return wrap(array.Apply(op, a, arrays(args)...))
+}
+
+// val passes an optional tensor to an op: a nil *Tensor becomes a nil
+// Value.
+func val(t *Tensor) ir.Value {
+	if t == nil {
+		return nil
+	}
+	return t
+}
+
+func tensorsOf(args []ir.Value) []*Tensor {
+	var ts []*Tensor
+	for _, a := range args {
+		if t, ok := a.(*Tensor); ok && t != nil {
+			ts = append(ts, t)
+		}
+	}
+	return ts
+}
