@@ -7,9 +7,9 @@ import (
 	"runtime"
 	"slices"
 	"sync"
-	"sync/atomic"
 
 	"gocompile/internal/logs"
+	"gocompile/internal/stats"
 
 	"golang.org/x/sync/errgroup"
 
@@ -34,9 +34,6 @@ type tuning struct {
 	once sync.Once
 	best string
 }
-
-// autotuneSearches counts the searches run (not found in a cache).
-var autotuneSearches atomic.Int64
 
 // autotune returns the index of the fastest of the candidates names (the
 // default at index def) for key: compile(i) builds candidate i's kernel,
@@ -63,7 +60,7 @@ func Autotune(c *kcache.Cache, g *GPU, what, key string, names []string, def int
 
 // search times every candidate and returns the fastest one's name.
 func search(g *GPU, what, key string, names []string, def int, compile func(i int), run func(i int) error) string {
-	autotuneSearches.Add(1)
+	stats.AutotuneSearches.Add(1)
 	progress := logs.On("autotune")
 	ok := make([]bool, len(names))
 	// Build every candidate first, in parallel: NVRTC dominates.

@@ -2,46 +2,9 @@ package array
 
 import (
 	"os"
-	"runtime/debug"
-	"sync"
 
 	"gocompile/internal/logs"
 )
-
-// buildIdentity names the exact gocompile code in this binary, or is ""
-// when nothing does: a released gocompile module version, or the revision
-// of a clean checkout of gocompile itself. With it, a generated kernel's
-// name and the identity determine its source, so cached kernels are found
-// by name without generating their source (compileCached); without it
-// (a modified checkout, a test binary) kernels are keyed by their source.
-// Tests replace it.
-var buildIdentity = sync.OnceValue(func() string {
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return ""
-	}
-	for _, d := range bi.Deps {
-		if d.Path == "gocompile" && d.Replace == nil && d.Version != "" && d.Version != "(devel)" {
-			return d.Version
-		}
-	}
-	if bi.Main.Path != "gocompile" {
-		return ""
-	}
-	var rev, modified string
-	for _, s := range bi.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			rev = s.Value
-		case "vcs.modified":
-			modified = s.Value
-		}
-	}
-	if rev != "" && modified == "false" {
-		return "rev " + rev
-	}
-	return ""
-})
 
 // kernelSourcesWanted reports whether generated sources are logged or
 // written out (GOCOMPILE_LOGS=output_code, GOCOMPILE_DEBUG_DIR): then

@@ -8,10 +8,10 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 
 	"gocompile/cuda"
 	"gocompile/internal/logs"
+	"gocompile/internal/stats"
 )
 
 // In ReduceOverhead mode a program on a GPU is captured once per input
@@ -45,9 +45,6 @@ var graphInputs = func() graphInputMode {
 	}
 	return patchInputs
 }()
-
-// graphReplays counts graph launches in this process.
-var graphReplays atomic.Int64
 
 // maxGraphs is how many input layouts of one program get a graph, and
 // maxLayouts how many layouts it records (the rest run plainly).
@@ -430,7 +427,7 @@ func (rg *replayGraph) replay(inputs []*Array) ([]*Array, error) {
 	if err := rg.exec.Launch(g.stream); err != nil {
 		return nil, err
 	}
-	graphReplays.Add(1)
+	stats.GraphReplays.Add(1)
 	outs := make([]*Array, len(rg.views))
 	for i, v := range rg.views {
 		outs[i] = &Array{st: fresh[rg.results[i]].st, shape: v.shape, strides: v.strides, offset: v.offset, dtype: v.dtype}

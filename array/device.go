@@ -223,3 +223,13 @@ func (t *Array) GPU() *GPU {
 	}
 	return t.st.gpu.g
 }
+
+// Kernels lists the names of the generated kernels loaded on g.
+func (g *GPU) Kernels() []string {
+	var names []string
+	g.kernels.Range(func(k, _ any) bool {
+		names = append(names, k.(string))
+		return true
+	})
+	return names
+}

@@ -6,10 +6,12 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-	"sync/atomic"
 	"unsafe"
 
+	"gocompile/internal/buildid"
 	"gocompile/internal/logs"
+	"gocompile/internal/stats"
+	"gocompile/internal/testhook"
 
 	"gocompile/cuda"
 	"gocompile/inductor"
@@ -38,8 +40,8 @@ func (g *GPU) KernelIn(c *kcache.Cache, name string, gen func() (string, error))
 	}
 	e := v.(*kernelEntry)
 	e.once.Do(func() {
-		if kernelFault != nil {
-			if e.err = kernelFault(name); e.err != nil {
+		if testhook.KernelFault != nil {
+			if e.err = testhook.KernelFault(name); e.err != nil {
 				return
 			}
 		}
@@ -65,10 +67,6 @@ func (g *GPU) KernelIn(c *kcache.Cache, name string, gen func() (string, error))
 	}
 	return e.fn
 }
-
-// kernelFault, when set (by tests), makes the kernels it returns an error
-// for fail to build.
-var kernelFault func(name string) error
 
 // KernelError is a generated kernel that could not be built: a code
 // generator or toolchain failure, not misuse. Compiled programs catch it
@@ -674,12 +672,12 @@ func compileCached(c *kcache.Cache, dev *cuda.Device, name string, gen func() (s
 		}
 		var err error
 		if src, err = gen(); err == nil {
-			kernelSources.Add(1)
+			stats.KernelSources.Add(1)
 			writeKernelSource(name, src)
 		}
 		return err
 	}
-	if id := buildIdentity(); id != "" && !kernelSourcesWanted() {
+	if id := buildid.Identity(); id != "" && !kernelSourcesWanted() {
 		spec.CodegenVersion += " build " + id
 	} else {
 		if err := generate(); err != nil {
@@ -691,9 +689,9 @@ func compileCached(c *kcache.Cache, dev *cuda.Device, name string, gen func() (s
 		if err := generate(); err != nil {
 			return kcache.Entry{}, err
 		}
-		n := compiling.Add(1)
-		defer compiling.Add(-1)
-		for m := maxCompiling.Load(); n > m && !maxCompiling.CompareAndSwap(m, n); m = maxCompiling.Load() {
+		n := stats.Compiling.Add(1)
+		defer stats.Compiling.Add(-1)
+		for m := stats.MaxCompiling.Load(); n > m && !stats.MaxCompiling.CompareAndSwap(m, n); m = stats.MaxCompiling.Load() {
 		}
 		res, err := cuda.Compile(src, name+".cu", dev)
 		if err != nil {
@@ -707,11 +705,6 @@ func compileCached(c *kcache.Cache, dev *cuda.Device, name string, gen func() (s
 	}
 	return &cuda.CompileResult{CUBIN: e.Kernel.CUBIN, PTX: e.Kernel.PTX, Log: e.Kernel.Log, Arch: e.Kernel.Arch}, nil
 }
-
-// kernelSources counts the kernel sources generated in this process;
-// compiling counts NVRTC compiles under way, and maxCompiling is the most
-// there were at once.
-var kernelSources, compiling, maxCompiling atomic.Int64
 
 // artifactCache is where compiled artifacts are kept: generated kernels
 // (compileCached), and the fusion layouts and autotuning choices of

@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"runtime"
 
+	"gocompile/array"
 	"gocompile/ir"
 )
 
@@ -33,10 +34,10 @@ func optimize(g *ir.Graph) {
 		}
 		vals := make([]ir.Value, len(args))
 		for i, a := range args {
-			vals[i] = a
+			vals[i] = a // constants' arrays, and scalars
 		}
-		var out *Tensor
-		err := Try(func() { out = apply(n.Op, n.Attrs, vals...) })
+		var out *array.Array
+		err := Try(func() { out = array.Apply(n.Op, n.Attrs, vals...) })
 		return out, err
 	})
 	if err != nil {

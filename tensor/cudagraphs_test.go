@@ -6,6 +6,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"gocompile/internal/stats"
 )
 
 // mlp2 is a two-layer MLP with a layer norm, closing over its weights.
@@ -28,7 +30,7 @@ func TestGPUReduceOverheadReplays(t *testing.T) {
 	f := mlp2(dev)
 	plain := Compile(f)
 	graphed := Compile(f, WithMode(ReduceOverhead))
-	before := graphReplays.Load()
+	before := stats.GraphReplays.Load()
 	type call struct {
 		out  *Tensor
 		want []float64
@@ -50,7 +52,7 @@ func TestGPUReduceOverheadReplays(t *testing.T) {
 		}
 	}
 	// Per shape: a plain first call, a captured second, replays after.
-	if n := graphReplays.Load() - before; n != 18 {
+	if n := stats.GraphReplays.Load() - before; n != 18 {
 		t.Errorf("%d graph replays, want 18", n)
 	}
 }
@@ -132,12 +134,12 @@ func TestGPUReduceOverheadLibraryKernel(t *testing.T) {
 	w := Randn(2, Float32, 48, 64).MulScalar(0.1).To(dev)
 	f := func(x *Tensor) *Tensor { return x.Linear(w, nil).Tanh() }
 	g := Compile(f, WithMode(ReduceOverhead))
-	before := graphReplays.Load()
+	before := stats.GraphReplays.Load()
 	for i := range 5 {
 		x := Randn(uint64(50+i), Float32, 100, 64).To(dev)
 		nearValues(t, fmt.Sprint("call ", i), g(x), f(x))
 	}
-	if n := graphReplays.Load() - before; n != 0 {
+	if n := stats.GraphReplays.Load() - before; n != 0 {
 		t.Errorf("%d graph replays of a program with a library kernel, want none", n)
 	}
 	if log := buf.String(); !strings.Contains(log, "cannot capture") {

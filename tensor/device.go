@@ -76,13 +76,8 @@ func (t *Tensor) ToDevice(d Device) *Tensor {
 	return wrap(t.v.ToDevice(d))
 }
 
-// cpu returns t's array, or a copy of it on the CPU.
-func (t *Tensor) cpu() *array.Array {
-	if t.px != nil {
-		return t.materialize("read").v.ToDevice(CPU)
-	}
-	return t.v.ToDevice(CPU)
-}
+// cpu returns t, or a copy of it on the CPU.
+func (t *Tensor) cpu() *Tensor { return t.ToDevice(CPU) }
 
 // Synchronize waits until every op queued on device d has finished (on the
 // CPU it returns at once). Reading a tensor's values synchronizes by itself;

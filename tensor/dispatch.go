@@ -17,7 +17,13 @@ func apply(op *ir.Op, a ir.Attrs, args ...ir.Value) *Tensor {
 			throw(op.Title, tensorsOf(args), "pass a tensor", "operand %d is a nil *Tensor", i)
 		}
 	}
-	return wrap(array.Apply(op, a, arrays(args)...))
+	res := array.Apply(op, a, arrays(args)...)
+	for _, v := range args {
+		if t, ok := v.(*Tensor); ok && t.v == res {
+			return t // the kernel returned its operand (Contiguous of a contiguous tensor)
+		}
+	}
+	return wrap(res)
 }
 
 // val passes an optional tensor to an op: a nil *Tensor becomes a nil

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"gocompile/array"
 )
 
 // Every misuse panics with an *Error that names the op, the operands'
@@ -12,7 +14,7 @@ func TestMisuseErrors(t *testing.T) {
 	a := Zeros(Float32, 2, 3)
 	// Devices are compared before any storage is touched, so a tensor that
 	// only claims to be on GPU 7 shows the error on any machine.
-	onGPU := &Tensor{st: &storage{dev: CUDA(7)}, shape: []int{3}, strides: []int{1}, dtype: Float32}
+	onGPU := &Tensor{v: array.Meta(CUDA(7), Float32, []int{3}, []int{1})}
 	tests := []struct {
 		name  string
 		f     func()

@@ -45,7 +45,7 @@ func (t *Tensor) String() string {
 		if t.dtype() != ir.DefaultFloat && t.dtype() != Int64 && t.dtype() != Bool {
 			suffixes = append(suffixes, "dtype="+t.dtype().String())
 		}
-		p := &printer{t: wrap(t.cpu()), summarize: t.Numel() > printThreshold}
+		p := &printer{t: t.cpu(), summarize: t.Numel() > printThreshold}
 		p.fmt = p.newFormatter()
 		body = p.str(0, p.t.v.Offset(), indent)
 	}

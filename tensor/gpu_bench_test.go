@@ -3,12 +3,9 @@ package tensor
 import (
 	"fmt"
 	"math"
-	"os"
-	"slices"
 	"testing"
-	"time"
 
-	"gocompile/inductor"
+	"gocompile/array"
 )
 
 // GPU benchmarks. Each queues b.N ops and synchronizes once, so ns/op is
@@ -38,16 +35,16 @@ func BenchmarkGPUCopyFloat32_64M(b *testing.B) {
 	requireGPU(b)
 	x := Randn(1, Float32, gpuBenchN).ToDevice(CUDA(0))
 	y := Zeros(Float32, gpuBenchN).ToDevice(CUDA(0))
-	g := mustGPU("bench", CUDA(0))
+	g := array.MustGPU("bench", CUDA(0))
 	n := gpuBenchN * 4
-	if err := g.stream.CopyDtoD(y.devicePtr(), x.devicePtr(), n); err != nil {
+	if err := g.Stream().CopyDtoD(y.v.DevicePtr(), x.v.DevicePtr(), n); err != nil {
 		b.Fatal(err)
 	}
 	Synchronize(CUDA(0))
 	b.SetBytes(2 * int64(n))
 	b.ResetTimer()
 	for range b.N {
-		if err := g.stream.CopyDtoD(y.devicePtr(), x.devicePtr(), n); err != nil {
+		if err := g.Stream().CopyDtoD(y.v.DevicePtr(), x.v.DevicePtr(), n); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -120,35 +117,6 @@ func BenchmarkGPUPointwiseChain16M(b *testing.B) {
 			}
 			Synchronize(CUDA(0))
 		})
-	}
-}
-
-// Dense pointwise kernels read broadcast operands by access class: a
-// row-broadcast (a bias over rows, i % inner) or column-broadcast (a
-// per-row value, i / inner) class after dims are merged, else the generic
-// N-d offset. broadcastAccess picks the class from merged strides.
-func TestBroadcastAccess(t *testing.T) {
-	for _, c := range []struct {
-		st, shape []int
-		acc       inductor.Access
-		inner     int
-	}{
-		{[]int{0, 1}, []int{8, 4096}, inductor.RowBroadcast, 4096},
-		{[]int{0, 5, 1}, []int{2, 3, 5}, inductor.RowBroadcast, 15},
-		{[]int{1, 0}, []int{8, 4096}, inductor.ColBroadcast, 4096},
-		{[]int{3, 1, 0, 0}, []int{2, 3, 4, 5}, inductor.ColBroadcast, 20},
-		{[]int{0, 1, 0}, []int{2, 3, 4}, inductor.Strided, 0}, // middle broadcast
-		{[]int{5, 0, 1}, []int{2, 3, 5}, inductor.Strided, 0}, // zero between contiguous dims
-		{[]int{0, 2}, []int{8, 16}, inductor.Strided, 0},      // stepped
-		{[]int{2, 0}, []int{8, 16}, inductor.Strided, 0},      // stepped
-		{[]int{-1, 0}, []int{8, 16}, inductor.Strided, 0},     // reversed
-		{[]int{1, 8}, []int{8, 16}, inductor.Strided, 0},      // transposed
-		{[]int{0, 16, 1}, []int{2, 8, 16}, inductor.RowBroadcast, 128},
-	} {
-		acc, inner := broadcastAccess(c.st, c.shape)
-		if acc != c.acc || inner != c.inner {
-			t.Errorf("strides %v over %v: access %d inner %d, want %d %d", c.st, c.shape, acc, inner, c.acc, c.inner)
-		}
 	}
 }
 
@@ -257,83 +225,4 @@ func TestGPUKernelLayouts(t *testing.T) {
 		check(r.name+" NaN", func(xs ...*Tensor) *Tensor { return r.f(xs[0]) }, 0, FromSlice(nans, 1, n))
 		check(r.name+" NaN rows", func(xs ...*Tensor) *Tensor { return r.f(xs[0]) }, 0, FromSlice(nans[:3<<20], 3<<10, 1<<10))
 	}
-}
-
-// TestGPUTuneLaunch times the bench's pointwise and reduction workloads
-// under each launch shape of a grid (GOCOMPILE_TUNE=1 runs it,
-// GOCOMPILE_TUNE=reduce only the reductions): how pointwiseBlock,
-// pointwiseUnroll, pointwiseBlocksPerSM and the reduce* settings were
-// chosen.
-func TestGPUTuneLaunch(t *testing.T) {
-	requireGPU(t)
-	if os.Getenv("GOCOMPILE_TUNE") == "" {
-		t.Skip("set GOCOMPILE_TUNE=1 to run")
-	}
-	dev := CUDA(0)
-	timeIt := func(f func() *Tensor) float64 {
-		f()
-		f()
-		Synchronize(dev)
-		var reps []float64
-		for range 7 {
-			const n = 100
-			t0 := time.Now()
-			for range n {
-				f()
-			}
-			Synchronize(dev)
-			reps = append(reps, float64(time.Since(t0).Nanoseconds())/1e3/n)
-		}
-		slices.Sort(reps)
-		return reps[len(reps)/2]
-	}
-	inductorBackend := WithBackend("inductor")
-	x16 := Randn(1, Float32, 1<<24).ToDevice(dev)
-	chain := Compile(func(x *Tensor) *Tensor { return x.MulScalar(1.5).AddScalar(0.5).GELU().Mul(x.Sigmoid()) }, inductorBackend)
-	a := Randn(2, Float32, 8192, 4096).ToDevice(dev)
-	b := Randn(3, Float32, 4096).ToDevice(dev)
-	bias := Compile(func(a, b *Tensor) *Tensor { return a.Add(b).GELU() }, inductorBackend)
-	src := Randn(7, Float32, 1<<26).ToDevice(dev)
-	dst := Zeros(Float32, 1<<26).ToDevice(dev)
-	x64 := Randn(5, Float32, 1<<26).ToDevice(dev)
-
-	defer func(b, u, s int) { pointwiseBlock, pointwiseUnroll, pointwiseBlocksPerSM = b, u, s }(
-		pointwiseBlock, pointwiseUnroll, pointwiseBlocksPerSM)
-	blocks := []int{128, 256, 512}
-	if os.Getenv("GOCOMPILE_TUNE") == "reduce" {
-		blocks = nil
-	}
-	for _, blk := range blocks {
-		for _, u := range []int{0, 1, 2, 4} { // 0: the kernel's own
-			for _, s := range []int{0, 16} {
-				pointwiseBlock, pointwiseUnroll, pointwiseBlocksPerSM = blk, u, s
-				c := timeIt(func() *Tensor { return chain(x16) })
-				bg := timeIt(func() *Tensor { return bias(a, b) })
-				cp := timeIt(func() *Tensor { return dst.Copy(src) })
-				t.Logf("pointwise block %3d unroll %d blocks/SM %2d: chain16M %6.1f µs  bias_gelu %6.1f µs  copy64M %6.1f µs",
-					blk, u, s, c, bg, cp)
-			}
-		}
-	}
-
-	defer func(u, w, l int) {
-		reduceUnroll, reduceWaves, reduceWarpRowsLong = u, w, l
-	}(reduceUnroll, reduceWaves, reduceWarpRowsLong)
-	for _, u := range []int{2, 4, 8} {
-		reduceUnroll = u
-		for _, l := range []int{0, 4096} {
-			reduceWarpRowsLong = l
-			rows := timeIt(func() *Tensor { return a.Sum(-1) })
-			t.Logf("reduce unroll %d warpRowsLong %4d: sum_rows %6.1f µs", u, l, rows)
-		}
-		for _, w := range []int{1, 2} {
-			reduceWaves = w
-			all := timeIt(func() *Tensor { return x64.Sum() })
-			t.Logf("reduce unroll %d waves %d: sum_all %6.1f µs", u, w, all)
-		}
-	}
-	residency.Range(func(fn, n any) bool {
-		t.Logf("a reduction kernel runs %d blocks per SM", n)
-		return true
-	})
 }

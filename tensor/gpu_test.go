@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"gocompile/array"
 	"gocompile/cuda"
 )
 
@@ -56,8 +57,8 @@ func TestGPUAllocatorSteadyState(t *testing.T) {
 func TestGPUOutOfMemory(t *testing.T) {
 	requireGPU(t)
 	dev := CUDA(0)
-	g := mustGPU("test", dev)
-	_, total, err := g.dev.MemInfo()
+	g := array.MustGPU("test", dev)
+	_, total, err := g.Dev().MemInfo()
 	if err != nil {
 		t.Fatal(err)
 	}

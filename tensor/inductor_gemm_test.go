@@ -7,14 +7,17 @@ import (
 	"strings"
 	"testing"
 
+	"gocompile/array"
 	"gocompile/inductor"
+	"gocompile/inductor/program"
+	"gocompile/internal/stats"
 	"gocompile/ir"
 )
 
 // A Linear followed by pointwise ops pairs the product with its epilogue;
 // a product that is also returned, or read by two regions, does not pair.
 func TestInductorPairsMatMulEpilogues(t *testing.T) {
-	prog := captureBackend("inductor-gemm-capture")
+	prog := captureBackend("inductor-gemm-capture", program.Config{})
 	x, w, b := Randn(1, Float32, 3, 8), Randn(2, Float32, 5, 8), Randn(3, Float32, 5)
 	for _, tc := range []struct {
 		name  string
@@ -35,11 +38,11 @@ func TestInductorPairsMatMulEpilogues(t *testing.T) {
 			return []*Tensor{y.Add(b).ReLU().Add(y.Sum(-1).Unsqueeze(-1))}
 		}, 0},
 	} {
-		*prog = nil
+		prog.p = nil
 		Compile(tc.f, WithBackend("inductor-gemm-capture"))(x, w, b)
 		pairs := 0
-		for _, s := range (*prog).steps {
-			if s.epilogue != nil {
+		for _, s := range prog.steps() {
+			if s.Epilogue {
 				pairs++
 			}
 		}
@@ -53,7 +56,7 @@ func TestInductorPairsMatMulEpilogues(t *testing.T) {
 // the program runs before them and their weight is an input seen through
 // views, never one the program computes.
 func TestInductorDependentProducts(t *testing.T) {
-	prog := captureBackend("inductor-dependent-capture")
+	prog := captureBackend("inductor-dependent-capture", program.Config{})
 	x, w, b := Randn(1, Float32, 3, 8), Randn(2, Float32, 8, 8), Randn(3, Float32, 8)
 	for _, tc := range []struct {
 		name string
@@ -67,12 +70,12 @@ func TestInductorDependentProducts(t *testing.T) {
 			return x.Linear(w, b).ReLU().MatMul(w.MulScalar(2).T())
 		}, []bool{false, false}},
 	} {
-		*prog = nil
+		prog.p = nil
 		Compile(tc.f, WithBackend("inductor-dependent-capture"))(x, w, b)
 		var got []bool
-		for _, s := range (*prog).steps {
-			if s.group == nil && s.row == nil && s.r.Root.Op == ir.OpMatMul {
-				got = append(got, s.dependent)
+		for _, s := range prog.steps() {
+			if s.Kind == program.NodeStep && s.Region.Root.Op == ir.OpMatMul {
+				got = append(got, s.Dependent)
 			}
 		}
 		if !slices.Equal(got, tc.want) {
@@ -125,12 +128,11 @@ func gemmClose(t *testing.T, what string, got *Tensor, want, scale []float64) {
 // has loaded.
 func gemmKernelsLoaded(d Device) map[string]bool {
 	names := map[string]bool{}
-	mustGPU("test", d).kernels.Range(func(k, _ any) bool {
-		if s := k.(string); strings.HasPrefix(s, "gc_gemm_") {
+	for _, s := range array.MustGPU("test", d).Kernels() {
+		if strings.HasPrefix(s, "gc_gemm_") {
 			names[s] = true
 		}
-		return true
-	})
+	}
 	return names
 }
 
@@ -199,7 +201,7 @@ func TestGPUGemmEpilogues(t *testing.T) {
 			epilogues++
 		}
 	}
-	if epilogues < 3 || !loaded[fmt.Sprintf("gc_gemm_plain_to_float32_%v", gemmConfigFor(3, 3, 3, mustGPU("test", dev).dev.SMCount, 0, true))] {
+	if epilogues < 3 || !loaded[fmt.Sprintf("gc_gemm_plain_to_float32_%v", inductor.ChooseGemmConfig(3, 3, 3, array.MustGPU("test", dev).Dev().SMCount, 0, true))] {
 		t.Errorf("the generated GEMM kernels did not run: loaded %v", loaded)
 	}
 }
@@ -211,7 +213,6 @@ func TestGPUGemmEpilogues(t *testing.T) {
 func TestGPUGemmNonFinite(t *testing.T) {
 	requireGPU(t)
 	dev := CUDA(0)
-	defer func(old func(m, n, k, sms, arch int, vec bool) inductor.GemmConfig) { gemmConfigFor = old }(gemmConfigFor)
 	const m, k, n = 8, 80, 24
 	xs, ws := make([]float32, m*k), make([]float32, n*k)
 	for i := range xs {
@@ -225,9 +226,10 @@ func TestGPUGemmNonFinite(t *testing.T) {
 	x, w := FromSlice(xs, m, k), FromSlice(ws, n, k)
 	want, _ := refLinear(x.Float64s(), m, k, w.Float64s(), n, nil, nil, func(v float64) float64 { return v })
 	x, w = x.To(dev), w.To(dev)
-	for _, c := range inductor.GemmCandidates(m, mustGPU("test", dev).dev.Major*10+mustGPU("test", dev).dev.Minor) {
-		gemmConfigFor = func(int, int, int, int, int, bool) inductor.GemmConfig { return c }
-		got := Compile(func(x, w *Tensor) *Tensor { return x.MatMul(w.T()) })(x, w).Float64s()
+	for _, c := range inductor.GemmCandidates(m, gpuArch(dev)) {
+		name := fmt.Sprint("inductor-gemm-", c)
+		captureBackend(name, program.Config{GemmConfig: func(int, int, int, int, int, bool) inductor.GemmConfig { return c }})
+		got := Compile(func(x, w *Tensor) *Tensor { return x.MatMul(w.T()) }, WithBackend(name))(x, w).Float64s()
 		for i, g := range got {
 			wv := want[i]
 			ok := math.Abs(g-wv) <= 1e-5*math.Abs(wv)+1e-4
@@ -244,15 +246,15 @@ func TestGPUGemmNonFinite(t *testing.T) {
 func TestGPUGemmConfigs(t *testing.T) {
 	requireGPU(t)
 	dev := CUDA(0)
-	defer func(old func(m, n, k, sms, arch int, vec bool) inductor.GemmConfig) { gemmConfigFor = old }(gemmConfigFor)
 	for _, sz := range [][3]int{{1, 1023, 37}, {5, 512, 130}, {32, 96, 1000}} {
 		m, k, n := sz[0], sz[1], sz[2]
 		x, w, b := Randn(1, Float32, m, k), Randn(2, Float32, n, k).MulScalar(0.05), Randn(3, Float32, n)
 		want, scale := refLinear(x.Float64s(), m, k, w.Float64s(), n, b.Float64s(), nil, refGELU)
 		xd, wd, bd := x.To(dev), w.To(dev), b.To(dev)
-		for _, c := range inductor.GemmCandidates(m, mustGPU("test", dev).dev.Major*10+mustGPU("test", dev).dev.Minor) {
-			gemmConfigFor = func(int, int, int, int, int, bool) inductor.GemmConfig { return c }
-			got := Compile(func(x, w, b *Tensor) *Tensor { return x.Linear(w, b).GELU() })(xd, wd, bd)
+		for _, c := range inductor.GemmCandidates(m, gpuArch(dev)) {
+			name := fmt.Sprint("inductor-gemm-", c)
+			captureBackend(name, program.Config{GemmConfig: func(int, int, int, int, int, bool) inductor.GemmConfig { return c }})
+			got := Compile(func(x, w, b *Tensor) *Tensor { return x.Linear(w, b).GELU() }, WithBackend(name))(xd, wd, bd)
 			gemmClose(t, fmt.Sprintf("%v %v", sz, c), got, want, scale)
 		}
 	}
@@ -265,12 +267,12 @@ func TestGPUGemmMaxAutotune(t *testing.T) {
 	dev := CUDA(0)
 	x, w, b := Randn(1, Float32, 6, 200), Randn(2, Float32, 300, 200).MulScalar(0.07), Randn(3, Float32, 300)
 	want, scale := refLinear(x.Float64s(), 6, 200, w.Float64s(), 300, b.Float64s(), nil, refGELU)
-	before := autotuneSearches.Load()
+	before := stats.AutotuneSearches.Load()
 	f := Compile(func(x, w, b *Tensor) *Tensor { return x.Linear(w, b).GELU() }, WithMode(MaxAutotune))
 	for i := range 3 {
 		gemmClose(t, fmt.Sprint("autotuned call ", i), f(x.To(dev), w.To(dev), b.To(dev)), want, scale)
 	}
-	if n := autotuneSearches.Load() - before; n != 1 {
+	if n := stats.AutotuneSearches.Load() - before; n != 1 {
 		t.Errorf("%d autotune searches for one kernel and shape over three calls, want 1", n)
 	}
 }
@@ -284,7 +286,7 @@ func TestGPUMaxAutotuneFusedKernels(t *testing.T) {
 		return x.MulScalar(1.5).AddScalar(0.25).GELU().Mul(x.Sigmoid()), x.Mul(w).Softmax(-1)
 	}
 	x, w := Randn(1, Float32, 300, 1000).To(dev), Randn(2, Float32, 1000).To(dev)
-	before := autotuneSearches.Load()
+	before := stats.AutotuneSearches.Load()
 	g := Compile(f, WithMode(MaxAutotune))
 	for i := range 2 {
 		a, b := g(x, w)
@@ -292,7 +294,7 @@ func TestGPUMaxAutotuneFusedKernels(t *testing.T) {
 		nearValues(t, fmt.Sprint("pointwise, call ", i), a, ea)
 		nearValues(t, fmt.Sprint("softmax, call ", i), b, eb)
 	}
-	if n := autotuneSearches.Load() - before; n != 2 {
+	if n := stats.AutotuneSearches.Load() - before; n != 2 {
 		t.Errorf("%d autotune searches, want 2 (one pointwise kernel, one row kernel)", n)
 	}
 }
@@ -317,4 +319,10 @@ func TestGPUGemmEpilogueBufferLife(t *testing.T) {
 	want := f(x, y, w, w2)
 	got := Compile(f)(x.To(dev), y.To(dev), w.To(dev), w2.To(dev))
 	nearValues(t, "two layers with a row value between", got, want)
+}
+
+// gpuArch is device d's compute capability as major*10+minor.
+func gpuArch(d Device) int {
+	dev := array.MustGPU("test", d).Dev()
+	return dev.Major*10 + dev.Minor
 }

@@ -8,6 +8,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"gocompile/internal/stats"
+	"gocompile/internal/testhook"
 )
 
 // A generated kernel that fails to build makes the compiled function run
@@ -15,13 +18,13 @@ import (
 func TestGPUInductorFallsBackWhenAKernelFails(t *testing.T) {
 	requireGPU(t)
 	dev := CUDA(0)
-	kernelFault = func(name string) error {
+	testhook.KernelFault = func(name string) error {
 		if strings.Contains(name, "gc_row_") {
 			return errors.New("injected NVRTC failure")
 		}
 		return nil
 	}
-	defer func() { kernelFault = nil }()
+	defer func() { testhook.KernelFault = nil }()
 	f := func(x *Tensor) *Tensor { return x.MulScalar(3).Softmax(-1).AddScalar(1) }
 	x := Randn(1, Float32, 5, 77).ToDevice(dev)
 	compiled := Compile(f, WithBackend("inductor"))
@@ -63,17 +66,17 @@ func TestGPUFirstRunCompilesInParallel(t *testing.T) {
 		return a, b, d
 	}
 	x, w := Randn(1, Float32, 40, 96).To(dev), Randn(2, Float32, 96).To(dev)
-	maxCompiling.Store(0)
-	before := kernelSources.Load()
+	stats.MaxCompiling.Store(0)
+	before := stats.KernelSources.Load()
 	a, b, d := Compile(f, WithCacheDir(t.TempDir()))(x, w)
 	ea, eb, ed := f(x, w)
 	nearValues(t, "softmax", a, ea)
 	nearValues(t, "layer norm", b, eb)
 	nearValues(t, "rms norm", d, ed)
-	if n := kernelSources.Load() - before; n < 3 {
+	if n := stats.KernelSources.Load() - before; n < 3 {
 		t.Fatalf("%d kernel sources generated, want at least 3 new kernels", n)
 	}
-	if runtime.NumCPU() > 1 && maxCompiling.Load() < 2 {
-		t.Errorf("at most %d kernels compiled at once; the first run should compile them in parallel", maxCompiling.Load())
+	if runtime.NumCPU() > 1 && stats.MaxCompiling.Load() < 2 {
+		t.Errorf("at most %d kernels compiled at once; the first run should compile them in parallel", stats.MaxCompiling.Load())
 	}
 }

@@ -3,6 +3,8 @@ package tensor
 import (
 	"fmt"
 	"testing"
+
+	"gocompile/internal/stats"
 )
 
 // Products too tall for the generated GEMM run through cuBLASLt with the
@@ -17,7 +19,7 @@ func TestGPULtGemmBias(t *testing.T) {
 	wide := Randn(4, Float32, m, k+5)
 	xv := wide.Narrow(1, 2, k)
 	id := func(v float64) float64 { return v }
-	before := ltProducts.Load()
+	before := stats.LtProducts.Load()
 	for _, tc := range []struct {
 		name string
 		x    *Tensor // on the CPU, for the reference
@@ -39,7 +41,7 @@ func TestGPULtGemmBias(t *testing.T) {
 		got := Compile(tc.f, WithMode(tc.mode))(tc.xd, w.To(dev), b.To(dev))
 		gemmClose(t, fmt.Sprint(tc.name), got, want, scale)
 	}
-	if n := ltProducts.Load() - before; n < 4 {
+	if n := stats.LtProducts.Load() - before; n < 4 {
 		t.Errorf("%d products ran through cuBLASLt, want at least 4", n)
 	}
 }

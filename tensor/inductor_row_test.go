@@ -5,6 +5,8 @@ import (
 	"math"
 	"testing"
 
+	"gocompile/array"
+	"gocompile/inductor/program"
 	"gocompile/ir"
 	"gocompile/kcache"
 )
@@ -203,7 +205,7 @@ func rowClose(t *testing.T, what string, got *Tensor, want []float64, tol float6
 // Softmax, log-softmax, layer norm and RMS norm each compile to a single
 // kernel: one row region.
 func TestInductorRowRegionsAreOneKernel(t *testing.T) {
-	prog := captureBackend("inductor-capture")
+	prog := captureBackend("inductor-capture", program.Config{})
 	x, w, b := Randn(1, Float32, 4, 8), Randn(2, Float32, 8), Randn(3, Float32, 8)
 	for name, f := range map[string]func(x, w, b *Tensor) *Tensor{
 		"softmax":          func(x, w, b *Tensor) *Tensor { return x.Softmax(-1) },
@@ -212,22 +214,22 @@ func TestInductorRowRegionsAreOneKernel(t *testing.T) {
 		"rms_norm":         func(x, w, b *Tensor) *Tensor { return x.RMSNorm([]int{8}, w, 1e-6) },
 		"bfloat16 softmax": func(x, w, b *Tensor) *Tensor { return x.Softmax(-1) },
 	} {
-		*prog = nil
+		prog.p = nil
 		in := x
 		if name == "bfloat16 softmax" {
 			in = x.To(BFloat16)
 		}
 		Compile(f, WithBackend("inductor-capture"))(in, w, b)
-		if *prog == nil {
+		if prog.p == nil {
 			t.Fatalf("%s: no program was compiled", name)
 		}
 		var kernels []string
-		for _, s := range (*prog).steps {
-			if s.r.Root.Op.Kind != ir.View {
-				kernels = append(kernels, s.r.String())
+		for _, s := range prog.steps() {
+			if s.Region.Root.Op.Kind != ir.View {
+				kernels = append(kernels, s.Region.String())
 			}
 		}
-		if len(kernels) != 1 || (*prog).steps[len((*prog).steps)-1].row == nil {
+		if len(kernels) != 1 || prog.steps()[len(prog.steps())-1].Kind != program.RowStep {
 			t.Errorf("%s: %d kernels %v, want one row kernel", name, len(kernels), kernels)
 		}
 	}
@@ -263,9 +265,9 @@ func TestInductorBufferPlanConcurrent(t *testing.T) {
 		return v.Neg()
 	}
 	compiled := Compile(f, WithBackend("inductor"))
-	prog := captureBackend("inductor-plan")
+	prog := captureBackend("inductor-plan", program.Config{})
 	Compile(f, WithBackend("inductor-plan"))(Randn(0, Float32, 9, 17))
-	if *prog == nil || len((*prog).plan.SlotBytes) == 0 {
+	if prog.p == nil || prog.slots() == 0 {
 		t.Fatal("no intermediates were planned")
 	}
 	errs := make(chan error, 16)
@@ -295,7 +297,7 @@ func TestInductorBufferPlanConcurrent(t *testing.T) {
 // kernel (a horizontal group) and agree with eager, on broadcast and
 // non-contiguous inputs, with outputs of different dtypes.
 func TestInductorHorizontalGroup(t *testing.T) {
-	prog := captureBackend("inductor-group")
+	prog := captureBackend("inductor-group", program.Config{})
 	f := func(x, y *Tensor) (*Tensor, *Tensor, *Tensor) {
 		return x.Exp(), x.Sin().Mul(y), x.AddScalar(1).To(Float16)
 	}
@@ -307,24 +309,33 @@ func TestInductorHorizontalGroup(t *testing.T) {
 		nearValues(t, "exp", a, ea)
 		nearValues(t, "sin*y", b, eb)
 		nearValues(t, "x+1 as float16", c, ec)
-		if len((*prog).steps) != 1 || (*prog).steps[0].group == nil || len((*prog).steps[0].r.Group) != 3 {
-			t.Fatalf("%v: %d steps, want one group of 3", sz, len((*prog).steps))
+		if len(prog.steps()) != 1 || prog.steps()[0].Kind != program.GroupStep || len(prog.steps()[0].Region.Group) != 3 {
+			t.Fatalf("%v: %d steps, want one group of 3", sz, len(prog.steps()))
 		}
 	}
 }
 
+// captured is the last program a capturing backend compiled.
+type captured struct{ p array.Program }
+
+// steps describes the program's steps, and slots how many buffers its
+// plan reuses.
+func (c *captured) steps() []program.Step { s, _ := program.Steps(c.p); return s }
+func (c *captured) slots() int            { _, n := program.Steps(c.p); return n }
+
 // captureBackend registers a backend under name that compiles as
-// "inductor" does and keeps the last program it built.
-func captureBackend(name string) **inductorProgram {
-	var prog *inductorProgram
+// "inductor" does, with cfg, and keeps the last program it built.
+func captureBackend(name string, cfg program.Config) *captured {
+	c := &captured{}
 	RegisterBackend(name, BackendFunc(func(g *ir.Graph) (Program, error) {
-		p, err := newInductorProgram(g)
-		if err == nil {
-			prog = p.(*inductorProgram)
+		p, err := program.Compile(g, cfg)
+		if err != nil {
+			return nil, err
 		}
-		return p, err
+		c.p = p
+		return arrayProgram{p}, nil
 	}))
-	return &prog
+	return c
 }
 
 // A compile in a new process (here: a new cache on the same directory)
@@ -332,7 +343,6 @@ func captureBackend(name string) **inductorProgram {
 // instead of partitioning again, and computes the same values.
 func TestInductorLayoutFromCache(t *testing.T) {
 	dir := t.TempDir()
-	defer func(old func() *kcache.Cache) { artifactCache = old }(artifactCache)
 	f := func(x, w *Tensor) (*Tensor, *Tensor) {
 		return x.LayerNorm([]int{33}, w, nil, 1e-5).GELU(), x.Exp()
 	}
@@ -340,8 +350,9 @@ func TestInductorLayoutFromCache(t *testing.T) {
 	var first, second *kcache.Cache
 	for i, c := range []**kcache.Cache{&first, &second} {
 		*c = kcache.Open(dir)
-		artifactCache = func() *kcache.Cache { return *c }
-		a, b := Compile(f)(x, w)
+		name := fmt.Sprint("inductor-process-", i)
+		captureBackend(name, program.Config{Cache: *c})
+		a, b := Compile(f, WithBackend(name))(x, w)
 		ea, eb := f(x, w)
 		nearValues(t, fmt.Sprint("layer norm, process ", i), a, ea)
 		nearValues(t, fmt.Sprint("exp, process ", i), b, eb)
@@ -359,7 +370,7 @@ func TestInductorLayoutFromCache(t *testing.T) {
 // inputs through the view (or views in a row), with no intermediate and
 // no copy.
 func TestInductorFusesThroughViews(t *testing.T) {
-	prog := captureBackend("inductor-views")
+	prog := captureBackend("inductor-views", program.Config{})
 	cases := map[string]func(x, y *Tensor) *Tensor{
 		"transpose": func(x, y *Tensor) *Tensor { return x.Exp().Mul(y).T().AddScalar(1).Sigmoid() },
 		"permute":   func(x, y *Tensor) *Tensor { return x.Cos().Permute(1, 0).MulScalar(3) },
@@ -376,8 +387,8 @@ func TestInductorFusesThroughViews(t *testing.T) {
 			got, want := Compile(f, WithBackend("inductor-views"))(x, y), f(x, y)
 			nearValues(t, fmt.Sprint(name, sz), got, want)
 			kernels := 0
-			for _, s := range (*prog).steps {
-				if s.r.Root.Op.Kind != ir.View {
+			for _, s := range prog.steps() {
+				if s.Region.Root.Op.Kind != ir.View {
 					kernels++
 				}
 			}

@@ -3,6 +3,8 @@ package tensor
 import (
 	"os"
 	"testing"
+
+	"gocompile/array"
 )
 
 // TestMain keeps the tests' compiled artifacts out of the user's cache
@@ -18,3 +20,7 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	os.Exit(code)
 }
+
+// newTensor is a contiguous CPU tensor of zeros, whose storage a test
+// fills through t.v.HostData().
+func newTensor(dt DType, shape []int) *Tensor { return wrap(array.New(CPU, dt, shape)) }

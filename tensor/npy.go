@@ -83,7 +83,7 @@ func WriteNPY(w io.Writer, t *Tensor) error {
 	if t.px != nil {
 		t = t.materialize("WriteNPY")
 	}
-	a := t.cpu()
+	a := t.cpu().v
 	descr, ok := npyDescrOf(a.DType())
 	if !ok {
 		return fmt.Errorf("npy: dtype %v has no numpy equivalent", a.DType())

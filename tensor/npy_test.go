@@ -29,7 +29,7 @@ func serTestTensor(seed uint64, dt DType, shape ...int) *Tensor {
 
 // serBits is t's elements in row-major order as little-endian bytes.
 func serBits(t *Tensor) []byte {
-	return append([]byte(nil), serContiguousLE(t.cpu())...)
+	return append([]byte(nil), serContiguousLE(t.cpu().v)...)
 }
 
 func serSameTensor(t *testing.T, what string, got, want *Tensor) {
@@ -113,9 +113,9 @@ func TestNPYRoundTrip(t *testing.T) {
 func TestNPYFloat16Specials(t *testing.T) {
 	bits := []uint16{0x0000, 0x8000, 0x3c00, 0x7bff, 0x0001, 0x7c00, 0xfc00, 0x7e00, 0x7d01}
 	x := newTensor(Float16, []int{len(bits)})
-	copy(x.st.data.([]uint16), bits)
+	copy(x.v.HostData().([]uint16), bits)
 	y := npyRoundTrip(t, x)
-	if got := y.cpu().st.data.([]uint16); !slices.Equal(got, bits) {
+	if got := y.cpu().v.HostData().([]uint16); !slices.Equal(got, bits) {
 		t.Fatalf("float16 bits %x, want %x", got, bits)
 	}
 }
@@ -340,7 +340,7 @@ func TestNPYBigEndianAndVariants(t *testing.T) {
 	}
 	// The bool bytes read as valid Go bools (0 or 1).
 	x, _ := ReadNPY(bytes.NewReader(tests[6].file))
-	for i, b := range serRawBytes(x.cpu().st.data) {
+	for i, b := range serRawBytes(x.cpu().v.HostData()) {
 		if b > 1 {
 			t.Fatalf("bool %d stored as byte %d", i, b)
 		}

@@ -72,18 +72,18 @@ func numel(shape []int) int {
 
 // offsets lists the storage offset of every element of x in row-major order.
 func offsets(x *Tensor) []int {
-	n := numel(x.shape)
+	n := numel(x.shape())
 	offs := make([]int, n)
-	idx := make([]int, len(x.shape))
+	idx := make([]int, len(x.shape()))
 	for i := range n {
-		off := x.offset
+		off := x.v.Offset()
 		for d, v := range idx {
-			off += v * x.strides[d]
+			off += v * x.strides()[d]
 		}
 		offs[i] = off
 		for d := len(idx) - 1; d >= 0; d-- {
 			idx[d]++
-			if idx[d] < x.shape[d] {
+			if idx[d] < x.shape()[d] {
 				break
 			}
 			idx[d] = 0
@@ -119,7 +119,7 @@ func vals(x *Tensor) []float64 {
 	x = x.cpu() // the same elements, in the same order, readable from Go
 	offs := offsets(x)
 	out := make([]float64, len(offs))
-	switch s := x.st.data.(type) {
+	switch s := x.v.HostData().(type) {
 	case []float32:
 		for i, o := range offs {
 			out[i] = float64(s[o])
@@ -142,7 +142,7 @@ func vals(x *Tensor) []float64 {
 		}
 	case []uint16:
 		for i, o := range offs {
-			if x.dtype == BFloat16 {
+			if x.dtype() == BFloat16 {
 				out[i] = bf16ToFloat(s[o])
 			} else {
 				out[i] = halfToFloat(s[o])
@@ -160,7 +160,7 @@ func ivals(x *Tensor) []int64 {
 	offs := offsets(x)
 	out := make([]int64, len(offs))
 	for i, o := range offs {
-		switch s := x.st.data.(type) {
+		switch s := x.v.HostData().(type) {
 		case []int32:
 			out[i] = int64(s[o])
 		case []int64:
@@ -242,7 +242,7 @@ func build(v []float64, dt DType, shape []int) *Tensor {
 	if len(v) != x.Numel() {
 		panic(fmt.Sprintf("build: %d values for shape %v", len(v), shape))
 	}
-	switch d := x.st.data.(type) {
+	switch d := x.v.HostData().(type) {
 	case []float32:
 		for i := range d {
 			d[i] = float32(v[i])
@@ -281,7 +281,7 @@ func build(v []float64, dt DType, shape []int) *Tensor {
 // or Bool tensor.
 func buildInts(v []int64, dt DType, shape []int) *Tensor {
 	x := newTensor(dt, shape)
-	switch d := x.st.data.(type) {
+	switch d := x.v.HostData().(type) {
 	case []int32:
 		for i := range d {
 			d[i] = int32(v[i])

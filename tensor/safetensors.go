@@ -289,7 +289,7 @@ func WriteSafetensors(w io.Writer, tensors map[string]*Tensor, metadata map[stri
 		if t.px != nil {
 			t = t.materialize("WriteSafetensors")
 		}
-		a := t.cpu()
+		a := t.cpu().v
 		cpu[i] = a
 		dn := stName(a.DType())
 		if dn == "" {

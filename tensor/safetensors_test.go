@@ -63,12 +63,12 @@ func TestSafetensorsRoundTrip(t *testing.T) {
 func TestSafetensorsFloat16Bits(t *testing.T) {
 	bits := []uint16{0x0000, 0x8000, 0x3c00, 0x7bff, 0x0001, 0x7c00, 0xfc00, 0x7e00, 0x7d01, 0xff81}
 	h := newTensor(Float16, []int{len(bits)})
-	copy(h.st.data.([]uint16), bits)
+	copy(h.v.HostData().([]uint16), bits)
 	b := newTensor(BFloat16, []int{len(bits)})
-	copy(b.st.data.([]uint16), bits)
+	copy(b.v.HostData().([]uint16), bits)
 	got, _ := stRoundTrip(t, map[string]*Tensor{"h": h, "b": b}, nil)
 	for _, n := range []string{"h", "b"} {
-		if g := got[n].cpu().st.data.([]uint16); !slices.Equal(g, bits) {
+		if g := got[n].cpu().v.HostData().([]uint16); !slices.Equal(g, bits) {
 			t.Fatalf("%s bits %x, want %x", n, g, bits)
 		}
 	}

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"gocompile/cuda"
+	"gocompile/internal/buildid"
+	"gocompile/internal/stats"
 )
 
 // A new process that compiles a function an earlier process compiled,
@@ -74,7 +76,7 @@ func TestWarmStartChild(t *testing.T) {
 	if dev == "" {
 		t.Skip("run by TestWarmStartFromCacheDir")
 	}
-	buildIdentity = func() string { return "warm start test" }
+	buildid.Identity = func() string { return "warm start test" }
 	d := CPU
 	if dev == "cuda" {
 		d = CUDA(0)
@@ -91,5 +93,5 @@ func TestWarmStartChild(t *testing.T) {
 	for i, v := range f(x).Float64s() {
 		sum += v * float64(i%7+1)
 	}
-	fmt.Printf("WARM %d %d %.6f %d\n", partitions.Load(), kernelSources.Load(), sum, autotuneSearches.Load())
+	fmt.Printf("WARM %d %d %.6f %d\n", stats.Partitions.Load(), stats.KernelSources.Load(), sum, stats.AutotuneSearches.Load())
 }

@@ -9,7 +9,9 @@ import (
 
 	"gocompile/array"
 	"gocompile/fuse"
+	"gocompile/inductor"
 	"gocompile/internal/logs"
+	"gocompile/internal/stats"
 	"gocompile/ir"
 	"gocompile/kcache"
 )
@@ -25,6 +27,11 @@ type Config struct {
 	// Autotune times candidate launch shapes and library algorithms on the
 	// device and keeps the fastest (max-autotune).
 	Autotune bool
+	// GemmConfig picks the launch shape of generated GEMM kernels from m,
+	// n, k, the SM count, the architecture (major*10+minor) and whether
+	// the operands allow vector loads (nil: inductor.ChooseGemmConfig).
+	// A choice that does not fit the product is replaced by the default.
+	GemmConfig func(m, n, k, sms, arch int, vec bool) inductor.GemmConfig
 }
 
 // Compile partitions g into fusion regions and returns the program that
@@ -247,17 +254,13 @@ func partition(g *ir.Graph, c *kcache.Cache) ([]*fuse.Region, error) {
 	if err != nil {
 		return nil, err
 	}
-	partitions.Add(1)
+	stats.Partitions.Add(1)
 	regions = fuse.Horizontal(regions)
 	if b, err := fuse.NewLayout(g, regions).MarshalMsg(nil); err == nil {
 		c.Put(key, kcache.Entry{Program: &kcache.Program{Kind: "gocompile/fuse.Layout", Payload: b}})
 	}
 	return regions, nil
 }
-
-// partitions counts the graphs this process partitioned (not rebuilt from
-// a cached layout).
-var partitions atomic.Int64
 
 // viewInputs gives the tensors a fused kernel reads for its inputs: each
 // input a region reads through fused views (fuse.Input.Views) as that
@@ -301,4 +304,51 @@ func viewInputs(inputs []fuse.Input, ts []*array.Array) []*array.Array {
 		return ts
 	}
 	return out
+}
+
+// StepKind says how a program runs one of its regions.
+type StepKind int
+
+const (
+	// NodeStep runs one node with its eager kernel (a matrix product with
+	// a GEMM kernel or library call).
+	NodeStep StepKind = iota
+	// GroupStep runs a fused pointwise region, or a horizontal group of
+	// them, as one generated kernel.
+	GroupStep
+	// RowStep runs a reduction over the last dim with its prologue and
+	// epilogue as one generated kernel.
+	RowStep
+)
+
+// Step describes how a program runs one fusion region, in order.
+type Step struct {
+	Region *fuse.Region
+	Kind   StepKind
+	// Epilogue is set on a matrix product whose kernel applies the
+	// pointwise region that reads it before its store.
+	Epilogue bool
+	// Dependent is set on a matrix product that may launch as a dependent
+	// of the kernel ahead (programmatic dependent launch, sm_90).
+	Dependent bool
+}
+
+// Steps describes p, a program Compile returned: its steps, and how many
+// buffers its plan reuses.
+func Steps(p array.Program) (steps []Step, bufferSlots int) {
+	ip, ok := p.(*inductorProgram)
+	if !ok {
+		return nil, 0
+	}
+	for _, s := range ip.steps {
+		st := Step{Region: s.r, Epilogue: s.epilogue != nil, Dependent: s.dependent}
+		switch {
+		case s.group != nil:
+			st.Kind = GroupStep
+		case s.row != nil:
+			st.Kind = RowStep
+		}
+		steps = append(steps, st)
+	}
+	return steps, len(ip.plan.SlotBytes)
 }

@@ -290,7 +290,11 @@ func gpuGemm(bc Config, tunedAt *sync.Map, dependent bool, q *array.LaunchQueue,
 		return err
 	}
 	arch := g.Dev().Major*10 + g.Dev().Minor
-	cfg := gemmConfigFor(m, n, k, g.Dev().SMCount, arch, vec)
+	choose := bc.GemmConfig
+	if choose == nil {
+		choose = inductor.ChooseGemmConfig
+	}
+	cfg := choose(m, n, k, g.Dev().SMCount, arch, vec)
 	if !cfg.Fits(k, vec) { // a test's choice
 		cfg = inductor.ChooseGemmConfig(m, n, k, g.Dev().SMCount, arch, vec)
 	}
@@ -324,8 +328,3 @@ func gpuGemm(bc Config, tunedAt *sync.Map, dependent bool, q *array.LaunchQueue,
 // (ReduceOverhead) may launch as dependents of the kernel ahead;
 // GOCOMPILE_DEPENDENT_LAUNCH=off turns it off, to measure it.
 var dependentLaunches = os.Getenv("GOCOMPILE_DEPENDENT_LAUNCH") != "off"
-
-// gemmConfigFor picks a GemmKernel's launch shape (m, n, k, SM count,
-// compute capability, vectorizable operands);
-// tests replace it to check every candidate.
-var gemmConfigFor = inductor.ChooseGemmConfig

@@ -3,10 +3,10 @@ package program
 import (
 	"fmt"
 	"sync"
-	"sync/atomic"
 
 	"gocompile/array"
 	"gocompile/cuda"
+	"gocompile/internal/stats"
 	"gocompile/ir"
 )
 
@@ -17,9 +17,6 @@ import (
 // device. Other epilogues (activations) stay a fused kernel after the
 // product: cuBLASLt's GELU is the tanh approximation, and its ReLU need
 // not propagate NaN as max(x, 0) does.
-
-// ltProducts counts the products run through cuBLASLt.
-var ltProducts atomic.Int64
 
 // ltPlans holds each shape's cuBLASLt description, per device, and
 // ltTuned the algorithm MaxAutotune chose for it.
@@ -160,6 +157,6 @@ func gpuLtGemm(bc Config, q *array.LaunchQueue, x, y *array.Array, t *inductorSt
 		ltTuned.Store(key, algo)
 	}
 	array.Check(plan.Run(g.Stream(), algo, x.DevicePtr(), y.DevicePtr(), out.DevicePtr(), bias), "MatMul", x, y)
-	ltProducts.Add(1)
+	stats.LtProducts.Add(1)
 	return out
 }

@@ -1,0 +1,27 @@
+// Package stats counts what gocompile's runtime does in a process: how
+// many kernels it generated and compiled, graphs it partitioned, CUDA
+// graphs it replayed, autotuning searches it ran. Tests read the counters
+// to check that a path was (or was not) taken, as torch.compile's tests
+// read its counters.
+package stats
+
+import "sync/atomic"
+
+var (
+	// KernelSources counts generated kernel sources (kernels found in the
+	// artifact cache by name need none).
+	KernelSources atomic.Int64
+	// Compiling counts NVRTC compiles under way, and MaxCompiling is the
+	// most there were at once.
+	Compiling, MaxCompiling atomic.Int64
+	// Partitions counts graphs partitioned into fusion regions (not
+	// rebuilt from a cached layout).
+	Partitions atomic.Int64
+	// GraphReplays counts CUDA graph launches.
+	GraphReplays atomic.Int64
+	// AutotuneSearches counts autotuning searches run (not found in a
+	// cache).
+	AutotuneSearches atomic.Int64
+	// LtProducts counts matrix products run through cuBLASLt.
+	LtProducts atomic.Int64
+)
