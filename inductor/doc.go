@@ -24,6 +24,8 @@
 // The generated C is self-contained (no CUDA headers), names the ops and
 // graph nodes each part comes from, and uses exactly the conversions and
 // primitive semantics of the CPU kernels (the registry's C forms), so both
-// devices agree. Package tensor compiles the sources, through the kernel
-// cache of package kcache.
+// devices agree. Package array compiles the sources through NVRTC and
+// keeps them in the artifact cache of package kcache; eager ops run the
+// single-op kernels, and package inductor/program runs the kernels of a
+// compiled graph's regions.
 package inductor

@@ -1,0 +1,18 @@
+// Package program runs graphs for the "inductor" backend: it partitions a
+// graph into fusion regions (package fuse), runs each region as one
+// kernel that package inductor generates (a fused pointwise region or
+// horizontal group, a row region such as softmax or layer norm, a matrix
+// product with its epilogue), and runs the remaining nodes with the eager
+// kernels of package array.
+//
+// On the CPU fused regions run as block programs over all cores; on a GPU
+// as CUDA kernels compiled through NVRTC and kept in the artifact cache,
+// with the graph's fusion layout, so a new process finds both. Values
+// between regions live in buffers reused by liveness (fuse.Plan, arenas
+// of package array). With Config.CUDAGraphs a program's runs on a GPU are
+// captured and replayed as CUDA graphs, and with Config.Autotune launch
+// shapes and library algorithms are timed on the device.
+//
+// A kernel that fails to build makes its program run with the eager
+// kernels from then on, with one warning.
+package program
