@@ -655,7 +655,7 @@ const kernelCodegenVersion = "1"
 // process skips NVRTC for kernels an earlier one compiled. The key covers
 // everything that changes the module: the source, the NVRTC version and
 // the device's architecture. In a build that names its code exactly (see
-// buildIdentity) the kernel's name and that build stand for the source,
+// buildid.Identity) the kernel's name and that build stand for the source,
 // which is then generated only on a miss: a new process skips code
 // generation too.
 func compileCached(c *kcache.Cache, dev *cuda.Device, name string, gen func() (string, error)) (*cuda.CompileResult, error) {

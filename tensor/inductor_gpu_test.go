@@ -53,7 +53,7 @@ func TestGPUDebugDirHasKernelSources(t *testing.T) {
 }
 
 // The first run of a program on a GPU compiles its kernels in parallel
-// (launchqueue.go), and computes what eager code computes.
+// (array.LaunchQueue), and computes what eager code computes.
 func TestGPUFirstRunCompilesInParallel(t *testing.T) {
 	requireGPU(t)
 	dev := CUDA(0)

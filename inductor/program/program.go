@@ -56,7 +56,7 @@ type inductorProgram struct {
 	fellBack sync.Once
 	graphs   array.GraphSet // Config.CUDAGraphs: each input layout's captured CUDA graph
 	// firstGPURun is set by the first run on a GPU, which queues its
-	// launches so that its kernels compile in parallel (launchqueue.go).
+	// launches so that its kernels compile in parallel (array.LaunchQueue).
 	firstGPURun atomic.Bool
 }
 
@@ -71,7 +71,7 @@ type inductorStep struct {
 	group *groupStep
 	row   *rowStep
 	// epilogue is the fused region a matrix product's kernel may apply
-	// before its store (inductor_gemm.go).
+	// before its store (gemm.go).
 	epilogue *gemmEpilogue
 	tuned    *sync.Map // a product's step: the GEMM launch shape MaxAutotune chose, per shape
 	// dependent marks a product whose kernel may start before the
