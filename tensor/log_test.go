@@ -255,3 +255,25 @@ func captureStderr(t *testing.T, f func()) string {
 	w.Close()
 	return string(<-out)
 }
+
+// The caches' logger keeps the attributes and groups it is given, and
+// applies them to whichever logger is current.
+func TestCacheLoggerWith(t *testing.T) {
+	defer SetLogger(nil)
+	l := cacheLogger.With("a", 1).WithGroup("g")
+	for _, tt := range []struct {
+		msg  string
+		b    int
+		want string
+	}{
+		{"first", 2, `"msg":"first","a":1,"g":{"b":2}`},
+		{"second", 3, `"msg":"second","a":1,"g":{"b":3}`},
+	} {
+		var buf bytes.Buffer
+		SetLogger(slog.New(slog.NewJSONHandler(&buf, nil)))
+		l.Info(tt.msg, "b", tt.b)
+		if !strings.Contains(buf.String(), tt.want) {
+			t.Errorf("logged %s, want %s", &buf, tt.want)
+		}
+	}
+}
