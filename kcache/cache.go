@@ -129,6 +129,7 @@ func (c *Cache) put(k Key, e Entry) error {
 	if err := e.validate(); err != nil {
 		return fmt.Errorf("kcache: invalid entry for %s: %w", k.short(), err)
 	}
+	e.clipLabels() // as the disk keeps them
 	now := time.Now()
 	c.mem.add(k, e, now)
 	if c.disk == nil || !c.writable.Load() {

@@ -2,7 +2,6 @@ package tensor
 
 import (
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -122,7 +121,47 @@ func WithCacheDir(dir string) Option { return func(o *options) { o.cacheDir = di
 // backendConfig is what the options tell a backend beyond the graph.
 type backendConfig struct {
 	mode  Mode
-	cache *kcache.Cache // where compiled artifacts are kept
+	cache *artifacts // where compiled artifacts are kept
+}
+
+// artifacts is where a compiled function's artifacts (fusion layouts, GPU
+// kernels, autotuning results) are kept, and the function: the entries
+// record it, and the artifact's name, for listings (cmd/kcache). A nil
+// *artifacts is the process-wide cache, for no function in particular
+// (the kernels of eager ops).
+type artifacts struct {
+	cache    *kcache.Cache
+	function string
+}
+
+// kcache is the cache the artifacts go to.
+func (a *artifacts) kcache() *kcache.Cache {
+	if a == nil || a.cache == nil {
+		return artifactCache()
+	}
+	return a.cache
+}
+
+// owner is the function the artifacts are for, or "".
+func (a *artifacts) owner() string {
+	if a == nil {
+		return ""
+	}
+	return a.function
+}
+
+// logArgs are the attributes that name the function in a log, if any.
+func (a *artifacts) logArgs(args ...any) []any {
+	if fn := a.owner(); fn != "" {
+		return append([]any{"function", fn}, args...)
+	}
+	return args
+}
+
+// label returns e recording the function and the artifact's name.
+func (a *artifacts) label(e kcache.Entry, name string) kcache.Entry {
+	e.Func, e.Name = a.owner(), name
+	return e
 }
 
 // configurable is a backend that follows the options (the built-in ones).
@@ -141,7 +180,7 @@ func cacheFor(dir string) *kcache.Cache {
 	if c, ok := caches.Load(dir); ok {
 		return c.(*kcache.Cache)
 	}
-	c, _ := caches.LoadOrStore(dir, kcache.Open(dir))
+	c, _ := caches.LoadOrStore(dir, kcache.Open(dir, kcache.WithLogger(cacheLogger)))
 	return c.(*kcache.Cache)
 }
 
@@ -193,18 +232,6 @@ func init() {
 
 // defaultBackend is used when no WithBackend option is given.
 const defaultBackend = "inductor"
-
-// logOn reports whether GOCOMPILE_LOGS (a comma-separated list: graph,
-// guards, recompiles, breaks, fusion, output_code, cache, or all) names
-// category. Logs go through log/slog. Only compile paths ask.
-func logOn(category string) bool {
-	for _, c := range strings.Split(os.Getenv("GOCOMPILE_LOGS"), ",") {
-		if c = strings.TrimSpace(c); c == category || c == "all" {
-			return true
-		}
-	}
-	return false
-}
 
 // Compile returns a function of the same type as fn that runs fn as a
 // compiled graph. The first call with given argument shapes, dtypes,
@@ -377,14 +404,14 @@ func (c *compiled) call(args []reflect.Value) []reflect.Value {
 		ge, reason := gc.Plan(&fa.call)
 		if reason.LimitReached {
 			c.warned.Do(func() {
-				slog.Warn("gocompile: recompile limit reached; running eagerly from now on",
+				logWarn("gocompile: recompile limit reached; running eagerly from now on",
 					"function", c.name, "limit", c.opts.limit, "reason", reason.Text)
 			})
 			c.eager.Store(true)
 			return nil, nil
 		}
 		if logOn("recompiles") && gc.Len() > 0 {
-			slog.Info("gocompile: recompiling", "function", c.name, "reason", reason.Text)
+			logInfo("gocompile: recompiling", "function", c.name, "reason", reason.Text)
 		}
 		e := c.compileEntry(ge, fa, args)
 		if e == nil { // dynamic scalars could not be honoured
@@ -409,11 +436,11 @@ func (c *compiled) call(args []reflect.Value) []reflect.Value {
 		}
 		if logOn("breaks") {
 			for _, b := range e.breaks {
-				slog.Info("gocompile: graph break", "function", c.name, "reason", b.Reason, "at", b.Loc)
+				logInfo("gocompile: graph break", "function", c.name, "reason", b.Reason, "at", b.Loc)
 			}
 		}
 		if logOn("guards") {
-			slog.Info("gocompile: guards", "function", c.name, "guards", ge.String())
+			logText("gocompile: guards", "guards", ge.String(), "function", c.name)
 		}
 		return e, nil
 	})
@@ -479,7 +506,7 @@ func (c *compiled) compileEntry(ge *guard.Entry, fa *flatArgs, args []reflect.Va
 	if len(fa.dyn) > 0 {
 		e, why := c.compileDynamic(fa, args)
 		if e == nil && logOn("recompiles") {
-			slog.Info("gocompile: dynamic scalars guarded by value", "function", c.name, "reason", why)
+			logInfo("gocompile: dynamic scalars guarded by value", "function", c.name, "reason", why)
 		}
 		return e // nil: the caller guards the scalars by value and compiles again
 	}
@@ -626,21 +653,26 @@ func (c *compiled) compileGraph(g *ir.Graph, syms [][]int) Program {
 	if syms != nil {
 		g.InferSymbols(syms)
 	}
-	if logOn("graph") {
-		slog.Info("gocompile: graph", "function", c.name, "graph", "\n"+graphString(g))
-	}
+	var file string // where GOCOMPILE_DEBUG_DIR keeps the graph
 	if dir := os.Getenv("GOCOMPILE_DEBUG_DIR"); dir != "" {
-		dumpGraph(dir, c.name, g)
+		file = dumpGraph(dir, c.name, g)
+	}
+	if logOn("graph") {
+		args := []any{"function", c.name}
+		if file != "" {
+			args = append(args, "file", file)
+		}
+		logText("gocompile: graph", "graph", graphString(g), args...)
 	}
 	var p Program
 	var err error
 	if cb, ok := c.backend.(configurable); ok {
-		p, err = cb.compileWith(g, backendConfig{mode: c.opts.mode, cache: cacheFor(c.opts.cacheDir)})
+		p, err = cb.compileWith(g, backendConfig{mode: c.opts.mode, cache: &artifacts{cacheFor(c.opts.cacheDir), c.name}})
 	} else {
 		p, err = c.backend.Compile(g)
 	}
 	if err != nil {
-		slog.Warn("gocompile: backend failed; running the graph eagerly", "function", c.name, "backend", c.opts.backend, "err", err)
+		logWarn("gocompile: backend failed; running the graph eagerly", "function", c.name, "backend", c.opts.backend, "err", err)
 		return newEagerProgram(g)
 	}
 	return p
@@ -648,14 +680,19 @@ func (c *compiled) compileGraph(g *ir.Graph, syms [][]int) Program {
 
 var dumps atomic.Int64
 
-func dumpGraph(dir, name string, g *ir.Graph) {
+// dumpGraph writes g to dir, as text and as Graphviz, and returns the
+// text file's path ("" when it could not be written).
+func dumpGraph(dir, name string, g *ir.Graph) string {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return
+		return ""
 	}
 	base := strings.NewReplacer("/", "_", "*", "", "(", "", ")", "").Replace(name)
 	path := filepath.Join(dir, fmt.Sprintf("%s.%d", base, dumps.Add(1)))
-	os.WriteFile(path+".graph.txt", []byte(graphString(g)), 0o644)
 	os.WriteFile(path+".dot", []byte(g.DOT()), 0o644) // for Graphviz: dot -Tsvg
+	if os.WriteFile(path+".graph.txt", []byte(graphString(g)), 0o644) != nil {
+		return ""
+	}
+	return path + ".graph.txt"
 }
 
 // nodeArgs is n's operands as values: the tensors computed for its node

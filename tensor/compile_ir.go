@@ -1,7 +1,6 @@
 package tensor
 
 import (
-	"log/slog"
 	"reflect"
 	"runtime"
 
@@ -40,6 +39,6 @@ func optimize(g *ir.Graph) {
 		return out, err
 	})
 	if err != nil {
-		slog.Warn("gocompile: a graph pass failed; compiling the graph as it stands", "err", err)
+		logWarn("gocompile: a graph pass failed; compiling the graph as it stands", "err", err)
 	}
 }

@@ -176,6 +176,21 @@ func TestCompileRecompileLimitFallsBack(t *testing.T) {
 	}
 }
 
+// The warning at the limit says once what happened and why the call
+// missed.
+func TestCompileRecompileLimitWarning(t *testing.T) {
+	rec := record(t)
+	f := Compile(logged, RecompileLimit(1))
+	f(Zeros(Float32, 2))
+	f(Zeros(Float64, 2))
+	f(Zeros(Int64, 2)) // warned once
+	want := "gocompile: recompile limit reached; running eagerly from now on function=gocompile/tensor.logged limit=1 " +
+		"reason=entry 0: tensor 0: dtype float64, expected float32"
+	if got := strings.Join(rec.lines, "\n"); got != want {
+		t.Errorf("logged\n%s\nwant\n%s", got, want)
+	}
+}
+
 // A function whose inputs change dtype recompiles; its device is guarded too.
 func TestCompileGuardsDevice(t *testing.T) {
 	requireGPU(t)
@@ -456,13 +471,12 @@ func TestCondWithoutBreak(t *testing.T) {
 }
 
 // captureLogs turns on the GOCOMPILE_LOGS categories for the test and
-// returns what the default logger writes until it ends.
+// returns what gocompile logs until it ends, in slog's text format.
 func captureLogs(t *testing.T, categories string) *strings.Builder {
 	t.Helper()
 	buf := &strings.Builder{}
-	old := slog.Default()
-	slog.SetDefault(slog.New(slog.NewTextHandler(buf, nil)))
-	t.Cleanup(func() { slog.SetDefault(old) })
+	SetLogger(slog.New(slog.NewTextHandler(buf, nil)))
+	t.Cleanup(func() { SetLogger(nil) })
 	t.Setenv("GOCOMPILE_LOGS", categories)
 	return buf
 }

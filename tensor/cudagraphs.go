@@ -255,15 +255,17 @@ func (p *inductorProgram) runGraph(inputs []*Tensor) ([]*Tensor, bool) {
 			l.rg, l.failed = nil, err.Error()
 		}
 		gs.mu.Unlock()
-		slog.Warn("gocompile: a CUDA graph replay failed; running this input layout with plain launches", "err", err)
+		logWarn("gocompile: a CUDA graph replay failed; running this input layout with plain launches", "err", err)
 		return nil, false
 	}
 	return outs, true
 }
 
+// graphLog logs msg under GOCOMPILE_LOGS=cudagraphs, attributed to its
+// caller.
 func graphLog(msg string, args ...any) {
 	if logOn("cudagraphs") {
-		slog.Info("gocompile: cudagraphs: "+msg, args...)
+		logRecord(slog.LevelInfo, "gocompile: cudagraphs: "+msg, "", "", args)
 	}
 }
 

@@ -44,7 +44,8 @@ func DefaultDevice() Device {
 	if s := os.Getenv("GOCOMPILE_DEVICE"); s != "" {
 		var err error
 		if d, err = ParseDevice(s); err != nil {
-			panic(&Error{Op: "DefaultDevice", Reason: "GOCOMPILE_DEVICE: " + err.Error(), Fix: "set it to cpu, cuda or cuda:N"})
+			// Not err.Error(), which names the devices too: Fix does, once.
+			panic(&Error{Op: "DefaultDevice", Reason: fmt.Sprintf("GOCOMPILE_DEVICE=%q names no device", s), Fix: "set it to cpu, cuda or cuda:N"})
 		}
 	}
 	defaultDevice.CompareAndSwap(nil, &d)

@@ -2,10 +2,10 @@ package tensor
 
 import (
 	"fmt"
-	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"text/tabwriter"
 
 	"gocompile/fuse"
 	"gocompile/ir"
@@ -72,7 +72,7 @@ type inductorStep struct {
 }
 
 func newInductorProgram(g *ir.Graph) (Program, error) {
-	return newInductorProgramWith(g, backendConfig{cache: artifactCache()})
+	return newInductorProgramWith(g, backendConfig{})
 }
 
 func newInductorProgramWith(g *ir.Graph, cfg backendConfig) (Program, error) {
@@ -122,14 +122,27 @@ func newInductorProgramWith(g *ir.Graph, cfg backendConfig) (Program, error) {
 	p.findEpilogues()
 	p.findDependentProducts()
 	if logOn("fusion") {
-		slog.Info("gocompile: buffer plan", "regions", len(regions), "plan", p.plan.String())
-		for _, s := range p.steps {
-			if s.group != nil || s.row != nil {
-				slog.Info("gocompile: fusion", "region", s.r.String(), "nodes", s.r.Describe())
-			}
-		}
+		plan, fused := p.fusionPlan()
+		logText("gocompile: fusion", "plan", plan, cfg.cache.logArgs("regions", len(regions), "fused", fused)...)
 	}
 	return p, nil
+}
+
+// fusionPlan describes the fused regions, a line each with their nodes,
+// and the buffer plan, for GOCOMPILE_LOGS=fusion; fused counts the
+// regions.
+func (p *inductorProgram) fusionPlan() (plan string, fused int) {
+	var b strings.Builder
+	tw := tabwriter.NewWriter(&b, 0, 8, 2, ' ', 0)
+	for _, s := range p.steps {
+		if s.group != nil || s.row != nil {
+			fmt.Fprintf(tw, "%s\t%s\n", s.r, s.r.Describe())
+			fused++
+		}
+	}
+	tw.Flush()
+	fmt.Fprintf(&b, "buffer plan: %s", p.plan)
+	return b.String(), fused
 }
 
 // compileFused compiles a fused expression for the CPU, as the fused
@@ -149,8 +162,8 @@ func (p *inductorProgram) Run(inputs []*Tensor) (outs []*Tensor) {
 				panic(e)
 			}
 			p.fellBack.Do(func() {
-				slog.Warn("gocompile: a generated kernel failed to build; running this graph with the eager kernels",
-					"kernel", ke.name, "err", ke.err)
+				logWarn("gocompile: a generated kernel failed to build; running this graph with the eager kernels",
+					p.cfg.cache.logArgs("kernel", ke.name, "err", ke.err)...)
 				p.eager.Store(newEagerProgram(p.g))
 			})
 			outs = p.eager.Load().Run(inputs)
@@ -222,9 +235,10 @@ func plannable(r *fuse.Region) bool {
 }
 
 // artifactCache is where compiled artifacts are kept: the fusion layouts
-// of compiled graphs and the GPU kernels (compileCached). Tests point it
-// elsewhere.
-var artifactCache = kcache.Default
+// of compiled graphs and the GPU kernels (compileCached). It is opened in
+// kcache's default directory, as kcache.Default is, but logs through
+// SetLogger's logger. Tests point it elsewhere.
+var artifactCache = sync.OnceValue(func() *kcache.Cache { return kcache.Open("", kcache.WithLogger(cacheLogger)) })
 
 // layoutVersion versions the fusion decisions a cached layout records:
 // bump it when Partition or Horizontal would decide differently.
@@ -233,7 +247,8 @@ const layoutVersion = "1"
 // partition splits g into regions and groups them, or rebuilds the
 // regions a previous compile of the same graph (in this process or an
 // earlier one) recorded in the program cache, skipping the search.
-func partition(g *ir.Graph, c *kcache.Cache) ([]*fuse.Region, error) {
+func partition(g *ir.Graph, a *artifacts) ([]*fuse.Region, error) {
+	c := a.kcache()
 	var shapes strings.Builder
 	for _, n := range g.Nodes {
 		fmt.Fprintln(&shapes, n.Shape)
@@ -246,7 +261,7 @@ func partition(g *ir.Graph, c *kcache.Cache) ([]*fuse.Region, error) {
 			if regions, err := l.Rebuild(g); err == nil {
 				return regions, nil
 			} else if logOn("cache") {
-				slog.Info("gocompile: cached fusion layout does not fit; partitioning again", "err", err)
+				logInfo("gocompile: cached fusion layout does not fit; partitioning again", "err", err)
 			}
 		}
 	}
@@ -257,7 +272,7 @@ func partition(g *ir.Graph, c *kcache.Cache) ([]*fuse.Region, error) {
 	partitions.Add(1)
 	regions = fuse.Horizontal(regions)
 	if b, err := fuse.NewLayout(g, regions).MarshalMsg(nil); err == nil {
-		c.Put(key, kcache.Entry{Program: &kcache.Program{Kind: "gocompile/fuse.Layout", Payload: b}})
+		c.Put(key, a.label(kcache.Entry{Program: &kcache.Program{Kind: "gocompile/fuse.Layout", Payload: b}}, ""))
 	}
 	return regions, nil
 }

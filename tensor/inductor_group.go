@@ -7,7 +7,6 @@ import (
 	"gocompile/fuse"
 	"gocompile/inductor"
 	"gocompile/ir"
-	"gocompile/kcache"
 )
 
 // A fused pointwise region, or a horizontal group of them
@@ -22,8 +21,8 @@ type groupStep struct {
 	kinds  []ir.Kind
 	blks   []*ir.Block
 	kernel inductor.PointwiseKernel
-	cache  *kcache.Cache // where its GPU kernels are kept (nil: the process-wide cache)
-	tune   bool          // MaxAutotune: time launch shapes
+	cache  *artifacts // where its GPU kernels are kept (nil: the process-wide cache)
+	tune   bool       // MaxAutotune: time launch shapes
 }
 
 func newGroupStep(r *fuse.Region) (*groupStep, error) {

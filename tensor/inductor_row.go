@@ -9,7 +9,6 @@ import (
 	"gocompile/fuse"
 	"gocompile/inductor"
 	"gocompile/ir"
-	"gocompile/kcache"
 )
 
 // Row regions (see fuse.Row) run as one kernel that walks each row of the
@@ -24,9 +23,9 @@ type rowStep struct {
 	stages []*ir.Block // the CPU program of each stage's expression
 	root   *ir.Block   // the root's per-element program; nil when the root is the last stage
 	kernel inductor.RowKernel
-	cache  *kcache.Cache // where its GPU kernels are kept (nil: the process-wide cache)
-	tune   bool          // MaxAutotune: time threads and persistence
-	tuned  sync.Map      // rowTuneKey → the chosen [threads, persist]
+	cache  *artifacts // where its GPU kernels are kept (nil: the process-wide cache)
+	tune   bool       // MaxAutotune: time threads and persistence
+	tuned  sync.Map   // rowTuneKey → the chosen [threads, persist]
 }
 
 // rowTuneKey is what a row kernel's tuned launch shape is kept by in a

@@ -7,7 +7,6 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"gocompile/cuda"
-	"gocompile/kcache"
 )
 
 // A program's first run on a GPU meets each of its kernels for the first
@@ -45,7 +44,7 @@ func newLaunchQueue() *launchQueue {
 }
 
 // kernel starts getting the named kernel for g (as g.kernelIn would).
-func (q *launchQueue) kernel(g *gpu, c *kcache.Cache, name string, gen func() (string, error)) *pendingKernel {
+func (q *launchQueue) kernel(g *gpu, c *artifacts, name string, gen func() (string, error)) *pendingKernel {
 	k := &pendingKernel{name: name, done: make(chan struct{})}
 	q.eg.Go(func() error {
 		defer close(k.done)
@@ -101,7 +100,7 @@ func (q *launchQueue) release(g *gpu, a *cuda.Args) {
 
 // kernelOrQueue returns the named kernel now (q nil), or queues launch
 // with it (q not nil); launch must not use pooled arguments then.
-func kernelOrQueue(q *launchQueue, g *gpu, c *kcache.Cache, name string, gen func() (string, error), launch func(fn *cuda.Function), uses ...*Tensor) {
+func kernelOrQueue(q *launchQueue, g *gpu, c *artifacts, name string, gen func() (string, error), launch func(fn *cuda.Function), uses ...*Tensor) {
 	if q == nil {
 		launch(g.kernelIn(c, name, gen))
 		return
