@@ -56,6 +56,9 @@ func matmulShape(in [][]int, _ *Attrs) ([]int, error) {
 	if !bv {
 		out = append(out, b[len(b)-1])
 	}
+	if err := CheckShape("MatMul", in, out); err != nil {
+		return nil, err
+	}
 	return out, nil
 }
 
@@ -96,7 +99,14 @@ func catShape(in [][]int, a *Attrs) ([]int, error) {
 					"tensor %d has size %d at dim %d, tensor 0 has %d", i, s[j], j, out[j])
 			}
 		}
+		if s[d] > MaxNumel-out[d] {
+			out[d] = MaxNumel + 1 // any sum this large is refused below
+			continue
+		}
 		out[d] += s[d]
+	}
+	if err := CheckShape("Cat", in, out); err != nil {
+		return nil, err
 	}
 	return out, nil
 }
@@ -119,7 +129,11 @@ func stackShape(in [][]int, a *Attrs) ([]int, error) {
 				i, FormatShape(s), FormatShape(in[0]))
 		}
 	}
-	return append(append(clone(in[0][:d]), len(in)), in[0][d:]...), nil
+	out := append(append(clone(in[0][:d]), len(in)), in[0][d:]...)
+	if err := CheckShape("Stack", in, out); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // SameShape reports whether two shapes are equal.
@@ -168,6 +182,9 @@ func indexSelectShape(in [][]int, a *Attrs) ([]int, error) {
 	if len(out) > 0 {
 		out[d] = Numel(idx)
 	}
+	if err := CheckShape("IndexSelect", in, out); err != nil {
+		return nil, err
+	}
 	return out, nil
 }
 
@@ -176,5 +193,9 @@ func embeddingShape(in [][]int, _ *Attrs) ([]int, error) {
 	if len(w) != 2 {
 		return nil, Errorf("Embedding", in, "the weight is a [vocab, dim] matrix", "weight has %d dims, not 2", len(w))
 	}
-	return append(clone(idx), w[1]), nil
+	out := append(clone(idx), w[1])
+	if err := CheckShape("Embedding", in, out); err != nil {
+		return nil, err
+	}
+	return out, nil
 }

@@ -2,6 +2,7 @@ package ir
 
 import (
 	"fmt"
+	"math"
 	"strings"
 )
 
@@ -61,6 +62,53 @@ func Numel(shape []int) int {
 		n *= d
 	}
 	return n
+}
+
+// MaxNumel is the most elements a tensor may have, views included: 2^44,
+// so that its storage at the widest dtype (128 TiB) is a size Go's
+// allocator can be asked for without a runtime panic, and its byte size
+// and every offset fit in an int. Shape rules refuse results above it, so
+// Numel never overflows on the shape of a tensor that exists.
+const MaxNumel = min(1<<44, math.MaxInt/8)
+
+// CheckedNumel is the number of elements of shape, or false if a size is
+// negative or the count exceeds MaxNumel (computed without overflowing).
+func CheckedNumel(shape []int) (int, bool) {
+	n := 1
+	for _, d := range shape {
+		if d < 0 {
+			return 0, false
+		}
+		if d == 0 {
+			n = 0
+		}
+	}
+	if n == 0 {
+		return 0, true
+	}
+	for _, d := range shape {
+		if n > MaxNumel/d {
+			return 0, false
+		}
+		n *= d
+	}
+	return n, true
+}
+
+// CheckShape returns an error naming op and its operands' shapes if shape,
+// the shape of a result, has a negative size or more than MaxNumel
+// elements.
+func CheckShape(op string, operands [][]int, shape []int) error {
+	for _, d := range shape {
+		if d < 0 {
+			return Errorf(op, operands, "sizes must be non-negative", "shape %s has a negative size", FormatShape(shape))
+		}
+	}
+	if _, ok := CheckedNumel(shape); !ok {
+		return Errorf(op, operands, "use smaller sizes",
+			"shape %s has more elements than a tensor may hold (%d)", FormatShape(shape), MaxNumel)
+	}
+	return nil
 }
 
 // ContiguousStrides returns row-major strides, in elements, for shape.
@@ -124,6 +172,9 @@ func Broadcast(op string, shapes ...[]int) ([]int, error) {
 			}
 		}
 	}
+	if err := CheckShape(op, shapes, out); err != nil {
+		return nil, err
+	}
 	return out, nil
 }
 
@@ -170,7 +221,7 @@ func NormDims(op string, shape []int, dims []int) ([]int, error) {
 		return all, nil
 	}
 	out := make([]int, len(dims))
-	seen := uint64(0)
+	seen := make([]bool, len(shape)) // not a bit mask: ranks may pass 64
 	for i, d := range dims {
 		n, err := NormDim(op, shape, d)
 		if err != nil {
@@ -179,10 +230,10 @@ func NormDims(op string, shape []int, dims []int) ([]int, error) {
 		if len(shape) == 0 {
 			return []int{}, nil
 		}
-		if seen&(1<<n) != 0 {
+		if seen[n] {
 			return nil, Errorf(op, [][]int{shape}, "name each dim once", "dim %d appears more than once in %v", d, dims)
 		}
-		seen |= 1 << n
+		seen[n] = true
 		out[i] = n
 	}
 	return out, nil
@@ -211,7 +262,6 @@ func InferShape(op string, shape, newShape []int) ([]int, error) {
 	numel := Numel(shape)
 	out := append([]int(nil), newShape...)
 	infer := -1
-	known := 1
 	for i, d := range out {
 		switch {
 		case d == -1 && infer < 0:
@@ -220,17 +270,23 @@ func InferShape(op string, shape, newShape []int) ([]int, error) {
 			return nil, Errorf(op, [][]int{shape, newShape}, "use -1 for at most one dim", "more than one dim is -1")
 		case d < 0:
 			return nil, Errorf(op, [][]int{shape, newShape}, "sizes must be non-negative or -1", "invalid size %d", d)
-		default:
-			known *= d
 		}
 	}
 	if infer >= 0 {
-		if known == 0 || numel%known != 0 {
+		out[infer] = 1
+	}
+	known, ok := CheckedNumel(out) // sizes may be hostile: no overflow
+	if infer >= 0 {
+		if !ok || known == 0 || numel%known != 0 {
 			return nil, Errorf(op, [][]int{shape, newShape}, "choose sizes whose product divides the element count",
-				"cannot infer the -1 dim: %d elements do not divide into %d", numel, known)
+				"cannot infer the -1 dim: %d elements do not divide into %s", numel, FormatShape(newShape))
 		}
 		out[infer] = numel / known
-		known *= out[infer]
+		known = numel
+	}
+	if !ok {
+		return nil, Errorf(op, [][]int{shape, newShape}, "the new shape must hold the same number of elements",
+			"shape %s holds more than %d elements, not %d", FormatShape(newShape), MaxNumel, numel)
 	}
 	if known != numel {
 		return nil, Errorf(op, [][]int{shape, newShape}, "the new shape must hold the same number of elements",

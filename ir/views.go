@@ -95,6 +95,9 @@ func expandRule(in Layout, a *Attrs) (Layout, error) {
 				"dim %d has size %d, which cannot become %d", i-off, s, d)
 		}
 	}
+	if err := CheckShape("Expand", [][]int{in.Shape, a.Dims}, out.Shape); err != nil {
+		return Layout{}, err
+	}
 	return out, nil
 }
 
@@ -164,7 +167,7 @@ func sliceRule(in Layout, a *Attrs) (Layout, error) {
 	start, stop := clamp(a.Start), clamp(a.Stop)
 	size := 0
 	if stop > start {
-		size = (stop - start + a.Step - 1) / a.Step
+		size = (stop-start-1)/a.Step + 1 // no overflow for any step
 	}
 	out := Layout{Shape: clone(in.Shape), Strides: clone(in.Strides), Offset: in.Offset}
 	out.Shape[d] = size
