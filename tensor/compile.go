@@ -42,7 +42,11 @@ const (
 )
 
 func (m Mode) String() string {
-	return [...]string{"default", "reduce-overhead", "max-autotune"}[m]
+	names := [...]string{"default", "reduce-overhead", "max-autotune"}
+	if m >= 0 && int(m) < len(names) {
+		return names[m]
+	}
+	return fmt.Sprintf("Mode(%d)", int(m))
 }
 
 // Option configures Compile.
@@ -139,8 +143,14 @@ func cacheFor(dir string) *kcache.Cache {
 // MarkDynamic asks Compile to treat dims of t as dynamic from the first
 // compile of any function t is passed to, and returns t.
 func MarkDynamic(t *Tensor, dims ...int) *Tensor {
+	t.must("MarkDynamic")
 	for _, d := range dims {
-		t.dynDims |= 1 << uint(t.normDim("MarkDynamic", d))
+		n := t.normDim("MarkDynamic", d)
+		if n >= 64 {
+			throw("MarkDynamic", []*Tensor{t}, "mark dims below 64, or reshape the tensor to fewer dims",
+				"dim %d cannot be marked: only the first 64 dims can be dynamic", d)
+		}
+		t.dynDims |= 1 << uint(n)
 	}
 	return t
 }
@@ -165,7 +175,15 @@ func (f BackendFunc) Compile(g *ir.Graph) (Program, error) { return f(g) }
 var backends sync.Map // name → Backend
 
 // RegisterBackend makes b available to WithBackend(name).
-func RegisterBackend(name string, b Backend) { backends.Store(name, b) }
+func RegisterBackend(name string, b Backend) {
+	if b == nil {
+		throw("RegisterBackend", nil, "pass a Backend", "backend %q is nil", name)
+	}
+	if f, ok := b.(BackendFunc); ok && f == nil {
+		throw("RegisterBackend", nil, "pass a Backend", "backend %q is a nil BackendFunc", name)
+	}
+	backends.Store(name, b)
+}
 
 func init() {
 	RegisterBackend("eager", BackendFunc(func(g *ir.Graph) (Program, error) { return newEagerProgram(g), nil }))
@@ -208,9 +226,13 @@ func logOn(category string) bool {
 // with the same guards trace and compile once.
 func Compile[F any](fn F, opts ...Option) F {
 	v := reflect.ValueOf(fn)
-	if v.Kind() != reflect.Func || v.IsNil() {
+	if v.Kind() != reflect.Func {
 		panic(&Error{Op: "Compile", Reason: fmt.Sprintf("%T is not a function", fn), Fix: "pass a func"})
 	}
+	if v.IsNil() {
+		panic(&Error{Op: "Compile", Reason: fmt.Sprintf("the %T is nil", fn), Fix: "pass a func"})
+	}
+	checkSignature("Compile", v.Type())
 	if os.Getenv("GOCOMPILE_DISABLE") == "1" {
 		return fn
 	}
@@ -265,6 +287,33 @@ func newCompiled(fn reflect.Value, opts []Option) *compiled {
 	c.backend = b.(Backend)
 	c.name = funcName(fn)
 	return c
+}
+
+// checkSignature panics with an *Error naming op if fn's parameters or
+// results have a type a compiled function cannot take or return; the same
+// call would fail at the first call otherwise, with the same message.
+func checkSignature(op string, ft reflect.Type) {
+	for i := range ft.NumIn() {
+		if err := trace.CheckType(ft.In(i), tensorType); err != nil {
+			throw(op, nil, "pass tensors, slices or structs of tensors, and numbers; keep other values in a closure",
+				"parameter %d of %v: %v", i, ft, err)
+		}
+	}
+	for i := range ft.NumOut() {
+		if err := trace.CheckType(ft.Out(i), tensorType); err != nil {
+			throw(op, nil, "return tensors, slices or structs of tensors, and numbers",
+				"result %d of %v: %v", i, ft, err)
+		}
+	}
+}
+
+// invoke calls fn with the arguments a compiled function received: for a
+// variadic fn the last one is the slice of variadic arguments.
+func (c *compiled) invoke(args []reflect.Value) []reflect.Value {
+	if c.fn.Type().IsVariadic() {
+		return c.fn.CallSlice(args)
+	}
+	return c.fn.Call(args)
 }
 
 func funcName(fn reflect.Value) string {
@@ -323,6 +372,7 @@ func (c *compiled) flatten(args []reflect.Value) *flatArgs {
 		m.SetShape(t.shape)
 	}
 	fa.call.Scalars = fa.leaves.Scalars
+	fa.call.Structure = fa.leaves.Structure
 	return fa
 }
 
@@ -336,7 +386,7 @@ func (c *compiled) call(args []reflect.Value) []reflect.Value {
 		if st != nil {
 			st.EagerCalls.Add(1)
 		}
-		return c.fn.Call(args)
+		return c.invoke(args)
 	}
 	fa := c.flatten(args)
 	if gc := c.guards.Load(); gc != nil {
@@ -404,7 +454,7 @@ func (c *compiled) call(args []reflect.Value) []reflect.Value {
 		if st != nil {
 			st.EagerCalls.Add(1)
 		}
-		return c.fn.Call(args)
+		return c.invoke(args)
 	}
 	if compiledNow != nil && compiledNow.firstResults != nil {
 		return compiledNow.firstResults
@@ -450,7 +500,7 @@ func callKey(call *guard.Call) string {
 	for _, t := range call.Tensors {
 		fmt.Fprintf(&b, "%v%v%v%v;", t.DType, t.Device, t.Contiguous, t.Shape[:min(t.Rank, guard.MaxRank)])
 	}
-	fmt.Fprint(&b, call.Scalars)
+	fmt.Fprint(&b, call.Scalars, call.Structure)
 	return b.String()
 }
 
@@ -513,7 +563,7 @@ func (c *compiled) traceRun(tr *tracer, fa *flatArgs, args []reflect.Value) []re
 	for i, a := range args {
 		in[i] = trace.Rebuild(a, tensorType, next)
 	}
-	return c.fn.Call(in)
+	return c.invoke(in)
 }
 
 // resultNodes lists the graph nodes of fn's tensor results.
