@@ -68,8 +68,11 @@ func checkDevices(op *ir.Op, args []ir.Value) {
 		if !ok {
 			continue
 		}
-		if t == nil {
-			throw(op.Title, nil, "pass a tensor", "operand %d is a nil *Tensor", i)
+		switch {
+		case t == nil:
+			throw(op.Title, nil, fixTensor, "operand %d is a nil *Tensor", i)
+		case t.st == nil:
+			throw(op.Title, nil, fixTensor, "operand %d is a zero Tensor{}, which has no storage", i)
 		}
 		if first == nil {
 			first = t

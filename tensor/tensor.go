@@ -72,6 +72,7 @@ type storage struct {
 
 // Shape returns a copy of the tensor's sizes.
 func (t *Tensor) Shape() []int {
+	t.must("Shape")
 	if t.px != nil && t.px.tr.onShapeRead != nil {
 		t.px.tr.onShapeRead(t.shape) // fn may compute with these numbers
 	}
@@ -79,25 +80,44 @@ func (t *Tensor) Shape() []int {
 }
 
 // Strides returns a copy of the tensor's strides, in elements.
-func (t *Tensor) Strides() []int { return append([]int(nil), t.strides...) }
+func (t *Tensor) Strides() []int {
+	t.must("Strides")
+	return append([]int(nil), t.strides...)
+}
 
 // Offset is the index of the tensor's first element in its storage.
-func (t *Tensor) Offset() int { return t.offset }
+func (t *Tensor) Offset() int {
+	t.must("Offset")
+	return t.offset
+}
 
 // DType returns the element type.
-func (t *Tensor) DType() DType { return t.dtype }
+func (t *Tensor) DType() DType {
+	t.must("DType")
+	return t.dtype
+}
 
 // Device returns where the tensor's storage lives.
-func (t *Tensor) Device() Device { return t.st.dev }
+func (t *Tensor) Device() Device {
+	t.must("Device")
+	return t.st.dev
+}
 
 // Dim is the number of dimensions (the rank).
-func (t *Tensor) Dim() int { return len(t.shape) }
+func (t *Tensor) Dim() int {
+	t.must("Dim")
+	return len(t.shape)
+}
 
 // Numel is the number of elements.
-func (t *Tensor) Numel() int { return ir.Numel(t.shape) }
+func (t *Tensor) Numel() int {
+	t.must("Numel")
+	return ir.Numel(t.shape)
+}
 
 // Size returns the size of dim d (negative d counts from the end).
 func (t *Tensor) Size(d int) int {
+	t.must("Size")
 	d = t.normDim("Size", d)
 	if len(t.shape) == 0 {
 		return 1
@@ -110,10 +130,16 @@ func (t *Tensor) Size(d int) int {
 
 // IsContiguous reports whether the elements are laid out in row-major order
 // without gaps.
-func (t *Tensor) IsContiguous() bool { return ir.IsContiguous(t.shape, t.strides) }
+func (t *Tensor) IsContiguous() bool {
+	t.must("IsContiguous")
+	return ir.IsContiguous(t.shape, t.strides)
+}
 
 // SharesStorage reports whether t and u are views of the same storage.
-func (t *Tensor) SharesStorage(u *Tensor) bool { return t.st == u.st }
+func (t *Tensor) SharesStorage(u *Tensor) bool {
+	mustOperands("SharesStorage", t, u)
+	return t.st == u.st
+}
 
 func (t *Tensor) layout() ir.Layout {
 	return ir.Layout{Shape: t.shape, Strides: t.strides, Offset: t.offset}
@@ -123,8 +149,12 @@ func (t *Tensor) layout() ir.Layout {
 // CPU, filled with zeros.
 func newTensor(dt DType, shape []int) *Tensor {
 	shape = append([]int(nil), shape...)
+	n, ok := ir.CheckedNumel(shape)
+	if !ok { // shape rules refuse such shapes first: this is a backstop
+		check(ir.CheckShape("alloc", nil, shape), "alloc")
+	}
 	return &Tensor{
-		st:      &storage{dev: CPU, data: allocData(dt, ir.Numel(shape))},
+		st:      &storage{dev: CPU, data: allocData(dt, n)},
 		shape:   shape,
 		strides: ir.ContiguousStrides(shape),
 		dtype:   dt,
@@ -132,6 +162,9 @@ func newTensor(dt DType, shape []int) *Tensor {
 }
 
 func allocData(dt DType, n int) any {
+	if n < 0 || n > ir.MaxNumel { // callers check shapes first: a backstop
+		throw("alloc", nil, "use smaller sizes", "%d elements of %v cannot be allocated", n, dt)
+	}
 	switch dt {
 	case Float32:
 		return make([]float32, n)
