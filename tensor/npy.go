@@ -13,8 +13,6 @@ import (
 	"strings"
 	"unsafe"
 
-	"github.com/sbinet/npyio"
-
 	"gocompile/ir"
 )
 
@@ -42,8 +40,12 @@ import (
 // its reader panics on malformed headers (no newline, keys out of order),
 // trusts the header length of untrusted input and has no float16, and its
 // writer only writes 1-d arrays with a header that is not padded to 64
-// bytes. The package takes npyio's Magic and the tests use npyio as an
-// independent implementation to check files against.
+// bytes. Only the tests use npyio, as an independent implementation to
+// check files against: importing it for its magic number would link its
+// npz, gonum/mat and LAPACK dependencies into every program.
+
+// npyMagic starts every .npy file.
+var npyMagic = [6]byte{0x93, 'N', 'U', 'M', 'P', 'Y'}
 
 // npyMaxHeader bounds the header of a file we read; NumPy itself refuses
 // headers over 10000 bytes unless told otherwise.
@@ -146,7 +148,7 @@ func npyHeader(descr string, fortran bool, shape []int) []byte {
 	total := padded(prefix)
 	hlen := total - prefix
 	out := make([]byte, 0, total)
-	out = append(out, npyio.Magic[:]...)
+	out = append(out, npyMagic[:]...)
 	out = append(out, major, 0)
 	if major == 1 {
 		out = binary.LittleEndian.AppendUint16(out, uint16(hlen))
@@ -235,7 +237,7 @@ func readNPY(r io.Reader, avail int64) (*Tensor, error) {
 	if _, err := io.ReadFull(r, pre[:]); err != nil {
 		return nil, fmt.Errorf("npy: reading the magic: %w", serNoEOF(err))
 	}
-	if [6]byte(pre[:6]) != npyio.Magic {
+	if [6]byte(pre[:6]) != npyMagic {
 		return nil, fmt.Errorf("npy: not a .npy file (magic %q, want \"\\x93NUMPY\")", pre[:6])
 	}
 	major, minor := pre[6], pre[7]

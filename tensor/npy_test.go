@@ -480,6 +480,9 @@ func TestNPYSaveLoad(t *testing.T) {
 // npyio is an independent implementation of the format: files it writes
 // read here, and files written here read with it.
 func TestNPYWithNpyio(t *testing.T) {
+	if npyMagic != npyio.Magic {
+		t.Fatalf("magic %q, npyio's %q", npyMagic, npyio.Magic)
+	}
 	var buf bytes.Buffer
 	if err := npyio.Write(&buf, []float64{1.5, -2, 3}); err != nil {
 		t.Fatal(err)
