@@ -1,6 +1,7 @@
 package tensor
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -276,7 +277,10 @@ type entry struct {
 
 func newCompiled(fn reflect.Value, opts []Option) *compiled {
 	c := &compiled{fn: fn, opts: options{backend: defaultBackend, limit: 8}}
-	for _, o := range opts {
+	for i, o := range opts {
+		if o == nil {
+			throw("Compile", nil, "pass options made by this package (WithMode, FullGraph …)", "option %d is nil", i)
+		}
 		o(&c.opts)
 	}
 	b, ok := backends.Load(c.opts.backend)
@@ -598,6 +602,7 @@ func (c *compiled) run(e *entry, fa *flatArgs, args []reflect.Value) []reflect.V
 	} else {
 		outs = e.prog.Run(fa.tensors)
 	}
+	c.checkOutputs(outs, e.graphs[0])
 	k := 0
 	next := func() reflect.Value { k++; return reflect.ValueOf(outs[k-1]) }
 	res := make([]reflect.Value, len(e.template))
@@ -628,7 +633,19 @@ func (c *compiled) runSegment(g *ir.Graph, bound []*Tensor) []*Tensor {
 	v, _ := c.segments.LoadOrStore(key, &segmentEntry{})
 	se := v.(*segmentEntry)
 	se.once.Do(func() { se.prog = c.compileGraph(g, nil) })
-	return se.prog.Run(bound)
+	outs := se.prog.Run(bound)
+	c.checkOutputs(outs, g)
+	return outs
+}
+
+// checkOutputs panics with an *Error if a program returned other than one
+// tensor per output of its graph (a backend's bug), rather than let the
+// results be misassigned or indexed out of range.
+func (c *compiled) checkOutputs(outs []*Tensor, g *ir.Graph) {
+	if len(outs) != len(g.Outputs) {
+		throw("Compile", nil, "fix the backend: Program.Run returns one tensor per graph output",
+			"backend %q returned %d outputs for a graph with %d", c.opts.backend, len(outs), len(g.Outputs))
+	}
 }
 
 // inputSymbols lists, per tensor input, which dims the guard entry made
@@ -668,6 +685,9 @@ func (c *compiled) compileGraph(g *ir.Graph, syms [][]int) Program {
 		p, err = cb.compileWith(g, backendConfig{mode: c.opts.mode, cache: cacheFor(c.opts.cacheDir)})
 	} else {
 		p, err = c.backend.Compile(g)
+	}
+	if err == nil && p == nil {
+		err = errors.New("the backend returned neither a program nor an error")
 	}
 	if err != nil {
 		slog.Warn("gocompile: backend failed; running the graph eagerly", "function", c.name, "backend", c.opts.backend, "err", err)

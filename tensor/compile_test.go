@@ -388,6 +388,25 @@ func TestCompileGuardsArgumentStructure(t *testing.T) {
 	}
 }
 
+// A backend that returns neither a program nor an error falls back to
+// eager; one whose program returns the wrong number of outputs is an
+// *Error, not an index out of range.
+func TestCompileBadBackends(t *testing.T) {
+	RegisterBackend("test-nil-program", BackendFunc(func(g *ir.Graph) (Program, error) { return nil, nil }))
+	RegisterBackend("test-short-program", BackendFunc(func(g *ir.Graph) (Program, error) { return shortProgram{}, nil }))
+	x := FromSlice([]float32{1, -2})
+	f := func(x *Tensor) *Tensor { return x.Abs().AddScalar(1) }
+	sameValues(t, "nil program", Compile(f, WithBackend("test-nil-program"))(x), f(x))
+	err := Try(func() { Compile(f, WithBackend("test-short-program"))(x) })
+	if err == nil || !strings.Contains(err.Error(), "returned 0 outputs for a graph with 1") {
+		t.Fatalf("short program: %v", err)
+	}
+}
+
+type shortProgram struct{}
+
+func (shortProgram) Run([]*Tensor) []*Tensor { return nil }
+
 func TestCompileDisabled(t *testing.T) {
 	t.Setenv("GOCOMPILE_DISABLE", "1")
 	f := func(x *Tensor) *Tensor { return x }

@@ -230,6 +230,7 @@ func Randn(seed uint64, dt DType, shape ...int) *Tensor {
 func (t *Tensor) Fill(v float64) *Tensor {
 	t.must("Fill")
 	t.noInPlaceOnProxy("Fill")
+	t.noOverlap("Fill")
 	src := fromFloat64s([]float64{v}, t.dtype)
 	copyInto(t, src)
 	return t
@@ -241,6 +242,7 @@ func (t *Tensor) Fill(v float64) *Tensor {
 func (t *Tensor) Copy(src *Tensor) *Tensor {
 	mustOperands("Copy", t, src)
 	t.noInPlaceOnProxy("Copy")
+	t.noOverlap("Copy")
 	if !broadcastsTo(src.shape, t.shape) {
 		throw("Copy", []*Tensor{t, src}, "the source must broadcast to the destination's shape",
 			"cannot copy a tensor of shape %s into one of shape %s", ir.FormatShape(src.shape), ir.FormatShape(t.shape))
@@ -312,6 +314,18 @@ func (t *Tensor) elementOffset(op string, index []int) int {
 		off += i * t.strides[d]
 	}
 	return off
+}
+
+// noOverlap rejects in-place writes to a tensor in which several elements
+// are one storage element (an Expand view), as PyTorch does: which value
+// would win is undefined, and the parallel writers would race.
+func (t *Tensor) noOverlap(op string) {
+	for d, s := range t.shape {
+		if s > 1 && t.strides[d] == 0 {
+			throw(op, []*Tensor{t}, "write to a contiguous copy (Contiguous) instead",
+				"dim %d of size %d repeats one element (stride 0): more than one element of the written-to tensor refers to a single memory location", d, s)
+		}
+	}
 }
 
 // noInPlaceOnProxy rejects in-place writes inside compiled functions:

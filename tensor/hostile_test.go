@@ -327,6 +327,8 @@ func TestHostileInputs(t *testing.T) {
 		{"Set of nil", do(func() { nilT.Set(1) })},
 		{"Fill of nil", do(func() { nilT.Fill(1) })},
 		{"Fill of zero Tensor", do(func() { zero.Fill(1) })},
+		{"Fill of an expanded view", do(func() { Zeros(Float32, 1, 3).Expand(4, 3).Fill(1) })},
+		{"Copy into an expanded view", do(func() { Zeros(Float32, 3).Expand(2, 3).Copy(x) })},
 		{"Copy shape mismatch", do(func() { Zeros(Float32, 2, 3).Copy(Zeros(Float32, 2)) })},
 		{"Copy nil source", do(func() { Zeros(Float32, 2, 3).Copy(nilT) })},
 		{"Copy into nil", do(func() { nilT.Copy(x) })},
@@ -366,6 +368,16 @@ func TestHostileInputs(t *testing.T) {
 		{"Compile a channel in a struct", compile(func(s struct{ C chan int }) *Tensor { return nil })},
 		{"Compile a channel result", compile(func(x *Tensor) chan int { return nil })},
 		{"Compile an error result", compile(func(x *Tensor) (*Tensor, error) { return x, nil })},
+		{"Compile nil option", do(func() { Compile(func(x *Tensor) *Tensor { return x }, nil) })},
+		{"Compiled call with a cyclic argument", do(func() {
+			type node struct {
+				X    *Tensor
+				Next *node
+			}
+			n := &node{X: x}
+			n.Next = n
+			Compile(func(n *node) *Tensor { return n.X.Neg() })(n)
+		})},
 		{"Compile unknown backend", do(func() { Compile(func(x *Tensor) *Tensor { return x }, WithBackend("nope")) })},
 		{"Compiled call with a nil tensor", do(func() {
 			Compile(func(a, b *Tensor) *Tensor { return a.Add(b) })(x, nil)
