@@ -231,7 +231,7 @@ func Compile[F any](fn F, opts ...Option) F {
 		panic(&Error{Op: "Compile", Reason: fmt.Sprintf("%T is not a function", fn), Fix: "pass a func"})
 	}
 	if v.IsNil() {
-		panic(&Error{Op: "Compile", Reason: fmt.Sprintf("the %T is nil", fn), Fix: "pass a func"})
+		throw("Compile", nil, "pass a func", "the %T is nil", fn)
 	}
 	checkSignature("Compile", v.Type())
 	if os.Getenv("GOCOMPILE_DISABLE") == "1" {

@@ -109,7 +109,7 @@ func Arange(start, end, step float64, dt DType) *Tensor {
 			"arange(%g, %g, %g) has %g elements, more than a tensor may hold (%d)", start, end, step, count, ir.MaxNumel)
 	}
 	n := int(count)
-	checkShape("Arange", dt, nil)
+	checkCreate("Arange", dt, []int{n})
 	vals := make([]float64, n)
 	for i := range vals {
 		vals[i] = start + float64(i)*step
@@ -123,7 +123,7 @@ func Linspace(start, end float64, steps int, dt DType) *Tensor {
 	if steps < 0 {
 		throw("Linspace", nil, "use a non-negative number of steps", "steps = %d", steps)
 	}
-	checkShape("Linspace", dt, []int{steps})
+	checkCreate("Linspace", dt, []int{steps})
 	vals := make([]float64, steps)
 	if steps == 1 {
 		vals[0] = start
@@ -143,7 +143,7 @@ func Linspace(start, end float64, steps int, dt DType) *Tensor {
 
 // Eye returns the n×n identity matrix.
 func Eye(dt DType, n int) *Tensor {
-	checkShape("Eye", dt, []int{n, n})
+	checkCreate("Eye", dt, []int{n, n})
 	t := newTensor(dt, []int{n, n})
 	vals := make([]float64, n*n)
 	for i := range n {
@@ -177,7 +177,7 @@ func (g *Generator) uniform() float64 { return float64(g.src.Uint64()>>11) / (1 
 // Rand returns values uniform in [0, 1).
 func (g *Generator) Rand(dt DType, shape ...int) *Tensor {
 	g.must("Rand")
-	checkShape("Rand", dt, shape)
+	checkCreate("Rand", dt, shape)
 	vals := make([]float64, ir.Numel(shape))
 	for i := range vals {
 		vals[i] = g.uniform()
@@ -188,7 +188,7 @@ func (g *Generator) Rand(dt DType, shape ...int) *Tensor {
 // Randn returns standard normal values (Box–Muller).
 func (g *Generator) Randn(dt DType, shape ...int) *Tensor {
 	g.must("Randn")
-	checkShape("Randn", dt, shape)
+	checkCreate("Randn", dt, shape)
 	vals := make([]float64, ir.Numel(shape))
 	for i := 0; i < len(vals); i += 2 {
 		u1 := 1 - g.uniform() // in (0, 1]

@@ -441,6 +441,27 @@ func TestHostileInputs(t *testing.T) {
 		{"WriteSafetensors nil tensor", func() error { return WriteSafetensors(&bytes.Buffer{}, map[string]*Tensor{"x": nil}, nil) }},
 		{"WriteSafetensors zero Tensor", func() error { return WriteSafetensors(&bytes.Buffer{}, map[string]*Tensor{"x": zero}, nil) }},
 	}
+	if machineMemory() > 0 {
+		// Shapes within the element limit, storage beyond any machine's
+		// memory: asking Go's allocator would end the process.
+		tests = append(tests, []struct {
+			name string
+			fn   func() error
+		}{
+			{"Zeros beyond the machine's memory", do(func() { Zeros(Float64, 1<<43) })},
+			{"Rand beyond the machine's memory", do(func() { Rand(1, Float32, 1<<43) })},
+			{"Arange beyond the machine's memory", do(func() { Arange(0, 1<<43, 1, Float32) })},
+			{"Sum beyond the machine's memory", do(func() { Zeros(Float32, 0, 1<<43).Sum(0) })},
+			{"Contiguous of a vast view", do(func() { vast.Contiguous() })},
+			{"Float32s of a vast view", do(func() { vast.Float32s() })},
+			{"Add of vast views", do(func() { vast.Add(vast) })},
+			{"ReadNPY beyond the machine's memory", func() error {
+				// A stream, which cannot be checked against its length.
+				_, err := ReadNPY(onlyReader{bytes.NewReader(npyWith("{'descr': '<f8', 'fortran_order': False, 'shape': (8796093022208,)}"))})
+				return err
+			}},
+		}...)
+	}
 	if len(tests) < 100 {
 		t.Errorf("only %d rows", len(tests))
 	}

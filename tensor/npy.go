@@ -552,6 +552,9 @@ func serReadElements(r io.Reader, dt DType, n int, bigEndian bool, avail int64) 
 	if avail >= 0 && nbytes > avail {
 		return nil, fmt.Errorf("need %d bytes of data but only %d remain (truncated file?)", nbytes, avail)
 	}
+	if err := allocError("read", dt, []int{n}); err != nil { // allocData would panic
+		return nil, err
+	}
 	var data any
 	if avail < 0 && nbytes > serBigAlloc {
 		buf, err := io.ReadAll(io.LimitReader(r, nbytes))

@@ -3,6 +3,7 @@ package tensor
 import (
 	"fmt"
 	"runtime"
+	"sync"
 	"unsafe"
 
 	"gocompile/ir"
@@ -149,12 +150,9 @@ func (t *Tensor) layout() ir.Layout {
 // CPU, filled with zeros.
 func newTensor(dt DType, shape []int) *Tensor {
 	shape = append([]int(nil), shape...)
-	n, ok := ir.CheckedNumel(shape)
-	if !ok { // shape rules refuse such shapes first: this is a backstop
-		check(ir.CheckShape("alloc", nil, shape), "alloc")
-	}
+	check(allocError("alloc", dt, shape), "alloc") // ops check shapes first: a backstop
 	return &Tensor{
-		st:      &storage{dev: CPU, data: allocData(dt, n)},
+		st:      &storage{dev: CPU, data: allocData(dt, ir.Numel(shape))},
 		shape:   shape,
 		strides: ir.ContiguousStrides(shape),
 		dtype:   dt,
@@ -180,6 +178,27 @@ func allocData(dt DType, n int) any {
 		return make([]bool, n)
 	}
 	panic(&Error{Op: "alloc", Reason: fmt.Sprintf("invalid dtype %v", dt), Fix: "use one of the DType constants"})
+}
+
+// machineMemory is machineBytes, asked once.
+var machineMemory = sync.OnceValue(machineBytes)
+
+// allocError says why a tensor of dt and shape cannot be allocated, naming
+// op, or returns nil. Shape rules keep shapes within ir.MaxNumel
+// elements, which Go's allocator accepts; but asking it for more memory
+// than the machine has (RAM and swap) ends the process with a fatal
+// error, not a panic, so such a request is refused here. Smaller requests
+// that do not fit beside what is already allocated are beyond this check.
+func allocError(op string, dt DType, shape []int) error {
+	if err := ir.CheckShape(op, [][]int{shape}, shape); err != nil {
+		return err
+	}
+	bytes := uint64(ir.Numel(shape)) * uint64(max(dt.Size(), 1))
+	if m := machineMemory(); m > 0 && bytes > m {
+		return ir.Errorf(op, [][]int{shape}, "use smaller sizes, or a machine with more memory",
+			"%d elements of %v take %d bytes, more than this machine's memory and swap (%d bytes)", ir.Numel(shape), dt, bytes, m)
+	}
+	return nil
 }
 
 func (t *Tensor) withLayout(l ir.Layout) *Tensor {

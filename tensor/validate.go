@@ -1,7 +1,5 @@
 package tensor
 
-import "gocompile/ir"
-
 // Checks shared by the entry points that read a tensor's fields directly
 // rather than through apply, which checks its operands itself.
 
@@ -38,10 +36,18 @@ func mustDevice(op string, d Device) {
 }
 
 // checkShape panics with an *Error naming op unless dt is a dtype and
-// shape can be allocated: no negative size, at most ir.MaxNumel elements.
+// shape can be allocated: no negative size, at most ir.MaxNumel elements,
+// no more bytes than the machine has.
 func checkShape(op string, dt DType, shape []int) {
 	if !dt.Valid() {
 		throw(op, nil, "use one of the DType constants", "invalid dtype %v", dt)
 	}
-	check(ir.CheckShape(op, nil, shape), op)
+	check(allocError(op, dt, shape), op)
+}
+
+// checkCreate is checkShape for creation functions that compute their
+// values as float64 first: those must fit in memory too.
+func checkCreate(op string, dt DType, shape []int) {
+	checkShape(op, dt, shape)
+	check(allocError(op, Float64, shape), op)
 }
