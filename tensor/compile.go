@@ -212,10 +212,13 @@ func logOn(category string) bool {
 // arguments pass the guards replay the compiled program without running
 // fn at all. Arguments and results may be *Tensor, slices and arrays of
 // them, structs (or pointers to structs) holding them, and numbers, which
-// are guarded by value. Tensors fn reaches that are not arguments (weights
-// in a closure) become constants bound by reference: updating one in place
-// is seen by later calls. Ops whose operands are all such constants run
-// once, while tracing, as in JAX; their results are constants too.
+// are guarded by value, as are the lengths of slices (a variadic fn's
+// arguments among them) and which pointers are nil; Compile panics with
+// an *Error if fn's signature has another type. Tensors fn reaches that
+// are not arguments (weights in a closure) become constants bound by
+// reference: updating one in place is seen by later calls. Ops whose
+// operands are all such constants run once, while tracing, as in JAX;
+// their results are constants too.
 //
 // Reading a traced tensor's values inside fn (Item, Float32s, String, …)
 // breaks the graph: the ops so far run, the read gets real values, and

@@ -44,6 +44,9 @@ type Explanation struct {
 }
 
 func (e *Explanation) String() string {
+	if e == nil {
+		return "<nil>"
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "graphs: %d\ngraph breaks: %d\n", e.Graphs, len(e.Breaks))
 	for _, br := range e.Breaks {
