@@ -3,6 +3,7 @@ package ir
 import (
 	"fmt"
 	"math"
+	"math/big"
 	"strings"
 )
 
@@ -67,8 +68,10 @@ func Numel(shape []int) int {
 // MaxNumel is the most elements a tensor may have, views included: 2^44,
 // so that its storage at the widest dtype (128 TiB) is a size Go's
 // allocator can be asked for without a runtime panic, and its byte size
-// and every offset fit in an int. Shape rules refuse results above it, so
-// Numel never overflows on the shape of a tensor that exists.
+// and every offset fit in an int. Graph.Call and package tensor refuse
+// results above it (CheckShape), so Numel never overflows on the shape of
+// a tensor that exists. The shape rules themselves compute any shape:
+// symbolic dims are probed with sizes whose products may be larger.
 const MaxNumel = min(1<<44, math.MaxInt/8)
 
 // CheckedNumel is the number of elements of shape, or false if a size is
@@ -172,9 +175,6 @@ func Broadcast(op string, shapes ...[]int) ([]int, error) {
 			}
 		}
 	}
-	if err := CheckShape(op, shapes, out); err != nil {
-		return nil, err
-	}
 	return out, nil
 }
 
@@ -257,9 +257,11 @@ func ReduceShape(shape, dims []int, keepDim bool) []int {
 	return out
 }
 
-// InferShape resolves a single -1 in newShape so that it holds numel elements.
+// InferShape resolves a single -1 in newShape so that it holds as many
+// elements as shape. The products are exact even where they overflow an
+// int: symbolic shapes are probed with sizes whose products can, and a
+// wrapped product must not pass for the element count.
 func InferShape(op string, shape, newShape []int) ([]int, error) {
-	numel := Numel(shape)
 	out := append([]int(nil), newShape...)
 	infer := -1
 	for i, d := range out {
@@ -275,24 +277,45 @@ func InferShape(op string, shape, newShape []int) ([]int, error) {
 	if infer >= 0 {
 		out[infer] = 1
 	}
-	known, ok := CheckedNumel(out) // sizes may be hostile: no overflow
+	numel, known := exactNumel(shape), exactNumel(out)
 	if infer >= 0 {
-		if !ok || known == 0 || numel%known != 0 {
-			return nil, Errorf(op, [][]int{shape, newShape}, "choose sizes whose product divides the element count",
-				"cannot infer the -1 dim: %d elements do not divide into %s", numel, FormatShape(newShape))
+		var q, r big.Int
+		if known.Sign() != 0 {
+			q.QuoRem(numel, known, &r)
 		}
-		out[infer] = numel / known
+		if known.Sign() == 0 || r.Sign() != 0 || !q.IsInt64() || q.Int64() > math.MaxInt {
+			return nil, Errorf(op, [][]int{shape, newShape}, "choose sizes whose product divides the element count",
+				"cannot infer the -1 dim: %v elements do not divide into %s", numel, FormatShape(newShape))
+		}
+		out[infer] = int(q.Int64())
 		known = numel
 	}
-	if !ok {
+	if known.Cmp(numel) != 0 {
 		return nil, Errorf(op, [][]int{shape, newShape}, "the new shape must hold the same number of elements",
-			"shape %s holds more than %d elements, not %d", FormatShape(newShape), MaxNumel, numel)
-	}
-	if known != numel {
-		return nil, Errorf(op, [][]int{shape, newShape}, "the new shape must hold the same number of elements",
-			"shape %s holds %d elements, not %d", FormatShape(newShape), known, numel)
+			"shape %s holds %v elements, not %v", FormatShape(newShape), known, numel)
 	}
 	return out, nil
+}
+
+// exactNumel is the number of elements of shape (of non-negative sizes),
+// however large.
+func exactNumel(shape []int) *big.Int {
+	n, ok := 1, true
+	for _, d := range shape {
+		if d != 0 && n > math.MaxInt/d {
+			ok = false
+			break
+		}
+		n *= d
+	}
+	if ok {
+		return big.NewInt(int64(n))
+	}
+	b := big.NewInt(1)
+	for _, d := range shape {
+		b.Mul(b, big.NewInt(int64(d)))
+	}
+	return b
 }
 
 // ViewStrides returns strides that present memory laid out as shape/strides

@@ -32,6 +32,7 @@ func externTypes(op *ir.Op, a *ir.Attrs, ts []*Tensor) (shape []int, compute, ou
 	}
 	shape, err := op.Shape(shapes, a)
 	check(err, op.Title, ts...)
+	check(ir.CheckShape(op.Title, nil, shape), op.Title, ts...)
 	compute, out, err = op.Types(types, a)
 	check(err, op.Title, ts...)
 	return shape, compute, out

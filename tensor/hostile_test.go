@@ -383,6 +383,12 @@ func TestHostileInputs(t *testing.T) {
 		{"Compiled call with a nil tensor", do(func() {
 			Compile(func(a, b *Tensor) *Tensor { return a.Add(b) })(x, nil)
 		})},
+		{"Compiled Expand past the element limit", do(func() {
+			Compile(func(a *Tensor) *Tensor { return a.Sum().Expand(1<<40, 1<<40) })(x)
+		})},
+		{"Compiled MatMul past the element limit", do(func() {
+			Compile(func(a, b *Tensor) *Tensor { return a.MatMul(b) })(wide, tall)
+		})},
 		{"Compiled call with bad shapes", do(func() {
 			Compile(func(a, b *Tensor) *Tensor { return a.MatMul(b) })(x, x)
 		})},
