@@ -184,8 +184,8 @@ func allocData(dt DType, n int) any {
 var machineMemory = sync.OnceValue(machineBytes)
 
 // allocError says why a tensor of dt and shape cannot be allocated, naming
-// op, or returns nil. Shape rules keep shapes within ir.MaxNumel
-// elements, which Go's allocator accepts; but asking it for more memory
+// op, or returns nil. Ops keep shapes within ir.MaxNumel elements, which
+// Go's allocator accepts; but asking it for more memory
 // than the machine has (RAM and swap) ends the process with a fatal
 // error, not a panic, so such a request is refused here. Smaller requests
 // that do not fit beside what is already allocated are beyond this check.
