@@ -60,6 +60,9 @@ func (c *Cache) Get(k Key) (Entry, bool) {
 // records how long compute took. When compute panics, GetOrCompute and the
 // calls waiting on it panic with the same value.
 func (c *Cache) GetOrCompute(k Key, compute func() (Entry, error)) (Entry, error) {
+	if compute == nil {
+		return Entry{}, errors.New("kcache: GetOrCompute with a nil compute func")
+	}
 	if e, ok := c.getMemory(k); ok {
 		return e, nil
 	}

@@ -1,6 +1,7 @@
 package tensor
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -47,10 +48,11 @@ const (
 )
 
 func (m Mode) String() string {
-	if m < Default || m > MaxAutotune {
-		return fmt.Sprintf("Mode(%d)", int(m))
+	names := [...]string{"default", "reduce-overhead", "max-autotune"}
+	if m >= 0 && int(m) < len(names) {
+		return names[m]
 	}
-	return [...]string{"default", "reduce-overhead", "max-autotune"}[m]
+	return fmt.Sprintf("Mode(%d)", int(m))
 }
 
 // Option configures Compile.
@@ -187,8 +189,14 @@ func cacheFor(dir string) *kcache.Cache {
 // MarkDynamic asks Compile to treat dims of t as dynamic from the first
 // compile of any function t is passed to, and returns t.
 func MarkDynamic(t *Tensor, dims ...int) *Tensor {
+	t.must("MarkDynamic")
 	for _, d := range dims {
-		t.dynDims |= 1 << uint(t.normDim("MarkDynamic", d))
+		n := t.normDim("MarkDynamic", d)
+		if n >= 64 {
+			throw("MarkDynamic", []*Tensor{t}, "mark dims below 64, or reshape the tensor to fewer dims",
+				"dim %d cannot be marked: only the first 64 dims can be dynamic", d)
+		}
+		t.dynDims |= 1 << uint(n)
 	}
 	return t
 }
@@ -213,7 +221,15 @@ func (f BackendFunc) Compile(g *ir.Graph) (Program, error) { return f(g) }
 var backends sync.Map // name → Backend
 
 // RegisterBackend makes b available to WithBackend(name).
-func RegisterBackend(name string, b Backend) { backends.Store(name, b) }
+func RegisterBackend(name string, b Backend) {
+	if b == nil {
+		throw("RegisterBackend", nil, "pass a Backend", "backend %q is nil", name)
+	}
+	if f, ok := b.(BackendFunc); ok && f == nil {
+		throw("RegisterBackend", nil, "pass a Backend", "backend %q is a nil BackendFunc", name)
+	}
+	backends.Store(name, b)
+}
 
 // LookupBackend returns the backend registered under name ("inductor",
 // "eager" or one of RegisterBackend's), so a custom backend can hand a
@@ -240,10 +256,13 @@ const defaultBackend = "inductor"
 // arguments pass the guards replay the compiled program without running
 // fn at all. Arguments and results may be *Tensor, slices and arrays of
 // them, structs (or pointers to structs) holding them, and numbers, which
-// are guarded by value. Tensors fn reaches that are not arguments (weights
-// in a closure) become constants bound by reference: updating one in place
-// is seen by later calls. Ops whose operands are all such constants run
-// once, while tracing, as in JAX; their results are constants too.
+// are guarded by value, as are the lengths of slices (a variadic fn's
+// arguments among them) and which pointers are nil; Compile panics with
+// an *Error if fn's signature has another type. Tensors fn reaches that
+// are not arguments (weights in a closure) become constants bound by
+// reference: updating one in place is seen by later calls. Ops whose
+// operands are all such constants run once, while tracing, as in JAX;
+// their results are constants too.
 //
 // Reading a traced tensor's values inside fn (Item, Float32s, String, …)
 // breaks the graph: the ops so far run, the read gets real values, and
@@ -255,9 +274,13 @@ const defaultBackend = "inductor"
 // with the same guards trace and compile once.
 func Compile[F any](fn F, opts ...Option) F {
 	v := reflect.ValueOf(fn)
-	if v.Kind() != reflect.Func || v.IsNil() {
+	if v.Kind() != reflect.Func {
 		panic(&Error{Op: "Compile", Reason: fmt.Sprintf("%T is not a function", fn), Fix: "pass a func"})
 	}
+	if v.IsNil() {
+		throw("Compile", nil, "pass a func", "the %T is nil", fn)
+	}
+	checkSignature("Compile", v.Type())
 	if os.Getenv("GOCOMPILE_DISABLE") == "1" {
 		return fn
 	}
@@ -301,7 +324,10 @@ type entry struct {
 
 func newCompiled(fn reflect.Value, opts []Option) *compiled {
 	c := &compiled{fn: fn, opts: options{backend: defaultBackend, limit: 8}}
-	for _, o := range opts {
+	for i, o := range opts {
+		if o == nil {
+			throw("Compile", nil, "pass options made by this package (WithMode, FullGraph …)", "option %d is nil", i)
+		}
 		o(&c.opts)
 	}
 	b, ok := backends.Load(c.opts.backend)
@@ -312,6 +338,33 @@ func newCompiled(fn reflect.Value, opts []Option) *compiled {
 	c.backend = b.(Backend)
 	c.name = funcName(fn)
 	return c
+}
+
+// checkSignature panics with an *Error naming op if fn's parameters or
+// results have a type a compiled function cannot take or return; the same
+// call would fail at the first call otherwise, with the same message.
+func checkSignature(op string, ft reflect.Type) {
+	for i := range ft.NumIn() {
+		if err := trace.CheckType(ft.In(i), tensorType); err != nil {
+			throw(op, nil, "pass tensors, slices or structs of tensors, and numbers; keep other values in a closure",
+				"parameter %d of %v: %v", i, ft, err)
+		}
+	}
+	for i := range ft.NumOut() {
+		if err := trace.CheckType(ft.Out(i), tensorType); err != nil {
+			throw(op, nil, "return tensors, slices or structs of tensors, and numbers",
+				"result %d of %v: %v", i, ft, err)
+		}
+	}
+}
+
+// invoke calls fn with the arguments a compiled function received: for a
+// variadic fn the last one is the slice of variadic arguments.
+func (c *compiled) invoke(args []reflect.Value) []reflect.Value {
+	if c.fn.Type().IsVariadic() {
+		return c.fn.CallSlice(args)
+	}
+	return c.fn.Call(args)
 }
 
 func funcName(fn reflect.Value) string {
@@ -370,6 +423,7 @@ func (c *compiled) flatten(args []reflect.Value) *flatArgs {
 		m.SetShape(t.shape)
 	}
 	fa.call.Scalars = fa.leaves.Scalars
+	fa.call.Structure = fa.leaves.Structure
 	return fa
 }
 
@@ -383,7 +437,7 @@ func (c *compiled) call(args []reflect.Value) []reflect.Value {
 		if st != nil {
 			st.EagerCalls.Add(1)
 		}
-		return c.fn.Call(args)
+		return c.invoke(args)
 	}
 	fa := c.flatten(args)
 	if gc := c.guards.Load(); gc != nil {
@@ -451,7 +505,7 @@ func (c *compiled) call(args []reflect.Value) []reflect.Value {
 		if st != nil {
 			st.EagerCalls.Add(1)
 		}
-		return c.fn.Call(args)
+		return c.invoke(args)
 	}
 	if compiledNow != nil && compiledNow.firstResults != nil {
 		return compiledNow.firstResults
@@ -497,7 +551,7 @@ func callKey(call *guard.Call) string {
 	for _, t := range call.Tensors {
 		fmt.Fprintf(&b, "%v%v%v%v;", t.DType, t.Device, t.Contiguous, t.Shape[:min(t.Rank, guard.MaxRank)])
 	}
-	fmt.Fprint(&b, call.Scalars)
+	fmt.Fprint(&b, call.Scalars, call.Structure)
 	return b.String()
 }
 
@@ -560,7 +614,7 @@ func (c *compiled) traceRun(tr *tracer, fa *flatArgs, args []reflect.Value) []re
 	for i, a := range args {
 		in[i] = trace.Rebuild(a, tensorType, next)
 	}
-	return c.fn.Call(in)
+	return c.invoke(in)
 }
 
 // resultNodes lists the graph nodes of fn's tensor results.
@@ -595,6 +649,7 @@ func (c *compiled) run(e *entry, fa *flatArgs, args []reflect.Value) []reflect.V
 	} else {
 		outs = e.prog.Run(fa.tensors)
 	}
+	c.checkOutputs(outs, e.graphs[0])
 	k := 0
 	next := func() reflect.Value { k++; return reflect.ValueOf(outs[k-1]) }
 	res := make([]reflect.Value, len(e.template))
@@ -625,7 +680,19 @@ func (c *compiled) runSegment(g *ir.Graph, bound []*Tensor) []*Tensor {
 	v, _ := c.segments.LoadOrStore(key, &segmentEntry{})
 	se := v.(*segmentEntry)
 	se.once.Do(func() { se.prog = c.compileGraph(g, nil) })
-	return se.prog.Run(bound)
+	outs := se.prog.Run(bound)
+	c.checkOutputs(outs, g)
+	return outs
+}
+
+// checkOutputs panics with an *Error if a program returned other than one
+// tensor per output of its graph (a backend's bug), rather than let the
+// results be misassigned or indexed out of range.
+func (c *compiled) checkOutputs(outs []*Tensor, g *ir.Graph) {
+	if len(outs) != len(g.Outputs) {
+		throw("Compile", nil, "fix the backend: Program.Run returns one tensor per graph output",
+			"backend %q returned %d outputs for a graph with %d", c.opts.backend, len(outs), len(g.Outputs))
+	}
 }
 
 // inputSymbols lists, per tensor input, which dims the guard entry made
@@ -670,6 +737,9 @@ func (c *compiled) compileGraph(g *ir.Graph, syms [][]int) Program {
 		p, err = cb.compileWith(g, backendConfig{mode: c.opts.mode, cache: &artifacts{cacheFor(c.opts.cacheDir), c.name}})
 	} else {
 		p, err = c.backend.Compile(g)
+	}
+	if err == nil && p == nil {
+		err = errors.New("the backend returned neither a program nor an error")
 	}
 	if err != nil {
 		logWarn("gocompile: backend failed; running the graph eagerly", "function", c.name, "backend", c.opts.backend, "err", err)

@@ -54,6 +54,7 @@ func DefaultDevice() Device {
 
 // SetDefaultDevice changes where creation functions put new tensors.
 func SetDefaultDevice(d Device) {
+	mustDevice("SetDefaultDevice", d)
 	if d.Type == DeviceCUDA {
 		mustGPU("SetDefaultDevice", d)
 	}
@@ -134,6 +135,9 @@ func gpuFor(d Device) (*gpu, error) {
 // mustGPU returns the runtime of d or panics with an *Error saying why the
 // GPU cannot be used.
 func mustGPU(op string, d Device) *gpu {
+	if d.Type != DeviceCUDA || d.Index < 0 {
+		throw(op, nil, "use tensor.CUDA(i) with i >= 0", "%v is not a GPU", d)
+	}
 	g, err := gpuFor(d)
 	if err != nil {
 		panic(&Error{Op: op, Reason: fmt.Sprintf("device %v is not usable: %v", d, err),
@@ -180,6 +184,8 @@ func newGPUTensor(d Device, dt DType, shape []int) *Tensor {
 // ToDevice returns t on device d: t itself if it is already there, else a
 // contiguous copy. Moving to the CPU waits for pending GPU work on t.
 func (t *Tensor) ToDevice(d Device) *Tensor {
+	t.must("ToDevice")
+	mustDevice("ToDevice", d)
 	if t.st.dev == d {
 		return t
 	}
@@ -188,6 +194,7 @@ func (t *Tensor) ToDevice(d Device) *Tensor {
 	}
 	switch {
 	case t.st.dev == CPU: // host to device
+		mustGPU("ToDevice", d) // name this op if the GPU is not usable
 		c := t.Contiguous()
 		out := newGPUTensor(d, t.dtype, t.shape)
 		if n := out.Numel() * t.dtype.Size(); n > 0 {
@@ -227,6 +234,7 @@ func (t *Tensor) devicePtr() cuda.DevicePtr {
 // CPU it returns at once). Reading a tensor's values synchronizes by itself;
 // this is for timing and for handing memory to other code.
 func Synchronize(d Device) {
+	mustDevice("Synchronize", d)
 	if d == CPU {
 		return
 	}
@@ -245,6 +253,7 @@ func MemoryStats(d Device) cuda.AllocatorStats {
 // driver (tensors still alive keep theirs). On the CPU, which caches
 // nothing, it does nothing, as Synchronize.
 func EmptyCache(d Device) {
+	mustDevice("EmptyCache", d)
 	if d == CPU {
 		return
 	}

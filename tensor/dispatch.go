@@ -23,6 +23,7 @@ func apply(op *ir.Op, a ir.Attrs, args ...ir.Value) *Tensor {
 		t := args[0].(*Tensor)
 		l, err := op.View(t.layout(), &a)
 		check(err, op.Title, t)
+		check(ir.CheckShape(op.Title, nil, l.Shape), op.Title, t) // Expand can grow a view past any size
 		return t.withLayout(l)
 	case ir.Extern:
 		return externKernels[op.Name](op, a, args)
@@ -68,8 +69,11 @@ func checkDevices(op *ir.Op, args []ir.Value) {
 		if !ok {
 			continue
 		}
-		if t == nil {
-			throw(op.Title, nil, "pass a tensor", "operand %d is a nil *Tensor", i)
+		switch {
+		case t == nil:
+			throw(op.Title, nil, fixTensor, "operand %d is a nil *Tensor", i)
+		case t.st == nil:
+			throw(op.Title, nil, fixTensor, "operand %d is a zero Tensor{}, which has no storage", i)
 		}
 		if first == nil {
 			first = t
@@ -132,6 +136,7 @@ func pointwise(op *ir.Op, a ir.Attrs, args []ir.Value) *Tensor {
 	}
 	shape, err := ir.Broadcast(op.Title, shapes...)
 	check(err, op.Title, tensors...)
+	check(ir.CheckShape(op.Title, nil, shape), op.Title, tensors...)
 
 	kinds := make([]ir.Kind, len(args))
 	for i := range args {

@@ -3,6 +3,7 @@ package tensor
 import (
 	"fmt"
 	"runtime"
+	"sync"
 	"unsafe"
 
 	"gocompile/ir"
@@ -72,6 +73,7 @@ type storage struct {
 
 // Shape returns a copy of the tensor's sizes.
 func (t *Tensor) Shape() []int {
+	t.must("Shape")
 	if t.px != nil && t.px.tr.onShapeRead != nil {
 		t.px.tr.onShapeRead(t.shape) // fn may compute with these numbers
 	}
@@ -79,25 +81,44 @@ func (t *Tensor) Shape() []int {
 }
 
 // Strides returns a copy of the tensor's strides, in elements.
-func (t *Tensor) Strides() []int { return append([]int(nil), t.strides...) }
+func (t *Tensor) Strides() []int {
+	t.must("Strides")
+	return append([]int(nil), t.strides...)
+}
 
 // Offset is the index of the tensor's first element in its storage.
-func (t *Tensor) Offset() int { return t.offset }
+func (t *Tensor) Offset() int {
+	t.must("Offset")
+	return t.offset
+}
 
 // DType returns the element type.
-func (t *Tensor) DType() DType { return t.dtype }
+func (t *Tensor) DType() DType {
+	t.must("DType")
+	return t.dtype
+}
 
 // Device returns where the tensor's storage lives.
-func (t *Tensor) Device() Device { return t.st.dev }
+func (t *Tensor) Device() Device {
+	t.must("Device")
+	return t.st.dev
+}
 
 // Dim is the number of dimensions (the rank).
-func (t *Tensor) Dim() int { return len(t.shape) }
+func (t *Tensor) Dim() int {
+	t.must("Dim")
+	return len(t.shape)
+}
 
 // Numel is the number of elements.
-func (t *Tensor) Numel() int { return ir.Numel(t.shape) }
+func (t *Tensor) Numel() int {
+	t.must("Numel")
+	return ir.Numel(t.shape)
+}
 
 // Size returns the size of dim d (negative d counts from the end).
 func (t *Tensor) Size(d int) int {
+	t.must("Size")
 	d = t.normDim("Size", d)
 	if len(t.shape) == 0 {
 		return 1
@@ -110,10 +131,16 @@ func (t *Tensor) Size(d int) int {
 
 // IsContiguous reports whether the elements are laid out in row-major order
 // without gaps.
-func (t *Tensor) IsContiguous() bool { return ir.IsContiguous(t.shape, t.strides) }
+func (t *Tensor) IsContiguous() bool {
+	t.must("IsContiguous")
+	return ir.IsContiguous(t.shape, t.strides)
+}
 
 // SharesStorage reports whether t and u are views of the same storage.
-func (t *Tensor) SharesStorage(u *Tensor) bool { return t.st == u.st }
+func (t *Tensor) SharesStorage(u *Tensor) bool {
+	mustOperands("SharesStorage", t, u)
+	return t.st == u.st
+}
 
 func (t *Tensor) layout() ir.Layout {
 	return ir.Layout{Shape: t.shape, Strides: t.strides, Offset: t.offset}
@@ -123,6 +150,7 @@ func (t *Tensor) layout() ir.Layout {
 // CPU, filled with zeros.
 func newTensor(dt DType, shape []int) *Tensor {
 	shape = append([]int(nil), shape...)
+	check(allocError("alloc", dt, shape), "alloc") // ops check shapes first: a backstop
 	return &Tensor{
 		st:      &storage{dev: CPU, data: allocData(dt, ir.Numel(shape))},
 		shape:   shape,
@@ -132,6 +160,9 @@ func newTensor(dt DType, shape []int) *Tensor {
 }
 
 func allocData(dt DType, n int) any {
+	if n < 0 || n > ir.MaxNumel { // callers check shapes first: a backstop
+		throw("alloc", nil, "use smaller sizes", "%d elements of %v cannot be allocated", n, dt)
+	}
 	switch dt {
 	case Float32:
 		return make([]float32, n)
@@ -147,6 +178,27 @@ func allocData(dt DType, n int) any {
 		return make([]bool, n)
 	}
 	panic(&Error{Op: "alloc", Reason: fmt.Sprintf("invalid dtype %v", dt), Fix: "use one of the DType constants"})
+}
+
+// machineMemory is machineBytes, asked once.
+var machineMemory = sync.OnceValue(machineBytes)
+
+// allocError says why a tensor of dt and shape cannot be allocated, naming
+// op, or returns nil. Ops keep shapes within ir.MaxNumel elements, which
+// Go's allocator accepts; but asking it for more memory
+// than the machine has (RAM and swap) ends the process with a fatal
+// error, not a panic, so such a request is refused here. Smaller requests
+// that do not fit beside what is already allocated are beyond this check.
+func allocError(op string, dt DType, shape []int) error {
+	if err := ir.CheckShape(op, [][]int{shape}, shape); err != nil {
+		return err
+	}
+	bytes := uint64(ir.Numel(shape)) * uint64(max(dt.Size(), 1))
+	if m := machineMemory(); m > 0 && bytes > m {
+		return ir.Errorf(op, [][]int{shape}, "use smaller sizes, or a machine with more memory",
+			"%d elements of %v take %d bytes, more than this machine's memory and swap (%d bytes)", ir.Numel(shape), dt, bytes, m)
+	}
+	return nil
 }
 
 func (t *Tensor) withLayout(l ir.Layout) *Tensor {
