@@ -2,17 +2,14 @@ module gocompile
 
 go 1.26.0
 
-require github.com/x448/float16 v0.8.4
-
 require (
+	github.com/ebitengine/purego v0.11.3
+	github.com/sbinet/npyio v0.6.0
 	github.com/tinylib/msgp v1.6.5
+	github.com/x448/float16 v0.8.4
+	golang.org/x/sync v0.24.0
 	gonum.org/v1/gonum v0.17.0
-)
-
-require (
-	github.com/philhofer/fwd v1.2.0 // indirect
-	golang.org/x/mod v0.27.0 // indirect
-	golang.org/x/tools v0.36.0 // indirect
+	gonum.org/v1/plot v0.17.0
 )
 
 require (
@@ -21,18 +18,14 @@ require (
 	codeberg.org/go-pdf/fpdf v0.11.1 // indirect
 	git.sr.ht/~sbinet/gg v0.7.0 // indirect
 	github.com/ajstarks/svgo v0.0.0-20211024235047-1546f124cd8b // indirect
-	github.com/golang/freetype v0.0.0-20170609003504-e2365dfdc4a0 // indirect
-	golang.org/x/image v0.30.0 // indirect
-	golang.org/x/text v0.28.0 // indirect
-	gonum.org/v1/plot v0.17.0
-)
-
-require (
 	github.com/campoy/embedmd v1.0.0 // indirect
-	github.com/ebitengine/purego v0.11.3
+	github.com/golang/freetype v0.0.0-20170609003504-e2365dfdc4a0 // indirect
+	github.com/philhofer/fwd v1.2.0 // indirect
 	github.com/pmezard/go-difflib v1.0.0 // indirect
-	github.com/sbinet/npyio v0.6.0
-	golang.org/x/sync v0.24.0
+	golang.org/x/image v0.30.0 // indirect
+	golang.org/x/mod v0.27.0 // indirect
+	golang.org/x/text v0.28.0 // indirect
+	golang.org/x/tools v0.36.0 // indirect
 )
 
 tool github.com/tinylib/msgp

@@ -3,6 +3,7 @@ package array
 import (
 	"fmt"
 	"runtime"
+	"sync"
 	"unsafe"
 
 	"gocompile/ir"
@@ -106,6 +107,7 @@ func (t *Array) layout() ir.Layout { return t.Layout() }
 // CPU, filled with zeros.
 func newArray(dt DType, shape []int) *Array {
 	shape = append([]int(nil), shape...)
+	Check(AllocError("alloc", dt, shape), "alloc") // ops check shapes first: a backstop
 	return &Array{
 		st:      &storage{dev: CPU, data: allocData(dt, ir.Numel(shape))},
 		shape:   shape,
@@ -115,6 +117,9 @@ func newArray(dt DType, shape []int) *Array {
 }
 
 func allocData(dt DType, n int) any {
+	if n < 0 || n > ir.MaxNumel { // callers check shapes first: a backstop
+		Throw("alloc", nil, "use smaller sizes", "%d elements of %v cannot be allocated", n, dt)
+	}
 	switch dt {
 	case ir.Float32:
 		return make([]float32, n)
@@ -130,6 +135,27 @@ func allocData(dt DType, n int) any {
 		return make([]bool, n)
 	}
 	panic(&ir.Error{Op: "alloc", Reason: fmt.Sprintf("invalid dtype %v", dt), Fix: "use one of the DType constants"})
+}
+
+// machineMemory is machineBytes, asked once.
+var machineMemory = sync.OnceValue(machineBytes)
+
+// AllocError says why an array of dt and shape cannot be allocated, naming
+// op, or returns nil. Ops keep shapes within ir.MaxNumel elements, which
+// Go's allocator accepts; but asking it for more memory than the machine
+// has (RAM and swap) ends the process with a fatal error, not a panic, so
+// such a request is refused here. Smaller requests that do not fit beside
+// what is already allocated are beyond this check.
+func AllocError(op string, dt DType, shape []int) error {
+	if err := ir.CheckShape(op, [][]int{shape}, shape); err != nil {
+		return err
+	}
+	bytes := uint64(ir.Numel(shape)) * uint64(max(dt.Size(), 1))
+	if m := machineMemory(); m > 0 && bytes > m {
+		return ir.Errorf(op, [][]int{shape}, "use smaller sizes, or a machine with more memory",
+			"%d elements of %v take %d bytes, more than this machine's memory and swap (%d bytes)", ir.Numel(shape), dt, bytes, m)
+	}
+	return nil
 }
 
 func (t *Array) withLayout(l ir.Layout) *Array {

@@ -1,9 +1,8 @@
 package array
 
 import (
+	"errors"
 	"fmt"
-	"log/slog"
-	"os"
 	"runtime"
 	"slices"
 	"sync"
@@ -39,18 +38,19 @@ type tuning struct {
 // default at index def) for key: compile(i) builds candidate i's kernel,
 // run(i) launches it. Candidates that fail to build or launch are skipped;
 // with none left the default wins.
-func Autotune(c *kcache.Cache, g *GPU, what, key string, names []string, def int, compile func(i int), run func(i int) error) int {
+func Autotune(a *Artifacts, g *GPU, what, key string, names []string, def int, compile func(i int), run func(i int) error) int {
 	full := fmt.Sprintf("%s %s on %s %s", what, key, g.dev.Name, g.dev.Arch())
 	v, _ := tuned.LoadOrStore(full, &tuning{})
 	t := v.(*tuning)
 	t.once.Do(func() {
 		ck := kcache.NewKey("gocompile/autotune", autotuneVersion, full)
+		c := a.Cache()
 		if e, ok := c.Get(ck); ok && e.Program != nil && slices.Contains(names, string(e.Program.Payload)) {
 			t.best = string(e.Program.Payload)
 			return
 		}
 		t.best = search(g, what, key, names, def, compile, run)
-		c.Put(ck, kcache.Entry{Program: &kcache.Program{Kind: "gocompile/autotune", Payload: []byte(t.best)}})
+		c.Put(ck, a.Label(kcache.Entry{Program: &kcache.Program{Kind: "gocompile/autotune", Payload: []byte(t.best)}}, what+" "+key))
 	})
 	if i := slices.Index(names, t.best); i >= 0 {
 		return i
@@ -61,7 +61,9 @@ func Autotune(c *kcache.Cache, g *GPU, what, key string, names []string, def int
 // search times every candidate and returns the fastest one's name.
 func search(g *GPU, what, key string, names []string, def int, compile func(i int), run func(i int) error) string {
 	stats.AutotuneSearches.Add(1)
-	progress := logs.On("autotune")
+	if logs.On("autotune") {
+		logs.Info("gocompile: autotune: building candidates", "kernel", what, "key", key, "candidates", len(names))
+	}
 	ok := make([]bool, len(names))
 	// Build every candidate first, in parallel: NVRTC dominates.
 	var eg errgroup.Group
@@ -83,45 +85,53 @@ func search(g *GPU, what, key string, names []string, def int, compile func(i in
 	defer start.Destroy()
 	defer end.Destroy()
 	const reps = 20
-	times := make([]float64, len(names)) // µs per launch
-	best := -1
-	for i := range names {
-		times[i] = -1
+	return fastest(what, key, names, def, func(i int) (float64, error) {
 		if !ok[i] {
-			continue
+			return 0, errNotBuilt
+		}
+		return timeLaunches(g, start, end, reps, func() error { return run(i) })
+	})
+}
+
+var errNotBuilt = errors.New("did not build")
+
+// fastest times each candidate with measure, in µs per launch, and
+// returns the name of the fastest one that ran, or of the default (at
+// index def) when none did. Under GOCOMPILE_LOGS=autotune it logs each
+// candidate's time as it goes, and then the choice.
+func fastest(what, key string, names []string, def int, measure func(i int) (float64, error)) string {
+	progress := logs.On("autotune")
+	times := make([]float64, len(names)) // -1: did not run
+	best := -1
+	for i, name := range names {
+		us, err := measure(i)
+		times[i] = -1
+		if err == nil {
+			times[i] = us
+			if best < 0 || us < times[best] {
+				best = i
+			}
 		}
 		if progress {
-			fmt.Fprintf(os.Stderr, "\rgocompile: autotune %s: candidate %d/%d", what, i+1, len(names))
+			args := []any{"kernel", what, "key", key, "candidate", fmt.Sprintf("%d/%d", i+1, len(names)), "config", name}
+			if err != nil {
+				args = append(args, "err", err)
+			} else {
+				args = append(args, "us", fmt.Sprintf("%.2f", us))
+			}
+			logs.Info("gocompile: autotune candidate", args...)
 		}
-		us, err := timeLaunches(g, start, end, reps, func() error { return run(i) })
-		if err != nil {
-			continue
-		}
-		times[i] = us
-		if best < 0 || us < times[best] {
-			best = i
-		}
-	}
-	if progress {
-		fmt.Fprintln(os.Stderr)
 	}
 	if best < 0 {
 		best = max(def, 0)
 	}
 	if progress {
-		var all []any
-		for i, n := range names {
-			if times[i] >= 0 {
-				all = append(all, n, fmt.Sprintf("%.2fµs", times[i]))
-			}
-		}
 		defTime := -1.0
 		if def >= 0 {
 			defTime = times[def]
 		}
-		slog.Info("gocompile: autotune", "kernel", what, "key", key, "best", names[best],
+		logs.Info("gocompile: autotune", "kernel", what, "key", key, "best", names[best],
 			"best_us", fmt.Sprintf("%.2f", times[best]), "default", names[max(def, 0)], "default_us", fmt.Sprintf("%.2f", defTime))
-		slog.Info("gocompile: autotune candidates", append([]any{"key", key}, all...)...)
 	}
 	return names[best]
 }

@@ -3,7 +3,6 @@ package array
 import (
 	"encoding/binary"
 	"fmt"
-	"log/slog"
 	"os"
 	"slices"
 	"strings"
@@ -255,15 +254,17 @@ func (gs *GraphSet) Run(inputs []*Array, slots int, run func([]*Array, *Arena) [
 			l.rg, l.failed = nil, err.Error()
 		}
 		gs.mu.Unlock()
-		slog.Warn("gocompile: a CUDA graph replay failed; running this input layout with plain launches", "err", err)
+		logs.Warn("gocompile: a CUDA graph replay failed; running this input layout with plain launches", "err", err)
 		return nil, false
 	}
 	return outs, true
 }
 
+// graphLog logs msg under GOCOMPILE_LOGS=cudagraphs, attributed to its
+// caller.
 func graphLog(msg string, args ...any) {
 	if logs.On("cudagraphs") {
-		slog.Info("gocompile: cudagraphs: "+msg, args...)
+		logs.InfoForCaller("gocompile: cudagraphs: "+msg, args...)
 	}
 }
 

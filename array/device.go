@@ -78,6 +78,9 @@ func gpuFor(d Device) (*GPU, error) {
 // MustGPU returns the runtime of d or panics with an *Error saying why the
 // GPU cannot be used.
 func MustGPU(op string, d Device) *GPU {
+	if d.Type != ir.DeviceCUDA || d.Index < 0 {
+		Throw(op, nil, "use tensor.CUDA(i) with i >= 0", "%v is not a GPU", d)
+	}
 	g, err := gpuFor(d)
 	if err != nil {
 		panic(&ir.Error{Op: op, Reason: fmt.Sprintf("device %v is not usable: %v", d, err),
@@ -129,6 +132,7 @@ func (t *Array) ToDevice(d Device) *Array {
 	}
 	switch {
 	case t.st.dev == CPU: // host to device
+		MustGPU("ToDevice", d) // name this op if the GPU is not usable
 		c := Contiguous(t)
 		out := newGPUArray(d, t.dtype, t.shape)
 		if n := out.Numel() * t.dtype.Size(); n > 0 {

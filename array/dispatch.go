@@ -24,6 +24,7 @@ func apply(op *ir.Op, a ir.Attrs, args ...ir.Value) *Array {
 		t := args[0].(*Array)
 		l, err := op.View(t.layout(), &a)
 		Check(err, op.Title, t)
+		Check(ir.CheckShape(op.Title, nil, l.Shape), op.Title, t) // Expand can grow a view past any size
 		return t.withLayout(l)
 	case ir.Extern:
 		return externKernels[op.Name](op, a, args)
@@ -69,8 +70,11 @@ func CheckDevices(op *ir.Op, args []ir.Value) {
 		if !ok {
 			continue
 		}
-		if t == nil {
-			Throw(op.Title, nil, "pass a tensor", "operand %d is a nil *Array", i)
+		switch {
+		case t == nil:
+			Throw(op.Title, nil, "pass an array", "operand %d is a nil *Array", i)
+		case t.st == nil:
+			Throw(op.Title, nil, "pass an array made by this package", "operand %d is a zero Array{}, which has no storage", i)
 		}
 		if first == nil {
 			first = t
@@ -133,6 +137,7 @@ func pointwise(op *ir.Op, a ir.Attrs, args []ir.Value) *Array {
 	}
 	shape, err := ir.Broadcast(op.Title, shapes...)
 	Check(err, op.Title, tensors...)
+	Check(ir.CheckShape(op.Title, nil, shape), op.Title, tensors...)
 
 	kinds := make([]ir.Kind, len(args))
 	for i := range args {

@@ -32,6 +32,7 @@ func externTypes(op *ir.Op, a *ir.Attrs, ts []*Array) (shape []int, compute, out
 	}
 	shape, err := op.Shape(shapes, a)
 	Check(err, op.Title, ts...)
+	Check(ir.CheckShape(op.Title, nil, shape), op.Title, ts...)
 	compute, out, err = op.Types(types, a)
 	Check(err, op.Title, ts...)
 	return shape, compute, out
@@ -301,25 +302,31 @@ func checkIndex(op string, ts []*Array, v int64, size int) int {
 func indexSelectKernel(op *ir.Op, a ir.Attrs, args []ir.Value) *Array {
 	x, idx := args[0].(*Array), args[1].(*Array)
 	shape, _, out := externTypes(op, &a, []*Array{x, idx})
+	return indexSelect(op.Title, x, idx, a.Dim, shape, out)
+}
+
+// indexSelect picks the entries of x at the 1-D idx along dim into a new
+// tensor of the given shape and type; errors name op.
+func indexSelect(op string, x, idx *Array, dim int, shape []int, out DType) *Array {
 	if dev := x.st.dev; dev != CPU {
 		if len(x.shape) == 0 { // a scalar source: a rare case, done on the host
-			return apply(op, a, x.cpu(), idx.cpu()).ToDevice(dev)
+			return indexSelect(op, x.cpu(), idx.cpu(), dim, shape, out).ToDevice(dev)
 		}
 		res := newGPUArray(dev, out, shape)
-		gpuIndex(op.Title, x, idx, x.normDim(op.Title, a.Dim), false, res)
+		gpuIndex(op, x, idx, x.normDim(op, dim), false, res)
 		return res
 	}
 	res := newArray(out, shape)
 	if len(x.shape) == 0 {
 		for _, v := range indexValues(idx) {
-			checkIndex(op.Title, []*Array{x, idx}, v, 1)
+			checkIndex(op, []*Array{x, idx}, v, 1)
 		}
 		copyInto(res, x)
 		return res
 	}
-	d := x.normDim(op.Title, a.Dim)
+	d := x.normDim(op, dim)
 	for i, v := range indexValues(idx) {
-		j := checkIndex(op.Title, []*Array{x, idx}, v, x.shape[d])
+		j := checkIndex(op, []*Array{x, idx}, v, x.shape[d])
 		copyInto(res.selectAt(d, i), x.selectAt(d, j))
 	}
 	return res
@@ -327,8 +334,9 @@ func indexSelectKernel(op *ir.Op, a ir.Attrs, args []ir.Value) *Array {
 
 func embeddingKernel(op *ir.Op, a ir.Attrs, args []ir.Value) *Array {
 	idx, w := args[0].(*Array), args[1].(*Array)
-	shape, _, _ := externTypes(op, &a, []*Array{idx, w})
-	rows := apply(ir.OpIndexSelect, ir.Attrs{Dim: 0}, w, idx.Reshape(-1))
+	shape, _, out := externTypes(op, &a, []*Array{idx, w})
+	flat := idx.Reshape(-1)
+	rows := indexSelect(op.Title, w, flat, 0, []int{flat.shape[0], w.shape[1]}, out)
 	return rows.Reshape(shape...)
 }
 
@@ -352,6 +360,9 @@ func gatherKernel(op *ir.Op, a ir.Attrs, args []ir.Value) *Array {
 	ts := []*Array{x, idx}
 	for e := range n {
 		off := x.offset
+		if len(shape) == 0 { // a scalar: the index must still name its one element
+			checkIndex(op.Title, ts, iv[e], 1)
+		}
 		for dd := range shape {
 			i := pos[dd]
 			if dd == d {

@@ -2,7 +2,6 @@ package array
 
 import (
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
@@ -30,10 +29,10 @@ func (g *GPU) Kernel(name string, gen func() (string, error)) *cuda.Function {
 	return g.KernelIn(nil, name, gen)
 }
 
-// kernelIn is kernel with the compiled module kept in cache c (nil: the
+// KernelIn is Kernel with the compiled module kept in cache c (nil: the
 // process-wide artifact cache). Loaded kernels are shared by name across
 // the process whichever cache they came from.
-func (g *GPU) KernelIn(c *kcache.Cache, name string, gen func() (string, error)) *cuda.Function {
+func (g *GPU) KernelIn(c *Artifacts, name string, gen func() (string, error)) *cuda.Function {
 	v, ok := g.kernels.Load(name)
 	if !ok {
 		v, _ = g.kernels.LoadOrStore(name, &kernelEntry{})
@@ -44,9 +43,6 @@ func (g *GPU) KernelIn(c *kcache.Cache, name string, gen func() (string, error))
 			if e.err = testhook.KernelFault(name); e.err != nil {
 				return
 			}
-		}
-		if c == nil {
-			c = ArtifactCache()
 		}
 		res, err := compileCached(c, g.dev, name, gen)
 		if err != nil {
@@ -86,14 +82,20 @@ func (e *KernelError) Unwrap() error { return e.Err }
 // writeKernelSource shows a generated kernel's CUDA C: logged under
 // GOCOMPILE_LOGS=output_code, and written to GOCOMPILE_DEBUG_DIR as
 // <name>.cu.
-func writeKernelSource(name, src string) {
-	if logs.On("output_code") {
-		slog.Info("gocompile: output code", "kernel", name, "source", "\n"+src)
-	}
+func writeKernelSource(a *Artifacts, name, src string) {
+	var file string
 	if dir := os.Getenv("GOCOMPILE_DEBUG_DIR"); dir != "" {
-		if err := os.MkdirAll(dir, 0o755); err == nil {
-			os.WriteFile(filepath.Join(dir, name+".cu"), []byte(src), 0o644)
+		path := filepath.Join(dir, name+".cu")
+		if os.MkdirAll(dir, 0o755) == nil && os.WriteFile(path, []byte(src), 0o644) == nil {
+			file = path
 		}
+	}
+	if logs.On("output_code") {
+		args := a.LogArgs("kernel", name)
+		if file != "" {
+			args = append(args, "file", file)
+		}
+		logs.Text("gocompile: output code", "source", src, args...)
 	}
 }
 
@@ -158,7 +160,7 @@ func gpuKernel(k *inductor.PointwiseKernel, title string, scalars []float64, arg
 // GPUKernelIn is gpuKernel with the kernel kept in cache c (see kernelIn),
 // its launch queued on q when q is not nil, and, with tune, the unroll
 // and block size of a dense kernel chosen by timing (MaxAutotune).
-func GPUKernelIn(c *kcache.Cache, q *LaunchQueue, tune bool, k *inductor.PointwiseKernel, title string, scalars []float64, args []ir.Value, kinds []ir.Kind, res *Array, extra ...*Array) *Array {
+func GPUKernelIn(c *Artifacts, q *LaunchQueue, tune bool, k *inductor.PointwiseKernel, title string, scalars []float64, args []ir.Value, kinds []ir.Kind, res *Array, extra ...*Array) *Array {
 	n := res.Numel()
 	if n == 0 {
 		return res
@@ -301,7 +303,7 @@ func GPUKernelIn(c *kcache.Cache, q *LaunchQueue, tune bool, k *inductor.Pointwi
 // the dense kernel k over n elements (aligned or not), searching the
 // first time: every unroll of 1, 2, 4 and 8 with blocks of 128, 256 and
 // 512 threads, timed with the arguments a.
-func tunePointwise(c *kcache.Cache, q *LaunchQueue, g *GPU, k *inductor.PointwiseKernel, n int, aligned bool, a *cuda.Args) (unroll, block int) {
+func tunePointwise(c *Artifacts, q *LaunchQueue, g *GPU, k *inductor.PointwiseKernel, n int, aligned bool, a *cuda.Args) (unroll, block int) {
 	key := pointwiseTuneKey{g.dev.Ordinal, k.Name(), n, aligned}
 	if v, ok := tunedPointwise.Load(key); ok {
 		return v.([2]int)[0], v.([2]int)[1]
@@ -651,14 +653,14 @@ func blasType(dt DType) cuda.DataType {
 const kernelCodegenVersion = "1"
 
 // compileCached compiles a kernel's source with NVRTC, or takes the
-// compiled module from cache c (memory, then its directory), so a new
+// compiled module from a's cache (memory, then its directory), so a new
 // process skips NVRTC for kernels an earlier one compiled. The key covers
 // everything that changes the module: the source, the NVRTC version and
 // the device's architecture. In a build that names its code exactly (see
 // buildid.Identity) the kernel's name and that build stand for the source,
 // which is then generated only on a miss: a new process skips code
 // generation too.
-func compileCached(c *kcache.Cache, dev *cuda.Device, name string, gen func() (string, error)) (*cuda.CompileResult, error) {
+func compileCached(a *Artifacts, dev *cuda.Device, name string, gen func() (string, error)) (*cuda.CompileResult, error) {
 	major, minor, err := cuda.NVRTCVersion()
 	if err != nil {
 		return nil, err
@@ -673,7 +675,7 @@ func compileCached(c *kcache.Cache, dev *cuda.Device, name string, gen func() (s
 		var err error
 		if src, err = gen(); err == nil {
 			stats.KernelSources.Add(1)
-			writeKernelSource(name, src)
+			writeKernelSource(a, name, src)
 		}
 		return err
 	}
@@ -685,7 +687,7 @@ func compileCached(c *kcache.Cache, dev *cuda.Device, name string, gen func() (s
 		}
 		spec.Source = src
 	}
-	e, err := c.GetOrCompute(spec.Key(), func() (kcache.Entry, error) {
+	e, err := a.Cache().GetOrCompute(spec.Key(), func() (kcache.Entry, error) {
 		if err := generate(); err != nil {
 			return kcache.Entry{}, err
 		}
@@ -697,19 +699,11 @@ func compileCached(c *kcache.Cache, dev *cuda.Device, name string, gen func() (s
 		if err != nil {
 			return kcache.Entry{}, err
 		}
-		return kcache.Entry{Kernel: &kcache.Kernel{Arch: res.Arch, CUBIN: res.CUBIN, PTX: res.PTX, Log: res.Log,
-			Functions: []kcache.Function{{Name: name}}}}, nil
+		return a.Label(kcache.Entry{Kernel: &kcache.Kernel{Arch: res.Arch, CUBIN: res.CUBIN, PTX: res.PTX, Log: res.Log,
+			Functions: []kcache.Function{{Name: name}}}}, name), nil
 	})
 	if err != nil {
 		return nil, err
 	}
 	return &cuda.CompileResult{CUBIN: e.Kernel.CUBIN, PTX: e.Kernel.PTX, Log: e.Kernel.Log, Arch: e.Kernel.Arch}, nil
 }
-
-// artifactCache is where compiled artifacts are kept: generated kernels
-// (compileCached), and the fusion layouts and autotuning choices of
-// compiled programs. Tests point it elsewhere.
-var artifactCache = kcache.Default
-
-// ArtifactCache is the process's artifact cache (GOCOMPILE_CACHE_DIR).
-func ArtifactCache() *kcache.Cache { return artifactCache() }

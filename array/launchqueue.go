@@ -7,7 +7,6 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"gocompile/cuda"
-	"gocompile/kcache"
 )
 
 // A program's first run on a GPU meets each of its kernels for the first
@@ -45,7 +44,7 @@ func NewLaunchQueue() *LaunchQueue {
 }
 
 // kernel starts getting the named kernel for g (as g.kernelIn would).
-func (q *LaunchQueue) kernel(g *GPU, c *kcache.Cache, name string, gen func() (string, error)) *pendingKernel {
+func (q *LaunchQueue) kernel(g *GPU, c *Artifacts, name string, gen func() (string, error)) *pendingKernel {
 	k := &pendingKernel{name: name, done: make(chan struct{})}
 	q.eg.Go(func() error {
 		defer close(k.done)
@@ -101,7 +100,7 @@ func (q *LaunchQueue) Release(g *GPU, a *cuda.Args) {
 
 // KernelOrQueue returns the named kernel now (q nil), or queues launch
 // with it (q not nil); launch must not use pooled arguments then.
-func KernelOrQueue(q *LaunchQueue, g *GPU, c *kcache.Cache, name string, gen func() (string, error), launch func(fn *cuda.Function), uses ...*Array) {
+func KernelOrQueue(q *LaunchQueue, g *GPU, c *Artifacts, name string, gen func() (string, error), launch func(fn *cuda.Function), uses ...*Array) {
 	if q == nil {
 		launch(g.KernelIn(c, name, gen))
 		return

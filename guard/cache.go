@@ -64,7 +64,7 @@ type Reason struct {
 	Text string
 	// LimitReached is set when the cache already holds its limit of
 	// entries: Plan then returns no entry and the caller runs the function
-	// eagerly (warning once).
+	// eagerly (warning once). Text still says why no entry fits the call.
 	LimitReached bool
 	// DynamicDims lists the (tensor input, dim) pairs that are dynamic in
 	// the planned entry.
@@ -100,10 +100,8 @@ func (c *Cache) Plan(call *Call) (*Entry, Reason) {
 	}
 	why := strings.Join(whys, "; ")
 	if len(items) >= c.limit {
-		return nil, Reason{
-			Text:         fmt.Sprintf("recompile limit (%d) reached; falling back to eager: %s", c.limit, why),
-			LimitReached: true,
-		}
+		// LimitReached says what happens; the callers' message says so.
+		return nil, Reason{Text: why, LimitReached: true}
 	}
 	if len(items) == 0 {
 		e := newEntry(call, c.policy, nil, nil)

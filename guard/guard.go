@@ -3,6 +3,7 @@ package guard
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -67,6 +68,10 @@ func (m *TensorMeta) valid() bool {
 type Call struct {
 	Tensors []TensorMeta
 	Scalars []float64
+	// Structure describes the shape of the arguments beyond their leaves
+	// (the lengths of slices, which pointers are nil): calls that differ in
+	// it never share an entry, even with equal leaves.
+	Structure []int
 }
 
 // Policy says which dims of tensor inputs get symbols (are dynamic).
@@ -134,10 +139,11 @@ type dimOp struct {
 // with AddEquality and Specialize while it traces, and is immutable once
 // inserted into a Cache: Check and Why may then be called concurrently.
 type Entry struct {
-	tensors []tensorSpec
-	scalars []float64
-	nsym    int
-	symVal  []int // example value of each symbol
+	tensors   []tensorSpec
+	scalars   []float64
+	structure []int
+	nsym      int
+	symVal    []int // example value of each symbol
 
 	// The flat guard program, rebuilt by compile.
 	tg  []tensorGuard
@@ -166,8 +172,9 @@ func NewEntry(c Call, policy Policy) *Entry {
 // are static and marked specialised.
 func newEntry(c *Call, policy Policy, extra, keep map[[2]int]bool) *Entry {
 	e := &Entry{
-		tensors: make([]tensorSpec, len(c.Tensors)),
-		scalars: append([]float64(nil), c.Scalars...),
+		tensors:   make([]tensorSpec, len(c.Tensors)),
+		scalars:   append([]float64(nil), c.Scalars...),
+		structure: append([]int(nil), c.Structure...),
 	}
 	bySize := map[int]int{} // duck sizing: example size -> symbol
 	for i := range c.Tensors {
@@ -261,13 +268,13 @@ func dimOf(ts []TensorMeta, t, d int32) int {
 
 // Check reports whether every guard of e passes for c. It does not
 // allocate. The guards run in this order (Why reports the first failure
-// in the same order): the numbers of tensors and scalars; each tensor's
-// dtype, device, rank and contiguity; the scalars, by bits; then one
-// instruction per dim — static size, "symbol >= 2" at a symbol's first
+// in the same order): the numbers of tensors and scalars and the
+// structure; each tensor's dtype, device, rank and contiguity; the
+// scalars, by bits; then one instruction per dim — static size, "symbol >= 2" at a symbol's first
 // dim, "equals the symbol's first dim" at its other dims.
 func (e *Entry) Check(c *Call) bool {
 	ts := c.Tensors
-	if len(ts) != len(e.tg) || len(c.Scalars) != len(e.sb) {
+	if len(ts) != len(e.tg) || len(c.Scalars) != len(e.sb) || !slices.Equal(c.Structure, e.structure) {
 		return false
 	}
 	for i := range e.tg {
@@ -315,6 +322,9 @@ func (e *Entry) Why(c *Call) string {
 	}
 	if len(c.Scalars) != len(e.sb) {
 		return fmt.Sprintf("%d scalar inputs, expected %d", len(c.Scalars), len(e.sb))
+	}
+	if !slices.Equal(c.Structure, e.structure) {
+		return fmt.Sprintf("argument structure (slice lengths, nil pointers) %v, expected %v", c.Structure, e.structure)
 	}
 	for i := range e.tg {
 		g, m := &e.tg[i], &ts[i]
@@ -391,6 +401,9 @@ func (e *Entry) String() string {
 	}
 	for i, v := range e.scalars {
 		fmt.Fprintf(&b, "scalar %d == %s\n", i, fmtFloat(v))
+	}
+	if len(e.structure) > 0 {
+		fmt.Fprintf(&b, "structure == %v\n", e.structure)
 	}
 	if b.Len() == 0 {
 		return "(no guards)"
@@ -511,10 +524,10 @@ func (e *Entry) AddEquality(t, d, t2, d2 int) error {
 }
 
 // sameKind reports whether c differs from e at most in the sizes of dims:
-// the same numbers of inputs, dtypes, devices, ranks, contiguity and scalar
-// values.
+// the same numbers of inputs, structure, dtypes, devices, ranks,
+// contiguity and scalar values.
 func (e *Entry) sameKind(c *Call) bool {
-	if len(c.Tensors) != len(e.tensors) || len(c.Scalars) != len(e.sb) {
+	if len(c.Tensors) != len(e.tensors) || len(c.Scalars) != len(e.sb) || !slices.Equal(c.Structure, e.structure) {
 		return false
 	}
 	for i := range e.tg {

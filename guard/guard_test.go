@@ -22,7 +22,8 @@ func call(ts []TensorMeta, sc ...float64) *Call { return &Call{Tensors: ts, Scal
 
 // clone copies c so table cases can mutate it.
 func clone(c *Call) *Call {
-	return &Call{Tensors: append([]TensorMeta(nil), c.Tensors...), Scalars: append([]float64(nil), c.Scalars...)}
+	return &Call{Tensors: append([]TensorMeta(nil), c.Tensors...), Scalars: append([]float64(nil), c.Scalars...),
+		Structure: append([]int(nil), c.Structure...)}
 }
 
 // checkConsistent verifies that Why is empty exactly when Check passes.
@@ -39,6 +40,7 @@ func TestStaticGuards(t *testing.T) {
 	y := tm(ir.Float16, 4, 8, 16)
 	y.Device, y.Contiguous = ir.CUDA(0), false
 	base := call([]TensorMeta{tm(ir.Float32, 32, 1024), y}, 0.25)
+	base.Structure = []int{1, 1}
 	e := NewEntry(*base, Policy{})
 	cases := []struct {
 		name string
@@ -57,6 +59,11 @@ func TestStaticGuards(t *testing.T) {
 		{"scalar", func(c *Call) { c.Scalars[0] = 0.5 }, "scalar 0: 0.5, expected 0.25"},
 		{"tensor count", func(c *Call) { c.Tensors = c.Tensors[:1] }, "1 tensor inputs, expected 2"},
 		{"scalar count", func(c *Call) { c.Scalars = append(c.Scalars, 1) }, "2 scalar inputs, expected 1"},
+		// Two slices of one tensor each, or one slice of both: the same
+		// leaves, different arguments.
+		{"structure", func(c *Call) { c.Structure = []int{2, 0} }, "argument structure (slice lengths, nil pointers) [2 0], expected [1 1]"},
+		{"structure length", func(c *Call) { c.Structure = c.Structure[:1] }, "argument structure (slice lengths, nil pointers) [1], expected [1 1]"},
+		{"structure before meta", func(c *Call) { c.Structure[1] = -1; c.Tensors[1].DType = ir.Int64 }, "argument structure (slice lengths, nil pointers) [1 -1], expected [1 1]"},
 		{"meta before dims", func(c *Call) { c.Tensors[0].Shape[0] = 1; c.Tensors[1].DType = ir.Int64 }, "tensor 1: dtype int64, expected float16"},
 		{"scalars before dims", func(c *Call) { c.Tensors[0].Shape[0] = 1; c.Scalars[0] = 3 }, "scalar 0: 3, expected 0.25"},
 	}
@@ -381,7 +388,7 @@ func TestRecompileLimit(t *testing.T) {
 		if !r.LimitReached || e != nil {
 			t.Fatalf("call %d: LimitReached = %v, entry %v", i, r.LimitReached, e)
 		}
-		if want := "recompile limit (3) reached; falling back to eager: entry 0: tensor 0: dtype bfloat16, expected float32"; !strings.HasPrefix(r.Text, want) {
+		if want := "entry 0: tensor 0: dtype bfloat16, expected float32"; !strings.HasPrefix(r.Text, want) {
 			t.Errorf("Text = %q", r.Text)
 		}
 	}
@@ -395,7 +402,9 @@ func TestString(t *testing.T) {
 	y := tm(ir.BFloat16, 32, 7, 1)
 	y.Device, y.Contiguous = ir.CUDA(1), false
 	z := tm(ir.Bool)
-	e := NewEntry(*call([]TensorMeta{x, y, z}, 0.5, -3, 1e-5),
+	c := call([]TensorMeta{x, y, z}, 0.5, -3, 1e-5)
+	c.Structure = []int{2, -1}
+	e := NewEntry(*c,
 		Policy{Marked: map[[2]int]bool{{0, 0}: true, {1, 0}: true, {1, 1}: true, {1, 2}: true}})
 	want := `tensor 0: float32 cpu contiguous [s0, 1024]
 tensor 1: bfloat16 cuda:1 non-contiguous [s0, s1, 1]
@@ -404,7 +413,8 @@ s0 >= 2
 s1 >= 2
 scalar 0 == 0.5
 scalar 1 == -3
-scalar 2 == 1e-05`
+scalar 2 == 1e-05
+structure == [2 -1]`
 	if got := e.String(); got != want {
 		t.Errorf("String =\n%s\nwant\n%s", got, want)
 	}

@@ -24,10 +24,19 @@ var CPU = Device{Type: DeviceCPU}
 func CUDA(i int) Device { return Device{Type: DeviceCUDA, Index: i} }
 
 func (d Device) String() string {
-	if d.Type == DeviceCUDA {
+	switch {
+	case d.Type == DeviceCUDA:
 		return fmt.Sprintf("cuda:%d", d.Index)
+	case d.Type == DeviceCPU && d.Index == 0:
+		return "cpu"
 	}
-	return "cpu"
+	return fmt.Sprintf("device(type %d, index %d)", d.Type, d.Index) // not a device: say so
+}
+
+// Valid reports whether d names a device: the CPU, or a GPU with an index
+// that is not negative (whether that GPU exists is another matter).
+func (d Device) Valid() bool {
+	return d == CPU || (d.Type == DeviceCUDA && d.Index >= 0)
 }
 
 // Target is what a tensor converts to: a DType or a Device. Only those two

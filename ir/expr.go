@@ -110,8 +110,13 @@ func Or(a, b *Expr) *Expr       { return call(POr, a, b) }
 func Where(c, a, b *Expr) *Expr { return call(PWhere, c, a, b) }
 
 // Cast converts a to kind k (floating to integer truncates toward zero).
-func Cast(a *Expr, k Kind) *Expr  { return &Expr{Prim: PCast, Args: []*Expr{a}, To: k} }
-func (p Prim) String() string     { return prims[p].name }
+func Cast(a *Expr, k Kind) *Expr { return &Expr{Prim: PCast, Args: []*Expr{a}, To: k} }
+func (p Prim) String() string {
+	if p >= numPrims {
+		return fmt.Sprintf("Prim(%d)", uint8(p))
+	}
+	return prims[p].name
+}
 func (p Prim) arity() int         { return prims[p].arity }
 func (p Prim) signature() primSig { return prims[p].sig }
 

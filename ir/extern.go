@@ -1,5 +1,7 @@
 package ir
 
+import "math"
+
 func extern(op *Op) *Op {
 	op.Kind = Extern
 	return Register(op)
@@ -95,6 +97,10 @@ func catShape(in [][]int, a *Attrs) ([]int, error) {
 				return nil, Errorf("Cat", in, "sizes must match in every dim but the one concatenated",
 					"tensor %d has size %d at dim %d, tensor 0 has %d", i, s[j], j, out[j])
 			}
+		}
+		if s[d] > math.MaxInt-out[d] {
+			return nil, Errorf("Cat", in, "concatenate fewer or smaller tensors",
+				"the sizes at dim %d add up to more than an int holds", d)
 		}
 		out[d] += s[d]
 	}

@@ -73,7 +73,23 @@ func (g *Graph) Call(op *Op, attrs Attrs, loc string, args ...Value) (*Node, err
 	if err != nil {
 		return nil, err
 	}
+	// The rules compute any shape (symbols are probed with sizes whose
+	// products may overflow); a node stands for a real tensor.
+	if err := CheckShape(op.Title, argShapes(args), shape); err != nil {
+		return nil, err
+	}
 	return g.add(&Node{Kind: CallNode, Op: op, Attrs: attrs, Args: args, Shape: shape, DType: dt, Device: dev, Loc: loc}), nil
+}
+
+// argShapes lists the shapes of the node arguments among args.
+func argShapes(args []Value) [][]int {
+	var shapes [][]int
+	for _, a := range args {
+		if n, ok := a.(*Node); ok && n != nil {
+			shapes = append(shapes, n.Shape)
+		}
+	}
+	return shapes
 }
 
 // metaOf is the metadata of a node argument.

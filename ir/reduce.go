@@ -21,7 +21,12 @@ const (
 
 var reducerNames = [...]string{"sum", "mean", "amax", "amin", "argmax", "argmin"}
 
-func (r Reducer) String() string { return reducerNames[r] }
+func (r Reducer) String() string {
+	if int(r) < len(reducerNames) {
+		return reducerNames[r]
+	}
+	return fmt.Sprintf("Reducer(%d)", int(r))
+}
 
 // IsArg reports whether the reducer yields an index rather than a value.
 func (r Reducer) IsArg() bool { return r == RArgMax || r == RArgMin }

@@ -27,7 +27,11 @@ const (
 )
 
 func (k OpKind) String() string {
-	return [...]string{"pointwise", "reduction", "view", "extern", "composite"}[k]
+	names := [...]string{"pointwise", "reduction", "view", "extern", "composite"}
+	if int(k) < len(names) {
+		return names[k]
+	}
+	return fmt.Sprintf("OpKind(%d)", uint8(k))
 }
 
 // TypeRule says how an op's compute and result types follow from its

@@ -2,6 +2,8 @@ package ir
 
 import (
 	"fmt"
+	"math"
+	"math/big"
 	"strings"
 )
 
@@ -61,6 +63,55 @@ func Numel(shape []int) int {
 		n *= d
 	}
 	return n
+}
+
+// MaxNumel is the most elements a tensor may have, views included: 2^44,
+// so that its storage at the widest dtype (128 TiB) is a size Go's
+// allocator can be asked for without a runtime panic, and its byte size
+// and every offset fit in an int. Graph.Call and package tensor refuse
+// results above it (CheckShape), so Numel never overflows on the shape of
+// a tensor that exists. The shape rules themselves compute any shape:
+// symbolic dims are probed with sizes whose products may be larger.
+const MaxNumel = min(1<<44, math.MaxInt/8)
+
+// CheckedNumel is the number of elements of shape, or false if a size is
+// negative or the count exceeds MaxNumel (computed without overflowing).
+func CheckedNumel(shape []int) (int, bool) {
+	n := 1
+	for _, d := range shape {
+		if d < 0 {
+			return 0, false
+		}
+		if d == 0 {
+			n = 0
+		}
+	}
+	if n == 0 {
+		return 0, true
+	}
+	for _, d := range shape {
+		if n > MaxNumel/d {
+			return 0, false
+		}
+		n *= d
+	}
+	return n, true
+}
+
+// CheckShape returns an error naming op and its operands' shapes if shape,
+// the shape of a result, has a negative size or more than MaxNumel
+// elements.
+func CheckShape(op string, operands [][]int, shape []int) error {
+	for _, d := range shape {
+		if d < 0 {
+			return Errorf(op, operands, "sizes must be non-negative", "shape %s has a negative size", FormatShape(shape))
+		}
+	}
+	if _, ok := CheckedNumel(shape); !ok {
+		return Errorf(op, operands, "use smaller sizes",
+			"shape %s has more elements than a tensor may hold (%d)", FormatShape(shape), MaxNumel)
+	}
+	return nil
 }
 
 // ContiguousStrides returns row-major strides, in elements, for shape.
@@ -170,7 +221,7 @@ func NormDims(op string, shape []int, dims []int) ([]int, error) {
 		return all, nil
 	}
 	out := make([]int, len(dims))
-	seen := uint64(0)
+	seen := make([]bool, len(shape)) // not a bit mask: ranks may pass 64
 	for i, d := range dims {
 		n, err := NormDim(op, shape, d)
 		if err != nil {
@@ -179,10 +230,10 @@ func NormDims(op string, shape []int, dims []int) ([]int, error) {
 		if len(shape) == 0 {
 			return []int{}, nil
 		}
-		if seen&(1<<n) != 0 {
+		if seen[n] {
 			return nil, Errorf(op, [][]int{shape}, "name each dim once", "dim %d appears more than once in %v", d, dims)
 		}
-		seen |= 1 << n
+		seen[n] = true
 		out[i] = n
 	}
 	return out, nil
@@ -206,12 +257,13 @@ func ReduceShape(shape, dims []int, keepDim bool) []int {
 	return out
 }
 
-// InferShape resolves a single -1 in newShape so that it holds numel elements.
+// InferShape resolves a single -1 in newShape so that it holds as many
+// elements as shape. The products are exact even where they overflow an
+// int: symbolic shapes are probed with sizes whose products can, and a
+// wrapped product must not pass for the element count.
 func InferShape(op string, shape, newShape []int) ([]int, error) {
-	numel := Numel(shape)
 	out := append([]int(nil), newShape...)
 	infer := -1
-	known := 1
 	for i, d := range out {
 		switch {
 		case d == -1 && infer < 0:
@@ -220,23 +272,50 @@ func InferShape(op string, shape, newShape []int) ([]int, error) {
 			return nil, Errorf(op, [][]int{shape, newShape}, "use -1 for at most one dim", "more than one dim is -1")
 		case d < 0:
 			return nil, Errorf(op, [][]int{shape, newShape}, "sizes must be non-negative or -1", "invalid size %d", d)
-		default:
-			known *= d
 		}
 	}
 	if infer >= 0 {
-		if known == 0 || numel%known != 0 {
-			return nil, Errorf(op, [][]int{shape, newShape}, "choose sizes whose product divides the element count",
-				"cannot infer the -1 dim: %d elements do not divide into %d", numel, known)
-		}
-		out[infer] = numel / known
-		known *= out[infer]
+		out[infer] = 1
 	}
-	if known != numel {
+	numel, known := exactNumel(shape), exactNumel(out)
+	if infer >= 0 {
+		var q, r big.Int
+		if known.Sign() != 0 {
+			q.QuoRem(numel, known, &r)
+		}
+		if known.Sign() == 0 || r.Sign() != 0 || !q.IsInt64() || q.Int64() > math.MaxInt {
+			return nil, Errorf(op, [][]int{shape, newShape}, "choose sizes whose product divides the element count",
+				"cannot infer the -1 dim: %v elements do not divide into %s", numel, FormatShape(newShape))
+		}
+		out[infer] = int(q.Int64())
+		known = numel
+	}
+	if known.Cmp(numel) != 0 {
 		return nil, Errorf(op, [][]int{shape, newShape}, "the new shape must hold the same number of elements",
-			"shape %s holds %d elements, not %d", FormatShape(newShape), known, numel)
+			"shape %s holds %v elements, not %v", FormatShape(newShape), known, numel)
 	}
 	return out, nil
+}
+
+// exactNumel is the number of elements of shape (of non-negative sizes),
+// however large.
+func exactNumel(shape []int) *big.Int {
+	n, ok := 1, true
+	for _, d := range shape {
+		if d != 0 && n > math.MaxInt/d {
+			ok = false
+			break
+		}
+		n *= d
+	}
+	if ok {
+		return big.NewInt(int64(n))
+	}
+	b := big.NewInt(1)
+	for _, d := range shape {
+		b.Mul(b, big.NewInt(int64(d)))
+	}
+	return b
 }
 
 // ViewStrides returns strides that present memory laid out as shape/strides

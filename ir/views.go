@@ -164,7 +164,7 @@ func sliceRule(in Layout, a *Attrs) (Layout, error) {
 	start, stop := clamp(a.Start), clamp(a.Stop)
 	size := 0
 	if stop > start {
-		size = (stop - start + a.Step - 1) / a.Step
+		size = (stop-start-1)/a.Step + 1 // no overflow for any step
 	}
 	out := Layout{Shape: clone(in.Shape), Strides: clone(in.Strides), Offset: in.Offset}
 	out.Shape[d] = size

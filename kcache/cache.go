@@ -60,6 +60,9 @@ func (c *Cache) Get(k Key) (Entry, bool) {
 // records how long compute took. When compute panics, GetOrCompute and the
 // calls waiting on it panic with the same value.
 func (c *Cache) GetOrCompute(k Key, compute func() (Entry, error)) (Entry, error) {
+	if compute == nil {
+		return Entry{}, errors.New("kcache: GetOrCompute with a nil compute func")
+	}
 	if e, ok := c.getMemory(k); ok {
 		return e, nil
 	}
@@ -129,6 +132,7 @@ func (c *Cache) put(k Key, e Entry) error {
 	if err := e.validate(); err != nil {
 		return fmt.Errorf("kcache: invalid entry for %s: %w", k.short(), err)
 	}
+	e.clipLabels() // as the disk keeps them
 	now := time.Now()
 	c.mem.add(k, e, now)
 	if c.disk == nil || !c.writable.Load() {

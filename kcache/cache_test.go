@@ -518,6 +518,34 @@ func TestCompileAll(t *testing.T) {
 	if !errors.Is(err, context.Canceled) {
 		t.Errorf("CompileAll with a canceled context = %v", err)
 	}
+
+	// A panicking compute panics in the caller, where it can be recovered,
+	// not in a worker goroutine, where it would end the process.
+	type myPanic struct{}
+	func() {
+		defer func() {
+			if r := recover(); r != (myPanic{}) {
+				t.Errorf("recovered %v, want the compute's panic value", r)
+			}
+		}()
+		c.CompileAll(context.Background(), []Key{NewKey("p0"), NewKey("p1")}, func(ctx context.Context, i int) (Entry, error) {
+			if i == 1 {
+				panic(myPanic{})
+			}
+			return programEntry("p"), nil
+		})
+	}()
+
+	// Missing arguments are errors.
+	if _, err := c.CompileAll(context.Background(), keys, nil); err == nil {
+		t.Error("CompileAll with a nil compute: no error")
+	}
+	if _, err := c.CompileAll(nil, keys, func(context.Context, int) (Entry, error) { return programEntry("n"), nil }); err == nil {
+		t.Error("CompileAll with a nil context: no error")
+	}
+	if _, err := c.GetOrCompute(NewKey("nil compute"), nil); err == nil {
+		t.Error("GetOrCompute with a nil compute: no error")
+	}
 }
 
 func TestLogs(t *testing.T) {

@@ -28,7 +28,9 @@
 //
 // The cache does not interpret what it stores: a Kernel holds the CUBIN,
 // PTX and launch metadata of a module, and a Program an opaque payload
-// whose format its kind names. Entries are encoded with msgp
+// whose format its kind names; either may say what it was made for (Func
+// and Name: the compiled function and the kernel), for people listing the
+// cache. Entries are encoded with msgp
 // (github.com/tinylib/msgp); the generated code is in entry_gen.go.
 //
 // Setting GOCOMPILE_LOGS=cache (or all) logs every hit, miss, write and

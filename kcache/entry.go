@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"unicode/utf8"
 )
 
 //go:generate go tool msgp -file entry.go -o entry_gen.go -io=false
@@ -13,6 +14,9 @@ const KindKernel = "kernel"
 
 // maxKindLen bounds a program kind, which is stored in the entry header.
 const maxKindLen = 255
+
+// MaxLabelLen bounds what an entry keeps of its Func and Name, in bytes.
+const MaxLabelLen = 512
 
 // maxFunctions is the most functions a Kernel may list; it matches the
 // limit in Kernel's msgp tag, so that what encodes also decodes.
@@ -28,6 +32,15 @@ const maxCompileSeconds = 1 << 30
 // The cache hands the same Entry, and the same byte slices, to every
 // caller that asks for its key, so callers must treat it as read-only.
 type Entry struct {
+	// Func and Name say what the entry is for, for people listing the
+	// cache (Cache.Entries): the compiled function that stored it, and
+	// the kernel or other artifact it holds. The cache does not interpret
+	// them, and keeps at most MaxLabelLen bytes of each. They are encoded
+	// first, so that a listing reads them without decoding the rest;
+	// entries written before they existed have neither.
+	Func string `msg:"func"`
+	Name string `msg:"name"`
+
 	Kernel  *Kernel  `msg:"kernel"`
 	Program *Program `msg:"program"`
 
@@ -80,9 +93,26 @@ func (e *Entry) Kind() string {
 	return ""
 }
 
+// clipLabels cuts Func and Name to MaxLabelLen bytes, at a character
+// boundary.
+func (e *Entry) clipLabels() {
+	e.Func, e.Name = clipLabel(e.Func), clipLabel(e.Name)
+}
+
+func clipLabel(s string) string {
+	if len(s) <= MaxLabelLen {
+		return s
+	}
+	n := MaxLabelLen
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
 // size estimates the memory e holds, for the memory cache's byte limit.
 func (e *Entry) size() int64 {
-	n := int64(128)
+	n := int64(128 + len(e.Func) + len(e.Name))
 	if k := e.Kernel; k != nil {
 		n += int64(len(k.Arch) + len(k.CUBIN) + len(k.PTX) + len(k.Log))
 		for _, f := range k.Functions {

@@ -9,9 +9,15 @@ import (
 // MarshalMsg implements msgp.Marshaler
 func (z *Entry) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
-	// map header, size 3
+	// map header, size 5
+	// string "func"
+	o = append(o, 0x85, 0xa4, 0x66, 0x75, 0x6e, 0x63)
+	o = msgp.AppendString(o, z.Func)
+	// string "name"
+	o = append(o, 0xa4, 0x6e, 0x61, 0x6d, 0x65)
+	o = msgp.AppendString(o, z.Name)
 	// string "kernel"
-	o = append(o, 0x83, 0xa6, 0x6b, 0x65, 0x72, 0x6e, 0x65, 0x6c)
+	o = append(o, 0xa6, 0x6b, 0x65, 0x72, 0x6e, 0x65, 0x6c)
 	if z.Kernel == nil {
 		o = msgp.AppendNil(o)
 	} else {
@@ -58,6 +64,18 @@ func (z *Entry) UnmarshalMsg(bts []byte) (o []byte, err error) {
 			return
 		}
 		switch msgp.UnsafeString(field) {
+		case "func":
+			z.Func, bts, err = msgp.ReadStringBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Func")
+				return
+			}
+		case "name":
+			z.Name, bts, err = msgp.ReadStringBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Name")
+				return
+			}
 		case "kernel":
 			if msgp.IsNil(bts) {
 				bts, err = msgp.ReadNilBytes(bts)
@@ -141,7 +159,7 @@ func (z *Entry) UnmarshalMsg(bts []byte) (o []byte, err error) {
 
 // Msgsize returns an upper bound estimate of the number of bytes occupied by the serialized message
 func (z *Entry) Msgsize() (s int) {
-	s = 1 + 7
+	s = 1 + 5 + msgp.StringPrefixSize + len(z.Func) + 5 + msgp.StringPrefixSize + len(z.Name) + 7
 	if z.Kernel == nil {
 		s += msgp.NilSize
 	} else {

@@ -49,6 +49,11 @@ func EncodeEntry(key Key, e *Entry) ([]byte, error) {
 	if err := e.validate(); err != nil {
 		return nil, fmt.Errorf("kcache: invalid entry: %w", err)
 	}
+	if len(e.Func) > MaxLabelLen || len(e.Name) > MaxLabelLen {
+		c := *e
+		c.clipLabels()
+		e = &c
+	}
 	kind := e.Kind()
 	buf := make([]byte, headerSize+len(kind), headerSize+len(kind)+e.Msgsize())
 	copy(buf[headerSize:], kind)

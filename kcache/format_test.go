@@ -18,6 +18,7 @@ func TestEncodeDecode(t *testing.T) {
 		{"ptx only", Entry{Kernel: &Kernel{Arch: "compute_90", PTX: []byte("ptx")}}},
 		{"program", programEntry("p")},
 		{"empty payload", Entry{Program: &Program{Kind: "x"}}},
+		{"labels", Entry{Func: "main.f", Name: "k", Program: &Program{Kind: "x", Payload: []byte("p")}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -2,6 +2,7 @@ package kcache
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"sync/atomic"
@@ -16,17 +17,30 @@ import (
 //
 // CompileAll returns the entries in the order of keys. On the first error
 // it cancels ctx for the computes still running, starts no more, and
-// returns that error with the entries it has; the others are zero.
+// returns that error with the entries it has; the others are zero. When a
+// compute panics, CompileAll cancels the rest likewise and panics with
+// the same value in the caller's goroutine, where it can be recovered,
+// rather than in a worker's, where it would end the process.
 func (c *Cache) CompileAll(ctx context.Context, keys []Key, compute func(ctx context.Context, i int) (Entry, error)) ([]Entry, error) {
+	if ctx == nil || compute == nil {
+		return nil, errors.New("kcache: CompileAll needs a context and a compute func")
+	}
 	out := make([]Entry, len(keys))
 	var done atomic.Int64
+	var panicked atomic.Pointer[computePanic]
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(runtime.NumCPU())
 	for i, k := range keys {
 		if gctx.Err() != nil {
 			break
 		}
-		g.Go(func() error {
+		g.Go(func() (err error) {
+			defer func() {
+				if r := recover(); r != nil {
+					panicked.CompareAndSwap(nil, &computePanic{r})
+					err = errComputePanicked
+				}
+			}()
 			if err := gctx.Err(); err != nil {
 				return err
 			}
@@ -39,7 +53,11 @@ func (c *Cache) CompileAll(ctx context.Context, keys []Key, compute func(ctx con
 			return nil
 		})
 	}
-	if err := g.Wait(); err != nil {
+	err := g.Wait()
+	if p := panicked.Load(); p != nil {
+		panic(p.value)
+	}
+	if err != nil {
 		return out, err
 	}
 	if done.Load() < int64(len(keys)) {
@@ -48,3 +66,7 @@ func (c *Cache) CompileAll(ctx context.Context, keys []Key, compute func(ctx con
 	}
 	return out, nil
 }
+
+// errComputePanicked cancels the other computes of a CompileAll after one
+// panicked; CompileAll then panics with that compute's value.
+var errComputePanicked = errors.New("kcache: a compute panicked")

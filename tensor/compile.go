@@ -1,8 +1,8 @@
 package tensor
 
 import (
+	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -15,6 +15,7 @@ import (
 	"gocompile/array"
 	"gocompile/guard"
 	"gocompile/inductor/program"
+	"gocompile/internal/logs"
 	"gocompile/ir"
 	"gocompile/kcache"
 	"gocompile/trace"
@@ -50,10 +51,11 @@ const (
 )
 
 func (m Mode) String() string {
-	if m < Default || m > MaxAutotune {
-		return fmt.Sprintf("Mode(%d)", int(m))
+	names := [...]string{"default", "reduce-overhead", "max-autotune"}
+	if m >= 0 && int(m) < len(names) {
+		return names[m]
 	}
-	return [...]string{"default", "reduce-overhead", "max-autotune"}[m]
+	return fmt.Sprintf("Mode(%d)", int(m))
 }
 
 // Option configures Compile.
@@ -123,8 +125,8 @@ func WithCacheDir(dir string) Option { return func(o *options) { o.cacheDir = di
 
 // backendConfig is what the options tell a backend beyond the graph.
 type backendConfig struct {
-	mode  Mode
-	cache *kcache.Cache // where compiled artifacts are kept
+	mode      Mode
+	artifacts *array.Artifacts // where compiled artifacts are kept
 }
 
 // configurable is a backend that follows the options (the built-in ones).
@@ -137,12 +139,12 @@ type configurable interface {
 type inductorBackend struct{}
 
 func (b inductorBackend) Compile(g *ir.Graph) (Program, error) {
-	return b.compileWith(g, backendConfig{cache: array.ArtifactCache()})
+	return b.compileWith(g, backendConfig{})
 }
 
 func (inductorBackend) compileWith(g *ir.Graph, cfg backendConfig) (Program, error) {
 	p, err := program.Compile(g, program.Config{
-		Cache:      cfg.cache,
+		Artifacts:  cfg.artifacts,
 		CUDAGraphs: cfg.mode == ReduceOverhead,
 		Autotune:   cfg.mode == MaxAutotune,
 	})
@@ -163,15 +165,21 @@ func cacheFor(dir string) *kcache.Cache {
 	if c, ok := caches.Load(dir); ok {
 		return c.(*kcache.Cache)
 	}
-	c, _ := caches.LoadOrStore(dir, kcache.Open(dir))
+	c, _ := caches.LoadOrStore(dir, kcache.Open(dir, kcache.WithLogger(logs.CacheLogger)))
 	return c.(*kcache.Cache)
 }
 
 // MarkDynamic asks Compile to treat dims of t as dynamic from the first
 // compile of any function t is passed to, and returns t.
 func MarkDynamic(t *Tensor, dims ...int) *Tensor {
+	t.must("MarkDynamic")
 	for _, d := range dims {
-		t.dynDims |= 1 << uint(t.normDim("MarkDynamic", d))
+		n := t.normDim("MarkDynamic", d)
+		if n >= 64 {
+			throw("MarkDynamic", []*Tensor{t}, "mark dims below 64, or reshape the tensor to fewer dims",
+				"dim %d cannot be marked: only the first 64 dims can be dynamic", d)
+		}
+		t.dynDims |= 1 << uint(n)
 	}
 	return t
 }
@@ -196,7 +204,15 @@ func (f BackendFunc) Compile(g *ir.Graph) (Program, error) { return f(g) }
 var backends sync.Map // name → Backend
 
 // RegisterBackend makes b available to WithBackend(name).
-func RegisterBackend(name string, b Backend) { backends.Store(name, b) }
+func RegisterBackend(name string, b Backend) {
+	if b == nil {
+		throw("RegisterBackend", nil, "pass a Backend", "backend %q is nil", name)
+	}
+	if f, ok := b.(BackendFunc); ok && f == nil {
+		throw("RegisterBackend", nil, "pass a Backend", "backend %q is a nil BackendFunc", name)
+	}
+	backends.Store(name, b)
+}
 
 // LookupBackend returns the backend registered under name ("inductor",
 // "eager" or one of RegisterBackend's), so a custom backend can hand a
@@ -217,18 +233,6 @@ func init() {
 // defaultBackend is used when no WithBackend option is given.
 const defaultBackend = "inductor"
 
-// logOn reports whether GOCOMPILE_LOGS (a comma-separated list: graph,
-// guards, recompiles, breaks, fusion, output_code, cache, or all) names
-// category. Logs go through log/slog. Only compile paths ask.
-func logOn(category string) bool {
-	for _, c := range strings.Split(os.Getenv("GOCOMPILE_LOGS"), ",") {
-		if c = strings.TrimSpace(c); c == category || c == "all" {
-			return true
-		}
-	}
-	return false
-}
-
 // Compile returns a function of the same type as fn that runs fn as a
 // compiled graph. The first call with given argument shapes, dtypes,
 // devices and scalar values traces fn on proxy tensors, records a graph
@@ -236,10 +240,13 @@ func logOn(category string) bool {
 // arguments pass the guards replay the compiled program without running
 // fn at all. Arguments and results may be *Tensor, slices and arrays of
 // them, structs (or pointers to structs) holding them, and numbers, which
-// are guarded by value. Tensors fn reaches that are not arguments (weights
-// in a closure) become constants bound by reference: updating one in place
-// is seen by later calls. Ops whose operands are all such constants run
-// once, while tracing, as in JAX; their results are constants too.
+// are guarded by value, as are the lengths of slices (a variadic fn's
+// arguments among them) and which pointers are nil; Compile panics with
+// an *Error if fn's signature has another type. Tensors fn reaches that
+// are not arguments (weights in a closure) become constants bound by
+// reference: updating one in place is seen by later calls. Ops whose
+// operands are all such constants run once, while tracing, as in JAX;
+// their results are constants too.
 //
 // Reading a traced tensor's values inside fn (Item, Float32s, String, …)
 // breaks the graph: the ops so far run, the read gets real values, and
@@ -251,9 +258,13 @@ func logOn(category string) bool {
 // with the same guards trace and compile once.
 func Compile[F any](fn F, opts ...Option) F {
 	v := reflect.ValueOf(fn)
-	if v.Kind() != reflect.Func || v.IsNil() {
+	if v.Kind() != reflect.Func {
 		panic(&Error{Op: "Compile", Reason: fmt.Sprintf("%T is not a function", fn), Fix: "pass a func"})
 	}
+	if v.IsNil() {
+		throw("Compile", nil, "pass a func", "the %T is nil", fn)
+	}
+	checkSignature("Compile", v.Type())
 	if os.Getenv("GOCOMPILE_DISABLE") == "1" {
 		return fn
 	}
@@ -297,7 +308,10 @@ type entry struct {
 
 func newCompiled(fn reflect.Value, opts []Option) *compiled {
 	c := &compiled{fn: fn, opts: options{backend: defaultBackend, limit: 8}}
-	for _, o := range opts {
+	for i, o := range opts {
+		if o == nil {
+			throw("Compile", nil, "pass options made by this package (WithMode, FullGraph …)", "option %d is nil", i)
+		}
 		o(&c.opts)
 	}
 	b, ok := backends.Load(c.opts.backend)
@@ -308,6 +322,33 @@ func newCompiled(fn reflect.Value, opts []Option) *compiled {
 	c.backend = b.(Backend)
 	c.name = funcName(fn)
 	return c
+}
+
+// checkSignature panics with an *Error naming op if fn's parameters or
+// results have a type a compiled function cannot take or return; the same
+// call would fail at the first call otherwise, with the same message.
+func checkSignature(op string, ft reflect.Type) {
+	for i := range ft.NumIn() {
+		if err := trace.CheckType(ft.In(i), tensorType); err != nil {
+			throw(op, nil, "pass tensors, slices or structs of tensors, and numbers; keep other values in a closure",
+				"parameter %d of %v: %v", i, ft, err)
+		}
+	}
+	for i := range ft.NumOut() {
+		if err := trace.CheckType(ft.Out(i), tensorType); err != nil {
+			throw(op, nil, "return tensors, slices or structs of tensors, and numbers",
+				"result %d of %v: %v", i, ft, err)
+		}
+	}
+}
+
+// invoke calls fn with the arguments a compiled function received: for a
+// variadic fn the last one is the slice of variadic arguments.
+func (c *compiled) invoke(args []reflect.Value) []reflect.Value {
+	if c.fn.Type().IsVariadic() {
+		return c.fn.CallSlice(args)
+	}
+	return c.fn.Call(args)
 }
 
 func funcName(fn reflect.Value) string {
@@ -366,6 +407,7 @@ func (c *compiled) flatten(args []reflect.Value) *flatArgs {
 		m.SetShape(t.shape())
 	}
 	fa.call.Scalars = fa.leaves.Scalars
+	fa.call.Structure = fa.leaves.Structure
 	return fa
 }
 
@@ -379,7 +421,7 @@ func (c *compiled) call(args []reflect.Value) []reflect.Value {
 		if st != nil {
 			st.EagerCalls.Add(1)
 		}
-		return c.fn.Call(args)
+		return c.invoke(args)
 	}
 	fa := c.flatten(args)
 	if gc := c.guards.Load(); gc != nil {
@@ -400,14 +442,14 @@ func (c *compiled) call(args []reflect.Value) []reflect.Value {
 		ge, reason := gc.Plan(&fa.call)
 		if reason.LimitReached {
 			c.warned.Do(func() {
-				slog.Warn("gocompile: recompile limit reached; running eagerly from now on",
+				logs.Warn("gocompile: recompile limit reached; running eagerly from now on",
 					"function", c.name, "limit", c.opts.limit, "reason", reason.Text)
 			})
 			c.eager.Store(true)
 			return nil, nil
 		}
-		if logOn("recompiles") && gc.Len() > 0 {
-			slog.Info("gocompile: recompiling", "function", c.name, "reason", reason.Text)
+		if logs.On("recompiles") && gc.Len() > 0 {
+			logs.Info("gocompile: recompiling", "function", c.name, "reason", reason.Text)
 		}
 		e := c.compileEntry(ge, fa, args)
 		if e == nil { // dynamic scalars could not be honoured
@@ -430,13 +472,13 @@ func (c *compiled) call(args []reflect.Value) []reflect.Value {
 			}
 			st.Breaks.Add(int64(len(e.breaks)))
 		}
-		if logOn("breaks") {
+		if logs.On("breaks") {
 			for _, b := range e.breaks {
-				slog.Info("gocompile: graph break", "function", c.name, "reason", b.Reason, "at", b.Loc)
+				logs.Info("gocompile: graph break", "function", c.name, "reason", b.Reason, "at", b.Loc)
 			}
 		}
-		if logOn("guards") {
-			slog.Info("gocompile: guards", "function", c.name, "guards", ge.String())
+		if logs.On("guards") {
+			logs.Text("gocompile: guards", "guards", ge.String(), "function", c.name)
 		}
 		return e, nil
 	})
@@ -447,7 +489,7 @@ func (c *compiled) call(args []reflect.Value) []reflect.Value {
 		if st != nil {
 			st.EagerCalls.Add(1)
 		}
-		return c.fn.Call(args)
+		return c.invoke(args)
 	}
 	if compiledNow != nil && compiledNow.firstResults != nil {
 		return compiledNow.firstResults
@@ -493,7 +535,7 @@ func callKey(call *guard.Call) string {
 	for _, t := range call.Tensors {
 		fmt.Fprintf(&b, "%v%v%v%v;", t.DType, t.Device, t.Contiguous, t.Shape[:min(t.Rank, guard.MaxRank)])
 	}
-	fmt.Fprint(&b, call.Scalars)
+	fmt.Fprint(&b, call.Scalars, call.Structure)
 	return b.String()
 }
 
@@ -501,8 +543,8 @@ func callKey(call *guard.Call) string {
 func (c *compiled) compileEntry(ge *guard.Entry, fa *flatArgs, args []reflect.Value) *entry {
 	if len(fa.dyn) > 0 {
 		e, why := c.compileDynamic(fa, args)
-		if e == nil && logOn("recompiles") {
-			slog.Info("gocompile: dynamic scalars guarded by value", "function", c.name, "reason", why)
+		if e == nil && logs.On("recompiles") {
+			logs.Info("gocompile: dynamic scalars guarded by value", "function", c.name, "reason", why)
 		}
 		return e // nil: the caller guards the scalars by value and compiles again
 	}
@@ -556,7 +598,7 @@ func (c *compiled) traceRun(tr *tracer, fa *flatArgs, args []reflect.Value) []re
 	for i, a := range args {
 		in[i] = trace.Rebuild(a, tensorType, next)
 	}
-	return c.fn.Call(in)
+	return c.invoke(in)
 }
 
 // resultNodes lists the graph nodes of fn's tensor results.
@@ -591,6 +633,7 @@ func (c *compiled) run(e *entry, fa *flatArgs, args []reflect.Value) []reflect.V
 	} else if outs, ok = ap.runScalars(fa.tensors, fa.dyn); !ok {
 		outs = ap.Run(fa.tensors)
 	}
+	c.checkOutputs(outs, e.graphs[0])
 	k := 0
 	next := func() reflect.Value { k++; return reflect.ValueOf(outs[k-1]) }
 	res := make([]reflect.Value, len(e.template))
@@ -621,7 +664,19 @@ func (c *compiled) runSegment(g *ir.Graph, bound []*Tensor) []*Tensor {
 	v, _ := c.segments.LoadOrStore(key, &segmentEntry{})
 	se := v.(*segmentEntry)
 	se.once.Do(func() { se.prog = c.compileGraph(g, nil) })
-	return se.prog.Run(bound)
+	outs := se.prog.Run(bound)
+	c.checkOutputs(outs, g)
+	return outs
+}
+
+// checkOutputs panics with an *Error if a program returned other than one
+// tensor per output of its graph (a backend's bug), rather than let the
+// results be misassigned or indexed out of range.
+func (c *compiled) checkOutputs(outs []*Tensor, g *ir.Graph) {
+	if len(outs) != len(g.Outputs) {
+		throw("Compile", nil, "fix the backend: Program.Run returns one tensor per graph output",
+			"backend %q returned %d outputs for a graph with %d", c.opts.backend, len(outs), len(g.Outputs))
+	}
 }
 
 // inputSymbols lists, per tensor input, which dims the guard entry made
@@ -649,21 +704,29 @@ func (c *compiled) compileGraph(g *ir.Graph, syms [][]int) Program {
 	if syms != nil {
 		g.InferSymbols(syms)
 	}
-	if logOn("graph") {
-		slog.Info("gocompile: graph", "function", c.name, "graph", "\n"+graphString(g))
-	}
+	var file string // where GOCOMPILE_DEBUG_DIR keeps the graph
 	if dir := os.Getenv("GOCOMPILE_DEBUG_DIR"); dir != "" {
-		dumpGraph(dir, c.name, g)
+		file = dumpGraph(dir, c.name, g)
+	}
+	if logs.On("graph") {
+		args := []any{"function", c.name}
+		if file != "" {
+			args = append(args, "file", file)
+		}
+		logs.Text("gocompile: graph", "graph", graphString(g), args...)
 	}
 	var p Program
 	var err error
 	if cb, ok := c.backend.(configurable); ok {
-		p, err = cb.compileWith(g, backendConfig{mode: c.opts.mode, cache: cacheFor(c.opts.cacheDir)})
+		p, err = cb.compileWith(g, backendConfig{mode: c.opts.mode, artifacts: array.NewArtifacts(cacheFor(c.opts.cacheDir), c.name)})
 	} else {
 		p, err = c.backend.Compile(g)
 	}
+	if err == nil && p == nil {
+		err = errors.New("the backend returned neither a program nor an error")
+	}
 	if err != nil {
-		slog.Warn("gocompile: backend failed; running the graph eagerly", "function", c.name, "backend", c.opts.backend, "err", err)
+		logs.Warn("gocompile: backend failed; running the graph eagerly", "function", c.name, "backend", c.opts.backend, "err", err)
 		return newEagerProgram(g)
 	}
 	return p
@@ -671,14 +734,19 @@ func (c *compiled) compileGraph(g *ir.Graph, syms [][]int) Program {
 
 var dumps atomic.Int64
 
-func dumpGraph(dir, name string, g *ir.Graph) {
+// dumpGraph writes g to dir, as text and as Graphviz, and returns the
+// text file's path ("" when it could not be written).
+func dumpGraph(dir, name string, g *ir.Graph) string {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return
+		return ""
 	}
 	base := strings.NewReplacer("/", "_", "*", "", "(", "", ")", "").Replace(name)
 	path := filepath.Join(dir, fmt.Sprintf("%s.%d", base, dumps.Add(1)))
-	os.WriteFile(path+".graph.txt", []byte(graphString(g)), 0o644)
 	os.WriteFile(path+".dot", []byte(g.DOT()), 0o644) // for Graphviz: dot -Tsvg
+	if os.WriteFile(path+".graph.txt", []byte(graphString(g)), 0o644) != nil {
+		return ""
+	}
+	return path + ".graph.txt"
 }
 
 // arrayProgram is a Program of the built-in backends, which run on the

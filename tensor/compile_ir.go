@@ -1,11 +1,11 @@
 package tensor
 
 import (
-	"log/slog"
 	"reflect"
 	"runtime"
 
 	"gocompile/array"
+	"gocompile/internal/logs"
 	"gocompile/ir"
 )
 
@@ -41,6 +41,6 @@ func optimize(g *ir.Graph) {
 		return out, err
 	})
 	if err != nil {
-		slog.Warn("gocompile: a graph pass failed; compiling the graph as it stands", "err", err)
+		logs.Warn("gocompile: a graph pass failed; compiling the graph as it stands", "err", err)
 	}
 }

@@ -176,6 +176,21 @@ func TestCompileRecompileLimitFallsBack(t *testing.T) {
 	}
 }
 
+// The warning at the limit says once what happened and why the call
+// missed.
+func TestCompileRecompileLimitWarning(t *testing.T) {
+	rec := record(t)
+	f := Compile(logged, RecompileLimit(1))
+	f(Zeros(Float32, 2))
+	f(Zeros(Float64, 2))
+	f(Zeros(Int64, 2)) // warned once
+	want := "gocompile: recompile limit reached; running eagerly from now on function=gocompile/tensor.logged limit=1 " +
+		"reason=entry 0: tensor 0: dtype float64, expected float32"
+	if got := strings.Join(rec.Lines(), "\n"); got != want {
+		t.Errorf("logged\n%s\nwant\n%s", got, want)
+	}
+}
+
 // A function whose inputs change dtype recompiles; its device is guarded too.
 func TestCompileGuardsDevice(t *testing.T) {
 	requireGPU(t)
@@ -300,6 +315,112 @@ func TestCompileArgumentKinds(t *testing.T) {
 		t.Fatalf("map argument: %v", err)
 	}
 }
+
+// A variadic function compiles: its variadic slice is flattened like a
+// slice argument, and each number of variadic arguments gets its own
+// guards.
+func TestCompileVariadic(t *testing.T) {
+	sum := func(scale float64, xs ...*Tensor) *Tensor {
+		acc := Full(scale, Float32, 2)
+		for _, x := range xs {
+			acc = acc.Add(x.MulScalar(scale))
+		}
+		return acc
+	}
+	args := []*Tensor{FromSlice([]float32{1, 2}), FromSlice([]float32{3, 4}), FromSlice([]float32{5, 6})}
+	for _, backend := range []string{"eager", "inductor"} {
+		var st CompileStats
+		cf := Compile(sum, WithBackend(backend), WithStats(&st))
+		for range 2 { // the second round replays
+			for _, n := range []int{0, 1, 3} {
+				what := fmt.Sprintf("%s, %d variadic args", backend, n)
+				sameValues(t, what, cf(0.5, args[:n]...), sum(0.5, args[:n]...))
+			}
+		}
+		if got := st.Compiles.Load(); got != 3 {
+			t.Errorf("%s: %d compiles for three argument counts, want 3", backend, got)
+		}
+	}
+	// Passing a slice with ... is the same call.
+	cf := Compile(sum)
+	sameValues(t, "slice...", cf(2, args...), sum(2, args...))
+
+	// Variadic results of the trace are rebuilt too.
+	split := Compile(func(xs ...*Tensor) []*Tensor {
+		out := make([]*Tensor, len(xs))
+		for i, x := range xs {
+			out[i] = x.Neg()
+		}
+		return out
+	})
+	for _, n := range []int{0, 1, 3} {
+		got := split(args[:n]...)
+		if len(got) != n {
+			t.Fatalf("%d args: %d results", n, len(got))
+		}
+		for i := range got {
+			sameValues(t, "neg", got[i], args[i].Neg())
+		}
+	}
+
+	ex, err := Explain(sum, 1.0, args[0], args[1])
+	if err != nil || ex.OpCounts["add"] != 2 {
+		t.Fatalf("Explain of a variadic function: %v, %v", err, ex)
+	}
+}
+
+// Calls whose leaves agree but whose slices split them differently do not
+// share a compiled graph.
+func TestCompileGuardsArgumentStructure(t *testing.T) {
+	f := func(pos, neg []*Tensor, opt *struct{ Bias *Tensor }) *Tensor {
+		acc := Zeros(Float32, 2)
+		for _, x := range pos {
+			acc = acc.Add(x)
+		}
+		for _, x := range neg {
+			acc = acc.Sub(x)
+		}
+		if opt != nil {
+			acc = acc.Add(opt.Bias.MulScalar(10))
+		}
+		return acc
+	}
+	a, b, c := FromSlice([]float32{1, 2}), FromSlice([]float32{3, 4}), FromSlice([]float32{5, 7})
+	cf := Compile(f, WithBackend("eager"))
+	for _, tc := range []struct {
+		name     string
+		pos, neg []*Tensor
+		opt      *struct{ Bias *Tensor }
+	}{
+		{"a - b - c", []*Tensor{a}, []*Tensor{b, c}, nil},
+		{"a + b - c", []*Tensor{a, b}, []*Tensor{c}, nil},
+		{"a + b + c", []*Tensor{a, b, c}, nil, nil},
+		{"a + b + c, empty neg", []*Tensor{a, b, c}, []*Tensor{}, nil},
+		{"a + b + 10c", []*Tensor{a, b}, nil, &struct{ Bias *Tensor }{c}},
+		{"a - b - c again", []*Tensor{a}, []*Tensor{b, c}, nil},
+	} {
+		sameValues(t, tc.name, cf(tc.pos, tc.neg, tc.opt), f(tc.pos, tc.neg, tc.opt))
+	}
+}
+
+// A backend that returns neither a program nor an error falls back to
+// eager; one whose program returns the wrong number of outputs is an
+// *Error, not an index out of range.
+func TestCompileBadBackends(t *testing.T) {
+	RegisterBackend("test-nil-program", BackendFunc(func(g *ir.Graph) (Program, error) { return nil, nil }))
+	RegisterBackend("test-short-program", BackendFunc(func(g *ir.Graph) (Program, error) { return shortProgram{}, nil }))
+	x := FromSlice([]float32{1, -2})
+	f := func(x *Tensor) *Tensor { return x.Abs().AddScalar(1) }
+	sameValues(t, "nil program", Compile(f, WithBackend("test-nil-program"))(x), f(x))
+	err := Try(func() { Compile(f, WithBackend("test-short-program"))(x) })
+	if err == nil || !strings.Contains(err.Error(), "returned 0 outputs for a graph with 1") {
+		t.Fatalf("short program: %v", err)
+	}
+}
+
+type shortProgram struct{}
+
+func (shortProgram) Run([]*Tensor) []*Tensor { return nil }
 
 func TestCompileDisabled(t *testing.T) {
 	t.Setenv("GOCOMPILE_DISABLE", "1")
@@ -456,13 +577,12 @@ func TestCondWithoutBreak(t *testing.T) {
 }
 
 // captureLogs turns on the GOCOMPILE_LOGS categories for the test and
-// returns what the default logger writes until it ends.
+// returns what gocompile logs until it ends, in slog's text format.
 func captureLogs(t *testing.T, categories string) *strings.Builder {
 	t.Helper()
 	buf := &strings.Builder{}
-	old := slog.Default()
-	slog.SetDefault(slog.New(slog.NewTextHandler(buf, nil)))
-	t.Cleanup(func() { slog.SetDefault(old) })
+	SetLogger(slog.New(slog.NewTextHandler(buf, nil)))
+	t.Cleanup(func() { SetLogger(nil) })
 	t.Setenv("GOCOMPILE_LOGS", categories)
 	return buf
 }

@@ -11,6 +11,10 @@ import "gocompile/ir"
 // data-dependent branch costs no graph break (and both branches run: keep
 // them free of side effects).
 func Cond(pred *Tensor, then, els func(args ...*Tensor) *Tensor, args ...*Tensor) *Tensor {
+	pred.must("Cond")
+	if then == nil || els == nil {
+		throw("Cond", []*Tensor{pred}, "pass both branches as functions", "a branch is a nil func")
+	}
 	if pred.Numel() != 1 || pred.dtype() != Bool {
 		throw("Cond", []*Tensor{pred}, "pass a one-element Bool tensor, e.g. x.Sum().GtScalar(0)",
 			"the predicate must be a one-element Bool tensor, not %v with %d elements", pred.dtype(), pred.Numel())
@@ -26,6 +30,7 @@ func Cond(pred *Tensor, then, els func(args ...*Tensor) *Tensor, args ...*Tensor
 		return els(args...)
 	}
 	t, e := then(args...), els(args...)
+	mustOperands("Cond", t, e) // what the branches returned
 	if t.dtype() != e.dtype() || !ir.SameShape(t.shape(), e.shape()) {
 		throw("Cond", []*Tensor{t, e}, "make both branches return the same shape and dtype",
 			"the branches return %v%v and %v%v", t.dtype(), t.shape(), e.dtype(), e.shape())

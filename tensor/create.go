@@ -21,11 +21,7 @@ func FromSlice[T Element](data []T, shape ...int) *Tensor {
 	if len(shape) == 0 {
 		shape = []int{len(data)}
 	}
-	for _, d := range shape {
-		if d < 0 {
-			throw("FromSlice", nil, "sizes must be non-negative", "shape %v has a negative size", shape)
-		}
-	}
+	check(ir.CheckShape("FromSlice", nil, shape), "FromSlice")
 	if n := ir.Numel(shape); n != len(data) {
 		panic(errorf("FromSlice", [][]int{shape}, "pass as many values as the shape holds",
 			"shape holds %d elements but %d values were given", n, len(data)))
@@ -55,17 +51,6 @@ func FromSlice[T Element](data []T, shape ...int) *Tensor {
 // Scalar returns a zero-dimensional tensor holding v.
 func Scalar(v float64, dt DType) *Tensor { return Full(v, dt) }
 
-func checkShape(op string, dt DType, shape []int) {
-	if !dt.Valid() {
-		throw(op, nil, "use one of the DType constants", "invalid dtype %v", dt)
-	}
-	for _, d := range shape {
-		if d < 0 {
-			throw(op, nil, "sizes must be non-negative", "shape %v has a negative size", shape)
-		}
-	}
-}
-
 // Zeros returns a tensor of zeros.
 func Zeros(dt DType, shape ...int) *Tensor {
 	checkShape("Zeros", dt, shape)
@@ -91,6 +76,7 @@ func OnesLike(t *Tensor) *Tensor { return FullLike(t, 1) }
 
 // FullLike returns v everywhere, with t's shape, type and device.
 func FullLike(t *Tensor, v float64) *Tensor {
+	t.must("FullLike")
 	x := wrap(array.New(CPU, t.dtype(), t.shape()))
 	x.Fill(v)
 	return x.ToDevice(t.v.Device())
@@ -104,15 +90,21 @@ func fromFloat64s(vals []float64, dt DType, shape ...int) *Tensor {
 // Arange returns start, start+step, … below end (above it for a negative
 // step), as torch.arange.
 func Arange(start, end, step float64, dt DType) *Tensor {
-	if step == 0 || math.IsNaN(step) || math.IsInf(start, 0) || math.IsInf(end, 0) {
+	finite := func(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+	if step == 0 || !finite(step) || !finite(start) || !finite(end) {
 		throw("Arange", nil, "use a non-zero step and finite bounds", "arange(%g, %g, %g)", start, end, step)
 	}
-	n := int(math.Ceil((end - start) / step))
-	if n < 0 {
+	count := math.Ceil((end - start) / step) // a float: it may be far beyond an int
+	if count < 0 {
 		throw("Arange", nil, "make the step's sign match the direction from start to end",
 			"arange(%g, %g, %g) is empty in the wrong direction", start, end, step)
 	}
-	checkShape("Arange", dt, nil)
+	if !(count <= ir.MaxNumel) {
+		throw("Arange", nil, "use a larger step or a shorter range",
+			"arange(%g, %g, %g) has %g elements, more than a tensor may hold (%d)", start, end, step, count, ir.MaxNumel)
+	}
+	n := int(count)
+	checkCreate("Arange", dt, []int{n})
 	vals := make([]float64, n)
 	for i := range vals {
 		vals[i] = start + float64(i)*step
@@ -126,7 +118,7 @@ func Linspace(start, end float64, steps int, dt DType) *Tensor {
 	if steps < 0 {
 		throw("Linspace", nil, "use a non-negative number of steps", "steps = %d", steps)
 	}
-	checkShape("Linspace", dt, nil)
+	checkCreate("Linspace", dt, []int{steps})
 	vals := make([]float64, steps)
 	if steps == 1 {
 		vals[0] = start
@@ -146,7 +138,7 @@ func Linspace(start, end float64, steps int, dt DType) *Tensor {
 
 // Eye returns the n×n identity matrix.
 func Eye(dt DType, n int) *Tensor {
-	checkShape("Eye", dt, []int{n, n})
+	checkCreate("Eye", dt, []int{n, n})
 	vals := make([]float64, n*n)
 	for i := range n {
 		vals[i*n+i] = 1
@@ -166,11 +158,19 @@ func NewGenerator(seed uint64) *Generator {
 	return &Generator{src: rand.NewPCG(seed, 0x9e3779b97f4a7c15)}
 }
 
+// must panics with an *Error unless g was made by NewGenerator.
+func (g *Generator) must(op string) {
+	if g == nil || g.src == nil {
+		throw(op, nil, "make the generator with NewGenerator(seed)", "the generator is nil or a zero Generator{}")
+	}
+}
+
 func (g *Generator) uniform() float64 { return float64(g.src.Uint64()>>11) / (1 << 53) }
 
 // Rand returns values uniform in [0, 1).
 func (g *Generator) Rand(dt DType, shape ...int) *Tensor {
-	checkShape("Rand", dt, shape)
+	g.must("Rand")
+	checkCreate("Rand", dt, shape)
 	vals := make([]float64, ir.Numel(shape))
 	for i := range vals {
 		vals[i] = g.uniform()
@@ -180,7 +180,8 @@ func (g *Generator) Rand(dt DType, shape ...int) *Tensor {
 
 // Randn returns standard normal values (Box–Muller).
 func (g *Generator) Randn(dt DType, shape ...int) *Tensor {
-	checkShape("Randn", dt, shape)
+	g.must("Randn")
+	checkCreate("Randn", dt, shape)
 	vals := make([]float64, ir.Numel(shape))
 	for i := 0; i < len(vals); i += 2 {
 		u1 := 1 - g.uniform() // in (0, 1]
@@ -196,6 +197,7 @@ func (g *Generator) Randn(dt DType, shape ...int) *Tensor {
 
 // RandInt returns Int64 values uniform in [lo, hi).
 func (g *Generator) RandInt(lo, hi int64, shape ...int) *Tensor {
+	g.must("RandInt")
 	if hi <= lo {
 		throw("RandInt", nil, "use lo < hi", "empty range [%d, %d)", lo, hi)
 	}
@@ -219,7 +221,9 @@ func Randn(seed uint64, dt DType, shape ...int) *Tensor {
 // Fill sets every element of t (and so of every view that shares them) to
 // v, and returns t.
 func (t *Tensor) Fill(v float64) *Tensor {
+	t.must("Fill")
 	t.noInPlaceOnProxy("Fill")
+	t.noOverlap("Fill")
 	array.CopyInto(t.v, array.FromFloat64s([]float64{v}, t.dtype()))
 	return t
 }
@@ -228,7 +232,9 @@ func (t *Tensor) Fill(v float64) *Tensor {
 // elements in place, and returns t. Views of the same storage see the
 // change.
 func (t *Tensor) Copy(src *Tensor) *Tensor {
+	mustOperands("Copy", t, src)
 	t.noInPlaceOnProxy("Copy")
+	t.noOverlap("Copy")
 	if !broadcastsTo(src.shape(), t.shape()) {
 		throw("Copy", []*Tensor{t, src}, "the source must broadcast to the destination's shape",
 			"cannot copy a tensor of shape %s into one of shape %s", ir.FormatShape(src.shape()), ir.FormatShape(t.shape()))
@@ -254,12 +260,14 @@ func broadcastsTo(from, to []int) bool {
 // Set writes v at the given index (one per dim; negative counts from the
 // end).
 func (t *Tensor) Set(v float64, index ...int) {
+	t.must("Set")
 	t.noInPlaceOnProxy("Set")
 	t.v.Set(t.elementOffset("Set", index), v)
 }
 
 // At reads the element at the given index as a float64.
 func (t *Tensor) At(index ...int) float64 {
+	t.must("At")
 	if t.px != nil {
 		return t.materialize("At").At(index...)
 	}
@@ -281,6 +289,18 @@ func (t *Tensor) elementOffset(op string, index []int) int {
 		off += i * t.strides()[d]
 	}
 	return off
+}
+
+// noOverlap rejects in-place writes to a tensor in which several elements
+// are one storage element (an Expand view), as PyTorch does: which value
+// would win is undefined, and the parallel writers would race.
+func (t *Tensor) noOverlap(op string) {
+	for d, s := range t.shape() {
+		if s > 1 && t.strides()[d] == 0 {
+			throw(op, []*Tensor{t}, "write to a contiguous copy (Contiguous) instead",
+				"dim %d of size %d repeats one element (stride 0): more than one element of the written-to tensor refers to a single memory location", d, s)
+		}
+	}
 }
 
 // noInPlaceOnProxy rejects in-place writes inside compiled functions:

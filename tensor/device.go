@@ -41,7 +41,8 @@ func DefaultDevice() Device {
 	if s := os.Getenv("GOCOMPILE_DEVICE"); s != "" {
 		var err error
 		if d, err = ParseDevice(s); err != nil {
-			panic(&Error{Op: "DefaultDevice", Reason: "GOCOMPILE_DEVICE: " + err.Error(), Fix: "set it to cpu, cuda or cuda:N"})
+			// Not err.Error(), which names the devices too: Fix does, once.
+			panic(&Error{Op: "DefaultDevice", Reason: fmt.Sprintf("GOCOMPILE_DEVICE=%q names no device", s), Fix: "set it to cpu, cuda or cuda:N"})
 		}
 	}
 	defaultDevice.CompareAndSwap(nil, &d)
@@ -50,6 +51,7 @@ func DefaultDevice() Device {
 
 // SetDefaultDevice changes where creation functions put new tensors.
 func SetDefaultDevice(d Device) {
+	mustDevice("SetDefaultDevice", d)
 	if d.Type == DeviceCUDA {
 		array.MustGPU("SetDefaultDevice", d)
 	}
@@ -67,6 +69,8 @@ func onDefault(t *Tensor) *Tensor {
 // ToDevice returns t on device d: t itself if it is already there, else a
 // contiguous copy. Moving to the CPU waits for pending GPU work on t.
 func (t *Tensor) ToDevice(d Device) *Tensor {
+	t.must("ToDevice")
+	mustDevice("ToDevice", d)
 	if t.v.Device() == d {
 		return t
 	}
@@ -83,6 +87,7 @@ func (t *Tensor) cpu() *Tensor { return t.ToDevice(CPU) }
 // CPU it returns at once). Reading a tensor's values synchronizes by itself;
 // this is for timing and for handing memory to other code.
 func Synchronize(d Device) {
+	mustDevice("Synchronize", d)
 	array.Synchronize(d)
 }
 
@@ -97,6 +102,7 @@ func MemoryStats(d Device) cuda.AllocatorStats {
 // driver (tensors still alive keep theirs). On the CPU, which caches
 // nothing, it does nothing, as Synchronize.
 func EmptyCache(d Device) {
+	mustDevice("EmptyCache", d)
 	array.EmptyCache(d)
 }
 

@@ -13,8 +13,13 @@ func apply(op *ir.Op, a ir.Attrs, args ...ir.Value) *Tensor {
 		return tr.record(op, a, args) // tracing a compiled function
 	}
 	for i, v := range args {
-		if t, ok := v.(*Tensor); ok && t == nil {
-			throw(op.Title, tensorsOf(args), "pass a tensor", "operand %d is a nil *Tensor", i)
+		if t, ok := v.(*Tensor); ok {
+			switch {
+			case t == nil:
+				throw(op.Title, nil, fixTensor, "operand %d is a nil *Tensor", i)
+			case t.v == nil:
+				throw(op.Title, nil, fixTensor, "operand %d is a zero Tensor{}, which has no storage", i)
+			}
 		}
 	}
 	res := array.Apply(op, a, arrays(args)...)

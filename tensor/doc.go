@@ -30,6 +30,29 @@
 // afterwards, behind guards on its arguments; see Compile, Explain and
 // Cond.
 //
+// # Logging
+//
+// gocompile logs through log/slog: warnings (a function that reached its
+// recompile limit, a kernel that failed to build, a cache directory that
+// cannot be written), and what the environment variable GOCOMPILE_LOGS
+// asks for, a comma-separated list of graph, guards, recompiles, breaks,
+// fusion, output_code, cache, cudagraphs and autotune, or all. The logs
+// go to slog.Default() unless SetLogger names another logger.
+//
+// Graphs, guards, fusion plans and generated kernel sources span many
+// lines. Each is one record: a header (what it is, the function, the
+// kernel, and the file GOCOMPILE_DEBUG_DIR keeps it in) and the text in
+// an attribute, which a JSON or text handler encodes as any string.
+// Through log/slog's own default handler, which prints through package
+// log for a person at a terminal, the header line is followed by the
+// text as it is:
+//
+//	2025/01/02 15:04:05 INFO gocompile: graph function=main.forward
+//	func graph(x0 float32[64, 256]) (float32[64, 10]) {
+//	    v1 := x0.MatMul(c0)  // float32[64, 10]  main.go:36
+//	    return v1
+//	}
+//
 // # Errors
 //
 // Misusing an op (shapes that do not broadcast, a dim out of range, an

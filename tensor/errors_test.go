@@ -96,3 +96,30 @@ func TestUseDevice(t *testing.T) {
 		SetDefaultDevice(before)
 	}
 }
+
+// A bad GOCOMPILE_DEVICE names the variable and the value, and the fix
+// once.
+func TestDefaultDeviceFromEnv(t *testing.T) {
+	old := defaultDevice.Load()
+	t.Cleanup(func() { defaultDevice.Store(old) })
+	tests := []struct {
+		env  string
+		want string // the error, or "" for none
+	}{
+		{"bogus", `DefaultDevice: GOCOMPILE_DEVICE="bogus" names no device; set it to cpu, cuda or cuda:N`},
+		{"cuda:x", `DefaultDevice: GOCOMPILE_DEVICE="cuda:x" names no device; set it to cpu, cuda or cuda:N`},
+		{" CPU ", ""},
+	}
+	for _, tt := range tests {
+		t.Setenv("GOCOMPILE_DEVICE", tt.env)
+		defaultDevice.Store(nil)
+		var d Device
+		err := Try(func() { d = DefaultDevice() })
+		switch {
+		case tt.want == "" && (err != nil || d != CPU):
+			t.Errorf("GOCOMPILE_DEVICE=%q: %v, %v", tt.env, d, err)
+		case tt.want != "" && (err == nil || err.Error() != tt.want):
+			t.Errorf("GOCOMPILE_DEVICE=%q: error %v, want %s", tt.env, err, tt.want)
+		}
+	}
+}

@@ -46,6 +46,9 @@ type Explanation struct {
 }
 
 func (e *Explanation) String() string {
+	if e == nil {
+		return "<nil>"
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "graphs: %d\ngraph breaks: %d\n", e.Graphs, len(e.Breaks))
 	for _, br := range e.Breaks {
@@ -80,21 +83,11 @@ func Explain(fn any, args ...any) (*Explanation, error) {
 	var ex *Explanation
 	err := Try(func() {
 		v := reflect.ValueOf(fn)
-		if v.Kind() != reflect.Func {
+		if v.Kind() != reflect.Func || v.IsNil() {
 			throw("Explain", nil, "pass a func", "%T is not a function", fn)
 		}
-		ft := v.Type()
-		if len(args) != ft.NumIn() {
-			throw("Explain", nil, "pass one argument per parameter", "%d arguments for %d parameters", len(args), ft.NumIn())
-		}
-		in := make([]reflect.Value, len(args))
-		for i, a := range args {
-			if a == nil {
-				in[i] = reflect.Zero(ft.In(i))
-			} else {
-				in[i] = reflect.ValueOf(a)
-			}
-		}
+		checkSignature("Explain", v.Type())
+		in := explainArgs(v.Type(), args)
 		c := newCompiled(v, nil)
 		fa := c.flatten(in)
 		ge, _ := guard.NewCache(c.policy(fa), c.opts.limit).Plan(&fa.call)
@@ -122,4 +115,45 @@ func Explain(fn any, args ...any) (*Explanation, error) {
 		}
 	})
 	return ex, err
+}
+
+// explainArgs converts Explain's arguments to fn's parameters as a
+// compiled function receives them: for a variadic fn, the trailing
+// arguments are gathered into the variadic slice.
+func explainArgs(ft reflect.Type, args []any) []reflect.Value {
+	n := ft.NumIn()
+	fixed := n
+	if ft.IsVariadic() {
+		fixed = n - 1
+	}
+	if len(args) < fixed || (!ft.IsVariadic() && len(args) != n) {
+		throw("Explain", nil, "pass one argument per parameter", "%d arguments for %d parameters", len(args), n)
+	}
+	arg := func(i int, a any, t reflect.Type) reflect.Value {
+		if a == nil {
+			switch t.Kind() {
+			case reflect.Pointer, reflect.Slice:
+				return reflect.Zero(t)
+			}
+			throw("Explain", nil, "pass a value for every parameter", "argument %d is nil, but the parameter is a %v", i, t)
+		}
+		v := reflect.ValueOf(a)
+		if !v.Type().AssignableTo(t) {
+			throw("Explain", nil, "pass arguments of the parameters' types", "argument %d is a %v, the parameter a %v", i, v.Type(), t)
+		}
+		return v
+	}
+	in := make([]reflect.Value, n)
+	for i := range fixed {
+		in[i] = arg(i, args[i], ft.In(i))
+	}
+	if ft.IsVariadic() {
+		st := ft.In(n - 1)
+		rest := reflect.MakeSlice(st, len(args)-fixed, len(args)-fixed)
+		for i, a := range args[fixed:] {
+			rest.Index(i).Set(arg(fixed+i, a, st.Elem()))
+		}
+		in[n-1] = rest
+	}
+	return in
 }

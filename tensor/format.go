@@ -21,6 +21,7 @@ const (
 // String returns t as PyTorch prints it, e.g. "tensor([1., 2.])". Tensors
 // of more than 1000 elements are summarised with "...".
 func (t *Tensor) String() string {
+	t.must("String")
 	if t.px != nil {
 		return t.materialize("String").String()
 	}

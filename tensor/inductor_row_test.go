@@ -351,7 +351,7 @@ func TestInductorLayoutFromCache(t *testing.T) {
 	for i, c := range []**kcache.Cache{&first, &second} {
 		*c = kcache.Open(dir)
 		name := fmt.Sprint("inductor-process-", i)
-		captureBackend(name, program.Config{Cache: *c})
+		captureBackend(name, program.Config{Artifacts: array.NewArtifacts(*c, "")})
 		a, b := Compile(f, WithBackend(name))(x, w)
 		ea, eb := f(x, w)
 		nearValues(t, fmt.Sprint("layer norm, process ", i), a, ea)

@@ -14,8 +14,7 @@ import (
 	"unsafe"
 
 	"gocompile/array"
-
-	"github.com/sbinet/npyio"
+	"gocompile/ir"
 )
 
 // NumPy .npy files (https://numpy.org/devdocs/reference/generated/numpy.lib.format.html).
@@ -42,8 +41,12 @@ import (
 // its reader panics on malformed headers (no newline, keys out of order),
 // trusts the header length of untrusted input and has no float16, and its
 // writer only writes 1-d arrays with a header that is not padded to 64
-// bytes. The package takes npyio's Magic and the tests use npyio as an
-// independent implementation to check files against.
+// bytes. Only the tests use npyio, as an independent implementation to
+// check files against: importing it for its magic number would link its
+// npz, gonum/mat and LAPACK dependencies into every program.
+
+// npyMagic starts every .npy file.
+var npyMagic = [6]byte{0x93, 'N', 'U', 'M', 'P', 'Y'}
 
 // npyMaxHeader bounds the header of a file we read; NumPy itself refuses
 // headers over 10000 bytes unless told otherwise.
@@ -55,6 +58,9 @@ const npyAlign = 64
 // ReadNPY reads one array in NumPy .npy format from r and returns it as a
 // tensor on the default device.
 func ReadNPY(r io.Reader) (*Tensor, error) {
+	if r == nil {
+		return nil, errors.New("npy: nil reader")
+	}
 	return readNPY(r, serRemaining(r))
 }
 
@@ -77,8 +83,8 @@ func LoadNPY(path string) (*Tensor, error) {
 // is copied to the host first. BFloat16, which NumPy lacks, is written as
 // float32.
 func WriteNPY(w io.Writer, t *Tensor) error {
-	if t == nil {
-		return errors.New("npy: cannot write a nil tensor")
+	if err := serCheckWrite(w, t); err != nil {
+		return fmt.Errorf("npy: %w", err)
 	}
 	if t.px != nil {
 		t = t.materialize("WriteNPY")
@@ -143,7 +149,7 @@ func npyHeader(descr string, fortran bool, shape []int) []byte {
 	total := padded(prefix)
 	hlen := total - prefix
 	out := make([]byte, 0, total)
-	out = append(out, npyio.Magic[:]...)
+	out = append(out, npyMagic[:]...)
 	out = append(out, major, 0)
 	if major == 1 {
 		out = binary.LittleEndian.AppendUint16(out, uint16(hlen))
@@ -232,7 +238,7 @@ func readNPY(r io.Reader, avail int64) (*Tensor, error) {
 	if _, err := io.ReadFull(r, pre[:]); err != nil {
 		return nil, fmt.Errorf("npy: reading the magic: %w", serNoEOF(err))
 	}
-	if [6]byte(pre[:6]) != npyio.Magic {
+	if [6]byte(pre[:6]) != npyMagic {
 		return nil, fmt.Errorf("npy: not a .npy file (magic %q, want \"\\x93NUMPY\")", pre[:6])
 	}
 	major, minor := pre[6], pre[7]
@@ -273,9 +279,10 @@ func readNPY(r io.Reader, avail int64) (*Tensor, error) {
 	if err != nil {
 		return nil, err
 	}
-	n, ok := serNumel(h.shape, nt.dt.Size())
+	n, ok := serNumel(h.shape)
 	if !ok {
-		return nil, fmt.Errorf("npy: shape %v of %s is too large", h.shape, h.descr)
+		return nil, fmt.Errorf("npy: shape %s of %s is too large (at most %d dims, %d elements)",
+			npyTruncate(fmt.Sprint(h.shape)), h.descr, serMaxRank, ir.MaxNumel)
 	}
 	if avail >= 0 {
 		avail -= consumed
@@ -475,27 +482,32 @@ func (p *npyParser) tuple() ([]int, bool) {
 
 // --- helpers shared with safetensors.go ---
 
-// serNumel is the number of elements of shape, or false if it or its
-// size in bytes (esize per element) overflows an int.
-func serNumel(shape []int, esize int) (int, bool) {
-	n := 1
-	for _, d := range shape {
-		if d < 0 {
-			return 0, false
-		}
-		if d == 0 {
-			n = 0
-			continue
-		}
-		if n > math.MaxInt/d {
-			return 0, false
-		}
-		n *= d
+// serMaxRank bounds the number of dims of a tensor read from a file, as
+// NumPy's NPY_MAXDIMS does: a header of a few bytes per dim could
+// otherwise declare millions of them.
+const serMaxRank = 64
+
+// serCheckWrite reports why t cannot be written to w, if it cannot.
+func serCheckWrite(w io.Writer, t *Tensor) error {
+	switch {
+	case w == nil:
+		return errors.New("nil writer")
+	case t == nil:
+		return errors.New("cannot write a nil tensor")
+	case t.v == nil:
+		return errors.New("cannot write a zero Tensor{}: it has no storage")
 	}
-	if n > math.MaxInt/esize {
+	return nil
+}
+
+// serNumel is the number of elements of shape, or false if it has too
+// many dims, a negative size or more elements than a tensor may hold
+// (ir.MaxNumel, whose size in bytes fits in an int).
+func serNumel(shape []int) (int, bool) {
+	if len(shape) > serMaxRank {
 		return 0, false
 	}
-	return n, true
+	return ir.CheckedNumel(shape)
 }
 
 // serRemaining is how many bytes r can still deliver, or -1 if it cannot
@@ -541,6 +553,9 @@ func serReadElements(r io.Reader, dt DType, n int, bigEndian bool, avail int64) 
 	if avail >= 0 && nbytes > avail {
 		return nil, fmt.Errorf("need %d bytes of data but only %d remain (truncated file?)", nbytes, avail)
 	}
+	if err := array.AllocError("read", dt, []int{n}); err != nil { // allocData would panic
+		return nil, err
+	}
 	var data any
 	if avail < 0 && nbytes > serBigAlloc {
 		buf, err := io.ReadAll(io.LimitReader(r, nbytes))
@@ -573,6 +588,23 @@ func serReadElements(r io.Reader, dt DType, n int, bigEndian bool, avail int64) 
 		}
 	}
 	return data, nil
+}
+
+// serReadBytes reads exactly n bytes. Unless the reader is known to hold
+// them (checked), a large n is not allocated up front: the buffer grows
+// with the data that actually arrives, so a header that lies costs
+// memory in proportion to the input.
+func serReadBytes(r io.Reader, n int64, checked bool) ([]byte, error) {
+	if checked || n <= 1<<20 {
+		buf := make([]byte, n)
+		_, err := io.ReadFull(r, buf)
+		return buf, err
+	}
+	buf, err := io.ReadAll(io.LimitReader(r, n))
+	if err == nil && int64(len(buf)) != n {
+		err = io.ErrUnexpectedEOF
+	}
+	return buf, err
 }
 
 // serToDefault moves a freshly read CPU tensor to the default device,

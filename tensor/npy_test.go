@@ -480,6 +480,9 @@ func TestNPYSaveLoad(t *testing.T) {
 // npyio is an independent implementation of the format: files it writes
 // read here, and files written here read with it.
 func TestNPYWithNpyio(t *testing.T) {
+	if npyMagic != npyio.Magic {
+		t.Fatalf("magic %q, npyio's %q", npyMagic, npyio.Magic)
+	}
 	var buf bytes.Buffer
 	if err := npyio.Write(&buf, []float64{1.5, -2, 3}); err != nil {
 		t.Fatal(err)
@@ -662,10 +665,26 @@ func FuzzReadNPY(f *testing.F) {
 	f.Add(npyFile(1, "{'descr': '>i4', 'fortran_order': True, 'shape': (2, 2), }", []byte{0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0, 4}))
 	f.Add(npyFile(2, "{'descr': '<f4', 'fortran_order': False, 'shape': (), }", le32(1)))
 	f.Add(npyFile(1, "{'descr': '|b1', 'fortran_order': True, 'shape': (2, 0, 3), }", nil))
+	// Malformed: truncated, lying about sizes, overflowing.
+	good := npyGolden()
+	f.Add(good[:len(good)-3])
+	f.Add(good[:12])
+	f.Add(append([]byte("\x93NUMPY\x02\x00"), 0xff, 0xff, 0xff, 0x7f))
+	f.Add(npyFile(1, "{'descr': '<f8', 'fortran_order': False, 'shape': (1000000000,)}", le32(1, 2)))
+	f.Add(npyFile(1, "{'descr': '<f4', 'fortran_order': True, 'shape': (4294967296, 4294967297)}", le32(1)))
+	f.Add(npyFile(1, "{'descr': '<i4', 'fortran_order': False, 'shape': (1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1)}", le32(1)))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		x, err := ReadNPY(bytes.NewReader(data))
+		// A reader that cannot tell its length reads the same, or fails too.
+		xs, errStream := ReadNPY(onlyReader{bytes.NewReader(data)})
+		if (err == nil) != (errStream == nil) {
+			t.Fatalf("sized reader: %v; stream: %v", err, errStream)
+		}
 		if err != nil {
 			return
+		}
+		if !bytes.Equal(serBits(x), serBits(xs)) || !slices.Equal(x.Shape(), xs.Shape()) || x.DType() != xs.DType() {
+			t.Fatal("the stream read another tensor")
 		}
 		// What reads must write and read back the same.
 		var buf bytes.Buffer

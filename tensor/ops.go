@@ -156,6 +156,7 @@ func Where(cond, x, y *Tensor) *Tensor { return apply(ir.OpWhere, ir.Attrs{}, co
 // Clamp limits t to [lo, hi]; pass math.Inf(-1) or math.Inf(1) to leave a
 // side open. NaN propagates; if lo > hi every element becomes hi.
 func (t *Tensor) Clamp(lo, hi float64) *Tensor {
+	t.must("Clamp")
 	switch {
 	case math.IsInf(lo, -1) && math.IsInf(hi, 1):
 		return apply(ir.OpCast, ir.Attrs{DType: t.dtype()}, t)
@@ -177,6 +178,7 @@ func (t *Tensor) MaskedFill(mask *Tensor, value float64) *Tensor {
 // itself when nothing changes. Floating to integer truncates toward zero;
 // any type to Bool tests for non-zero; see ToDevice for moves.
 func (t *Tensor) To(target Target) *Tensor {
+	t.must("To")
 	switch target := target.(type) {
 	case Device:
 		return t.ToDevice(target)
@@ -186,7 +188,9 @@ func (t *Tensor) To(target Target) *Tensor {
 		}
 		return apply(ir.OpCast, ir.Attrs{DType: target}, t)
 	}
-	panic("tensor: To of an unknown target") // ir.Target has no other implementations
+	// ir.Target has no other implementations: only a nil interface is left.
+	throw("To", []*Tensor{t}, "pass a DType or a Device", "the target is nil")
+	return nil
 }
 
 func (t *Tensor) reduction(op *ir.Op, keepDim bool, dims []int) *Tensor {
@@ -222,19 +226,27 @@ func (t *Tensor) MinKeepDim(dims ...int) *Tensor { return t.reduction(ir.OpAMin,
 
 // ArgMax returns the Int64 index of the first maximum along dim.
 func (t *Tensor) ArgMax(dim int, keepDim bool) *Tensor {
+	t.must("ArgMax")
 	return t.reduction(ir.OpArgMax, keepDim, []int{t.normDim("ArgMax", dim)})
 }
 
 // ArgMin returns the Int64 index of the first minimum along dim.
 func (t *Tensor) ArgMin(dim int, keepDim bool) *Tensor {
+	t.must("ArgMin")
 	return t.reduction(ir.OpArgMin, keepDim, []int{t.normDim("ArgMin", dim)})
 }
 
 // ArgMaxAll returns the index of the first maximum of the flattened tensor.
-func (t *Tensor) ArgMaxAll() *Tensor { return t.Reshape(-1).ArgMax(0, false) }
+func (t *Tensor) ArgMaxAll() *Tensor {
+	t.must("ArgMaxAll")
+	return t.Reshape(-1).ArgMax(0, false)
+}
 
 // ArgMinAll returns the index of the first minimum of the flattened tensor.
-func (t *Tensor) ArgMinAll() *Tensor { return t.Reshape(-1).ArgMin(0, false) }
+func (t *Tensor) ArgMinAll() *Tensor {
+	t.must("ArgMinAll")
+	return t.Reshape(-1).ArgMin(0, false)
+}
 
 // Var is the variance over dims (every dim if dims is empty) with the given
 // correction: 1 is the unbiased estimator (PyTorch's default), 0 the

@@ -109,8 +109,11 @@ func (tr *tracer) record(op *ir.Op, a ir.Attrs, args []ir.Value) *Tensor {
 	for i, v := range args {
 		switch v := v.(type) {
 		case *Tensor:
-			if v == nil {
-				throw(op.Title, nil, "pass a tensor", "operand %d is a nil *Tensor", i)
+			switch {
+			case v == nil:
+				throw(op.Title, nil, fixTensor, "operand %d is a nil *Tensor", i)
+			case v.v == nil:
+				throw(op.Title, nil, fixTensor, "operand %d is a zero Tensor{}, which has no storage", i)
 			}
 			nodeArgs[i] = tr.nodeOf(v, loc)
 		default:

@@ -5,6 +5,7 @@ package tensor
 
 // Float32s returns the elements as float32.
 func (t *Tensor) Float32s() []float32 {
+	t.must("Float32s")
 	if t.px != nil {
 		return t.materialize("Float32s").Float32s()
 	}
@@ -13,6 +14,7 @@ func (t *Tensor) Float32s() []float32 {
 
 // Float64s returns the elements as float64.
 func (t *Tensor) Float64s() []float64 {
+	t.must("Float64s")
 	if t.px != nil {
 		return t.materialize("Float64s").Float64s()
 	}
@@ -22,6 +24,7 @@ func (t *Tensor) Float64s() []float64 {
 // Int64s returns the elements as int64 (floating values truncate toward
 // zero).
 func (t *Tensor) Int64s() []int64 {
+	t.must("Int64s")
 	if t.px != nil {
 		return t.materialize("Int64s").Int64s()
 	}
@@ -30,6 +33,7 @@ func (t *Tensor) Int64s() []int64 {
 
 // Bools returns the elements as bool (non-zero is true).
 func (t *Tensor) Bools() []bool {
+	t.must("Bools")
 	if t.px != nil {
 		return t.materialize("Bools").Bools()
 	}
@@ -38,6 +42,7 @@ func (t *Tensor) Bools() []bool {
 
 // Item returns the value of a one-element tensor as a float64.
 func (t *Tensor) Item() float64 {
+	t.must("Item")
 	if t.px != nil {
 		return t.materialize("Item").Item()
 	}

@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"gocompile/array"
+	"gocompile/ir"
 )
 
 // The safetensors format (https://github.com/huggingface/safetensors): an
@@ -84,6 +85,9 @@ func LoadSafetensors(path string) (map[string]*Tensor, map[string]string, error)
 // and offsets (within the data, matching dtype × shape, not overlapping).
 // Unused gaps between tensors are allowed and skipped.
 func ReadSafetensors(r io.Reader) (map[string]*Tensor, map[string]string, error) {
+	if r == nil {
+		return nil, nil, errors.New("safetensors: nil reader")
+	}
 	return readSafetensors(r, serRemaining(r))
 }
 
@@ -106,8 +110,8 @@ func readSafetensors(r io.Reader, avail int64) (map[string]*Tensor, map[string]s
 	if avail >= 0 && int64(n) > avail-8 {
 		return nil, nil, fmt.Errorf("safetensors: header length %d but only %d bytes follow", n, max(avail-8, 0))
 	}
-	hdr := make([]byte, n)
-	if _, err := io.ReadFull(r, hdr); err != nil {
+	hdr, err := serReadBytes(r, int64(n), avail >= 0)
+	if err != nil {
 		return nil, nil, fmt.Errorf("safetensors: reading the %d-byte header: %w", n, serNoEOF(err))
 	}
 	items, md, err := parseSTHeader(hdr)
@@ -159,8 +163,8 @@ func parseSTHeader(hdr []byte) ([]stItem, map[string]string, error) {
 	if trimmed := bytes.TrimLeft(hdr, " \t\r\n"); len(trimmed) == 0 || trimmed[0] != '{' {
 		return nil, nil, errors.New("safetensors: the header is not a JSON object")
 	}
-	var raw map[string]json.RawMessage
-	if err := json.Unmarshal(hdr, &raw); err != nil {
+	raw, err := stFields(hdr)
+	if err != nil {
 		return nil, nil, fmt.Errorf("safetensors: bad JSON header: %w", err)
 	}
 	md := map[string]string{}
@@ -192,9 +196,10 @@ func parseSTHeader(hdr []byte) ([]stItem, map[string]string, error) {
 		if begin < 0 || end < begin {
 			return nil, nil, fmt.Errorf("safetensors: tensor %q: invalid data_offsets [%d, %d]", name, begin, end)
 		}
-		numel, ok := serNumel(e.Shape, dt.Size())
+		numel, ok := serNumel(e.Shape)
 		if !ok {
-			return nil, nil, fmt.Errorf("safetensors: tensor %q: invalid or too large shape %v", name, e.Shape)
+			return nil, nil, fmt.Errorf("safetensors: tensor %q: invalid or too large shape %s (at most %d dims, %d elements)",
+				name, npyTruncate(fmt.Sprint(e.Shape)), serMaxRank, ir.MaxNumel)
 		}
 		if want := int64(numel) * int64(dt.Size()); end-begin != want {
 			return nil, nil, fmt.Errorf("safetensors: tensor %q: data_offsets [%d, %d] hold %d bytes but %s %v needs %d",
@@ -220,6 +225,42 @@ func parseSTHeader(hdr []byte) ([]stItem, map[string]string, error) {
 	return items, md, nil
 }
 
+// stFields decodes the header's top-level object, refusing a name that
+// appears twice (json.Unmarshal would keep the last entry silently, and
+// two readers of the file could disagree on which tensor it holds).
+func stFields(hdr []byte) (map[string]json.RawMessage, error) {
+	dec := json.NewDecoder(bytes.NewReader(hdr))
+	if _, err := dec.Token(); err != nil { // the '{', checked by the caller
+		return nil, err
+	}
+	fields := map[string]json.RawMessage{}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return nil, err
+		}
+		name, ok := t.(string)
+		if !ok {
+			return nil, fmt.Errorf("expected a name, got %v", t)
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil, err
+		}
+		if _, dup := fields[name]; dup {
+			return nil, fmt.Errorf("%q appears twice", name)
+		}
+		fields[name] = v
+	}
+	if _, err := dec.Token(); err != nil { // the '}'
+		return nil, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errors.New("text after the object")
+	}
+	return fields, nil
+}
+
 func cmpInt64(a, b int64) int {
 	switch {
 	case a < b:
@@ -243,13 +284,16 @@ func SaveSafetensors(path string, tensors map[string]*Tensor, metadata map[strin
 // multiple of 8 bytes, as the reference implementation does. Tensors on a
 // GPU are copied to the host first.
 func WriteSafetensors(w io.Writer, tensors map[string]*Tensor, metadata map[string]string) error {
+	if w == nil {
+		return errors.New("safetensors: nil writer")
+	}
 	names := make([]string, 0, len(tensors))
 	for name, t := range tensors {
 		if name == stMetadataKey {
 			return fmt.Errorf("safetensors: %q cannot name a tensor", name)
 		}
-		if t == nil {
-			return fmt.Errorf("safetensors: tensor %q is nil", name)
+		if err := serCheckWrite(w, t); err != nil {
+			return fmt.Errorf("safetensors: tensor %q: %w", name, err)
 		}
 		if !utf8.ValidString(name) {
 			return fmt.Errorf("safetensors: tensor name %q is not valid UTF-8", name)

@@ -385,10 +385,28 @@ func FuzzReadSafetensors(f *testing.F) {
 	}
 	f.Add(stFile(`{"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]},"b":{"dtype":"I32","shape":[1],"data_offsets":[0,4]}}`, le32(1, 2)))
 	f.Add(stFile(`{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}}`, le32(1, 2, 3)))
+	// Malformed: lying about sizes and offsets, duplicate names, truncated.
+	f.Add(stFile(`{"a":{"dtype":"F64","shape":[1000000000],"data_offsets":[0,8000000000]}}`, le32(1, 2)))
+	f.Add(stFile(`{"a":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,0]}}`, nil))
+	f.Add(stFile(`{"a":{"dtype":"F32","shape":[1],"data_offsets":[-4,0]}}`, le32(1)))
+	f.Add(stFile(`{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}}`, le32(1, 2)))
+	f.Add(binary.LittleEndian.AppendUint64(nil, 1<<62))
+	f.Add(stFile(`{"__metadata__":{"a":"b"},"t":{"dtype":"BF16","shape":[],"data_offsets":[0,2]}}`, []byte{1}))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		ts, md, err := ReadSafetensors(bytes.NewReader(data))
+		// A reader that cannot tell its length reads the same, or fails too.
+		tsStream, _, errStream := ReadSafetensors(onlyReader{bytes.NewReader(data)})
+		if (err == nil) != (errStream == nil) {
+			t.Fatalf("sized reader: %v; stream: %v", err, errStream)
+		}
 		if err != nil {
 			return
+		}
+		for name, x := range ts {
+			y := tsStream[name]
+			if y == nil || !bytes.Equal(serBits(x), serBits(y)) || !slices.Equal(x.Shape(), y.Shape()) || x.DType() != y.DType() {
+				t.Fatalf("the stream read another tensor %q", name)
+			}
 		}
 		// What reads must write and read back the same.
 		var buf bytes.Buffer

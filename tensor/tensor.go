@@ -80,6 +80,7 @@ func arrays(args []ir.Value) []ir.Value {
 
 // Shape returns a copy of the tensor's sizes.
 func (t *Tensor) Shape() []int {
+	t.must("Shape")
 	if t.px != nil && t.px.tr.onShapeRead != nil {
 		t.px.tr.onShapeRead(t.v.Shape()) // fn may compute with these numbers
 	}
@@ -87,25 +88,44 @@ func (t *Tensor) Shape() []int {
 }
 
 // Strides returns a copy of the tensor's strides, in elements.
-func (t *Tensor) Strides() []int { return append([]int(nil), t.v.Strides()...) }
+func (t *Tensor) Strides() []int {
+	t.must("Strides")
+	return append([]int(nil), t.v.Strides()...)
+}
 
 // Offset is the index of the tensor's first element in its storage.
-func (t *Tensor) Offset() int { return t.v.Offset() }
+func (t *Tensor) Offset() int {
+	t.must("Offset")
+	return t.v.Offset()
+}
 
 // DType returns the element type.
-func (t *Tensor) DType() DType { return t.v.DType() }
+func (t *Tensor) DType() DType {
+	t.must("DType")
+	return t.v.DType()
+}
 
 // Device returns where the tensor's storage lives.
-func (t *Tensor) Device() Device { return t.v.Device() }
+func (t *Tensor) Device() Device {
+	t.must("Device")
+	return t.v.Device()
+}
 
 // Dim is the number of dimensions (the rank).
-func (t *Tensor) Dim() int { return len(t.v.Shape()) }
+func (t *Tensor) Dim() int {
+	t.must("Dim")
+	return len(t.v.Shape())
+}
 
 // Numel is the number of elements.
-func (t *Tensor) Numel() int { return t.v.Numel() }
+func (t *Tensor) Numel() int {
+	t.must("Numel")
+	return t.v.Numel()
+}
 
 // Size returns the size of dim d (negative d counts from the end).
 func (t *Tensor) Size(d int) int {
+	t.must("Size")
 	d = t.normDim("Size", d)
 	shape := t.v.Shape()
 	if len(shape) == 0 {
@@ -119,10 +139,16 @@ func (t *Tensor) Size(d int) int {
 
 // IsContiguous reports whether the elements are laid out in row-major order
 // without gaps.
-func (t *Tensor) IsContiguous() bool { return t.v.IsContiguous() }
+func (t *Tensor) IsContiguous() bool {
+	t.must("IsContiguous")
+	return t.v.IsContiguous()
+}
 
 // SharesStorage reports whether t and u are views of the same storage.
-func (t *Tensor) SharesStorage(u *Tensor) bool { return t.v.SharesStorage(u.v) }
+func (t *Tensor) SharesStorage(u *Tensor) bool {
+	mustOperands("SharesStorage", t, u)
+	return t.v.SharesStorage(u.v)
+}
 
 // shape, strides and dtype read the array's metadata without copying.
 func (t *Tensor) shape() []int   { return t.v.Shape() }

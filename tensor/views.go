@@ -17,6 +17,7 @@ func (t *Tensor) View(shape ...int) *Tensor {
 // Reshape returns t under a new shape (one size may be -1): a view when the
 // layout allows, as View, otherwise a contiguous copy.
 func (t *Tensor) Reshape(shape ...int) *Tensor {
+	t.must("Reshape")
 	newShape, err := ir.InferShape("Reshape", t.shape(), shape)
 	check(err, "Reshape", t)
 	if _, ok := ir.ViewStrides(t.shape(), t.strides(), newShape); ok {
@@ -28,6 +29,7 @@ func (t *Tensor) Reshape(shape ...int) *Tensor {
 // Flatten merges dims start through end (inclusive; negative counts from
 // the end) into one.
 func (t *Tensor) Flatten(start, end int) *Tensor {
+	t.must("Flatten")
 	if len(t.shape()) == 0 {
 		return t.Reshape(1)
 	}
@@ -48,6 +50,7 @@ func (t *Tensor) Transpose(d0, d1 int) *Tensor {
 
 // T transposes the last two dims (a 1-D tensor is returned as is).
 func (t *Tensor) T() *Tensor {
+	t.must("T")
 	if len(t.shape()) < 2 {
 		return t
 	}
@@ -66,7 +69,10 @@ func (t *Tensor) Expand(shape ...int) *Tensor {
 }
 
 // ExpandAs expands t to u's shape.
-func (t *Tensor) ExpandAs(u *Tensor) *Tensor { return t.Expand(u.shape()...) }
+func (t *Tensor) ExpandAs(u *Tensor) *Tensor {
+	mustOperands("ExpandAs", t, u)
+	return t.Expand(u.shape()...)
+}
 
 // Squeeze removes the given dims if they have size 1 (all size-1 dims when
 // none are given).
@@ -89,20 +95,30 @@ func (t *Tensor) Slice(dim, start, stop, step int) *Tensor {
 // Narrow returns length elements from start along dim; unlike Slice, the
 // range must lie inside the dim.
 func (t *Tensor) Narrow(dim, start, length int) *Tensor {
+	t.must("Narrow")
+	if len(t.shape()) == 0 {
+		throw("Narrow", []*Tensor{t}, "Unsqueeze a scalar first", "cannot narrow a scalar")
+	}
 	d := t.normDim("Narrow", dim)
 	size := t.Size(d)
-	if start < 0 {
-		start += size
+	from := start
+	if from < 0 {
+		from += size
 	}
-	if start < 0 || length < 0 || start+length > size {
+	if from < 0 || from > size || length < 0 || length > size-from { // no overflow in from+length
 		throw("Narrow", []*Tensor{t}, "keep start and start+length within the dim",
-			"range [%d, %d) is outside dim %d of size %d", start, start+length, dim, size)
+			"start %d and length %d leave dim %d of size %d", start, length, dim, size)
 	}
+	start = from
 	return t.Slice(d, start, start+length, 1)
 }
 
 // Select returns the slice at index along dim, with that dim removed.
 func (t *Tensor) Select(dim, index int) *Tensor {
+	t.must("Select")
+	if len(t.shape()) == 0 {
+		throw("Select", []*Tensor{t}, "a scalar has no dims to select from; use Item or At()", "cannot select from a scalar")
+	}
 	d := t.normDim("Select", dim)
 	size := t.Size(d)
 	if index < -size || index >= size {
@@ -117,17 +133,23 @@ func (t *Tensor) Select(dim, index int) *Tensor {
 // Split cuts t along dim into views of the given sizes, which must add up
 // to the dim's size.
 func (t *Tensor) Split(sizes []int, dim int) []*Tensor {
+	t.must("Split")
 	d := t.normDim("Split", dim)
+	size := t.Size(d)
 	total := 0
 	for _, s := range sizes {
 		if s < 0 {
 			throw("Split", []*Tensor{t}, "sizes must be non-negative", "size %d in %v", s, sizes)
 		}
+		if s > size-total { // stop before the sum can overflow
+			throw("Split", []*Tensor{t}, "give sizes that add up to the dim's size, or use Chunk",
+				"sizes %v add up to more than dim %d's size %d", sizes, dim, size)
+		}
 		total += s
 	}
-	if total != t.Size(d) {
+	if total != size {
 		throw("Split", []*Tensor{t}, "give sizes that add up to the dim's size, or use Chunk",
-			"sizes %v add up to %d, dim %d has size %d", sizes, total, dim, t.Size(d))
+			"sizes %v add up to %d, dim %d has size %d", sizes, total, dim, size)
 	}
 	out := make([]*Tensor, len(sizes))
 	at := 0
@@ -141,6 +163,7 @@ func (t *Tensor) Split(sizes []int, dim int) []*Tensor {
 // Chunk cuts t along dim into views of size chunk (the last may be
 // smaller), like torch.split with an integer.
 func (t *Tensor) Chunk(chunk, dim int) []*Tensor {
+	t.must("Chunk")
 	if chunk <= 0 {
 		throw("Chunk", []*Tensor{t}, "use a positive chunk size", "chunk size %d", chunk)
 	}

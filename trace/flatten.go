@@ -18,6 +18,32 @@ import (
 type Leaves struct {
 	Tensors []reflect.Value // values of the leaf type, in walk order
 	Scalars []float64       // scalar values, in walk order
+	// Structure is what else the walk met, in walk order: the length of
+	// each slice (-1 if nil) and, for each pointer to a struct, 1 or -1 if
+	// nil. Values with the same leaf counts can differ here: []{a}, []{b, c}
+	// against []{a, b}, []{c}.
+	Structure []int
+
+	path map[walkKey]bool // slices and pointers being walked: a cycle is an error
+}
+
+type walkKey struct {
+	p unsafe.Pointer
+	t reflect.Type
+}
+
+// enter marks the slice or pointer v as being walked, or reports that it
+// already is (v is reachable from itself).
+func (l *Leaves) enter(v reflect.Value) (walkKey, error) {
+	k := walkKey{v.UnsafePointer(), v.Type()}
+	if l.path == nil {
+		l.path = map[walkKey]bool{}
+	}
+	if l.path[k] {
+		return k, fmt.Errorf("unsupported cyclic value of type %v: it contains itself", v.Type())
+	}
+	l.path[k] = true
+	return k, nil
 }
 
 // Flatten appends the leaves of v to l.
@@ -40,7 +66,31 @@ func Flatten(v reflect.Value, leaf reflect.Type, l *Leaves) error {
 		l.Scalars = append(l.Scalars, float64(v.Uint()))
 	case reflect.Float32, reflect.Float64:
 		l.Scalars = append(l.Scalars, v.Float())
-	case reflect.Slice, reflect.Array:
+	case reflect.Slice:
+		if v.Len() == 0 { // no element to reject: check their type
+			if err := CheckType(v.Type().Elem(), leaf); err != nil {
+				return err
+			}
+		}
+		if v.IsNil() {
+			l.Structure = append(l.Structure, -1)
+			return nil
+		}
+		l.Structure = append(l.Structure, v.Len())
+		if v.Len() == 0 {
+			return nil
+		}
+		k, err := l.enter(v)
+		if err != nil {
+			return err
+		}
+		defer delete(l.path, k)
+		for i := range v.Len() {
+			if err := Flatten(v.Index(i), leaf, l); err != nil {
+				return err
+			}
+		}
+	case reflect.Array:
 		for i := range v.Len() {
 			if err := Flatten(v.Index(i), leaf, l); err != nil {
 				return err
@@ -60,17 +110,62 @@ func Flatten(v reflect.Value, leaf reflect.Type, l *Leaves) error {
 			}
 		}
 	case reflect.Pointer:
-		if v.IsNil() {
-			return nil
-		}
-		if v.Elem().Kind() != reflect.Struct {
+		if v.Type().Elem().Kind() != reflect.Struct {
 			return fmt.Errorf("unsupported pointer type %v", v.Type())
 		}
+		if v.IsNil() {
+			l.Structure = append(l.Structure, -1)
+			return nil
+		}
+		l.Structure = append(l.Structure, 1)
+		k, err := l.enter(v)
+		if err != nil {
+			return err
+		}
+		defer delete(l.path, k)
 		return Flatten(v.Elem(), leaf, l)
 	default:
 		return fmt.Errorf("unsupported type %v: compiled functions take tensors, slices and structs of them, and numbers", v.Type())
 	}
 	return nil
+}
+
+// CheckType reports an error if a value of type t may hold something
+// Flatten rejects, so that a function's signature can be checked before it
+// is called. It accepts exactly the types Flatten walks.
+func CheckType(t, leaf reflect.Type) error {
+	return checkType(t, leaf, map[reflect.Type]bool{})
+}
+
+func checkType(t, leaf reflect.Type, seen map[reflect.Type]bool) error {
+	if t == leaf {
+		return nil
+	}
+	switch t.Kind() {
+	case reflect.Bool, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr,
+		reflect.Float32, reflect.Float64:
+		return nil
+	case reflect.Slice, reflect.Array:
+		return checkType(t.Elem(), leaf, seen)
+	case reflect.Struct:
+		if seen[t] { // a recursive type, checked further up
+			return nil
+		}
+		seen[t] = true
+		for i := range t.NumField() {
+			if err := checkType(t.Field(i).Type, leaf, seen); err != nil {
+				return fmt.Errorf("field %s: %w", t.Field(i).Name, err)
+			}
+		}
+		return nil
+	case reflect.Pointer:
+		if t.Elem().Kind() != reflect.Struct {
+			return fmt.Errorf("unsupported pointer type %v", t)
+		}
+		return checkType(t.Elem(), leaf, seen)
+	}
+	return fmt.Errorf("unsupported type %v: compiled functions take tensors, slices and structs of them, and numbers", t)
 }
 
 // Rebuild returns a copy of v (of type t) with its tensor leaves replaced,

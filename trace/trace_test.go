@@ -55,6 +55,10 @@ func TestFlattenRebuild(t *testing.T) {
 	if want := []float64{3, 6, 1, 0.5}; !reflect.DeepEqual(got.Scalars, want) {
 		t.Fatalf("scalars %v, want %v", got.Scalars, want)
 	}
+	// P is set, List has two entries, Nil is nil.
+	if want := []int{1, 2, -1}; !reflect.DeepEqual(got.Structure, want) {
+		t.Fatalf("structure %v, want %v", got.Structure, want)
+	}
 	k := 100
 	r := Rebuild(reflect.ValueOf(v), leafType, func() reflect.Value { k++; return reflect.ValueOf(&leaf{k}) }).Interface().(outer)
 	if r.In.T.id != 101 || r.In.hidden.id != 102 || r.P.T.id != 103 || r.List[1].id != 106 || r.Arr[1].id != 108 {
@@ -68,11 +72,40 @@ func TestFlattenRebuild(t *testing.T) {
 	}
 }
 
+type node struct {
+	T    *leaf
+	Next *node
+	Kids []node
+}
+
 func TestFlattenRejects(t *testing.T) {
-	for _, v := range []any{map[string]*leaf{}, "text", func() {}, make(chan int), new(int)} {
+	loop := &node{}
+	loop.Next = &node{Next: loop}
+	kids := make([]node, 1)
+	kids[0].Kids = kids
+	bad := []any{map[string]*leaf{}, "text", func() {}, make(chan int), new(int), (*int)(nil), struct{ S []string }{}}
+	cyclic := []any{loop, kids} // their types are fine, their values are not
+	for i, v := range append(bad, cyclic...) {
 		var l Leaves
 		err := Flatten(reflect.ValueOf(v), leafType, &l)
 		if err == nil || !strings.Contains(err.Error(), "unsupported") {
+			t.Errorf("%T: %v", v, err)
+		}
+		if typeErr := CheckType(reflect.TypeOf(v), leafType); (i < len(bad)) != (typeErr != nil) {
+			t.Errorf("%T: CheckType: %v", v, typeErr)
+		}
+	}
+	// A value shared by two fields is not a cycle.
+	shared := &node{T: &leaf{1}}
+	var l Leaves
+	if err := Flatten(reflect.ValueOf([]*node{shared, shared}), leafType, &l); err != nil || len(l.Tensors) != 2 {
+		t.Errorf("shared value: %v, %d leaves", err, len(l.Tensors))
+	}
+}
+
+func TestCheckTypeAccepts(t *testing.T) {
+	for _, v := range []any{outer{}, node{}, []*leaf{}, [3]float32{}, uint8(1), struct{ X [2]*leaf }{}} {
+		if err := CheckType(reflect.TypeOf(v), leafType); err != nil {
 			t.Errorf("%T: %v", v, err)
 		}
 	}

@@ -6,16 +6,25 @@
 //	kcache [-dir D] stats
 //	kcache [-dir D] prune -max-bytes N
 //	kcache [-dir D] clear
+//	kcache help [command]
 //
 // The directory defaults to $GOCOMPILE_CACHE_DIR, or gocompile in the
-// user's cache directory. list prints each entry's key, kind, size and
-// the time since it was last used, most recent first; stats sums them up;
-// prune removes the least recently used entries until the rest take at
-// most N bytes (N may end in K, M or G, powers of 1024); clear removes
-// every entry. Other processes may use the cache meanwhile.
+// user's cache directory; -dir may come before or after the command.
+//
+// list prints each entry's function and kernel, kind, size, the time since
+// it was last used and key, most recent first. The function is the
+// compiled function that stored the entry and the kernel what it holds
+// ("-" where none applies, "unknown" for entries stored before entries
+// recorded them). stats sums the entries up; prune removes the least
+// recently used entries until the rest take at most N bytes (N may end in
+// K, M or G, powers of 1024); clear removes every entry. Other processes
+// may use the cache meanwhile.
+//
+// -h, before or after a command, prints its usage.
 package main
 
 import (
+	"cmp"
 	"errors"
 	"flag"
 	"fmt"
@@ -35,65 +44,141 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-const usage = "usage: kcache [-dir D] list|stats|prune -max-bytes N|clear\n"
+const usage = `usage: kcache [-dir D] <command> [flags]
 
-// run runs the command with args and returns its exit status.
+Commands:
+  list    list the entries: function, kernel, kind, size, age and key
+  stats   sum the entries up, by kind
+  prune   remove the least recently used entries: prune -max-bytes N
+  clear   remove every entry
+  help    print this, or a command's usage: help <command>
+
+Flags, before or after the command:
+`
+
+// commandUsage is each command's usage, before its flags.
+var commandUsage = map[string]string{
+	"list": `usage: kcache list [-dir D]
+
+List the entries, most recently used first: the compiled function that
+stored each and the kernel it holds ("-" where none applies, "unknown" for
+entries stored before entries recorded them), its kind, size, age and key.
+
+Flags:
+`,
+	"stats": `usage: kcache stats [-dir D]
+
+Sum the entries up, by kind.
+
+Flags:
+`,
+	"prune": `usage: kcache prune [-dir D] -max-bytes N
+
+Remove the least recently used entries until the rest take at most N bytes.
+
+Flags:
+`,
+	"clear": `usage: kcache clear [-dir D]
+
+Remove every entry.
+
+Flags:
+`,
+}
+
+// run runs kcache with args and returns its exit status: 0, 1 when the
+// cache cannot be read or changed, or 2 for a bad command line.
 func run(args []string, stdout, stderr io.Writer) int {
-	fl := flag.NewFlagSet("kcache", flag.ContinueOnError)
-	fl.SetOutput(stderr)
-	fl.Usage = func() {
-		fmt.Fprint(stderr, usage)
-		fl.PrintDefaults()
+	var dir string
+	var maxBytes int64 = -1
+	// flags makes the flags of a command (the global ones for ""): -dir
+	// goes before or after the command.
+	flags := func(cmd string) *flag.FlagSet {
+		fl := flag.NewFlagSet(strings.TrimSpace("kcache "+cmd), flag.ContinueOnError)
+		fl.StringVar(&dir, "dir", dir, "use `D` as the cache directory (default $GOCOMPILE_CACHE_DIR, or gocompile in the user cache directory)")
+		if cmd == "prune" {
+			fl.Func("max-bytes", "keep at most `N` bytes of entries (N may end in K, M or G: powers of 1024)", func(s string) error {
+				n, err := parseSize(s)
+				maxBytes = n
+				return err
+			})
+		}
+		return fl
 	}
-	dir := fl.String("dir", "", "cache directory (default $GOCOMPILE_CACHE_DIR or the user cache directory's gocompile)")
-	if err := fl.Parse(args); err != nil {
+	// parse parses args into fl; done reports that the command line ends
+	// the run, with code: -h prints the usage to stdout, a bad flag prints
+	// the error and the usage to stderr.
+	parse := func(fl *flag.FlagSet, text string, args []string) (code int, done bool) {
+		fl.SetOutput(stderr)
+		fl.Usage = func() {} // printed below, where it belongs
+		switch err := fl.Parse(args); {
+		case errors.Is(err, flag.ErrHelp):
+			printUsage(stdout, fl, text)
+			return 0, true
+		case err != nil:
+			printUsage(stderr, fl, text)
+			return 2, true
+		}
+		return 0, false
+	}
+	global := flags("")
+	if code, done := parse(global, usage, args); done {
+		return code
+	}
+	if global.NArg() == 0 {
+		printUsage(stderr, global, usage)
 		return 2
 	}
-	if fl.NArg() == 0 {
-		fl.Usage()
+	cmd, rest := global.Arg(0), global.Args()[1:]
+	if cmd == "help" {
+		switch {
+		case len(rest) == 0:
+			printUsage(stdout, global, usage)
+			return 0
+		case len(rest) == 1 && commandUsage[rest[0]] != "":
+			printUsage(stdout, flags(rest[0]), commandUsage[rest[0]])
+			return 0
+		}
+		fmt.Fprintf(stderr, "kcache: help takes one command: %s\n\n", strings.Join(rest, " "))
+		printUsage(stderr, global, usage)
 		return 2
 	}
-	if *dir == "" {
+	text, ok := commandUsage[cmd]
+	if !ok {
+		fmt.Fprintf(stderr, "kcache: unknown command %q\n\n", cmd)
+		printUsage(stderr, global, usage)
+		return 2
+	}
+	fl := flags(cmd)
+	if code, done := parse(fl, text, rest); done {
+		return code
+	}
+	if fl.NArg() != 0 {
+		fmt.Fprintf(stderr, "kcache: %s takes no arguments: %s\n\n", cmd, strings.Join(fl.Args(), " "))
+		printUsage(stderr, fl, text)
+		return 2
+	}
+	if cmd == "prune" && maxBytes < 0 {
+		fmt.Fprintf(stderr, "kcache: prune needs -max-bytes\n\n")
+		printUsage(stderr, fl, text)
+		return 2
+	}
+	if dir == "" {
 		d, err := kcache.DefaultDir()
 		if err != nil {
 			fmt.Fprintln(stderr, "kcache:", err)
 			return 1
 		}
-		*dir = d
-	}
-	cmd, rest := fl.Arg(0), fl.Args()[1:]
-	var maxBytes int64 = -1
-	switch cmd {
-	case "list", "stats", "clear":
-		if len(rest) != 0 {
-			fmt.Fprintf(stderr, "kcache: %s takes no arguments\n%s", cmd, usage)
-			return 2
-		}
-	case "prune":
-		pf := flag.NewFlagSet("kcache prune", flag.ContinueOnError)
-		pf.SetOutput(stderr)
-		size := pf.String("max-bytes", "", "keep at most this many bytes of entries (suffixes K, M, G)")
-		if err := pf.Parse(rest); err != nil {
-			return 2
-		}
-		n, err := parseSize(*size)
-		if err != nil || pf.NArg() != 0 {
-			fmt.Fprintf(stderr, "kcache: prune needs -max-bytes N\n%s", usage)
-			return 2
-		}
-		maxBytes = n
-	default:
-		fmt.Fprintf(stderr, "kcache: unknown command %q\n%s", cmd, usage)
-		return 2
+		dir = d
 	}
 
 	// Opening creates the directory; looking at one that is not there
 	// should not.
-	if _, err := os.Stat(*dir); errors.Is(err, fs.ErrNotExist) {
-		fmt.Fprintf(stdout, "no cache in %s\n", *dir)
+	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		fmt.Fprintf(stdout, "no cache in %s\n", dir)
 		return 0
 	}
-	c := kcache.Open(*dir)
+	c := kcache.Open(dir)
 	var err error
 	switch cmd {
 	case "list":
@@ -119,22 +204,44 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// printUsage writes text and then fl's flags to w.
+func printUsage(w io.Writer, fl *flag.FlagSet, text string) {
+	fmt.Fprint(w, text)
+	fl.SetOutput(w)
+	fl.PrintDefaults()
+}
+
 func list(w io.Writer, c *kcache.Cache) error {
 	infos, err := c.Entries()
 	if err != nil {
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
-	fmt.Fprintln(tw, "KEY\tKIND\tSIZE\tAGE")
+	fmt.Fprintln(tw, "FUNCTION\tKERNEL\tKIND\tSIZE\tAGE\tKEY")
 	now := time.Now()
 	for _, info := range infos {
+		fn, name := labels(info)
 		kind := info.Kind
 		if info.Err != nil {
 			kind = "invalid: " + info.Err.Error()
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", info.Key, kind, formatSize(info.Size), formatAge(now.Sub(info.ModTime)))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", fn, name, kind, formatSize(info.Size), formatAge(now.Sub(info.ModTime)), info.Key)
 	}
 	return tw.Flush()
+}
+
+// labels returns what list shows of the function and kernel of an entry:
+// "unknown" for both when it records neither (it was stored before
+// entries recorded them, or it is unreadable), "-" for one it leaves
+// empty (a kernel of no compiled function, a layout of no one kernel).
+func labels(info kcache.EntryInfo) (fn, name string) {
+	if info.Func == "" && info.Name == "" {
+		return "unknown", "unknown"
+	}
+	fn, name = cmp.Or(info.Func, "-"), cmp.Or(info.Name, "-")
+	// A tab or newline would break the columns.
+	clean := strings.NewReplacer("\t", " ", "\n", " ")
+	return clean.Replace(fn), clean.Replace(name)
 }
 
 func stats(w io.Writer, c *kcache.Cache) error {

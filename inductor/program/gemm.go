@@ -57,7 +57,7 @@ func (p *inductorProgram) findEpilogues() {
 				// A single pointwise op (an activation alone) can be an
 				// epilogue too: it runs as a generated kernel.
 				if g, err := newGroupStep(t.r); err == nil {
-					g.cache, g.tune = p.cfg.Cache, p.cfg.Autotune
+					g.cache, g.tune = p.cfg.Artifacts, p.cfg.Autotune
 					t.group = g
 					for _, in := range g.inputs {
 						t.args = append(t.args, p.index[in.Node])
@@ -271,7 +271,7 @@ func gpuGemm(bc Config, tunedAt *sync.Map, dependent bool, q *array.LaunchQueue,
 		}
 		gx, gy, gz := cfg.Grid(m, n)
 		var err error
-		array.KernelOrQueue(q, g, bc.Cache, kern.Name(), kern.Source, func(fn *cuda.Function) {
+		array.KernelOrQueue(q, g, bc.Artifacts, kern.Name(), kern.Source, func(fn *cuda.Function) {
 			grid, block := cuda.Dim3{X: uint32(gx), Y: uint32(gy), Z: uint32(gz)}, cuda.Dim3{X: uint32(cfg.Threads()), Y: 1, Z: 1}
 			// Only into a captured graph: there the kernel ahead is this
 			// program's own, recorded by the goroutine that holds the
@@ -314,8 +314,8 @@ func gpuGemm(bc Config, tunedAt *sync.Map, dependent bool, q *array.LaunchQueue,
 		}
 		kern.Config = inductor.GemmConfig{}
 		key := fmt.Sprintf("%s m%d n%d k%d vec%v", kern.Name(), m, n, k, vec)
-		best := array.Autotune(bc.Cache, g, "gemm", key, names, slices.Index(names, cfg.String()),
-			func(i int) { c := kern; c.Config = cands[i]; g.KernelIn(bc.Cache, c.Name(), c.Source) },
+		best := array.Autotune(bc.Artifacts, g, "gemm", key, names, slices.Index(names, cfg.String()),
+			func(i int) { c := kern; c.Config = cands[i]; g.KernelIn(bc.Artifacts, c.Name(), c.Source) },
 			func(i int) error { return launch(cands[i], nil, false) })
 		cfg = cands[best]
 		tunedAt.Store(sk, cfg)

@@ -8,12 +8,11 @@ import (
 	"gocompile/fuse"
 	"gocompile/inductor"
 	"gocompile/ir"
-	"gocompile/kcache"
 )
 
 // A fused pointwise region, or a horizontal group of them
 // (fuse.Horizontal), runs as one pass over its iteration space that reads
-// each input once and writes every member's value: on the array.CPU one block
+// each input once and writes every member's value: on the CPU one block
 // loop running each member's program per chunk, on a GPU one kernel with
 // an output per member.
 
@@ -23,8 +22,8 @@ type groupStep struct {
 	kinds  []ir.Kind
 	blks   []*ir.Block
 	kernel inductor.PointwiseKernel
-	cache  *kcache.Cache // where its GPU kernels are kept (nil: the process-wide cache)
-	tune   bool          // MaxAutotune: time launch shapes
+	cache  *array.Artifacts // where its GPU kernels are kept (nil: the process-wide cache)
+	tune   bool             // MaxAutotune: time launch shapes
 }
 
 func newGroupStep(r *fuse.Region) (*groupStep, error) {

@@ -152,7 +152,7 @@ func gpuLtGemm(bc Config, q *array.LaunchQueue, x, y *array.Array, t *inductorSt
 			names[i] = fmt.Sprintf("lt%d", i)
 		}
 		what := fmt.Sprintf("cublasLt %d m%d n%d k%d a%v b%v epilogue%d", lt.Version, m, n, k, a, b, epi)
-		algo = array.Autotune(bc.Cache, g, "matmul", what, names, 0, func(int) {},
+		algo = array.Autotune(bc.Artifacts, g, "matmul", what, names, 0, func(int) {},
 			func(i int) error { return plan.Run(g.Stream(), i, x.DevicePtr(), y.DevicePtr(), out.DevicePtr(), bias) })
 		ltTuned.Store(key, algo)
 	}

@@ -2,10 +2,10 @@ package program
 
 import (
 	"fmt"
-	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"text/tabwriter"
 
 	"gocompile/array"
 	"gocompile/fuse"
@@ -18,9 +18,10 @@ import (
 
 // Config is what a program is compiled for beyond its graph.
 type Config struct {
-	// Cache keeps the graph's fusion layout, its generated kernels and
-	// autotuning choices (nil: array.ArtifactCache()).
-	Cache *kcache.Cache
+	// Artifacts keeps the graph's fusion layout, its generated kernels and
+	// autotuning choices, and names the function they are for (nil: the
+	// process-wide artifact cache).
+	Artifacts *array.Artifacts
 	// CUDAGraphs captures each input layout's launches on a GPU into a
 	// CUDA graph and replays it (torch.compile's reduce-overhead mode).
 	CUDAGraphs bool
@@ -37,9 +38,6 @@ type Config struct {
 // Compile partitions g into fusion regions and returns the program that
 // runs them.
 func Compile(g *ir.Graph, cfg Config) (array.Program, error) {
-	if cfg.Cache == nil {
-		cfg.Cache = array.ArtifactCache()
-	}
 	return newInductorProgramWith(g, cfg)
 }
 
@@ -82,7 +80,7 @@ type inductorStep struct {
 }
 
 func newInductorProgramWith(g *ir.Graph, cfg Config) (*inductorProgram, error) {
-	regions, err := partition(g, cfg.Cache)
+	regions, err := partition(g, cfg.Artifacts)
 	if err != nil {
 		return nil, err
 	}
@@ -100,13 +98,13 @@ func newInductorProgramWith(g *ir.Graph, cfg Config) (*inductorProgram, error) {
 			if s.row, err = newRowStep(r, compileFused); err != nil {
 				return nil, err
 			}
-			s.row.cache, s.row.tune = cfg.Cache, cfg.Autotune
+			s.row.cache, s.row.tune = cfg.Artifacts, cfg.Autotune
 			inputs = r.Inputs
 		case Plannable(r): // a group, or a fused pointwise region of several nodes
 			if s.group, err = newGroupStep(r); err != nil {
 				return nil, err
 			}
-			s.group.cache, s.group.tune = cfg.Cache, cfg.Autotune
+			s.group.cache, s.group.tune = cfg.Artifacts, cfg.Autotune
 			inputs = s.group.inputs
 		}
 		for _, in := range inputs {
@@ -125,17 +123,30 @@ func newInductorProgramWith(g *ir.Graph, cfg Config) (*inductorProgram, error) {
 	p.findEpilogues()
 	p.findDependentProducts()
 	if logs.On("fusion") {
-		slog.Info("gocompile: buffer plan", "regions", len(regions), "plan", p.plan.String())
-		for _, s := range p.steps {
-			if s.group != nil || s.row != nil {
-				slog.Info("gocompile: fusion", "region", s.r.String(), "nodes", s.r.Describe())
-			}
-		}
+		plan, fused := p.fusionPlan()
+		logs.Text("gocompile: fusion", "plan", plan, cfg.Artifacts.LogArgs("regions", len(regions), "fused", fused)...)
 	}
 	return p, nil
 }
 
-// compileFused compiles a fused expression for the array.CPU, as the fused
+// fusionPlan describes the fused regions, a line each with their nodes,
+// and the buffer plan, for GOCOMPILE_LOGS=fusion; fused counts the
+// regions.
+func (p *inductorProgram) fusionPlan() (plan string, fused int) {
+	var b strings.Builder
+	tw := tabwriter.NewWriter(&b, 0, 8, 2, ' ', 0)
+	for _, s := range p.steps {
+		if s.group != nil || s.row != nil {
+			fmt.Fprintf(tw, "%s\t%s\n", s.r, s.r.Describe())
+			fused++
+		}
+	}
+	tw.Flush()
+	fmt.Fprintf(&b, "buffer plan: %s", p.plan)
+	return b.String(), fused
+}
+
+// compileFused compiles a fused expression for the CPU, as the fused
 // pointwise regions are.
 func compileFused(e *ir.Expr, kinds []ir.Kind, compute ir.Kind) (*ir.Block, error) {
 	return ir.CompileBlock(e, kinds, compute, ir.FastMath())
@@ -152,8 +163,8 @@ func (p *inductorProgram) Run(inputs []*array.Array) (outs []*array.Array) {
 				panic(e)
 			}
 			p.fellBack.Do(func() {
-				slog.Warn("gocompile: a generated kernel failed to build; running this graph with the eager kernels",
-					"kernel", ke.Name, "err", ke.Err)
+				logs.Warn("gocompile: a generated kernel failed to build; running this graph with the eager kernels",
+					p.cfg.Artifacts.LogArgs("kernel", ke.Name, "err", ke.Err)...)
 				p.eager.Store(array.NewEagerProgram(p.g, nil))
 			})
 			outs = p.eager.Load().Run(inputs)
@@ -233,7 +244,8 @@ const layoutVersion = "1"
 // partition splits g into regions and groups them, or rebuilds the
 // regions a previous compile of the same graph (in this process or an
 // earlier one) recorded in the program cache, skipping the search.
-func partition(g *ir.Graph, c *kcache.Cache) ([]*fuse.Region, error) {
+func partition(g *ir.Graph, a *array.Artifacts) ([]*fuse.Region, error) {
+	c := a.Cache()
 	var shapes strings.Builder
 	for _, n := range g.Nodes {
 		fmt.Fprintln(&shapes, n.Shape)
@@ -246,7 +258,7 @@ func partition(g *ir.Graph, c *kcache.Cache) ([]*fuse.Region, error) {
 			if regions, err := l.Rebuild(g); err == nil {
 				return regions, nil
 			} else if logs.On("cache") {
-				slog.Info("gocompile: cached fusion layout does not fit; partitioning again", "err", err)
+				logs.Info("gocompile: cached fusion layout does not fit; partitioning again", "err", err)
 			}
 		}
 	}
@@ -257,7 +269,7 @@ func partition(g *ir.Graph, c *kcache.Cache) ([]*fuse.Region, error) {
 	stats.Partitions.Add(1)
 	regions = fuse.Horizontal(regions)
 	if b, err := fuse.NewLayout(g, regions).MarshalMsg(nil); err == nil {
-		c.Put(key, kcache.Entry{Program: &kcache.Program{Kind: "gocompile/fuse.Layout", Payload: b}})
+		c.Put(key, a.Label(kcache.Entry{Program: &kcache.Program{Kind: "gocompile/fuse.Layout", Payload: b}}, ""))
 	}
 	return regions, nil
 }

@@ -10,11 +10,10 @@ import (
 	"gocompile/fuse"
 	"gocompile/inductor"
 	"gocompile/ir"
-	"gocompile/kcache"
 )
 
 // Row regions (see fuse.Row) run as one kernel that walks each row of the
-// region's full shape: on the array.CPU, block programs over chunks of the row
+// region's full shape: on the CPU, block programs over chunks of the row
 // with reductions folded by the registry's reducers; on a GPU, one
 // generated kernel (inductor.RowKernel) with a block per row.
 
@@ -22,12 +21,12 @@ import (
 type rowStep struct {
 	r      *fuse.Region
 	kinds  []ir.Kind   // every leaf's kind: the inputs', then the stages'
-	stages []*ir.Block // the array.CPU program of each stage's expression
+	stages []*ir.Block // the CPU program of each stage's expression
 	root   *ir.Block   // the root's per-element program; nil when the root is the last stage
 	kernel inductor.RowKernel
-	cache  *kcache.Cache // where its GPU kernels are kept (nil: the process-wide cache)
-	tune   bool          // MaxAutotune: time threads and persistence
-	tuned  sync.Map      // rowTuneKey → the chosen [threads, persist]
+	cache  *array.Artifacts // where its GPU kernels are kept (nil: the process-wide cache)
+	tune   bool             // MaxAutotune: time threads and persistence
+	tuned  sync.Map         // rowTuneKey → the chosen [threads, persist]
 }
 
 // rowTuneKey is what a row kernel's tuned launch shape is kept by in a
