@@ -16,8 +16,12 @@ import (
 	"testing"
 	"time"
 
+	"gocompile/internal/testcache"
 	"gocompile/tensor"
 )
+
+// TestMain keeps compiled artifacts out of the user's cache directory.
+func TestMain(m *testing.M) { testcache.Main(m) }
 
 // testConfig is the default model on the default device (GOCOMPILE_DEVICE
 // or the CPU), logging into the test's log.
