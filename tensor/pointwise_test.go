@@ -586,16 +586,25 @@ var unaryLayouts = []layout{
 
 // bigLayouts exceed the size at which kernels split work over goroutines,
 // so that blocks start in the middle of rows; they run for a few dtypes.
-var bigLayouts = []layout{
-	lay(300, 513),
-	{"T[513,300]", []int{513, 300}, (*Tensor).T, true},
+// With -short (the race detector's run, where they take most of the time)
+// they are about the smallest such: 129 rows are two ranges of work and
+// part of a third.
+func bigLayouts() []layout {
+	rows := 300
+	if testing.Short() {
+		rows = 129
+	}
+	return []layout{
+		lay(rows, 513),
+		{fmt.Sprintf("T[513,%d]", rows), []int{513, rows}, (*Tensor).T, true},
+	}
 }
 
 func bigDType(dt DType) bool { return dt == Float32 || dt == Int64 }
 
 func unaryLayoutsFor(dt DType) []layout {
 	if bigDType(dt) {
-		return append(append([]layout(nil), unaryLayouts...), bigLayouts...)
+		return append(append([]layout(nil), unaryLayouts...), bigLayouts()...)
 	}
 	return unaryLayouts
 }
@@ -616,13 +625,9 @@ var binaryLayouts = []pairLayout{
 	{layExpandCol, layTransposed33}, {layTStep, layExpandLead},
 }
 
-var bigBinaryLayouts = []pairLayout{
-	{bigLayouts[1], lay(513)},
-}
-
 func binaryLayoutsFor(dt DType) []pairLayout {
 	if bigDType(dt) {
-		return append(append([]pairLayout(nil), binaryLayouts...), bigBinaryLayouts...)
+		return append(append([]pairLayout(nil), binaryLayouts...), pairLayout{bigLayouts()[1], lay(513)})
 	}
 	return binaryLayouts
 }
