@@ -507,8 +507,8 @@ func TestGracefulShutdown(t *testing.T) {
 }
 
 // TestLoad is the load test: 64 concurrent clients send 10000 predictions
-// (1000 with -short) of pseudo-random batch sizes 1..64 to a server on a
-// loopback listener. Every answer must equal the plain model's, no
+// (1000 with -short) of pseudo-random batch sizes 1..64 to a server, with
+// hidden layers 64 wide, on a loopback listener. Every answer must equal the plain model's, no
 // request may fail, no request may recompile, and goroutines and heap
 // must come back to where they were.
 func TestLoad(t *testing.T) {
@@ -518,6 +518,7 @@ func TestLoad(t *testing.T) {
 	}
 	cfg := testConfig(t)
 	cfg.Requests = int64(requests) + 1 // with the request below
+	cfg.Hidden = 64                    // the server under load is the point, not the matrix products
 	s := newServer(cfg)
 	base, srv := startServer(t, s)
 	defer srv.Close()
