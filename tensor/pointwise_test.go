@@ -930,6 +930,9 @@ func splits(bases ...[]int) bool {
 }
 
 func TestPointwiseOps(t *testing.T) {
+	if l := bigLayouts()[0]; !splits(l.base) {
+		t.Fatalf("layout %s no longer splits across goroutines: the sweep needs a larger one", l.name)
+	}
 	for ci := range pointwiseCases {
 		c := &pointwiseCases[ci]
 		for _, dt := range c.dtypes {
