@@ -403,8 +403,8 @@ func (cw *countingWriter) Write(b []byte) (int, error) {
 
 func (s *server) handlePredict(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	// The limit reads through w itself: on a body over it, net/http
-	// closes the connection instead of reading the rest.
+	// The limit gets w itself, not the wrapper: through it, net/http
+	// closes the connection after a body over the limit, unread.
 	body := http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
 	cw := &countingWriter{ResponseWriter: w, s: s, start: start}
 	defer func() {
