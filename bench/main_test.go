@@ -7,7 +7,12 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"gocompile/internal/testcache"
 )
+
+// TestMain keeps compiled artifacts out of the user's cache directory.
+func TestMain(m *testing.M) { testcache.Main(m) }
 
 // TestQuickSuiteCPU runs the whole suite with -quick on the CPU, one call
 // per repetition, and checks the table, the JSON and the chart.

@@ -6,6 +6,8 @@ import (
 	"math"
 	"strings"
 	"testing"
+
+	"gocompile/array"
 )
 
 // Tests of every pointwise op against an independent float64 reference.
@@ -586,16 +588,25 @@ var unaryLayouts = []layout{
 
 // bigLayouts exceed the size at which kernels split work over goroutines,
 // so that blocks start in the middle of rows; they run for a few dtypes.
-var bigLayouts = []layout{
-	lay(300, 513),
-	{"T[513,300]", []int{513, 300}, (*Tensor).T, true},
+// With -short (the race detector's run, where they take most of the time)
+// they are about the smallest such: 129 rows are two ranges of work and
+// part of a third.
+func bigLayouts() []layout {
+	rows := 300
+	if testing.Short() {
+		rows = 129
+	}
+	return []layout{
+		lay(rows, 513),
+		{fmt.Sprintf("T[513,%d]", rows), []int{513, rows}, (*Tensor).T, true},
+	}
 }
 
 func bigDType(dt DType) bool { return dt == Float32 || dt == Int64 }
 
 func unaryLayoutsFor(dt DType) []layout {
 	if bigDType(dt) {
-		return append(append([]layout(nil), unaryLayouts...), bigLayouts...)
+		return append(append([]layout(nil), unaryLayouts...), bigLayouts()...)
 	}
 	return unaryLayouts
 }
@@ -616,13 +627,9 @@ var binaryLayouts = []pairLayout{
 	{layExpandCol, layTransposed33}, {layTStep, layExpandLead},
 }
 
-var bigBinaryLayouts = []pairLayout{
-	{bigLayouts[1], lay(513)},
-}
-
 func binaryLayoutsFor(dt DType) []pairLayout {
 	if bigDType(dt) {
-		return append(append([]pairLayout(nil), binaryLayouts...), bigBinaryLayouts...)
+		return append(append([]pairLayout(nil), binaryLayouts...), pairLayout{bigLayouts()[1], lay(513)})
 	}
 	return binaryLayouts
 }
@@ -912,20 +919,45 @@ func checkCompiledCase(t *testing.T, c *pwCase, args []*Tensor, eager *Tensor) {
 	checkClose(t, c.name+" compiled vs eager", got, eager.DType(), eager.Shape(), want, 4*c.k)
 }
 
+// splits reports whether an op on operands of these base shapes splits its
+// work across goroutines. With -short, the parity sweeps keep only such
+// operands: the race detector's run (.ci/run) needs them, and the other
+// layouts of the sweep run in the full run without -short.
+func splits(bases ...[]int) bool {
+	n := 0
+	for _, b := range bases {
+		n = max(n, numel(b))
+	}
+	return n >= 2*array.MinParallel
+}
+
 func TestPointwiseOps(t *testing.T) {
+	if l := bigLayouts()[0]; !splits(l.base) {
+		t.Fatalf("layout %s no longer splits across goroutines: the sweep needs a larger one", l.name)
+	}
 	for ci := range pointwiseCases {
 		c := &pointwiseCases[ci]
 		for _, dt := range c.dtypes {
 			t.Run(c.name+"/"+dt.String(), func(t *testing.T) {
 				seed := uint64(1000*ci) + uint64(dt)
+				ran := false
 				if c.arity == 1 {
 					for li, l := range unaryLayoutsFor(dt) {
-						runCase(t, c, dt, []layout{l}, seed+uint64(li)*31)
+						if !testing.Short() || splits(l.base) {
+							runCase(t, c, dt, []layout{l}, seed+uint64(li)*31)
+							ran = true
+						}
 					}
-					return
+				} else {
+					for li, pl := range binaryLayoutsFor(dt) {
+						if !testing.Short() || splits(pl.a.base, pl.b.base) {
+							runCase(t, c, dt, []layout{pl.a, pl.b}, seed+uint64(li)*31)
+							ran = true
+						}
+					}
 				}
-				for li, pl := range binaryLayoutsFor(dt) {
-					runCase(t, c, dt, []layout{pl.a, pl.b}, seed+uint64(li)*31)
+				if !ran {
+					t.Skip("-short: no operand of this dtype splits across goroutines")
 				}
 			})
 		}
@@ -1010,6 +1042,9 @@ var scalarCases = []scalarCase{
 var scalarLayouts = []layout{lay(1), lay(4097), lay(33, 129), lay(), layTransposed, layStep1D, layExpandRow, layStepCols}
 
 func TestScalarOps(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: no operand of the sweep splits across goroutines")
+	}
 	for ci := range scalarCases {
 		c := &scalarCases[ci]
 		for _, dt := range allTypes {

@@ -22,6 +22,9 @@ func TestWarmStartFromCacheDir(t *testing.T) {
 	if os.Getenv("GOCOMPILE_WARM_CHILD") != "" {
 		t.Skip("a child runs warmStartChild")
 	}
+	if testing.Short() {
+		t.Skip("-short: spawns processes")
+	}
 	devices := []string{"cpu"}
 	if ok, _ := cuda.Available(); ok {
 		devices = append(devices, "cuda")

@@ -4,7 +4,12 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+
+	"gocompile/internal/testcache"
 )
+
+// TestMain keeps compiled artifacts out of the user's cache directory.
+func TestMain(m *testing.M) { testcache.Main(m) }
 
 // The example runs to the end; Explain finds each break with its reason
 // and file:line, and the fixed versions compile to one graph with the same

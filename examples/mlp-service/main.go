@@ -39,6 +39,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unicode"
 
 	"gocompile/tensor"
 )
@@ -254,7 +255,7 @@ func (v *value) UnmarshalJSON(b []byte) error {
 	if len(b) > 0 && b[0] == '"' {
 		s, err := strconv.Unquote(string(b))
 		if err != nil {
-			return err
+			return fmt.Errorf("input value %s is not a number", clip(b, 40))
 		}
 		switch strings.ToLower(s) {
 		case "nan":
@@ -264,7 +265,7 @@ func (v *value) UnmarshalJSON(b []byte) error {
 		case "-inf", "-infinity":
 			*v = value(math.Inf(-1))
 		default:
-			return fmt.Errorf("input value %s is not a number", b)
+			return fmt.Errorf("input value %s is not a number", clip(b, 40))
 		}
 		return nil
 	}
@@ -273,10 +274,26 @@ func (v *value) UnmarshalJSON(b []byte) error {
 	}
 	f, err := strconv.ParseFloat(string(b), 32)
 	if err != nil && !errors.Is(err, strconv.ErrRange) { // out of range: ±Inf, refused below
-		return fmt.Errorf("input value %s is not a number", b)
+		return fmt.Errorf("input value %s is not a number", clip(b, 40))
 	}
 	*v = value(f)
 	return nil
+}
+
+// clip makes text from the request fit in a one-line error message of
+// reasonable length: the body may hold a megabyte in one value, and a
+// nested array's raw text may hold line breaks.
+func clip[T []byte | string](text T, n int) string {
+	s := strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return ' '
+		}
+		return r
+	}, string(text))
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "") + "…"
 }
 
 type predictRequest struct {
@@ -289,70 +306,144 @@ type predictResponse struct {
 	LatencyUS int64       `json:"latency_us"`
 }
 
+// requestError is a request the server refuses: the status to answer with
+// and a one-line reason.
+type requestError struct {
+	status int
+	msg    string
+}
+
+func (e *requestError) Error() string { return e.msg }
+
+func refuse(status int, format string, args ...any) *requestError {
+	return &requestError{status, fmt.Sprintf(format, args...)}
+}
+
+// decodeRequest reads a /v1/predict body, which the caller limits with
+// http.MaxBytesReader, and returns its rows of in values, flattened. The
+// body must hold 1 to maxRows rows of in finite numbers; anything else is
+// a *requestError with a 4xx status.
+func decodeRequest(body io.Reader, in, maxRows int) (flat []float32, rows int, err error) {
+	usage := fmt.Sprintf(`want {"inputs": [[%d numbers], ...]}`, in)
+	dec := json.NewDecoder(body)
+	dec.DisallowUnknownFields()
+	var req predictRequest
+	err = dec.Decode(&req)
+	if err == nil {
+		if err = dec.Decode(&struct{}{}); err == io.EOF {
+			err = nil
+		} else if !isTooBig(err) {
+			err = errors.New("unexpected data after the JSON object")
+		}
+	}
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		var typ *json.UnmarshalTypeError
+		switch {
+		case errors.As(err, &tooBig):
+			return nil, 0, refuse(http.StatusRequestEntityTooLarge, "request body too large: the limit is %d bytes", tooBig.Limit)
+		case errors.As(err, &typ):
+			return nil, 0, refuse(http.StatusBadRequest, "invalid JSON: unexpected %s at offset %d (%s)", clip(typ.Value, 40), typ.Offset, usage)
+		}
+		return nil, 0, refuse(http.StatusBadRequest, "invalid JSON: %s (%s)", clip(err.Error(), 200), usage)
+	}
+	n := len(req.Inputs)
+	switch {
+	case req.Inputs == nil:
+		return nil, 0, refuse(http.StatusBadRequest, `missing "inputs": %s`, usage)
+	case n == 0:
+		return nil, 0, refuse(http.StatusBadRequest, `"inputs" is empty: send 1 to %d rows`, maxRows)
+	case n > maxRows:
+		return nil, 0, refuse(http.StatusRequestEntityTooLarge, "too many rows: %d, at most %d per request (split the batch)", n, maxRows)
+	}
+	flat = make([]float32, 0, n*in)
+	for i, row := range req.Inputs {
+		if len(row) != in {
+			return nil, 0, refuse(http.StatusUnprocessableEntity, "row %d has %d values, expected length %d (the model's input size)", i, len(row), in)
+		}
+		for j, v := range row {
+			if f := float64(v); math.IsNaN(f) || math.IsInf(f, 0) {
+				return nil, 0, refuse(http.StatusUnprocessableEntity, "inputs[%d][%d] is %v: values must be finite float32 numbers", i, j, f)
+			}
+			flat = append(flat, float32(v))
+		}
+	}
+	return flat, n, nil
+}
+
+func isTooBig(err error) bool {
+	var tooBig *http.MaxBytesError
+	return errors.As(err, &tooBig)
+}
+
+// countingWriter records its /v1/predict request when the status is
+// written, before any of the response can reach the client: a client
+// that has read its answer finds the request counted in /metrics.
+type countingWriter struct {
+	http.ResponseWriter
+	s        *server
+	start    time.Time
+	recorded bool
+}
+
+func (cw *countingWriter) WriteHeader(status int) {
+	if !cw.recorded {
+		cw.recorded = true
+		cw.s.record(status, time.Since(cw.start))
+	}
+	cw.ResponseWriter.WriteHeader(status)
+}
+
+func (cw *countingWriter) Write(b []byte) (int, error) {
+	if !cw.recorded {
+		cw.WriteHeader(http.StatusOK)
+	}
+	return cw.ResponseWriter.Write(b)
+}
+
 func (s *server) handlePredict(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	status := 0
+	// The limit gets w itself, not the wrapper: through it, net/http
+	// closes the connection after a body over the limit, unread.
+	body := http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
+	cw := &countingWriter{ResponseWriter: w, s: s, start: start}
 	defer func() {
 		if p := recover(); p != nil {
 			if p == http.ErrAbortHandler {
 				panic(p)
 			}
 			s.cfg.Logger.Printf("panic serving %s %s: %v\n%s", r.Method, r.URL.Path, p, debug.Stack())
-			status = http.StatusInternalServerError
-			writeError(w, status, "internal server error (logged)")
+			writeError(cw, http.StatusInternalServerError, "internal server error (logged)")
 		}
-		s.record(status, time.Since(start))
+		if !cw.recorded { // nothing written: net/http answers 200
+			cw.WriteHeader(http.StatusOK)
+		}
 	}()
-	status = s.servePredict(w, r, start)
+	s.servePredict(cw, r, body, start)
 }
 
-// servePredict answers one prediction and returns the status it wrote.
-func (s *server) servePredict(w http.ResponseWriter, r *http.Request, start time.Time) int {
-	fail := func(status int, format string, args ...any) int {
+// servePredict answers one prediction.
+func (s *server) servePredict(w http.ResponseWriter, r *http.Request, body io.Reader, start time.Time) {
+	fail := func(status int, format string, args ...any) {
 		writeError(w, status, fmt.Sprintf(format, args...))
-		return status
 	}
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", "POST")
-		return fail(http.StatusMethodNotAllowed, "method %s not allowed: use POST /v1/predict", r.Method)
+		fail(http.StatusMethodNotAllowed, "method %s not allowed: use POST /v1/predict", r.Method)
+		return
 	}
-	in := s.cfg.In
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
-	dec.DisallowUnknownFields()
-	var req predictRequest
-	err := dec.Decode(&req)
-	if err == nil {
-		if dec.Decode(&struct{}{}) != io.EOF {
-			err = errors.New("unexpected data after the JSON object")
-		}
+	if r.ContentLength > s.cfg.MaxBodyBytes { // declared too large: refuse unread
+		fail(http.StatusRequestEntityTooLarge, "request body too large: %d bytes declared, the limit is %d bytes", r.ContentLength, s.cfg.MaxBodyBytes)
+		return
 	}
+	flat, n, err := decodeRequest(body, s.cfg.In, s.cfg.MaxRows)
 	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			return fail(http.StatusRequestEntityTooLarge, "request body too large: the limit is %d bytes", tooBig.Limit)
+		var re *requestError
+		if !errors.As(err, &re) {
+			re = &requestError{http.StatusBadRequest, err.Error()}
 		}
-		return fail(http.StatusBadRequest, "invalid JSON: %v (want {\"inputs\": [[%d numbers], ...]})", err, in)
-	}
-	n := len(req.Inputs)
-	switch {
-	case req.Inputs == nil:
-		return fail(http.StatusBadRequest, "missing \"inputs\": want {\"inputs\": [[%d numbers], ...]}", in)
-	case n == 0:
-		return fail(http.StatusBadRequest, "\"inputs\" is empty: send 1 to %d rows", s.cfg.MaxRows)
-	case n > s.cfg.MaxRows:
-		return fail(http.StatusRequestEntityTooLarge, "too many rows: %d, at most %d per request (split the batch)", n, s.cfg.MaxRows)
-	}
-	flat := make([]float32, 0, n*in)
-	for i, row := range req.Inputs {
-		if len(row) != in {
-			return fail(http.StatusUnprocessableEntity, "row %d has %d values, expected length %d (the model's input size)", i, len(row), in)
-		}
-		for j, v := range row {
-			if f := float64(v); math.IsNaN(f) || math.IsInf(f, 0) {
-				return fail(http.StatusUnprocessableEntity, "inputs[%d][%d] is %v: values must be finite float32 numbers", i, j, f)
-			}
-			flat = append(flat, float32(v))
-		}
+		fail(re.status, "%s", re.msg)
+		return
 	}
 
 	var out []float32
@@ -360,16 +451,20 @@ func (s *server) servePredict(w http.ResponseWriter, r *http.Request, start time
 		s.cfg.Logger.Printf("model error: %v", err)
 		var te *tensor.Error
 		if errors.As(err, &te) && te.Op == "alloc" { // device out of memory: transient
-			return fail(http.StatusServiceUnavailable, "model: %v", err)
+			fail(http.StatusServiceUnavailable, "model: %v", err)
+			return
 		}
-		return fail(http.StatusInternalServerError, "model: %v", err)
+		fail(http.StatusInternalServerError, "model: %v", err)
+		return
 	}
 	if len(out) != n*s.cfg.Out {
-		return fail(http.StatusInternalServerError, "model returned %d values for %d rows of %d", len(out), n, s.cfg.Out)
+		fail(http.StatusInternalServerError, "model returned %d values for %d rows of %d", len(out), n, s.cfg.Out)
+		return
 	}
 	for k, v := range out {
 		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
-			return fail(http.StatusUnprocessableEntity, "output %d of row %d is %v: the inputs are too large", k%s.cfg.Out, k/s.cfg.Out, v)
+			fail(http.StatusUnprocessableEntity, "output %d of row %d is %v: the inputs are too large", k%s.cfg.Out, k/s.cfg.Out, v)
+			return
 		}
 	}
 	rows := make([][]float32, n)
@@ -377,7 +472,6 @@ func (s *server) servePredict(w http.ResponseWriter, r *http.Request, start time
 		rows[i] = out[i*s.cfg.Out : (i+1)*s.cfg.Out : (i+1)*s.cfg.Out]
 	}
 	writeJSON(w, http.StatusOK, predictResponse{Outputs: rows, Batch: n, LatencyUS: time.Since(start).Microseconds()})
-	return http.StatusOK
 }
 
 // record counts an answered /v1/predict request and keeps its latency if it

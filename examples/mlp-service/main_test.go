@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"io"
 	"log"
 	"math"
 	"math/rand/v2"
@@ -11,13 +13,19 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
+	"gocompile/internal/testcache"
 	"gocompile/tensor"
 )
+
+// TestMain keeps compiled artifacts out of the user's cache directory.
+func TestMain(m *testing.M) { testcache.Main(m) }
 
 // testConfig is the default model on the default device (GOCOMPILE_DEVICE
 // or the CPU), logging into the test's log.
@@ -86,12 +94,28 @@ func TestValidation(t *testing.T) {
 		{"Infinity", "POST", `{"inputs": [` + row() + "," + row(`"-Infinity"`) + `]}`, 422, []string{"inputs[1][0] is -Inf", "finite"}},
 		{"float32 overflow", "POST", `{"inputs": [` + row("0", "0", "1e39") + `]}`, 422, []string{"inputs[0][2] is +Inf", "finite"}},
 		{"float64 overflow", "POST", `{"inputs": [` + row("1e400") + `]}`, 422, []string{"inputs[0][0] is +Inf"}},
+
+		// Hostile input: none may take the server down, each gets one line.
+		{"empty body", "POST", ``, 400, []string{"invalid JSON", "EOF"}},
+		{"only spaces", "POST", " \n\t ", 400, []string{"invalid JSON", "EOF"}},
+		{"a batch field", "POST", `{"inputs": [` + row() + `], "batch": 1000000}`, 400, []string{`unknown field "batch"`}},
+		{"rows are numbers", "POST", `{"inputs": [1, 2]}`, 400, []string{"unexpected number", "want {\"inputs\""}},
+		{"3-D inputs", "POST", `{"inputs": [[[1,` + "\n" + `2]]]}`, 400, []string{"input value [1, 2] is not a number"}},
+		{"deep nesting", "POST", `{"inputs": ` + strings.Repeat("[", 100000), 400, []string{"invalid JSON", "exceeded max depth"}},
+		{"long string value", "POST", `{"inputs": [` + row(`"`+strings.Repeat("x", 100000)+`"`) + `]}`, 400, []string{"input value \"xxxx", "… is not a number"}},
+		{"number in a string", "POST", `{"inputs": [` + row(`"1.5"`) + `]}`, 400, []string{`"1.5" is not a number`}},
+		{"bad escape", "POST", `{"inputs": [` + row(`"\x"`) + `]}`, 400, []string{"invalid JSON", "escape"}},
+		{"many empty rows", "POST", `{"inputs": [` + strings.Repeat("[],", 99999) + `[]]}`, 413, []string{"too many rows: 100000", "at most 256"}},
+		{"huge exponent", "POST", `{"inputs": [` + row("1e999999999999") + `]}`, 422, []string{"inputs[0][0] is +Inf"}},
+		{"negative overflow", "POST", `{"inputs": [` + row("5", "-1e39") + `]}`, 422, []string{"inputs[0][1] is -Inf"}},
+		{"too large after the object", "POST", `{"inputs": [` + row() + `]}` + strings.Repeat(" ", 1<<20), 413, []string{"request body too large"}},
+		{"outputs overflow", "POST", `{"inputs": ` + rowsJSON(1, 64, "3e38") + `}`, 422, []string{"the inputs are too large"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			status, body, hdr := do(t, h, tc.method, "/v1/predict", tc.body)
 			if status != tc.status {
-				t.Fatalf("status %d, want %d (body %s)", status, tc.status, body)
+				t.Fatalf("status %d, want %d (body %.300s)", status, tc.status, body)
 			}
 			if ct := hdr.Get("Content-Type"); ct != "application/json" {
 				t.Errorf("Content-Type %q, want application/json", ct)
@@ -105,18 +129,157 @@ func TestValidation(t *testing.T) {
 					t.Errorf("error %q does not mention %q", e.Error, w)
 				}
 			}
+			if strings.ContainsAny(e.Error, "\r\n") || len(e.Error) > 400 {
+				t.Errorf("error of %d bytes is not one short line: %.500q", len(e.Error), e.Error)
+			}
 			if status == 405 && hdr.Get("Allow") != "POST" {
 				t.Errorf("Allow = %q, want POST", hdr.Get("Allow"))
 			}
 		})
 	}
+	// A body declared larger than the limit is refused before it is read.
+	req := httptest.NewRequest("POST", "/v1/predict", strings.NewReader(`{"inputs": [`+row()+`]}`))
+	req.ContentLength = 1 << 40
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	if want := "1099511627776 bytes declared, the limit is 1048576 bytes"; rec.Code != 413 || !strings.Contains(rec.Body.String(), want) {
+		t.Errorf("declared length 1 TiB: %d %s, want 413 saying %q", rec.Code, rec.Body, want)
+	}
+
 	// Every refused request was counted by status, none compiled anything.
 	m := s.metrics()
-	if m.Requests != int64(len(tests)) || m.ByStatus["200"] != 0 {
-		t.Errorf("metrics count %d requests %v, want %d refused", m.Requests, m.ByStatus, len(tests))
+	if m.Requests != int64(len(tests)+1) || m.ByStatus["200"] != 0 {
+		t.Errorf("metrics count %d requests %v, want %d refused", m.Requests, m.ByStatus, len(tests)+1)
 	}
 	if m.Compile.Compiles != 2 {
 		t.Errorf("compiles = %d, want 2 (the warm-up)", m.Compile.Compiles)
+	}
+}
+
+// Whatever the body, decodeRequest returns 1 to maxRows rows of finite
+// values that survive a JSON round trip bit for bit, or refuses with a 4xx
+// and one short line. It never panics.
+func FuzzDecodeRequest(f *testing.F) {
+	const in, maxRows, limit = 3, 4, 4096
+	for _, body := range []string{
+		`{"inputs": [[1, 2, 3]]}`,
+		`{"inputs": [[1, 2.5, -3], [3.4e38, -0, 1e-46], [0, 0, 0]]}`,
+		`{"inputs": [[1, "NaN", "-Infinity"]]}`,
+		`{"inputs": [[1e39, 2, 3]]}`,
+		`{"inputs": [[1, 2]]}`,
+		`{"inputs": [[1, 2, 3], [1, 2, 3], [1, 2, 3], [1, 2, 3], [1, 2, 3]]}`,
+		`{"inputs": []}`,
+		`{"inputs": null}`,
+		`{"inputs": [[[1], 2, 3]]}`,
+		`{"inputs": [[1, 2, 3]]} {}`,
+		`{"inputs": [[1, 2, 3]], "batch": 9}`,
+		`{"inputs": [[1, "2", 3]]}`,
+		`{}`,
+		`[`,
+		``,
+	} {
+		f.Add([]byte(body))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		r := http.MaxBytesReader(nil, io.NopCloser(bytes.NewReader(body)), limit)
+		flat, rows, err := decodeRequest(r, in, maxRows)
+		if err != nil {
+			var re *requestError
+			if !errors.As(err, &re) || re.status < 400 || re.status > 499 {
+				t.Fatalf("error %v (%T) is not a 4xx *requestError", err, err)
+			}
+			if strings.ContainsAny(re.msg, "\r\n") || len(re.msg) > 400 || !utf8.ValidString(re.msg) {
+				t.Fatalf("error of %d bytes is not one short line: %q", len(re.msg), re.msg)
+			}
+			if flat != nil || rows != 0 {
+				t.Fatalf("refused with %d rows, %d values", rows, len(flat))
+			}
+			return
+		}
+		if rows < 1 || rows > maxRows || len(flat) != rows*in {
+			t.Fatalf("%d rows, %d values: want 1 to %d rows of %d", rows, len(flat), maxRows, in)
+		}
+		back := make([][]float32, rows)
+		for i := range back {
+			back[i] = flat[i*in : (i+1)*in]
+			for _, v := range back[i] {
+				if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+					t.Fatalf("accepted %v", v)
+				}
+			}
+		}
+		again, err := json.Marshal(map[string]any{"inputs": back})
+		if err != nil {
+			t.Fatal(err)
+		}
+		flat2, rows2, err := decodeRequest(bytes.NewReader(again), in, maxRows)
+		if err != nil || rows2 != rows {
+			t.Fatalf("%s read back: %d rows, %v", again, rows2, err)
+		}
+		for i := range flat {
+			if math.Float32bits(flat[i]) != math.Float32bits(flat2[i]) {
+				t.Fatalf("value %d is %v, %v after a round trip through %s", i, flat[i], flat2[i], again)
+			}
+		}
+	})
+}
+
+// replyWriter calls onWrite when the handler first writes the body, the
+// earliest a client could read its reply.
+type replyWriter struct {
+	*httptest.ResponseRecorder
+	onWrite func()
+}
+
+func (w *replyWriter) Write(b []byte) (int, error) {
+	if w.onWrite != nil {
+		w.onWrite()
+		w.onWrite = nil
+	}
+	return w.ResponseRecorder.Write(b)
+}
+
+// Every /v1/predict request is in /metrics before its reply is written: a
+// client that reads /metrics after its last answer sees all its requests.
+func TestCountedBeforeReply(t *testing.T) {
+	var logs bytes.Buffer
+	cfg := testConfig(t)
+	cfg.Logger = log.New(&logs, "", 0)
+	s := newServer(cfg)
+	compiled := s.predict
+	h := s.handler()
+	ok := `{"inputs": ` + rowsJSON(64, 64, "0.5") + `}` // a reply larger than net/http's buffer
+	tests := []struct {
+		name, method, body string
+		predict            func(*tensor.Tensor) *tensor.Tensor
+		status             int
+	}{
+		{"ok", "POST", ok, compiled, 200},
+		{"bad JSON", "POST", `{`, compiled, 400},
+		{"wrong method", "GET", "", compiled, 405},
+		{"wrong row length", "POST", `{"inputs": [[1]]}`, compiled, 422},
+		{"panic", "POST", ok, func(*tensor.Tensor) *tensor.Tensor { panic("boom") }, 500},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s.predict = tc.predict
+			defer func() { s.predict = compiled }()
+			before := s.metrics().ByStatus[strconv.Itoa(tc.status)]
+			counted := false
+			w := &replyWriter{httptest.NewRecorder(), func() {
+				counted = s.metrics().ByStatus[strconv.Itoa(tc.status)] == before+1
+			}}
+			h.ServeHTTP(w, httptest.NewRequest(tc.method, "/v1/predict", strings.NewReader(tc.body)))
+			if w.Code != tc.status {
+				t.Fatalf("status %d, want %d: %s", w.Code, tc.status, w.Body)
+			}
+			if !counted {
+				t.Errorf("the %d reply was written before the request was counted", tc.status)
+			}
+			if m := s.metrics().ByStatus[strconv.Itoa(tc.status)]; m != before+1 {
+				t.Errorf("%d×%d counted after the request, want %d", m, tc.status, before+1)
+			}
+		})
 	}
 }
 
@@ -344,8 +507,8 @@ func TestGracefulShutdown(t *testing.T) {
 }
 
 // TestLoad is the load test: 64 concurrent clients send 10000 predictions
-// (1000 with -short) of pseudo-random batch sizes 1..64 to a server on a
-// loopback listener. Every answer must equal the plain model's, no
+// (1000 with -short) of pseudo-random batch sizes 1..64 to a server, with
+// hidden layers 64 wide, on a loopback listener. Every answer must equal the plain model's, no
 // request may fail, no request may recompile, and goroutines and heap
 // must come back to where they were.
 func TestLoad(t *testing.T) {
@@ -355,6 +518,7 @@ func TestLoad(t *testing.T) {
 	}
 	cfg := testConfig(t)
 	cfg.Requests = int64(requests) + 1 // with the request below
+	cfg.Hidden = 64                    // the server under load is the point, not the matrix products
 	s := newServer(cfg)
 	base, srv := startServer(t, s)
 	defer srv.Close()

@@ -4,7 +4,12 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+
+	"gocompile/internal/testcache"
 )
+
+// TestMain keeps compiled artifacts out of the user's cache directory.
+func TestMain(m *testing.M) { testcache.Main(m) }
 
 // The quickstart runs to the end and shows what it promises.
 func TestQuickstartRuns(t *testing.T) {

@@ -7,7 +7,12 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"gocompile/internal/testcache"
 )
+
+// TestMain keeps compiled artifacts out of the user's cache directory.
+func TestMain(m *testing.M) { testcache.Main(m) }
 
 // The example writes its weights, loads them, and the compiled block
 // matches the eager one in one graph; a second run reads the same file.
