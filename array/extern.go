@@ -285,7 +285,7 @@ func stackKernel(op *ir.Op, a ir.Attrs, args []ir.Value) *Array {
 
 // indexAt reads index i of an int32 or int64 tensor's contiguous data.
 func indexValues(idx *Array) []int64 {
-	c := asType(idx, Int64)
+	c := asType(idx.cpu(), Int64)
 	return c.st.data.([]int64)[c.offset : c.offset+c.Numel()]
 }
 
@@ -344,6 +344,9 @@ func gatherKernel(op *ir.Op, a ir.Attrs, args []ir.Value) *Array {
 	x, idx := args[0].(*Array), args[1].(*Array)
 	shape, _, out := externTypes(op, &a, []*Array{x, idx})
 	d := x.normDim(op.Title, a.Dim)
+	if len(shape) == 0 { // a scalar: the index must still name its one element
+		checkIndex(op.Title, []*Array{x, idx}, indexValues(idx)[0], 1)
+	}
 	if dev := x.st.dev; dev != CPU {
 		res := newGPUArray(dev, out, shape)
 		gpuIndex(op.Title, x, idx, d, true, res)
@@ -360,9 +363,6 @@ func gatherKernel(op *ir.Op, a ir.Attrs, args []ir.Value) *Array {
 	ts := []*Array{x, idx}
 	for e := range n {
 		off := x.offset
-		if len(shape) == 0 { // a scalar: the index must still name its one element
-			checkIndex(op.Title, ts, iv[e], 1)
-		}
 		for dd := range shape {
 			i := pos[dd]
 			if dd == d {

@@ -560,19 +560,23 @@ func gpuIndex(op string, x, index *Array, dim int, gather bool, res *Array) {
 	if !gather && len(index.shape) == 1 {
 		geo.Strides[1][0] = int64(index.strides[0])
 	}
+	size := 1 // a scalar's one element (Gather checked its index)
+	if len(x.shape) > 0 {
+		size = x.shape[dim]
+	}
 	bad := newGPUArray(res.st.dev, Int64, []int{2})
 	Check(g.stream.Memset8(bad.DevicePtr(), 0, 16), op, x)
 	args := g.GetArgs()
 	defer g.PutArgs(args)
 	args.I64(int64(n)).Ptr(x.DevicePtr()).Ptr(index.DevicePtr()).Ptr(res.DevicePtr()).
-		I64(int64(dim)).I64(int64(x.shape[dim])).Ptr(bad.DevicePtr()).Bytes(geo.Bytes(), 8)
+		I64(int64(dim)).I64(int64(size)).Ptr(bad.DevicePtr()).Bytes(geo.Bytes(), 8)
 	g.Launch(op, fn, g.GridFor(n), threadsPerBlock, args)
 	var flag [2]int64
 	Check(g.stream.CopyDtoH(unsafe.Pointer(&flag[0]), bad.DevicePtr(), 16), op, x)
 	Check(g.stream.Synchronize(), op, x)
 	if flag[0] != 0 {
 		Throw(op, []*Array{x, index}, "indices must lie in [-size, size)",
-			"index %d is out of range for a dim of size %d", flag[1], x.shape[dim])
+			"index %d is out of range for a dim of size %d", flag[1], size)
 	}
 }
 

@@ -27,7 +27,7 @@ func ExampleSetLogger() {
 
 	os.Setenv("GOCOMPILE_LOGS", "graph")
 	defer os.Unsetenv("GOCOMPILE_LOGS")
-	tensor.Compile(double)(tensor.Zeros(tensor.Float32, 3))
+	tensor.Compile(double)(tensor.Zeros(tensor.Float32, 3).To(tensor.CPU)) // a graph on the CPU
 	// Output:
 	// {"level":"INFO","msg":"gocompile: graph","function":"gocompile/tensor_test.double","graph":"func graph(x0 float32[3]) (float32[3]) {\n    v1 := x0.Mul(2)  // float32[3]  example_log_test.go:10\n    return v1\n}"}
 }
