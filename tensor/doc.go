@@ -11,7 +11,9 @@
 // gives float32; integer division and math functions give Float32).
 // Float16 and BFloat16 are stored in 16 bits and computed in float32.
 // Every op is described once, in package gocompile/ir's registry, and the
-// kernels here derive from that description.
+// kernels derive from that description. A Tensor is the user's handle on
+// an array.Array (package gocompile/array), which holds the storage and
+// runs the kernels; compiled programs run on arrays too.
 //
 // # Devices
 //
