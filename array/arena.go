@@ -60,7 +60,7 @@ func (a *Arena) Array(slot int, dev Device, dt DType, shape []int) *Array {
 	} else {
 		bytes := n * dt.Size()
 		if st = s.gpu; st == nil || s.dev != dev || s.bytes < bytes {
-			st = newGPUArray(dev, Bool, []int{bytes}).st // raw bytes
+			st = newGPUArray(dev, ir.Bool, []int{bytes}).st // raw bytes
 			s.gpu, s.dev, s.bytes = st, dev, bytes
 		}
 	}

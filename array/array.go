@@ -18,17 +18,6 @@ type (
 // CPU is the host.
 var CPU = ir.CPU
 
-// The element types.
-const (
-	Bool     = ir.Bool
-	Int32    = ir.Int32
-	Int64    = ir.Int64
-	Float16  = ir.Float16
-	BFloat16 = ir.BFloat16
-	Float32  = ir.Float32
-	Float64  = ir.Float64
-)
-
 // Array is an n-dimensional value: a view (shape, strides and offset, in
 // elements) of a storage that other arrays may share, with an element
 // type. Kernels read arrays and write new ones; the in-place kernels

@@ -15,11 +15,11 @@ type storedNumber interface {
 // is needed.
 func aliasVec(data any, dt DType, k ir.Kind, lo, hi int) (ir.Vec, bool) {
 	switch {
-	case dt == Float32 && k == ir.F32:
+	case dt == ir.Float32 && k == ir.F32:
 		return ir.Vec{F32: data.([]float32)[lo:hi]}, true
-	case dt == Float64 && k == ir.F64:
+	case dt == ir.Float64 && k == ir.F64:
 		return ir.Vec{F64: data.([]float64)[lo:hi]}, true
-	case dt == Int64 && k == ir.I64:
+	case dt == ir.Int64 && k == ir.I64:
 		return ir.Vec{I64: data.([]int64)[lo:hi]}, true
 	}
 	return ir.Vec{}, false
@@ -66,7 +66,7 @@ func loadInto[D storedNumber](d []D, data any, dt DType, lo int) {
 	case []bool:
 		cvtBool(d, s[lo:])
 	case []uint16:
-		cvtHalf(d, s[lo:], dt == BFloat16)
+		cvtHalf(d, s[lo:], dt == ir.BFloat16)
 	}
 }
 
@@ -120,7 +120,7 @@ func storeFrom[S storedNumber](data any, dt DType, lo int, s []S) {
 		}
 	case []uint16:
 		d = d[lo : lo+len(s)]
-		if dt == BFloat16 {
+		if dt == ir.BFloat16 {
 			for i, v := range s {
 				d[i] = ir.F32ToBF16(float32(v))
 			}
@@ -153,7 +153,7 @@ func store(data any, dt DType, lo int, v ir.Vec, k ir.Kind, n int) {
 
 // vecOf wraps a slice of storage as a Vec when its type is a compute kind.
 func sameKind(dt DType, k ir.Kind) bool {
-	return (dt == Float32 && k == ir.F32) || (dt == Float64 && k == ir.F64) || (dt == Int64 && k == ir.I64)
+	return (dt == ir.Float32 && k == ir.F32) || (dt == ir.Float64 && k == ir.F64) || (dt == ir.Int64 && k == ir.I64)
 }
 
 // Rounder gives a stage's value as storing it in the stage node's dtype

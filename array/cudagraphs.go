@@ -11,6 +11,7 @@ import (
 	"gocompile/cuda"
 	"gocompile/internal/logs"
 	"gocompile/internal/stats"
+	"gocompile/ir"
 )
 
 // In ReduceOverhead mode a program on a GPU is captured once per input
@@ -414,7 +415,7 @@ func (rg *replayGraph) replay(inputs []*Array) ([]*Array, error) {
 	}
 	fresh := make([]*Array, len(rg.outputs))
 	for j, o := range rg.outputs {
-		fresh[j] = newGPUArray(rg.views[0].st.dev, Bool, []int{o.bytes})
+		fresh[j] = newGPUArray(rg.views[0].st.dev, ir.Bool, []int{o.bytes})
 		rg.patch(o.refs, fresh[j].st.gpu.ptr())
 	}
 	for i := range rg.nodes {

@@ -54,18 +54,18 @@ func Data(t *Array) any {
 }
 
 // Float32s is a copy of the elements in row-major order, as float32.
-func (t *Array) Float32s() []float32 { return copyAs[float32](t, Float32) }
+func (t *Array) Float32s() []float32 { return copyAs[float32](t, ir.Float32) }
 
 // Float64s is a copy of the elements in row-major order, as float64.
-func (t *Array) Float64s() []float64 { return copyAs[float64](t, Float64) }
+func (t *Array) Float64s() []float64 { return copyAs[float64](t, ir.Float64) }
 
 // Int64s is a copy of the elements in row-major order, as int64 (floating
 // values truncate toward zero).
-func (t *Array) Int64s() []int64 { return copyAs[int64](t, Int64) }
+func (t *Array) Int64s() []int64 { return copyAs[int64](t, ir.Int64) }
 
 // Bools is a copy of the elements in row-major order, as bool (non-zero
 // is true).
-func (t *Array) Bools() []bool { return copyAs[bool](t, Bool) }
+func (t *Array) Bools() []bool { return copyAs[bool](t, ir.Bool) }
 
 func copyAs[T any](t *Array, dt DType) []T {
 	c := asType(t.cpu(), dt)
@@ -123,17 +123,17 @@ func dataLen(data any) int {
 func storedAs(data any, dt DType) bool {
 	switch data.(type) {
 	case []float32:
-		return dt == Float32
+		return dt == ir.Float32
 	case []float64:
-		return dt == Float64
+		return dt == ir.Float64
 	case []uint16:
-		return dt == Float16 || dt == BFloat16
+		return dt == ir.Float16 || dt == ir.BFloat16
 	case []int32:
-		return dt == Int32
+		return dt == ir.Int32
 	case []int64:
-		return dt == Int64
+		return dt == ir.Int64
 	case []bool:
-		return dt == Bool
+		return dt == ir.Bool
 	}
 	return false
 }

@@ -44,15 +44,6 @@ func (eager) Apply(op *ir.Op, a ir.Attrs, args ...ir.Value) ir.Value { return ap
 func (eager) Shape(v ir.Value) []int                                 { return v.(*Array).shape }
 func (eager) DType(v ir.Value) ir.DType                              { return v.(*Array).dtype }
 
-// val passes an optional tensor to a decomposition: a nil *Array becomes a
-// nil Value.
-func val(t *Array) ir.Value {
-	if t == nil {
-		return nil
-	}
-	return t
-}
-
 func tensorsOf(args []ir.Value) []*Array {
 	var ts []*Array
 	for _, a := range args {

@@ -53,7 +53,7 @@ func copyInto(dst, src *Array) {
 	sst := ir.BroadcastStrides(src.shape, src.strides, dst.shape)
 	cshape, cst := Coalesce(dst.shape, dst.strides, sst)
 	k := dst.dtype.Compute()
-	if dst.dtype == Bool {
+	if dst.dtype == ir.Bool {
 		k = src.dtype.Compute() // test for non-zero in the source's kind
 	}
 	so := newOperand(src.st.data, src.dtype, cshape, cst[1], src.offset)
@@ -121,10 +121,10 @@ func matmulKernel(op *ir.Op, a ir.Attrs, args []ir.Value) *Array {
 	shape, compute, out := externTypes(op, &a, []*Array{x, y})
 	batch, m, k, n := ir.MatMulBatch(x.shape, y.shape)
 	work := compute
-	if compute == Float16 || compute == BFloat16 {
-		work = Float32
-	} else if compute == Int32 {
-		work = Int64
+	if compute == ir.Float16 || compute == ir.BFloat16 {
+		work = ir.Float32
+	} else if compute == ir.Int32 {
+		work = ir.Int64
 	}
 	xs, ys := x, y
 	if len(xs.shape) == 1 {
@@ -228,10 +228,10 @@ func gemm(dt DType, a, b, c matrix, m, k, n int) {
 		tb = blas.Trans
 	}
 	switch dt {
-	case Float32:
+	case ir.Float32:
 		impl.Sgemm(ta, tb, m, n, k, 1, a.t.st.data.([]float32)[a.off:], a.ld,
 			b.t.st.data.([]float32)[b.off:], b.ld, 0, c.t.st.data.([]float32)[c.off:], c.ld)
-	case Float64:
+	case ir.Float64:
 		impl.Dgemm(ta, tb, m, n, k, 1, a.t.st.data.([]float64)[a.off:], a.ld,
 			b.t.st.data.([]float64)[b.off:], b.ld, 0, c.t.st.data.([]float64)[c.off:], c.ld)
 	default:
@@ -285,7 +285,7 @@ func stackKernel(op *ir.Op, a ir.Attrs, args []ir.Value) *Array {
 
 // indexAt reads index i of an int32 or int64 tensor's contiguous data.
 func indexValues(idx *Array) []int64 {
-	c := asType(idx.cpu(), Int64)
+	c := asType(idx.cpu(), ir.Int64)
 	return c.st.data.([]int64)[c.offset : c.offset+c.Numel()]
 }
 

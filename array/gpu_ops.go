@@ -466,7 +466,7 @@ func gpuReduce(r ir.Reducer, x *Array, k ir.Kind, keptShape, keptStrides, redSha
 		nRed <= reduceWarpRowsLong && nOut >= 4*inductor.WarpRowsPerBlock*g.dev.SMCount)
 	var partial *Array
 	if parts > 1 {
-		partial = newGPUArray(res.st.dev, Int64, []int{nOut * parts * kern.AccBytes() / 8})
+		partial = newGPUArray(res.st.dev, ir.Int64, []int{nOut * parts * kern.AccBytes() / 8})
 	}
 	args := g.GetArgs()
 	defer g.PutArgs(args)
@@ -564,7 +564,7 @@ func gpuIndex(op string, x, index *Array, dim int, gather bool, res *Array) {
 	if len(x.shape) > 0 {
 		size = x.shape[dim]
 	}
-	bad := newGPUArray(res.st.dev, Int64, []int{2})
+	bad := newGPUArray(res.st.dev, ir.Int64, []int{2})
 	Check(g.stream.Memset8(bad.DevicePtr(), 0, 16), op, x)
 	args := g.GetArgs()
 	defer g.PutArgs(args)
@@ -595,8 +595,8 @@ func gpuMatMul(op *ir.Op, xs, ys *Array, batch []int, m, k, n int, work DType, s
 		return res.Reshape(shape...)
 	}
 	if !work.IsFloat() {
-		a := asType(xs.Expand(append(append([]int(nil), batch...), m, k)...), Int64)
-		c := asType(ys.Expand(append(append([]int(nil), batch...), k, n)...), Int64)
+		a := asType(xs.Expand(append(append([]int(nil), batch...), m, k)...), ir.Int64)
+		c := asType(ys.Expand(append(append([]int(nil), batch...), k, n)...), ir.Int64)
 		fn := g.Kernel(inductor.IntMatMulName, func() (string, error) { return inductor.IntMatMulSource, nil })
 		args := g.GetArgs()
 		defer g.PutArgs(args)
@@ -642,11 +642,11 @@ func batchStride(t *Array, nbatch int) (int, bool) {
 
 func blasType(dt DType) cuda.DataType {
 	switch dt {
-	case Float64:
+	case ir.Float64:
 		return cuda.R64F
-	case Float16:
+	case ir.Float16:
 		return cuda.R16F
-	case BFloat16:
+	case ir.BFloat16:
 		return cuda.R16BF
 	}
 	return cuda.R32F

@@ -45,7 +45,7 @@ func (g *GPU) GemmWorkspace(partials, counters int) (cuda.DevicePtr, cuda.Device
 				Fix: "none needed: this input layout runs with plain launches"})
 		}
 		dev := ir.CUDA(g.dev.Ordinal)
-		pt, ct := newGPUArray(dev, Float32, []int{np}), newGPUArray(dev, Int32, []int{nc})
+		pt, ct := newGPUArray(dev, ir.Float32, []int{np}), newGPUArray(dev, ir.Int32, []int{nc})
 		Check(g.stream.Memset8(ct.DevicePtr(), 0, nc*4), "MatMul")
 		s.mu.Lock()
 		if s.partials == nil || s.partials.Numel() < np {

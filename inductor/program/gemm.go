@@ -48,7 +48,7 @@ func (p *inductorProgram) findEpilogues() {
 	for i := range p.steps {
 		s := &p.steps[i]
 		mm := s.r.Root
-		if s.group != nil || s.row != nil || mm.Op != ir.OpMatMul || mm.DType != array.Float32 || outputs[mm] {
+		if s.group != nil || s.row != nil || mm.Op != ir.OpMatMul || mm.DType != ir.Float32 || outputs[mm] {
 			continue
 		}
 		for j := i + 1; j < len(p.steps); j++ {
@@ -181,7 +181,7 @@ func (p *inductorProgram) runMatMul(s *inductorStep, vals []*array.Array, a *arr
 // dependent, a tensor-core kernel launches as a dependent of the kernel
 // ahead (findDependentProducts says when that is safe).
 func gpuGemm(bc Config, tunedAt *sync.Map, dependent bool, q *array.LaunchQueue, x, y *array.Array, t *inductorStep, product int, ins []*array.Array, dst func(shape []int) *array.Array) *array.Array {
-	if x.DType() != array.Float32 || y.DType() != array.Float32 || len(y.Shape()) != 2 || len(x.Shape()) == 0 || x.Device() != y.Device() {
+	if x.DType() != ir.Float32 || y.DType() != ir.Float32 || len(y.Shape()) != 2 || len(x.Shape()) == 0 || x.Device() != y.Device() {
 		return nil
 	}
 	k, n := y.Shape()[0], y.Shape()[1]
@@ -215,7 +215,7 @@ func gpuGemm(bc Config, tunedAt *sync.Map, dependent bool, q *array.LaunchQueue,
 		kern.Compute, kern.Out, kern.Label, kern.Doc = g.kernel.Compute, g.kernel.Out, g.kernel.Label, t.r.Describe()
 		for j, in := range ins {
 			if j == product {
-				kern.Operands = append(kern.Operands, inductor.Operand{DType: array.Float32, Kind: g.kinds[j]})
+				kern.Operands = append(kern.Operands, inductor.Operand{DType: ir.Float32, Kind: g.kinds[j]})
 				ops = append(ops, [2]int64{})
 				continue
 			}

@@ -10,7 +10,7 @@ import (
 	"gocompile/ir"
 )
 
-// array.Float32 products too tall for the generated GEMM can run through
+// Float32 products too tall for the generated GEMM can run through
 // cuBLASLt: with the bias add of their epilogue fused into the library's
 // kernel (CUBLASLT_EPILOGUE_BIAS, exact), and in MaxAutotune mode with the
 // fastest of cuBLASLt's ranked algorithms for the shape, timed on the
@@ -76,7 +76,7 @@ func biasOperand(e *ir.Expr, product int) (int, bool) {
 // vector, or, without an epilogue, any mode but MaxAutotune (the plain
 // cuBLAS product is the default there).
 func gpuLtGemm(bc Config, q *array.LaunchQueue, x, y *array.Array, t *inductorStep, product int, ins []*array.Array, dst func(shape []int) *array.Array) *array.Array {
-	if x.DType() != array.Float32 || y.DType() != array.Float32 || len(y.Shape()) != 2 || len(x.Shape()) == 0 || x.Device() != y.Device() {
+	if x.DType() != ir.Float32 || y.DType() != ir.Float32 || len(y.Shape()) != 2 || len(x.Shape()) == 0 || x.Device() != y.Device() {
 		return nil
 	}
 	if t == nil && !bc.Autotune {
@@ -104,11 +104,11 @@ func gpuLtGemm(bc Config, q *array.LaunchQueue, x, y *array.Array, t *inductorSt
 	if t != nil {
 		g := t.group
 		j, ok := biasOperand(g.kernel.Expr, product)
-		if !ok || g.kernel.Out != array.Float32 || g.kernel.Compute != ir.F32 || g.kinds[product] != ir.F32 || g.kinds[j] != ir.F32 {
+		if !ok || g.kernel.Out != ir.Float32 || g.kernel.Compute != ir.F32 || g.kinds[product] != ir.F32 || g.kinds[j] != ir.F32 {
 			return nil
 		}
 		in := ins[j]
-		if in.DType() != array.Float32 || in.Device() != x.Device() {
+		if in.DType() != ir.Float32 || in.Device() != x.Device() {
 			return nil
 		}
 		st, ok := ir.ViewStrides(shape, ir.BroadcastStrides(in.Shape(), in.Strides(), shape), []int{m, n})
@@ -141,7 +141,7 @@ func gpuLtGemm(bc Config, q *array.LaunchQueue, x, y *array.Array, t *inductorSt
 	if dst != nil {
 		out = dst(shape)
 	} else {
-		out = array.New(x.Device(), array.Float32, shape)
+		out = array.New(x.Device(), ir.Float32, shape)
 	}
 	algo := 0
 	if v, ok := ltTuned.Load(key); ok && bc.Autotune {

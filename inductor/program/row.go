@@ -417,9 +417,9 @@ func (s *rowStep) splitGPU(g *array.GPU, k *inductor.RowKernel, args []*array.Ar
 	chunk := (R + parts - 1) / parts
 	chunk = (chunk + k.Vec - 1) / k.Vec * k.Vec
 	parts = (R + chunk - 1) / chunk
-	acc := array.Float32
+	acc := ir.Float32
 	if k.Stages[0].Compute == ir.F64 {
-		acc = array.Float64
+		acc = ir.Float64
 	}
 	partial := array.New(res.Device(), acc, []int{rows * parts})
 	fn := g.KernelIn(s.cache, k.Name(), k.Source)
