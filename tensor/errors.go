@@ -53,6 +53,9 @@ func asError(err error) *Error {
 //		return
 //	}
 func Try(f func()) (err error) {
+	if f == nil {
+		return &Error{Op: "Try", Reason: "the function is nil", Fix: "pass the function to run"}
+	}
 	defer func() {
 		if r := recover(); r != nil {
 			if re, ok := r.(error); ok {

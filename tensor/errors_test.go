@@ -123,3 +123,11 @@ func TestDefaultDeviceFromEnv(t *testing.T) {
 		}
 	}
 }
+
+// Try of a nil function is an *Error, not a nil-function panic.
+func TestTryNil(t *testing.T) {
+	var e *Error
+	if err := Try(nil); !errors.As(err, &e) || e.Op != "Try" {
+		t.Fatalf("Try(nil) = %v, want an *Error", err)
+	}
+}
