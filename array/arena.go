@@ -28,7 +28,7 @@ type arenaSlot struct {
 
 // ArenaPool keeps the arenas of one buffer plan.
 type ArenaPool struct {
-	Plan *fuse.Plan
+	Plan *fuse.Plan // the buffer plan; set before the first Get
 	pool sync.Pool
 }
 

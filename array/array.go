@@ -88,7 +88,7 @@ func Meta(dev Device, dt DType, shape, strides []int) *Array {
 
 // New allocates a contiguous array of the given type and shape on device d
 // (zeros on the CPU, uninitialised on a GPU).
-func New(d Device, dt DType, shape []int) *Array { return NewOn(d, dt, shape) }
+func New(d Device, dt DType, shape []int) *Array { return newOn(d, dt, shape) }
 
 func (t *Array) layout() ir.Layout { return t.Layout() }
 
@@ -158,11 +158,6 @@ func (t *Array) normDim(op string, d int) int {
 	}
 	return n
 }
-
-// HostPointer is the address of the first element of a CPU array, for
-// handing its memory to code outside Go (a device copy). The caller keeps
-// t alive while the pointer is in use.
-func HostPointer(t *Array) unsafe.Pointer { return hostPointer(t) }
 
 func hostPointer(t *Array) unsafe.Pointer {
 	switch d := t.st.data.(type) {

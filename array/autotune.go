@@ -34,7 +34,7 @@ type tuning struct {
 	best string
 }
 
-// autotune returns the index of the fastest of the candidates names (the
+// Autotune returns the index of the fastest of the candidates names (the
 // default at index def) for key: compile(i) builds candidate i's kernel,
 // run(i) launches it. Candidates that fail to build or launch are skipped;
 // with none left the default wins.

@@ -29,30 +29,6 @@ func FromFloat64s(vals []float64, dt DType, shape ...int) *Array {
 	return t
 }
 
-// Data is the storage slice of a contiguous CPU array, from its first
-// element: the slice type its dtype is stored in (see FromData). Other
-// arrays are first copied (to the CPU, contiguous). Writing to the slice of
-// an array that needed no copy writes the array.
-func Data(t *Array) any {
-	c := asType(t.cpu(), t.dtype)
-	n := c.Numel()
-	switch d := c.st.data.(type) {
-	case []float32:
-		return d[c.offset : c.offset+n]
-	case []float64:
-		return d[c.offset : c.offset+n]
-	case []uint16:
-		return d[c.offset : c.offset+n]
-	case []int32:
-		return d[c.offset : c.offset+n]
-	case []int64:
-		return d[c.offset : c.offset+n]
-	case []bool:
-		return d[c.offset : c.offset+n]
-	}
-	return nil
-}
-
 // Float32s is a copy of the elements in row-major order, as float32.
 func (t *Array) Float32s() []float32 { return copyAs[float32](t, ir.Float32) }
 
@@ -72,9 +48,9 @@ func copyAs[T any](t *Array, dt DType) []T {
 	return append([]T(nil), c.st.data.([]T)[c.offset:c.offset+c.Numel()]...)
 }
 
-// Element is the zero-dimensional view of the element at storage offset
+// element is the zero-dimensional view of the element at storage offset
 // off.
-func (t *Array) Element(off int) *Array {
+func (t *Array) element(off int) *Array {
 	return &Array{st: t.st, shape: []int{}, strides: []int{}, offset: off, dtype: t.dtype}
 }
 
@@ -82,7 +58,7 @@ func (t *Array) Element(off int) *Array {
 func (t *Array) At(off int) float64 {
 	src := t
 	if t.st.dev != CPU {
-		src, off = t.Element(off).cpu(), 0
+		src, off = t.element(off).cpu(), 0
 	}
 	var v [1]float64
 	loadInto(v[:], src.st.data, src.dtype, off)
@@ -92,7 +68,7 @@ func (t *Array) At(off int) float64 {
 // Set writes v, converted to t's type, at storage offset off.
 func (t *Array) Set(off int, v float64) {
 	if t.st.dev != CPU {
-		copyInto(t.Element(off), FromFloat64s([]float64{v}, t.dtype))
+		copyInto(t.element(off), FromFloat64s([]float64{v}, t.dtype))
 		return
 	}
 	storeFrom(t.st.data, t.dtype, off, []float64{v})

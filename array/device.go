@@ -22,7 +22,7 @@ type GPU struct {
 	// memory the capturing goroutine allocates: the graph owns it.
 	captured atomic.Pointer[[]*storage]
 	gemm     gemmScratch // split GEMM workspace (workspace.go)
-	// generated holds the CUfunction of every kernel loaded by kernel():
+	// generated holds the CUfunction of every kernel loaded by KernelIn:
 	// a captured graph's nodes may only be these, whose parameters are
 	// known to be flat (library kernels may pass pointers inside structs).
 	generated sync.Map
@@ -75,7 +75,7 @@ func gpuFor(d Device) (*GPU, error) {
 	return gi.g, gi.err
 }
 
-// MustGPU returns the runtime of d or panics with an *Error saying why the
+// MustGPU returns the runtime of d or panics with an *ir.Error saying why the
 // GPU cannot be used.
 func MustGPU(op string, d Device) *GPU {
 	if d.Type != ir.DeviceCUDA || d.Index < 0 {
@@ -98,7 +98,7 @@ type gpuBuffer struct {
 
 func (b *gpuBuffer) ptr() cuda.DevicePtr { return b.block.Ptr }
 
-// newGPUArray allocates an uninitialised contiguous tensor on device d.
+// newGPUArray allocates an uninitialised contiguous array on device d.
 func newGPUArray(d Device, dt DType, shape []int) *Array {
 	g := MustGPU("alloc", d)
 	shape = append([]int(nil), shape...)
@@ -163,7 +163,7 @@ func (t *Array) cpu() *Array {
 	return t.ToDevice(CPU)
 }
 
-// devicePtr is the address of t's first element on its GPU.
+// DevicePtr is the address of t's first element on its GPU.
 func (t *Array) DevicePtr() cuda.DevicePtr {
 	return t.st.gpu.ptr() + cuda.DevicePtr(t.offset*t.dtype.Size())
 }

@@ -33,7 +33,7 @@ func apply(op *ir.Op, a ir.Attrs, args ...ir.Value) *Array {
 		Check(err, op.Title, tensorsOf(args)...)
 		return v.(*Array)
 	}
-	panic("tensor: op " + op.Name + " has an unknown kind")
+	panic("array: op " + op.Name + " has an unknown kind")
 }
 
 // eager is the ir.Builder that computes ops at once on arrays;
@@ -54,6 +54,8 @@ func tensorsOf(args []ir.Value) []*Array {
 	return ts
 }
 
+// CheckDevices panics with an *ir.Error naming op unless the arrays among
+// args are non-nil and on one device.
 func CheckDevices(op *ir.Op, args []ir.Value) {
 	var first *Array
 	for i, a := range args {
@@ -94,7 +96,7 @@ func compiledBlock(op *ir.Op, args []ir.Kind, compute ir.Kind) *ir.Block {
 	}
 	b, err := ir.CompileBlock(op.Expr, args, compute)
 	if err != nil {
-		panic("tensor: registry entry " + op.Name + " does not compile: " + err.Error())
+		panic("array: registry entry " + op.Name + " does not compile: " + err.Error())
 	}
 	blocks.Store(key, b)
 	return b
@@ -102,7 +104,7 @@ func compiledBlock(op *ir.Op, args []ir.Kind, compute ir.Kind) *ir.Block {
 
 func pointwise(op *ir.Op, a ir.Attrs, args []ir.Value) *Array {
 	if op.Arity >= 0 && len(args) != op.Arity {
-		panic("tensor: " + op.Name + " called with the wrong number of operands")
+		panic("array: " + op.Name + " called with the wrong number of operands")
 	}
 	tensors := tensorsOf(args)
 	types := make([]ir.Operand, 0, len(args)+len(a.Scalars))
@@ -190,7 +192,7 @@ func RunBlocks(blks []*ir.Block, args []ir.Value, params []float64, res []*Array
 			}
 		}
 	}
-	ParallelFor(n, MinParallel, func(lo, hi int) {
+	parallelFor(n, MinParallel, func(lo, hi int) {
 		frames := make([]*ir.Frame, len(blks))
 		for j, b := range blks {
 			frames[j] = b.NewFrame(min(BlockSize, hi-lo), params) // small ops get small frames
@@ -236,9 +238,9 @@ func RunBlocks(blks []*ir.Block, args []ir.Value, params []float64, res []*Array
 	})
 }
 
-// NewOn allocates a contiguous tensor on device d (zeros on the CPU,
+// newOn allocates a contiguous array on device d (zeros on the CPU,
 // uninitialised on a GPU).
-func NewOn(d Device, dt DType, shape []int) *Array {
+func newOn(d Device, dt DType, shape []int) *Array {
 	if d == CPU {
 		return newArray(dt, shape)
 	}

@@ -4,7 +4,7 @@
 // An Array is a storage (a typed Go slice on the CPU, a block of device
 // memory on a GPU) seen through a layout (shape, strides and offset, in
 // elements) with an element type. Views share storage. Package tensor's
-// Array is the user's handle on an Array; compiled programs take and
+// Tensor is the user's handle on an Array; compiled programs take and
 // return Arrays.
 //
 // It holds:

@@ -58,7 +58,7 @@ func copyInto(dst, src *Array) {
 	}
 	so := newOperand(src.st.data, src.dtype, cshape, cst[1], src.offset)
 	do := newOperand(dst.st.data, dst.dtype, cshape, cst[0], dst.offset)
-	ParallelFor(n, MinParallel, func(lo, hi int) {
+	parallelFor(n, MinParallel, func(lo, hi int) {
 		s := so.Clone()
 		buf := ir.NewVec(k, BlockSize)
 		var raw any
@@ -101,7 +101,7 @@ func contiguousKernel(_ *ir.Op, _ ir.Attrs, args []ir.Value) *Array {
 	if t.IsContiguous() {
 		return t
 	}
-	out := NewOn(t.st.dev, t.dtype, t.shape)
+	out := newOn(t.st.dev, t.dtype, t.shape)
 	copyInto(out, t)
 	return out
 }
@@ -111,7 +111,7 @@ func asType(t *Array, dt DType) *Array {
 	if t.dtype == dt && t.IsContiguous() {
 		return t
 	}
-	out := NewOn(t.st.dev, dt, t.shape)
+	out := newOn(t.st.dev, dt, t.shape)
 	copyInto(out, t)
 	return out
 }
@@ -260,7 +260,7 @@ func catKernel(op *ir.Op, a ir.Attrs, args []ir.Value) *Array {
 	ts := tensorsOf(args)
 	shape, _, out := externTypes(op, &a, ts)
 	d := ts[0].normDim("Cat", a.Dim)
-	res := NewOn(ts[0].st.dev, out, shape)
+	res := newOn(ts[0].st.dev, out, shape)
 	at := 0
 	for _, t := range ts {
 		copyInto(res.Slice(d, at, at+t.shape[d], 1), t)
@@ -276,14 +276,14 @@ func stackKernel(op *ir.Op, a ir.Attrs, args []ir.Value) *Array {
 	if d < 0 {
 		d += len(shape)
 	}
-	res := NewOn(ts[0].st.dev, out, shape)
+	res := newOn(ts[0].st.dev, out, shape)
 	for i, t := range ts {
 		copyInto(res.selectAt(d, i), t)
 	}
 	return res
 }
 
-// indexAt reads index i of an int32 or int64 tensor's contiguous data.
+// indexValues reads the indices of an int32 or int64 array's contiguous data.
 func indexValues(idx *Array) []int64 {
 	c := asType(idx.cpu(), ir.Int64)
 	return c.st.data.([]int64)[c.offset : c.offset+c.Numel()]

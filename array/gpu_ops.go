@@ -25,7 +25,7 @@ import (
 // kernel returns the compiled function name from the source gen makes,
 // compiling it on first use (concurrent first uses compile once). A kernel
 // that fails to generate or compile panics with a *KernelError.
-func (g *GPU) Kernel(name string, gen func() (string, error)) *cuda.Function {
+func (g *GPU) kernel(name string, gen func() (string, error)) *cuda.Function {
 	return g.KernelIn(nil, name, gen)
 }
 
@@ -72,6 +72,7 @@ type KernelError struct {
 	Err  error  // why it could not be built
 }
 
+// Error names the kernel and the reason.
 func (e *KernelError) Error() string {
 	return fmt.Sprintf("gocompile: GPU kernel %s: %v", e.Name, e.Err)
 }
@@ -99,10 +100,12 @@ func writeKernelSource(a *Artifacts, name, src string) {
 	}
 }
 
+// Launch launches fn on g's stream with a 1-D grid of blocks of block
+// threads; a failed launch panics, naming op.
 func (g *GPU) Launch(op string, fn *cuda.Function, grid, block int, args *cuda.Args) {
 	err := g.stream.Launch(fn, cuda.Dim3{X: uint32(grid), Y: 1, Z: 1}, cuda.Dim3{X: uint32(block), Y: 1, Z: 1}, 0, args)
 	if err != nil {
-		panic(fmt.Sprintf("tensor: %s: launch: %v", op, err))
+		panic(fmt.Sprintf("array: %s: launch: %v", op, err))
 	}
 }
 
@@ -110,10 +113,12 @@ const threadsPerBlock = 256
 
 // gridFor is the number of blocks for work items handled by grid-stride
 // loops: enough to fill the device several times over, no more.
-func (g *GPU) GridFor(items int) int {
+func (g *GPU) gridFor(items int) int {
 	return max(1, min((items+threadsPerBlock-1)/threadsPerBlock, g.dev.SMCount*32))
 }
 
+// GetArgs takes an empty argument list from g's pool; PutArgs gives it
+// back once the launch that used it is made.
 func (g *GPU) GetArgs() *cuda.Args  { return g.args.Get().(*cuda.Args).Reset() }
 func (g *GPU) PutArgs(a *cuda.Args) { g.args.Put(a) }
 
@@ -157,7 +162,7 @@ func gpuKernel(k *inductor.PointwiseKernel, title string, scalars []float64, arg
 	return GPUKernelIn(nil, nil, false, k, title, scalars, args, kinds, res, extra...)
 }
 
-// GPUKernelIn is gpuKernel with the kernel kept in cache c (see kernelIn),
+// GPUKernelIn is gpuKernel with the kernel kept in cache c (see KernelIn),
 // its launch queued on q when q is not nil, and, with tune, the unroll
 // and block size of a dense kernel chosen by timing (MaxAutotune).
 func GPUKernelIn(c *Artifacts, q *LaunchQueue, tune bool, k *inductor.PointwiseKernel, title string, scalars []float64, args []ir.Value, kinds []ir.Kind, res *Array, extra ...*Array) *Array {
@@ -254,7 +259,7 @@ func GPUKernelIn(c *Artifacts, q *LaunchQueue, tune bool, k *inductor.PointwiseK
 	}
 	pk, err := k.ParamKinds()
 	if err != nil {
-		panic("tensor: " + err.Error())
+		panic("array: " + err.Error())
 	}
 	for i, kd := range pk {
 		addKind(args2, kd, scalars[i])
@@ -283,7 +288,7 @@ func GPUKernelIn(c *Artifacts, q *LaunchQueue, tune bool, k *inductor.PointwiseK
 		}
 		args2.Bytes(geo.Bytes(), 8)
 	}
-	grid, block := g.GridFor(n), threadsPerBlock
+	grid, block := g.gridFor(n), threadsPerBlock
 	if !k.Strided {
 		block = pointwiseBlock
 		if tune && !g.stream.CapturingHere() {
@@ -443,7 +448,7 @@ func gpuReduce(r ir.Reducer, x *Array, k ir.Kind, keptShape, keptStrides, redSha
 		}
 		return src, nil
 	}
-	fn := g.Kernel(kern.Name(), gen)
+	fn := g.kernel(kern.Name(), gen)
 
 	// Long rows with few outputs are split across blocks so every SM works:
 	// reduceWaves times as many blocks as the device holds at once (one
@@ -453,7 +458,7 @@ func gpuReduce(r ir.Reducer, x *Array, k ir.Kind, keptShape, keptStrides, redSha
 	// chunk.
 	parts := 1
 	if nOut < 2*g.dev.SMCount && nRed > 8*inductor.ReduceBlock {
-		resident := reduceWaves * g.ResidentBlocks(fn, inductor.ReduceBlock) * g.dev.SMCount
+		resident := reduceWaves * g.residentBlocks(fn, inductor.ReduceBlock) * g.dev.SMCount
 		parts = max(1, min((nRed+reduceMinChunk-1)/reduceMinChunk, (resident+nOut-1)/nOut, 65535))
 	}
 	chunk := (nRed + parts - 1) / parts
@@ -486,14 +491,14 @@ func gpuReduce(r ir.Reducer, x *Array, k ir.Kind, keptShape, keptStrides, redSha
 	args.Bytes(geo.Bytes(), 8)
 	err := g.stream.Launch(fn, grid, cuda.Dim3{X: inductor.ReduceBlock, Y: 1, Z: 1}, 0, args)
 	if err != nil {
-		panic(fmt.Sprintf("tensor: %v: launch: %v", r, err))
+		panic(fmt.Sprintf("array: %v: launch: %v", r, err))
 	}
 	if parts > 1 {
-		final := g.Kernel(kern.Name()+"_final", gen)
+		final := g.kernel(kern.Name()+"_final", gen)
 		args.Reset().I64(int64(nOut)).I64(int64(parts)).I64(int64(nRed)).Ptr(partial.DevicePtr()).Ptr(res.DevicePtr())
 		err := g.stream.Launch(final, cuda.Dim3{X: uint32(nOut), Y: 1, Z: 1}, cuda.Dim3{X: inductor.ReduceBlock, Y: 1, Z: 1}, 0, args)
 		if err != nil {
-			panic(fmt.Sprintf("tensor: %v: launch: %v", r, err))
+			panic(fmt.Sprintf("array: %v: launch: %v", r, err))
 		}
 	}
 }
@@ -514,7 +519,7 @@ var residency sync.Map // *cuda.Function -> int
 // residentBlocks is how many blocks of fn, of block threads each, one SM
 // runs at once, as its registers and the SM's threads allow (the kernels
 // this serves use little shared memory).
-func (g *GPU) ResidentBlocks(fn *cuda.Function, block int) int {
+func (g *GPU) residentBlocks(fn *cuda.Function, block int) int {
 	if v, ok := residency.Load(fn); ok {
 		return v.(int)
 	}
@@ -548,7 +553,7 @@ func gpuIndex(op string, x, index *Array, dim int, gather bool, res *Array) {
 		Throw(op, []*Array{x, index}, "use fewer dims", "GPU gathers index at most %d dims", inductor.MaxRank)
 	}
 	kern := &inductor.IndexKernel{Elem: x.dtype, Index: index.dtype, Gather: gather}
-	fn := g.Kernel(kern.Name(), func() (string, error) { return kern.Source(), nil })
+	fn := g.kernel(kern.Name(), func() (string, error) { return kern.Source(), nil })
 	geo := inductor.Geometry{Rank: len(res.shape), Strides: make([][inductor.MaxRank]int64, 2)}
 	for d, s := range res.shape {
 		geo.Sizes[d] = int64(s)
@@ -570,7 +575,7 @@ func gpuIndex(op string, x, index *Array, dim int, gather bool, res *Array) {
 	defer g.PutArgs(args)
 	args.I64(int64(n)).Ptr(x.DevicePtr()).Ptr(index.DevicePtr()).Ptr(res.DevicePtr()).
 		I64(int64(dim)).I64(int64(size)).Ptr(bad.DevicePtr()).Bytes(geo.Bytes(), 8)
-	g.Launch(op, fn, g.GridFor(n), threadsPerBlock, args)
+	g.Launch(op, fn, g.gridFor(n), threadsPerBlock, args)
 	var flag [2]int64
 	Check(g.stream.CopyDtoH(unsafe.Pointer(&flag[0]), bad.DevicePtr(), 16), op, x)
 	Check(g.stream.Synchronize(), op, x)
@@ -597,11 +602,11 @@ func gpuMatMul(op *ir.Op, xs, ys *Array, batch []int, m, k, n int, work DType, s
 	if !work.IsFloat() {
 		a := asType(xs.Expand(append(append([]int(nil), batch...), m, k)...), ir.Int64)
 		c := asType(ys.Expand(append(append([]int(nil), batch...), k, n)...), ir.Int64)
-		fn := g.Kernel(inductor.IntMatMulName, func() (string, error) { return inductor.IntMatMulSource, nil })
+		fn := g.kernel(inductor.IntMatMulName, func() (string, error) { return inductor.IntMatMulSource, nil })
 		args := g.GetArgs()
 		defer g.PutArgs(args)
 		args.Ptr(a.DevicePtr()).Ptr(c.DevicePtr()).Ptr(res.DevicePtr()).I64(int64(nb)).I64(int64(m)).I64(int64(k)).I64(int64(n))
-		g.Launch(op.Title, fn, g.GridFor(nb*m*n), threadsPerBlock, args)
+		g.Launch(op.Title, fn, g.gridFor(nb*m*n), threadsPerBlock, args)
 		return res.Reshape(shape...)
 	}
 	xm := blasOperand(xs.Expand(append(append([]int(nil), batch...), m, k)...), work)

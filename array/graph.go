@@ -6,6 +6,8 @@ import "gocompile/ir"
 // and returns the values of its outputs. Backends compile an ir.Graph into
 // a Program; package tensor calls it with its tensors' arrays.
 type Program interface {
+	// Run computes the outputs for one call. It may be called from many
+	// goroutines at once.
 	Run(inputs []*Array) []*Array
 }
 
@@ -23,7 +25,7 @@ type EagerProgram struct {
 type ScalarSlot struct {
 	Node   int // index in the graph's nodes
 	Arg    int // index among the node's args, or -1: Attrs.Scalars[Attr]
-	Attr   int
+	Attr   int // with Arg -1, the index in the node's Attrs.Scalars
 	Scalar int // index among the call's dynamic scalars
 }
 

@@ -15,10 +15,10 @@ const BlockSize = 1024
 // MinParallel is the smallest number of elements worth a goroutine.
 const MinParallel = 1 << 15
 
-// ParallelFor splits [0, n) elements into ranges of at least grain
+// parallelFor splits [0, n) elements into ranges of at least grain
 // elements, aligned to BlockSize so that only the last block of the whole
 // range is partial, and runs fn on them on up to GOMAXPROCS goroutines.
-func ParallelFor(n, grain int, fn func(lo, hi int)) { split(n, grain, BlockSize, fn) }
+func parallelFor(n, grain int, fn func(lo, hi int)) { split(n, grain, BlockSize, fn) }
 
 // ParallelRows splits [0, n) rows (each a unit of work) into ranges of at
 // least grain rows and runs fn on them on up to GOMAXPROCS goroutines.

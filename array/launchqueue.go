@@ -14,7 +14,7 @@ import (
 // them, the run queues its launches: each step starts compiling its
 // kernel (in parallel, up to one compile per CPU) and leaves its launch in
 // the queue, which launches in program order once each kernel is ready
-// (drain). Steps that launch by other means (eager ops, autotuning) drain
+// (Drain). Steps that launch by other means (eager ops, autotuning) drain
 // the queue first, so the stream sees every launch in program order. The
 // queue holds the tensors its launches use, so no memory they use is
 // freed and reused before they are queued on the stream.
@@ -37,13 +37,14 @@ type pendingKernel struct {
 	err  any // what loading panicked with
 }
 
+// NewLaunchQueue is an empty queue for one run.
 func NewLaunchQueue() *LaunchQueue {
 	q := &LaunchQueue{}
 	q.eg.SetLimit(runtime.NumCPU())
 	return q
 }
 
-// kernel starts getting the named kernel for g (as g.kernelIn would).
+// kernel starts getting the named kernel for g (as g.KernelIn would).
 func (q *LaunchQueue) kernel(g *GPU, c *Artifacts, name string, gen func() (string, error)) *pendingKernel {
 	k := &pendingKernel{name: name, done: make(chan struct{})}
 	q.eg.Go(func() error {
@@ -61,8 +62,8 @@ func (q *LaunchQueue) add(k *pendingKernel, launch func(fn *cuda.Function), uses
 	q.keep = append(q.keep, uses...)
 }
 
-// drain launches everything queued, in order. A kernel that failed to
-// build panics as gpu.kernelIn does.
+// Drain launches everything queued, in order. A kernel that failed to
+// build panics as GPU.KernelIn does.
 func (q *LaunchQueue) Drain() {
 	if q == nil {
 		return
@@ -75,13 +76,13 @@ func (q *LaunchQueue) Drain() {
 			if ke, ok := it.k.err.(*KernelError); ok {
 				panic(ke)
 			}
-			panic(fmt.Sprintf("tensor: loading kernel %s: %v", it.k.name, it.k.err))
+			panic(fmt.Sprintf("array: loading kernel %s: %v", it.k.name, it.k.err))
 		}
 		it.launch(it.k.fn)
 	}
 }
 
-// args returns the argument list of a launch on g: from g's pool when the
+// Args returns the argument list of a launch on g: from g's pool when the
 // launch happens now (q nil; give it back with release), a new one when it
 // is queued (the queued launch keeps it).
 func (q *LaunchQueue) Args(g *GPU) *cuda.Args {
@@ -91,7 +92,7 @@ func (q *LaunchQueue) Args(g *GPU) *cuda.Args {
 	return cuda.NewArgs()
 }
 
-// release gives back an argument list from args once the launch is made.
+// Release gives back an argument list from Args once the launch is made.
 func (q *LaunchQueue) Release(g *GPU, a *cuda.Args) {
 	if q == nil {
 		g.PutArgs(a)

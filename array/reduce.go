@@ -34,7 +34,7 @@ func reduce(op *ir.Op, a ir.Attrs, x *Array) *Array {
 		Throw(op.Title, []*Array{x}, "reduce over non-empty dims, or check the input's size first",
 			"cannot take the %v over zero elements (dims %v)", r, dims)
 	}
-	res := NewOn(x.st.dev, out, ir.ReduceShape(x.shape, dims, a.KeepDim))
+	res := newOn(x.st.dev, out, ir.ReduceShape(x.shape, dims, a.KeepDim))
 	nOut := ir.Numel(keptShape)
 	if nOut == 0 {
 		return res

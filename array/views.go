@@ -38,13 +38,5 @@ func (t *Array) Slice(dim, start, stop, step int) *Array {
 // already is, else a copy.
 func Contiguous(t *Array) *Array { return apply(ir.OpContiguous, ir.Attrs{}, t) }
 
-// Cast is t converted to dtype dt (t itself when it has that type).
-func Cast(t *Array, dt DType) *Array {
-	if t.dtype == dt {
-		return t
-	}
-	return apply(ir.OpCast, ir.Attrs{DType: dt}, t)
-}
-
 // selectAt is the slice at index i (in range) along dim d, with d removed.
 func (t *Array) selectAt(d, i int) *Array { return t.Slice(d, i, i+1, 1).Squeeze(d) }

@@ -287,6 +287,9 @@ type compiled struct {
 	staticScalars atomic.Bool
 	warned        sync.Once
 	name          string
+	// consts maps the arrays of the tensors its graphs bind as constants
+	// back to those tensors, so that a result that is one is that tensor.
+	consts sync.Map // *array.Array → *Tensor
 }
 
 type segmentEntry struct {
@@ -413,6 +416,7 @@ func (c *compiled) flatten(args []reflect.Value) *flatArgs {
 
 // call is the compiled function.
 func (c *compiled) call(args []reflect.Value) []reflect.Value {
+	defer rethrow()
 	st := c.opts.stats
 	if st != nil {
 		st.Calls.Add(1)
@@ -628,10 +632,10 @@ func (c *compiled) run(e *entry, fa *flatArgs, args []reflect.Value) []reflect.V
 		return c.finish(tr, results)
 	}
 	var outs []*Tensor
-	if ap, ok := e.prog.(arrayProgram); !ok {
+	if ap, ok := e.prog.(arrayProgram); ok {
+		outs = c.tensorsFor(ap.runArrays(fa.tensors, fa.dyn), fa.tensors)
+	} else {
 		outs = e.prog.Run(fa.tensors)
-	} else if outs, ok = ap.runScalars(fa.tensors, fa.dyn); !ok {
-		outs = ap.Run(fa.tensors)
 	}
 	c.checkOutputs(outs, e.graphs[0])
 	k := 0
@@ -664,7 +668,12 @@ func (c *compiled) runSegment(g *ir.Graph, bound []*Tensor) []*Tensor {
 	v, _ := c.segments.LoadOrStore(key, &segmentEntry{})
 	se := v.(*segmentEntry)
 	se.once.Do(func() { se.prog = c.compileGraph(g, nil) })
-	outs := se.prog.Run(bound)
+	var outs []*Tensor
+	if ap, ok := se.prog.(arrayProgram); ok {
+		outs = c.tensorsFor(ap.runArrays(bound, nil), bound)
+	} else {
+		outs = se.prog.Run(bound)
+	}
 	c.checkOutputs(outs, g)
 	return outs
 }
@@ -754,17 +763,43 @@ func dumpGraph(dir, name string, g *ir.Graph) string {
 type arrayProgram struct{ p array.Program }
 
 func (ap arrayProgram) Run(inputs []*Tensor) []*Tensor {
-	return wrapAll(ap.p.Run(arraysOf(inputs)))
+	return (*compiled)(nil).tensorsFor(ap.runArrays(inputs, nil), inputs)
 }
 
-// runScalars runs the program with the call's dynamic scalars, if it
-// takes them.
-func (ap arrayProgram) runScalars(inputs []*Tensor, scalars []float64) ([]*Tensor, bool) {
-	ep, ok := ap.p.(*array.EagerProgram)
-	if !ok || !ep.HasScalars() {
-		return nil, false
+// runArrays runs the program on the inputs' arrays, with the call's
+// dynamic scalars if it takes them.
+func (ap arrayProgram) runArrays(inputs []*Tensor, scalars []float64) []*array.Array {
+	if ep, ok := ap.p.(*array.EagerProgram); ok && ep.HasScalars() {
+		return ep.RunScalars(arraysOf(inputs), scalars)
 	}
-	return wrapAll(ep.RunScalars(arraysOf(inputs), scalars)), true
+	return ap.p.Run(arraysOf(inputs))
+}
+
+// tensorsFor gives a program's results as tensors: an input, or a
+// constant of c's graphs, returned as is is that same tensor (as eagerly:
+// fn returning x returns x itself); other arrays get new tensors.
+func (c *compiled) tensorsFor(outs []*array.Array, inputs []*Tensor) []*Tensor {
+	res := make([]*Tensor, len(outs))
+next:
+	for i, a := range outs {
+		if a == nil {
+			continue
+		}
+		for _, t := range inputs {
+			if t != nil && t.v == a {
+				res[i] = t
+				continue next
+			}
+		}
+		if c != nil {
+			if t, ok := c.consts.Load(a); ok {
+				res[i] = t.(*Tensor)
+				continue
+			}
+		}
+		res[i] = wrap(a)
+	}
+	return res
 }
 
 func arraysOf(ts []*Tensor) []*array.Array {
@@ -772,16 +807,6 @@ func arraysOf(ts []*Tensor) []*array.Array {
 	for i, t := range ts {
 		if t != nil {
 			out[i] = t.v
-		}
-	}
-	return out
-}
-
-func wrapAll(as []*array.Array) []*Tensor {
-	out := make([]*Tensor, len(as))
-	for i, a := range as {
-		if a != nil {
-			out[i] = wrap(a)
 		}
 	}
 	return out

@@ -837,3 +837,34 @@ func TestCompileKeepsSignedZero(t *testing.T) {
 		t.Fatalf("-0 + 0: compiled %v, eager %v; want +0 from both", got[0], want[0])
 	}
 }
+
+// A compiled function that returns an argument or a constant it captured
+// returns that tensor itself, as the function does eagerly.
+func TestCompileReturnsInputsThemselves(t *testing.T) {
+	w := FromSlice([]float32{1, 2})
+	f := func(x *Tensor) (*Tensor, *Tensor, *Tensor) { return x, w, x.Add(w) }
+	for _, backend := range []string{"inductor", "eager"} {
+		compiled := Compile(f, WithBackend(backend))
+		for call := range 2 {
+			x := MarkDynamic(FromSlice([]float32{3, 4}), 0)
+			gx, gw, sum := compiled(x)
+			if gx != x || gw != w {
+				t.Errorf("%s, call %d: got %p, %p, want x %p and w %p themselves", backend, call, gx, gw, x, w)
+			}
+			if got := sum.Float32s(); got[0] != 4 || got[1] != 6 {
+				t.Errorf("%s: x+w = %v", backend, got)
+			}
+		}
+	}
+}
+
+// Copying a value computed inside a compiled function into a tensor
+// outside it is a graph break, not a crash.
+func TestCompileCopyOfTracedValue(t *testing.T) {
+	buf := Zeros(Float32, 2)
+	f := Compile(func(x *Tensor) *Tensor { buf.Copy(x.MulScalar(2)); return x })
+	f(FromSlice([]float32{1, 2}))
+	if got := buf.Float32s(); got[0] != 2 || got[1] != 4 {
+		t.Fatalf("buf = %v, want [2 4]", got)
+	}
+}

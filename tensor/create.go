@@ -221,6 +221,7 @@ func Randn(seed uint64, dt DType, shape ...int) *Tensor {
 // Fill sets every element of t (and so of every view that shares them) to
 // v, and returns t.
 func (t *Tensor) Fill(v float64) *Tensor {
+	defer rethrow()
 	t.must("Fill")
 	t.noInPlaceOnProxy("Fill")
 	t.noOverlap("Fill")
@@ -232,8 +233,12 @@ func (t *Tensor) Fill(v float64) *Tensor {
 // elements in place, and returns t. Views of the same storage see the
 // change.
 func (t *Tensor) Copy(src *Tensor) *Tensor {
+	defer rethrow()
 	mustOperands("Copy", t, src)
 	t.noInPlaceOnProxy("Copy")
+	if src.px != nil { // a traced value copied into a tensor outside the graph
+		src = src.materialize("Copy")
+	}
 	t.noOverlap("Copy")
 	if !broadcastsTo(src.shape(), t.shape()) {
 		throw("Copy", []*Tensor{t, src}, "the source must broadcast to the destination's shape",
@@ -260,6 +265,7 @@ func broadcastsTo(from, to []int) bool {
 // Set writes v at the given index (one per dim; negative counts from the
 // end).
 func (t *Tensor) Set(v float64, index ...int) {
+	defer rethrow()
 	t.must("Set")
 	t.noInPlaceOnProxy("Set")
 	t.v.Set(t.elementOffset("Set", index), v)
@@ -267,6 +273,7 @@ func (t *Tensor) Set(v float64, index ...int) {
 
 // At reads the element at the given index as a float64.
 func (t *Tensor) At(index ...int) float64 {
+	defer rethrow()
 	t.must("At")
 	if t.px != nil {
 		return t.materialize("At").At(index...)

@@ -51,6 +51,7 @@ func DefaultDevice() Device {
 
 // SetDefaultDevice changes where creation functions put new tensors.
 func SetDefaultDevice(d Device) {
+	defer rethrow()
 	mustDevice("SetDefaultDevice", d)
 	if d.Type == DeviceCUDA {
 		array.MustGPU("SetDefaultDevice", d)
@@ -69,6 +70,7 @@ func onDefault(t *Tensor) *Tensor {
 // ToDevice returns t on device d: t itself if it is already there, else a
 // contiguous copy. Moving to the CPU waits for pending GPU work on t.
 func (t *Tensor) ToDevice(d Device) *Tensor {
+	defer rethrow()
 	t.must("ToDevice")
 	mustDevice("ToDevice", d)
 	if t.v.Device() == d {
@@ -87,6 +89,7 @@ func (t *Tensor) cpu() *Tensor { return t.ToDevice(CPU) }
 // CPU it returns at once). Reading a tensor's values synchronizes by itself;
 // this is for timing and for handing memory to other code.
 func Synchronize(d Device) {
+	defer rethrow()
 	mustDevice("Synchronize", d)
 	array.Synchronize(d)
 }
@@ -95,6 +98,7 @@ func Synchronize(d Device) {
 // held by tensors and reserved from the device, their peaks, and how often
 // the device itself was asked for memory.
 func MemoryStats(d Device) cuda.AllocatorStats {
+	defer rethrow()
 	return array.MemoryStats(d)
 }
 
@@ -102,6 +106,7 @@ func MemoryStats(d Device) cuda.AllocatorStats {
 // driver (tensors still alive keep theirs). On the CPU, which caches
 // nothing, it does nothing, as Synchronize.
 func EmptyCache(d Device) {
+	defer rethrow()
 	mustDevice("EmptyCache", d)
 	array.EmptyCache(d)
 }

@@ -9,6 +9,7 @@ import (
 // and otherwise runs the op's eager kernel on the operands' arrays. It is
 // the one entry point every method goes through.
 func apply(op *ir.Op, a ir.Attrs, args ...ir.Value) *Tensor {
+	defer rethrow()
 	if tr := tracerOf(args); tr != nil {
 		return tr.record(op, a, args) // tracing a compiled function
 	}

@@ -102,3 +102,20 @@ func shapesOf(ts []*Tensor) [][]int {
 func throw(op string, operands []*Tensor, fix, format string, args ...any) {
 	panic(errorf(op, shapesOf(operands), fix, format, args...))
 }
+
+// rethrow, deferred by the entry points that call package array, turns
+// the *ir.Error an array kernel panics with into the *Error it is, so
+// that every misuse panics with an *Error however the caller recovers
+// (Try, or recover itself). Other panics go on as they were.
+func rethrow() {
+	if r := recover(); r != nil {
+		// Also unwraps the error a compile shared by concurrent first calls
+		// (singleflight) wraps a panic in.
+		if re, ok := r.(error); ok {
+			if e := asError(re); e != nil {
+				panic(e)
+			}
+		}
+		panic(r)
+	}
+}

@@ -131,3 +131,26 @@ func TestTryNil(t *testing.T) {
 		t.Fatalf("Try(nil) = %v, want an *Error", err)
 	}
 }
+
+// A misuse panics with an *Error whichever layer finds it, also for a
+// caller that recovers by itself rather than through Try.
+func TestMisusePanicsWithError(t *testing.T) {
+	a := Zeros(Float32, 2, 3)
+	for name, f := range map[string]func(){
+		"broadcast":  func() { a.Add(Zeros(Float32, 4)) },
+		"dim":        func() { a.Sum(5) },
+		"reshape":    func() { a.Reshape(7) },
+		"index":      func() { a.IndexSelect(0, FromSlice([]int64{9})) },
+		"compiled":   func() { Compile(func(x, y *Tensor) *Tensor { return x.Add(y) })(a, Zeros(Float32, 4)) },
+		"copy shape": func() { a.Copy(Zeros(Float32, 5)) },
+	} {
+		func() {
+			defer func() {
+				if _, ok := recover().(*Error); !ok {
+					t.Errorf("%s: did not panic with an *Error", name)
+				}
+			}()
+			f()
+		}()
+	}
+}

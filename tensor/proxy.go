@@ -84,6 +84,9 @@ func (tr *tracer) nodeOf(t *Tensor, loc string) *ir.Node {
 		}
 		n := tr.g.Const(t.v, t.shape(), t.dtype(), t.v.Device(), loc)
 		tr.consts[t] = n
+		if tr.c != nil {
+			tr.c.consts.Store(t.v, t)
+		}
 		return n
 	}
 	if t.px.tr != tr {

@@ -5,6 +5,7 @@ package tensor
 
 // Float32s returns the elements as float32.
 func (t *Tensor) Float32s() []float32 {
+	defer rethrow()
 	t.must("Float32s")
 	if t.px != nil {
 		return t.materialize("Float32s").Float32s()
@@ -14,6 +15,7 @@ func (t *Tensor) Float32s() []float32 {
 
 // Float64s returns the elements as float64.
 func (t *Tensor) Float64s() []float64 {
+	defer rethrow()
 	t.must("Float64s")
 	if t.px != nil {
 		return t.materialize("Float64s").Float64s()
@@ -24,6 +26,7 @@ func (t *Tensor) Float64s() []float64 {
 // Int64s returns the elements as int64 (floating values truncate toward
 // zero).
 func (t *Tensor) Int64s() []int64 {
+	defer rethrow()
 	t.must("Int64s")
 	if t.px != nil {
 		return t.materialize("Int64s").Int64s()
@@ -33,6 +36,7 @@ func (t *Tensor) Int64s() []int64 {
 
 // Bools returns the elements as bool (non-zero is true).
 func (t *Tensor) Bools() []bool {
+	defer rethrow()
 	t.must("Bools")
 	if t.px != nil {
 		return t.materialize("Bools").Bools()

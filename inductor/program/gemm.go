@@ -19,7 +19,7 @@ import (
 // the product is never written and read back, and no library is loaded or
 // initialised for it, so a new process serves its first call without
 // cuBLAS's start-up. Larger float32 products followed by a bias add run
-// through cuBLASLt with the add fused (inductor_lt.go); other products run
+// through cuBLASLt with the add fused (lt.go); other products run
 // with cuBLAS, the epilogue as its own fused kernel.
 
 // gemmEpilogue is a fused pointwise region that can run as the epilogue of

@@ -70,7 +70,7 @@ func (s *groupStep) run(args []*array.Array, dst func(m int, dev ir.Device, dt i
 	res := make([]*array.Array, len(members))
 	for m, mem := range members {
 		if res[m] = dst(m, dev, mem.Root.DType, shape); res[m] == nil {
-			res[m] = array.NewOn(dev, mem.Root.DType, shape)
+			res[m] = array.New(dev, mem.Root.DType, shape)
 		}
 	}
 	if dev != array.CPU {

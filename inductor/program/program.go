@@ -38,7 +38,11 @@ type Config struct {
 // Compile partitions g into fusion regions and returns the program that
 // runs them.
 func Compile(g *ir.Graph, cfg Config) (array.Program, error) {
-	return newInductorProgramWith(g, cfg)
+	p, err := newInductorProgramWith(g, cfg)
+	if err != nil {
+		return nil, err // not a nil *inductorProgram in a non-nil interface
+	}
+	return p, nil
 }
 
 type inductorProgram struct {
@@ -335,8 +339,8 @@ const (
 
 // Step describes how a program runs one fusion region, in order.
 type Step struct {
-	Region *fuse.Region
-	Kind   StepKind
+	Region *fuse.Region // the region the step runs
+	Kind   StepKind     // how it runs it
 	// Epilogue is set on a matrix product whose kernel applies the
 	// pointwise region that reads it before its store.
 	Epilogue bool

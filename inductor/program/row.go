@@ -89,7 +89,7 @@ func (s *rowStep) run(args []*array.Array, dst func(ir.Device, []int) *array.Arr
 		res = dst(dev, shape)
 	}
 	if res == nil {
-		res = array.NewOn(dev, n.DType, shape)
+		res = array.New(dev, n.DType, shape)
 	}
 	if dev != array.CPU {
 		s.runGPU(args, full, res, q)
@@ -433,7 +433,7 @@ func (s *rowStep) splitGPU(g *array.GPU, k *inductor.RowKernel, args []*array.Ar
 	a.Ptr(res.DevicePtr()).Ptr(partial.DevicePtr()).Bytes(geo.Bytes(), 8)
 	title := "fused " + s.r.Root.Op.Title
 	if err := g.Stream().Launch(fn, cuda.Dim3{X: uint32(rows), Y: uint32(parts), Z: 1}, cuda.Dim3{X: uint32(k.Threads), Y: 1, Z: 1}, 0, a); err != nil {
-		panic(fmt.Sprintf("tensor: %s: launch: %v", title, err))
+		panic(fmt.Sprintf("gocompile: %s: launch: %v", title, err))
 	}
 	a.Reset().I64(int64(rows)).I64(int64(parts)).I64(int64(R)).Ptr(partial.DevicePtr()).Ptr(res.DevicePtr())
 	g.Launch(title, final, rows, k.Threads, a)
