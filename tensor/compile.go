@@ -288,13 +288,14 @@ type compiled struct {
 	warned        sync.Once
 	name          string
 	// consts maps the arrays of the tensors its graphs bind as constants
-	// back to those tensors, so that a result that is one is that tensor.
+	// back to those tensors (resultSources).
 	consts sync.Map // *array.Array → *Tensor
 }
 
 type segmentEntry struct {
-	once sync.Once
-	prog Program
+	once    sync.Once
+	prog    Program
+	sources []resultSource // per output: an input or constant returned as is
 }
 
 // entry is what one guard entry serves.
@@ -307,6 +308,7 @@ type entry struct {
 	// graph breaks (fn ran while tracing); only that call uses them.
 	firstResults []reflect.Value
 	ninputs      int
+	sources      []resultSource // per output: an input or constant returned as is
 }
 
 func newCompiled(fn reflect.Value, opts []Option) *compiled {
@@ -567,6 +569,7 @@ func (c *compiled) compileEntry(ge *guard.Entry, fa *flatArgs, args []reflect.Va
 	g.Outputs = resultNodes(tr, results)
 	e.graphs = []*ir.Graph{g}
 	e.prog = c.compileGraph(g, inputSymbols(ge, fa))
+	e.sources = c.resultSources(g)
 	e.template = results
 	return e
 }
@@ -633,7 +636,7 @@ func (c *compiled) run(e *entry, fa *flatArgs, args []reflect.Value) []reflect.V
 	}
 	var outs []*Tensor
 	if ap, ok := e.prog.(arrayProgram); ok {
-		outs = c.tensorsFor(ap.runArrays(fa.tensors, fa.dyn), fa.tensors)
+		outs = tensorsFor(ap.runArrays(fa.tensors, fa.dyn), e.sources, fa.tensors)
 	} else {
 		outs = e.prog.Run(fa.tensors)
 	}
@@ -667,10 +670,13 @@ func (c *compiled) runSegment(g *ir.Graph, bound []*Tensor) []*Tensor {
 	key := graphKey(g)
 	v, _ := c.segments.LoadOrStore(key, &segmentEntry{})
 	se := v.(*segmentEntry)
-	se.once.Do(func() { se.prog = c.compileGraph(g, nil) })
+	se.once.Do(func() {
+		se.prog = c.compileGraph(g, nil)
+		se.sources = c.resultSources(g)
+	})
 	var outs []*Tensor
 	if ap, ok := se.prog.(arrayProgram); ok {
-		outs = c.tensorsFor(ap.runArrays(bound, nil), bound)
+		outs = tensorsFor(ap.runArrays(bound, nil), se.sources, bound)
 	} else {
 		outs = se.prog.Run(bound)
 	}
@@ -763,7 +769,7 @@ func dumpGraph(dir, name string, g *ir.Graph) string {
 type arrayProgram struct{ p array.Program }
 
 func (ap arrayProgram) Run(inputs []*Tensor) []*Tensor {
-	return (*compiled)(nil).tensorsFor(ap.runArrays(inputs, nil), inputs)
+	return tensorsFor(ap.runArrays(inputs, nil), nil, inputs)
 }
 
 // runArrays runs the program on the inputs' arrays, with the call's
@@ -775,29 +781,54 @@ func (ap arrayProgram) runArrays(inputs []*Tensor, scalars []float64) []*array.A
 	return ap.p.Run(arraysOf(inputs))
 }
 
-// tensorsFor gives a program's results as tensors: an input, or a
-// constant of c's graphs, returned as is is that same tensor (as eagerly:
-// fn returning x returns x itself); other arrays get new tensors.
-func (c *compiled) tensorsFor(outs []*array.Array, inputs []*Tensor) []*Tensor {
+// resultSource is where a graph's output comes from when the graph does
+// not compute it: argument input, or constant, or (neither) a new array.
+type resultSource struct {
+	input    int // -1: not an input
+	constant *Tensor
+}
+
+// resultSources says, per output of g, whether it is one of g's inputs
+// or a constant tensor, so that a call returns that tensor itself (as fn
+// returning x returns x), found once per compile, not per call.
+func (c *compiled) resultSources(g *ir.Graph) []resultSource {
+	src := make([]resultSource, len(g.Outputs))
+	for i, n := range g.Outputs {
+		src[i].input = -1
+		switch n.Kind {
+		case ir.InputNode:
+			src[i].input = n.Index
+		case ir.ConstNode:
+			if t, ok := c.consts.Load(n.Value); ok {
+				src[i].constant = t.(*Tensor)
+			}
+		}
+	}
+	return src
+}
+
+// tensorsFor gives a program's results as tensors: the input or constant
+// src names, else a new tensor. Without src (a program run by a custom
+// backend) an output that is an input's array is that input.
+func tensorsFor(outs []*array.Array, src []resultSource, inputs []*Tensor) []*Tensor {
 	res := make([]*Tensor, len(outs))
-next:
 	for i, a := range outs {
-		if a == nil {
-			continue
-		}
-		for _, t := range inputs {
-			if t != nil && t.v == a {
-				res[i] = t
-				continue next
+		switch {
+		case a == nil:
+		case src != nil && src[i].constant != nil:
+			res[i] = src[i].constant
+		case src != nil && src[i].input >= 0 && inputs[src[i].input] != nil && inputs[src[i].input].v == a:
+			res[i] = inputs[src[i].input]
+		case src == nil:
+			res[i] = wrap(a)
+			for _, t := range inputs {
+				if t != nil && t.v == a {
+					res[i] = t
+				}
 			}
+		default:
+			res[i] = wrap(a)
 		}
-		if c != nil {
-			if t, ok := c.consts.Load(a); ok {
-				res[i] = t.(*Tensor)
-				continue
-			}
-		}
-		res[i] = wrap(a)
 	}
 	return res
 }

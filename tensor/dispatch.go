@@ -10,18 +10,9 @@ import (
 // the one entry point every method goes through.
 func apply(op *ir.Op, a ir.Attrs, args ...ir.Value) *Tensor {
 	defer rethrow()
+	mustArgs(op.Title, args)
 	if tr := tracerOf(args); tr != nil {
 		return tr.record(op, a, args) // tracing a compiled function
-	}
-	for i, v := range args {
-		if t, ok := v.(*Tensor); ok {
-			switch {
-			case t == nil:
-				throw(op.Title, nil, fixTensor, "operand %d is a nil *Tensor", i)
-			case t.v == nil:
-				throw(op.Title, nil, fixTensor, "operand %d is a zero Tensor{}, which has no storage", i)
-			}
-		}
 	}
 	res := array.Apply(op, a, arrays(args)...)
 	for _, v := range args {

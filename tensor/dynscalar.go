@@ -71,7 +71,7 @@ func (c *compiled) compileDynamic(fa *flatArgs, args []reflect.Value) (*entry, s
 		return nil, why
 	}
 	p := arrayProgram{array.NewEagerProgram(g1, slots)}
-	return &entry{prog: p, template: res, graphs: []*ir.Graph{g1}, ninputs: len(fa.tensors)}, ""
+	return &entry{prog: p, template: res, graphs: []*ir.Graph{g1}, ninputs: len(fa.tensors), sources: c.resultSources(g1)}, ""
 }
 
 // diffGraphs finds where two traces differ: only in scalar numbers that

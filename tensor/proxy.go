@@ -111,13 +111,7 @@ func (tr *tracer) record(op *ir.Op, a ir.Attrs, args []ir.Value) *Tensor {
 	nodeArgs := make([]ir.Value, len(args))
 	for i, v := range args {
 		switch v := v.(type) {
-		case *Tensor:
-			switch {
-			case v == nil:
-				throw(op.Title, nil, fixTensor, "operand %d is a nil *Tensor", i)
-			case v.v == nil:
-				throw(op.Title, nil, fixTensor, "operand %d is a zero Tensor{}, which has no storage", i)
-			}
+		case *Tensor: // apply checked it is a tensor
 			nodeArgs[i] = tr.nodeOf(v, loc)
 		default:
 			nodeArgs[i] = v

@@ -66,11 +66,7 @@ func arrays(args []ir.Value) []ir.Value {
 	out := make([]ir.Value, len(args))
 	for i, a := range args {
 		if t, ok := a.(*Tensor); ok {
-			if t == nil {
-				out[i] = (*array.Array)(nil)
-				continue
-			}
-			out[i] = t.v
+			out[i] = t.v // apply checked it is a tensor
 		} else {
 			out[i] = a
 		}

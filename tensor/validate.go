@@ -1,6 +1,9 @@
 package tensor
 
-import "gocompile/array"
+import (
+	"gocompile/array"
+	"gocompile/ir"
+)
 
 // Checks shared by the entry points that read a tensor's fields directly
 // rather than through apply, which checks its operands itself.
@@ -21,12 +24,26 @@ func (t *Tensor) must(op string) {
 // mustOperands is must for the operands of op, named by position.
 func mustOperands(op string, ts ...*Tensor) {
 	for i, t := range ts {
-		switch {
-		case t == nil:
-			throw(op, nil, fixTensor, "operand %d is a nil *Tensor", i)
-		case t.v == nil:
-			throw(op, nil, fixTensor, "operand %d is a zero Tensor{}, which has no storage", i)
+		mustOperand(op, i, t)
+	}
+}
+
+// mustArgs is mustOperands for an op's arguments: its tensors, among
+// scalars.
+func mustArgs(op string, args []ir.Value) {
+	for i, v := range args {
+		if t, ok := v.(*Tensor); ok {
+			mustOperand(op, i, t)
 		}
+	}
+}
+
+func mustOperand(op string, i int, t *Tensor) {
+	switch {
+	case t == nil:
+		throw(op, nil, fixTensor, "operand %d is a nil *Tensor", i)
+	case t.v == nil:
+		throw(op, nil, fixTensor, "operand %d is a zero Tensor{}, which has no storage", i)
 	}
 }
 
