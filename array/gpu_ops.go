@@ -165,91 +165,91 @@ func gpuKernel(k *inductor.PointwiseKernel, title string, scalars []float64, arg
 // GPUKernelIn is gpuKernel with the kernel kept in cache c (see KernelIn),
 // its launch queued on q when q is not nil, and, with tune, the unroll
 // and block size of a dense kernel chosen by timing (MaxAutotune).
+//
+// The kernel walks the dims in the output's memory order (merged where
+// every tensor allows). When every output is then contiguous and every
+// operand dense, uniform, a scalar or a row or column broadcast, and the
+// vector tensors are aligned, it is a dense kernel over flat indices;
+// otherwise an N-d kernel, or a tiled one when an operand's contiguous dim
+// is not the output's (see planLayout).
 func GPUKernelIn(c *Artifacts, q *LaunchQueue, tune bool, k *inductor.PointwiseKernel, title string, scalars []float64, args []ir.Value, kinds []ir.Kind, res *Array, extra ...*Array) *Array {
 	n := res.Numel()
 	if n == 0 {
 		return res
 	}
 	g := res.st.gpu.g
-	shape := res.shape
 	tensors := tensorsOf(args)
-	strides := [][]int{res.strides}
-	for _, t := range tensors {
-		strides = append(strides, ir.BroadcastStrides(t.shape, t.strides, shape))
+	outs := append([]*Array{res}, extra...)
+	var strides [][]int
+	var lts []layoutTensor
+	for _, t := range outs {
+		strides = append(strides, t.strides)
+		lts = append(lts, layoutTensor{uintptr(t.DevicePtr()), t.dtype.Size()})
 	}
-	cshape, cstrides := Coalesce(shape, strides...)
-	// The output is written at flat index i when it is contiguous; operands
-	// laid out like it are read there too (vectorised), broadcasts of a
-	// contiguous block by i % inner or i / inner, the others through the
-	// geometry.
-	outDense := res.IsContiguous()
+	for _, t := range tensors {
+		strides = append(strides, ir.BroadcastStrides(t.shape, t.strides, res.shape))
+		lts = append(lts, layoutTensor{uintptr(t.DevicePtr()), t.dtype.Size()})
+	}
+	oshape, ostrides := orderDims(res.shape, strides)
+	cshape, cstrides := Coalesce(oshape, ostrides...)
+	nout := len(outs)
 	dense := ir.ContiguousStrides(cshape)
-	k.Strided = !outDense
+	flat := true
+	for m := range nout {
+		flat = flat && sameInts(cstrides[m], dense, cshape)
+	}
+	// Vector access needs the outputs and the dense operands aligned.
+	aligned := true
+	for m := range nout {
+		aligned = aligned && lts[m].ptr%uintptr(inductor.VectorWidth*lts[m].size) == 0
+	}
+	k.Strided, k.Tile, k.Rank, k.OutStrided = false, false, 0, false
 	k.Index32 = n < 1<<31
 	k.Unroll = pointwiseUnroll
 	k.Operands = nil
-	geometry := k.Strided // whether the kernel takes the geometry
-	var inners []int      // the inner of each broadcast operand, in order
-	ti := 0
+	var inners []int // the inner of each broadcast operand, in order
+	ti := nout
 	for i, v := range args {
 		o := inductor.Operand{Kind: kinds[i]}
 		switch v := v.(type) {
 		case ir.Scalar:
 			o.Access = inductor.ScalarArg
 		case *Array:
-			ti++
 			o.DType = v.dtype
 			st := cstrides[ti]
 			switch {
 			case allZero(st):
 				o.Access = inductor.Uniform
-			case outDense && sameInts(st, dense, cshape):
+			case sameInts(st, dense, cshape):
 				o.Access = inductor.Dense
+				aligned = aligned && lts[ti].ptr%uintptr(inductor.VectorWidth*lts[ti].size) == 0
 			default:
-				o.Access = inductor.Strided
-				if outDense {
-					var inner int
-					if o.Access, inner = broadcastAccess(st, cshape); o.Access != inductor.Strided {
-						inners = append(inners, inner)
-					}
+				var inner int
+				if o.Access, inner = broadcastAccess(st, cshape); o.Access == inductor.Strided {
+					flat = false
+				} else {
+					inners = append(inners, inner)
 				}
-				geometry = geometry || o.Access == inductor.Strided
 			}
+			ti++
 		}
 		k.Operands = append(k.Operands, o)
 	}
-	if k.Strided {
-		for i, o := range k.Operands { // a strided kernel indexes every tensor
-			if o.Access == inductor.Dense {
-				k.Operands[i].Access = inductor.Strided
-			}
-		}
-	}
-	if geometry {
+	var geo *inductor.LayoutGeometry
+	if !flat || !aligned {
 		if len(cshape) > inductor.MaxRank {
 			Throw(title, tensors, "make the operands contiguous first",
 				"the layout has %d dims that cannot be merged; GPU kernels index at most %d", len(cshape), inductor.MaxRank)
 		}
+		geo = planLayout(k, n, cshape, cstrides, nout, lts)
 	}
 	args2 := q.Args(g)
 	defer q.Release(g, args2)
 	args2.I64(int64(n))
-	// Vector access needs the output and the dense operands aligned.
-	aligned := res.DevicePtr()%cuda.DevicePtr(inductor.VectorWidth*res.dtype.Size()) == 0
-	for _, t := range extra {
-		aligned = aligned && t.DevicePtr()%cuda.DevicePtr(inductor.VectorWidth*t.dtype.Size()) == 0
+	for _, t := range tensors {
+		args2.Ptr(t.DevicePtr())
 	}
-	for i, v := range args {
-		if t, ok := v.(*Array); ok {
-			p := t.DevicePtr()
-			args2.Ptr(p)
-			if k.Operands[i].Access == inductor.Dense {
-				aligned = aligned && p%cuda.DevicePtr(inductor.VectorWidth*t.dtype.Size()) == 0
-			}
-		}
-	}
-	args2.Ptr(res.DevicePtr())
-	for _, t := range extra {
+	for _, t := range outs {
 		args2.Ptr(t.DevicePtr())
 	}
 	for i, v := range args {
@@ -264,12 +264,12 @@ func GPUKernelIn(c *Artifacts, q *LaunchQueue, tune bool, k *inductor.PointwiseK
 	for i, kd := range pk {
 		addKind(args2, kd, scalars[i])
 	}
-	if !k.Strided {
-		if aligned {
-			args2.I32(1)
-		} else {
-			args2.I32(0)
-		}
+	var grid, block int
+	if geo != nil {
+		args2.Bytes(k.Bytes(geo), 8)
+		grid, block = k.Launch(geo, pointwiseBlock)
+	} else {
+		args2.I32(1) // aligned
 		for _, inner := range inners {
 			if k.Index32 {
 				args2.U32(uint32(inner))
@@ -277,29 +277,16 @@ func GPUKernelIn(c *Artifacts, q *LaunchQueue, tune bool, k *inductor.PointwiseK
 				args2.I64(int64(inner))
 			}
 		}
-	}
-	if geometry {
-		geo := inductor.Geometry{Rank: len(cshape), Strides: make([][inductor.MaxRank]int64, len(cstrides))}
-		for d, sz := range cshape {
-			geo.Sizes[d] = int64(sz)
-			for j := range cstrides {
-				geo.Strides[j][d] = int64(cstrides[j][d])
-			}
-		}
-		args2.Bytes(geo.Bytes(), 8)
-	}
-	grid, block := g.gridFor(n), threadsPerBlock
-	if !k.Strided {
 		block = pointwiseBlock
 		if tune && !g.stream.CapturingHere() {
-			k.Unroll, block = tunePointwise(c, q, g, k, n, aligned, args2)
+			k.Unroll, block = tunePointwise(c, q, g, k, n, true, args2)
 		}
 		grid = min((n+k.TileElems(block)-1)/k.TileElems(block), 1<<31-1)
 		if pointwiseBlocksPerSM > 0 {
 			grid = min(grid, pointwiseBlocksPerSM*g.dev.SMCount)
 		}
 	}
-	uses := append(append([]*Array{res}, extra...), tensors...)
+	uses := append(outs, tensors...)
 	KernelOrQueue(q, g, c, k.Name(), k.Source, func(fn *cuda.Function) { g.Launch(title, fn, grid, block, args2) }, uses...)
 	return res
 }

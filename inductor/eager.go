@@ -21,7 +21,8 @@ const (
 	Dense Access = iota
 	// Uniform operands hold one element that every index reads.
 	Uniform
-	// Strided operands are indexed through the kernel's Geometry.
+	// Strided operands (of N-d and tiled kernels) are indexed through the
+	// kernel's geometry, with any stride along each dim.
 	Strided
 	// ScalarArg operands are Go numbers passed as kernel parameters.
 	ScalarArg
@@ -33,10 +34,22 @@ const (
 	// inner elements: element i is at i / inner. A per-row scale of shape
 	// [M, 1] applied to a [M, D] tensor is one, with inner = D.
 	ColBroadcast
+	// InnerContiguous operands (of N-d and tiled kernels) step by one
+	// element along the innermost dim: N-d kernels read them a vector at a
+	// time.
+	InnerContiguous
+	// InnerBroadcast operands (of N-d and tiled kernels) repeat along the
+	// innermost dim (stride 0): read once per vector.
+	InnerBroadcast
+	// Tiled operands (of tiled kernels) step by one element along the
+	// second innermost dim, across the output's order: staged through
+	// shared memory so that both their loads and the output's stores
+	// coalesce.
+	Tiled
 )
 
 // letter is the access's mark in kernel names.
-func (a Access) letter() byte { return "dus?rc"[a] }
+func (a Access) letter() byte { return "dus?rcvbt"[a] }
 
 // broadcast reports whether operands of access a take an inner parameter.
 func (a Access) broadcast() bool { return a == RowBroadcast || a == ColBroadcast }
@@ -60,11 +73,26 @@ type PointwiseKernel struct {
 	Compute  ir.Kind
 	Out      ir.DType
 	// Strided is true when the output or any operand needs N-d indexing:
-	// the kernel then takes a Geometry and indexes every tensor through it.
+	// the kernel is then an N-d kernel (see layout.go) over Rank dims and
+	// reads its tensor operands as Strided, InnerContiguous, InnerBroadcast
+	// or Uniform.
 	Strided bool
+	// Tile makes an N-d kernel a tiled one: the two innermost dims are
+	// walked in square tiles, the Tiled operands staged through shared
+	// memory (see layout.go).
+	Tile bool
+	// Rank is the number of dims of an N-d or tiled kernel, 1 to MaxRank
+	// (0: MaxRank). The kernel's loops over dims are unrolled for it.
+	Rank int
+	// OutStrided is true when the outputs of an N-d kernel do not step by
+	// one element along the innermost dim (they are then stored one
+	// element at a time).
+	OutStrided bool
 	// Index32 makes a kernel split indices (strided dims, broadcast
 	// operands) with 32-bit arithmetic, much cheaper on GPUs than 64-bit
-	// division; valid when n < 2^31. Offsets are still summed in 64 bits.
+	// division; valid when n < 2^31. N-d and tiled kernels then also sum
+	// offsets in 32 bits, which needs every tensor's span below 2^31
+	// elements.
 	Index32 bool
 	// Unroll is how many vectors of VectorWidth elements each thread of a
 	// dense kernel loads before it computes any (0: chosen by the cost of
@@ -150,11 +178,11 @@ func mathOps(e *ir.Expr, seen map[*ir.Expr]bool) int {
 // on Index32).
 func (k *PointwiseKernel) indexed() bool {
 	for _, o := range k.Operands {
-		if o.Access == Strided || o.Access.broadcast() {
+		if o.Access.broadcast() {
 			return true
 		}
 	}
-	return k.Strided
+	return k.Strided || k.Tile
 }
 
 // Name is the kernel's entry point, unique for its configuration.
@@ -176,23 +204,31 @@ func (k *PointwiseKernel) Name() string {
 		b.WriteString("_and_" + x.Compute.String() + "_to_" + x.Out.String())
 	}
 	switch {
-	case k.Strided:
-		b.WriteString("_nd")
+	case k.Tile:
+		fmt.Fprintf(&b, "_tile%dr%d", k.TileSize(), k.rank())
 		if k.Index32 {
-			b.WriteString("32")
+			b.WriteString("_i32")
+		}
+	case k.Strided:
+		fmt.Fprintf(&b, "_nd%d", k.rank())
+		if k.OutStrided {
+			b.WriteString("s")
+		}
+		if k.Index32 {
+			b.WriteString("_i32")
 		}
 	case k.indexed() && k.Index32:
 		b.WriteString("_i32")
 	}
-	if !k.Strided && k.Unroll > 0 && k.Unroll != k.AutoUnroll() {
+	if !k.Strided && !k.Tile && k.Unroll > 0 && k.Unroll != k.AutoUnroll() {
 		fmt.Fprintf(&b, "_u%d", k.Unroll)
 	}
 	return b.String()
 }
 
-// Geometry is the N-d layout a strided kernel indexes by: the iteration
-// shape and, per tensor (the output first, then each tensor operand in
-// order), strides in elements. It is passed to the kernel by value.
+// Geometry is the N-d layout an index kernel (IndexKernel) indexes by: the
+// iteration shape and, per tensor (the output first, then each tensor
+// operand in order), strides in elements. It is passed to the kernel by value.
 type Geometry struct {
 	Rank    int
 	Sizes   [MaxRank]int64
@@ -227,15 +263,15 @@ const VectorWidth = 4
 // Source generates the CUDA C of the kernel. Launch a dense kernel with
 // blocks of any size up to 1024 and any grid: block b handles the tiles
 // b, b + gridDim.x, ... of TileElems(blockDim.x) elements (a grid of
-// ceil(n / TileElems) blocks handles one tile each). Launch a strided one
-// with one thread per element, grid-stride.
+// ceil(n / TileElems) blocks handles one tile each). Launch N-d and tiled
+// kernels as LayoutGeometry.Launch says.
 // Parameters, in order: long long n; one pointer per tensor operand; the
-// output pointer; one value per scalar operand (of its kind); one value per
-// op parameter (of the kind the expression uses it in); then, for dense
-// kernels, int aligned (the output and every Dense pointer aligned for
-// vector access), one inner per RowBroadcast or ColBroadcast operand in
-// order (unsigned int with Index32, else long long), and the Geometry when
-// some operand is Strided; for strided kernels the Geometry.
+// output pointer (then one per extra output); one value per scalar operand
+// (of its kind); one value per op parameter (of the kind the expression
+// uses it in); then, for dense kernels, int aligned (the output and every
+// Dense pointer aligned for vector access) and one inner per RowBroadcast
+// or ColBroadcast operand in order (unsigned int with Index32, else long
+// long); for N-d and tiled kernels the geometry (LayoutGeometry.Bytes).
 func (k *PointwiseKernel) Source() (string, error) {
 	body, err := k.body()
 	if err != nil {
@@ -327,19 +363,16 @@ func (k *PointwiseKernel) body() (string, error) {
 		outKinds = append(outKinds, ok)
 	}
 
-	// Kernel signature.
+	// Kernel signature: what every kind of kernel takes first.
 	idx := "long long"
 	if k.Index32 {
 		idx = "unsigned int"
 	}
 	params := []string{"long long n"}
-	ti := 0
 	for i, o := range k.Operands {
-		if o.Access == ScalarArg {
-			continue
+		if o.Access != ScalarArg {
+			params = append(params, fmt.Sprintf("const %s* __restrict__ x%d", storageC(o.DType), i))
 		}
-		params = append(params, fmt.Sprintf("const %s* __restrict__ x%d", storageC(o.DType), i))
-		ti++
 	}
 	for _, o := range k.outputs() {
 		params = append(params, fmt.Sprintf("%s* __restrict__ %s", storageC(o.out), o.ptr))
@@ -352,121 +385,31 @@ func (k *PointwiseKernel) body() (string, error) {
 	for i, pk := range paramKinds {
 		params = append(params, fmt.Sprintf("%s p%d", kindC(pk), i))
 	}
-	mixed := false // a dense kernel with some operands read through the geometry
-	for _, o := range k.Operands {
-		mixed = mixed || (!k.Strided && o.Access == Strided)
-	}
-	if k.Strided || mixed {
-		fmt.Fprintf(&b, "struct Geometry { long long rank; long long size[%d]; long long stride[%d][%d]; };\n\n",
-			MaxRank, ti+1, MaxRank)
-	}
-	if mixed {
-		fmt.Fprintf(&b, `// gc_offset is the storage offset of flat index i in tensor t of g.
-__device__ __forceinline__ long long gc_offset(const Geometry& g, int t, %[1]s i) {
-  long long o = 0;
-  for (int d = (int)g.rank - 1; d >= 0; d--) {
-    %[1]s size = (%[1]s)g.size[d], c = i %% size;
-    i /= size;
-    o += (long long)c * g.stride[t][d];
-  }
-  return o;
-}
-
-`, idx)
-	}
-	if k.Strided {
-		params = append(params, "Geometry g")
-	} else {
-		params = append(params, "int aligned")
-		for i, o := range k.Operands {
-			if o.Access.broadcast() {
-				params = append(params, fmt.Sprintf("%s inner%d", idx, i))
-			}
+	c := &kernelCtx{k: k, nparams: len(paramKinds), outKinds: outKinds}
+	if k.Strided || k.Tile {
+		if err := c.layoutBody(&b, params); err != nil {
+			return "", fmt.Errorf("%s: %w", k.label(), err)
 		}
-		if mixed {
-			params = append(params, "Geometry g")
-		}
+		return b.String(), nil
 	}
-	// tensorIndex is each operand's position among the geometry's tensors
-	// (the output is 0).
-	tensorIndex := map[int]int{}
-	ti = 0
+	params = append(params, "int aligned")
 	for i, o := range k.Operands {
-		if o.Access != ScalarArg {
-			ti++
-			tensorIndex[i] = ti
+		switch {
+		case o.Access.broadcast():
+			params = append(params, fmt.Sprintf("%s inner%d", idx, i))
+		case o.Access != Dense && o.Access != Uniform && o.Access != ScalarArg:
+			return "", fmt.Errorf("%s: a dense kernel cannot read operand %d with access %c", k.label(), i, o.Access.letter())
 		}
 	}
 	fmt.Fprintf(&b, "extern \"C\" __global__ void %s(\n    %s) {\n", k.Name(), strings.Join(params, ",\n    "))
-
-	// callOut is output m's device function applied to the operands load
-	// gives.
-	callOut := func(m int, load func(i int, o Operand) string) string {
-		var as []string
-		for i, o := range k.Operands {
-			as = append(as, load(i, o))
-		}
-		if m == 0 {
-			for i := range paramKinds {
-				as = append(as, fmt.Sprintf("p%d", i))
-			}
-		}
-		return fmt.Sprintf("%s(%s)", k.outputs()[m].fn, strings.Join(as, ", "))
-	}
+	c.uniforms(&b)
 	// storeAll stores every output at index at, its operands loaded by load.
 	storeAll := func(indent, at string, load func(i int, o Operand) string) string {
 		var l strings.Builder
 		for m, o := range k.outputs() {
-			fmt.Fprintf(&l, "%s%s[%s] = %s;\n", indent, o.ptr, at, storeC(callOut(m, load), outKinds[m], o.out))
+			fmt.Fprintf(&l, "%s%s[%s] = %s;\n", indent, o.ptr, at, c.store(m, load))
 		}
 		return l.String()
-	}
-	// Uniform operands are read once.
-	for i, o := range k.Operands {
-		if o.Access == Uniform {
-			fmt.Fprintf(&b, "  const %s u%d = %s;\n", kindC(o.Kind), i, loadC(fmt.Sprintf("x%d[0]", i), o.DType, o.Kind))
-		}
-	}
-	fixed := func(i int, o Operand) (string, bool) {
-		switch o.Access {
-		case Uniform:
-			return fmt.Sprintf("u%d", i), true
-		case ScalarArg:
-			return fmt.Sprintf("s%d", i), true
-		}
-		return "", false
-	}
-
-	if k.Strided {
-		fmt.Fprintf(&b, "  for (%[1]s i = (%[1]s)blockIdx.x * blockDim.x + threadIdx.x; i < (%[1]s)n; i += (%[1]s)gridDim.x * blockDim.x) {\n", idx)
-		fmt.Fprintf(&b, "    %s rem = i;\n", idx)
-		b.WriteString("    long long o_out = 0")
-		for i, o := range k.Operands {
-			if o.Access == Strided {
-				fmt.Fprintf(&b, ", o%d = 0", i)
-			}
-		}
-		b.WriteString(";\n    for (int d = (int)g.rank - 1; d >= 0; d--) {\n")
-		fmt.Fprintf(&b, "      %[1]s size = (%[1]s)g.size[d], c = rem %% size;\n      rem /= size;\n      o_out += (long long)c * g.stride[0][d];\n", idx)
-		ti = 0
-		for i, o := range k.Operands {
-			if o.Access == ScalarArg {
-				continue
-			}
-			ti++
-			if o.Access == Strided {
-				fmt.Fprintf(&b, "      o%d += (long long)c * g.stride[%d][d];\n", i, ti)
-			}
-		}
-		b.WriteString("    }\n")
-		b.WriteString(storeAll("    ", "o_out", func(i int, o Operand) string {
-			if s, ok := fixed(i, o); ok {
-				return s
-			}
-			return loadC(fmt.Sprintf("x%d[o%d]", i, i), o.DType, o.Kind)
-		}))
-		b.WriteString("  }\n}\n")
-		return b.String(), nil
 	}
 
 	// Dense: the output is written at flat index i. Each thread handles
@@ -474,20 +417,15 @@ __device__ __forceinline__ long long gc_offset(const Geometry& g, int t, %[1]s i
 	// all of them (one vector instruction per operand when every pointer is
 	// aligned for it) before computing any, so that several loads are in
 	// flight; the vectors of a warp are adjacent, so every access coalesces.
+	// (Unaligned tensors run N-d kernels, which peel a head.)
 	u := k.unroll()
-	var comments []string
 	for i, o := range k.Operands {
 		switch o.Access {
 		case RowBroadcast:
-			comments = append(comments, fmt.Sprintf("x%d is row-broadcast: element i is x%[1]d[i %% inner%[1]d]", i))
+			fmt.Fprintf(&b, "  // x%d is row-broadcast: element i is x%[1]d[i %% inner%[1]d].\n", i)
 		case ColBroadcast:
-			comments = append(comments, fmt.Sprintf("x%d is column-broadcast: element i is x%[1]d[i / inner%[1]d]", i))
-		case Strided:
-			comments = append(comments, fmt.Sprintf("x%d is strided: element i is x%[1]d[gc_offset(g, %d, i)]", i, tensorIndex[i]))
+			fmt.Fprintf(&b, "  // x%d is column-broadcast: element i is x%[1]d[i / inner%[1]d].\n", i)
 		}
-	}
-	for _, c := range comments {
-		fmt.Fprintf(&b, "  // %s.\n", c)
 	}
 	fmt.Fprintf(&b, "  const long long tile = (long long)blockDim.x * %d;\n", VectorWidth*u)
 	b.WriteString("  for (long long t0 = (long long)blockIdx.x * tile; t0 < n; t0 += (long long)gridDim.x * tile) {\n")
@@ -535,35 +473,30 @@ __device__ __forceinline__ long long gc_offset(const Geometry& g, int t, %[1]s i
 	}
 	fmt.Fprintf(&b, "        #pragma unroll\n        for (int j = 0; j < %d; j++) {\n", VectorWidth)
 	vecLoad := func(i int, o Operand) string {
-		if s, ok := fixed(i, o); ok {
+		if s, ok := c.fixed(i, o); ok {
 			return s
-		}
-		if o.Access == Strided {
-			return loadC(fmt.Sprintf("x%d[gc_offset(g, %d, (%s)(i0 + j))]", i, tensorIndex[i], idx), o.DType, o.Kind)
 		}
 		return loadC(fmt.Sprintf("v%d[v].v[j]", i), o.DType, o.Kind)
 	}
-	for m, o := range k.outputs() {
-		fmt.Fprintf(&b, "          r%d.v[j] = %s;\n", m, storeC(callOut(m, vecLoad), outKinds[m], o.out))
+	for m := range k.outputs() {
+		fmt.Fprintf(&b, "          r%d.v[j] = %s;\n", m, c.store(m, vecLoad))
 	}
 	b.WriteString("        }\n")
 	for m, o := range k.outputs() {
 		fmt.Fprintf(&b, "        *(V4<%s>*)(%s + i0) = r%d;\n", storageC(o.out), o.ptr, m)
 	}
 	b.WriteString("      }\n")
-	// The last, partial tile and unaligned tensors: element by element.
+	// The last, partial tile: element by element.
 	b.WriteString("    } else {\n")
 	fmt.Fprintf(&b, "      for (int v = 0; v < %d; v++) {\n", u)
 	fmt.Fprintf(&b, "        for (int j = 0; j < %d; j++) {\n", VectorWidth)
 	fmt.Fprintf(&b, "          const long long i = %s + j;\n", vecIndex)
 	b.WriteString("          if (i >= n) break;\n")
 	b.WriteString(storeAll("          ", "i", func(i int, o Operand) string {
-		if s, ok := fixed(i, o); ok {
+		if s, ok := c.fixed(i, o); ok {
 			return s
 		}
 		switch o.Access {
-		case Strided:
-			return loadC(fmt.Sprintf("x%d[gc_offset(g, %d, (%s)i)]", i, tensorIndex[i], idx), o.DType, o.Kind)
 		case RowBroadcast:
 			return loadC(fmt.Sprintf("x%d[(%s)i %% inner%d]", i, idx, i), o.DType, o.Kind)
 		case ColBroadcast:

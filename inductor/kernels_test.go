@@ -47,9 +47,9 @@ func allKernels(t *testing.T) []source {
 			if err != nil {
 				continue
 			}
-			variants := []string{"dense", "strided", "strided32", "row", "col64"}
+			variants := []string{"dense", "strided", "strided32", "row", "col64", "nd1"}
 			if n > 1 {
-				variants = append(variants, "scalar", "mixed")
+				variants = append(variants, "scalar", "mixed", "tile")
 			}
 			if n > 2 {
 				variants = append(variants, "broadcasts")
@@ -59,8 +59,10 @@ func allKernels(t *testing.T) []source {
 			}
 			for _, variant := range variants {
 				k := &PointwiseKernel{Op: op, Compute: compute.Compute(), Out: outT,
-					Strided: strings.HasPrefix(variant, "strided"),
-					Index32: variant == "strided32" || variant == "row" || variant == "broadcasts"}
+					Strided: strings.HasPrefix(variant, "strided") || variant == "mixed" || variant == "nd1",
+					Tile:    variant == "tile",
+					Rank:    map[string]int{"strided": 3, "strided32": 5, "mixed": 2, "nd1": 1, "tile": 4}[variant],
+					Index32: variant == "strided32" || variant == "row" || variant == "broadcasts" || variant == "tile" || variant == "nd1"}
 				if variant == "unroll3" {
 					k.Unroll = 3
 				}
@@ -75,14 +77,18 @@ func allKernels(t *testing.T) []source {
 						acc = Strided
 					case variant == "scalar" && i == n-1 && n > 1:
 						acc = ScalarArg
-					case variant == "mixed" && i > 0:
-						acc = Strided // a dense kernel reading a broadcast operand
+					case variant == "mixed":
+						acc = []Access{InnerContiguous, InnerBroadcast, Strided}[i%3] // an N-d kernel's three inner kinds
+					case variant == "tile":
+						acc = []Access{Tiled, InnerContiguous, InnerBroadcast}[i%3]
+					case variant == "nd1":
+						acc = InnerContiguous
 					case variant == "row" && i == n-1:
 						acc = RowBroadcast
 					case variant == "col64" && i == n-1:
 						acc = ColBroadcast
 					case variant == "broadcasts" && i > 0:
-						acc = []Access{ColBroadcast, Strided, RowBroadcast}[(i-1)%3]
+						acc = []Access{ColBroadcast, Uniform, RowBroadcast}[(i-1)%3]
 					case i > 0:
 						acc = Uniform
 					}
@@ -117,21 +123,19 @@ func allKernels(t *testing.T) []source {
 		}
 	}
 	// Horizontal groups: one kernel, several outputs of other types.
-	for _, access := range []Access{Dense, Strided, RowBroadcast, Uniform} {
-		for _, strided := range []bool{false, true} {
-			if strided && (access.broadcast() || access == Strided) {
-				continue
-			}
+	for _, mode := range []string{"dense", "nd", "tile"} {
+		accesses := map[string][]Access{
+			"dense": {Dense, RowBroadcast, Uniform},
+			"nd":    {InnerContiguous, Strided, InnerBroadcast, Uniform},
+			"tile":  {Tiled, InnerContiguous, Strided, InnerBroadcast},
+		}[mode]
+		for _, access := range accesses {
+			first := map[string]Access{"dense": Dense, "nd": InnerContiguous, "tile": Tiled}[mode]
 			k := &PointwiseKernel{Expr: ir.Mul(ir.Exp(ir.Arg(0)), ir.Arg(1)), Label: "group", Compute: ir.F32, Out: ir.Float32,
-				Operands: []Operand{{DType: ir.Float32, Kind: ir.F32, Access: Dense}, {DType: ir.Float16, Kind: ir.F32, Access: access}},
+				Operands: []Operand{{DType: ir.Float32, Kind: ir.F32, Access: first}, {DType: ir.Float16, Kind: ir.F32, Access: access}},
 				Extra: []ExtraOutput{{Expr: ir.Sin(ir.Arg(0)), Compute: ir.F32, Out: ir.BFloat16},
 					{Expr: ir.Add(ir.Arg(0), ir.Arg(1)), Compute: ir.F32, Out: ir.Float64}},
-				Strided: strided, Index32: true}
-			for i, o := range k.Operands {
-				if strided && o.Access == Dense { // as tensor makes them
-					k.Operands[i].Access = Strided
-				}
-			}
+				Strided: mode == "nd", Tile: mode == "tile", Rank: 3, Index32: true}
 			out = append(out, source{k.Name(), mustBody(t, k), k.Source})
 		}
 	}
@@ -237,6 +241,7 @@ inline float __uint_as_float(unsigned u) { float f; std::memcpy(&f, &u, 4); retu
 inline unsigned __float_as_uint(float f) { unsigned u; std::memcpy(&u, &f, 4); return u; }
 inline double __longlong_as_double(long long i) { double f; std::memcpy(&f, &i, 8); return f; }
 template <typename T> T __shfl_down_sync(unsigned, T v, int) { return v; }
+inline unsigned __umulhi(unsigned a, unsigned b) { return (unsigned)(((unsigned long long)a * b) >> 32); }
 struct float4 { float x, y, z, w; };
 struct float2 { float x, y; };
 inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }

@@ -1,0 +1,186 @@
+package array
+
+import (
+	"sort"
+
+	"gocompile/inductor"
+)
+
+// Layouts of GPU pointwise kernels: which order a kernel walks the dims
+// in, and how an N-d or tiled kernel reads each tensor (see
+// inductor/layout.go for the kernels).
+
+// orderDims reorders the dims of an iteration space so that the first
+// tensor's strides (the output's) decrease: walking the result in order
+// writes the output in memory order, whatever view it is. strides holds
+// one stride list per tensor, aligned with shape; the results are new
+// slices (Coalesce then merges what it can).
+func orderDims(shape []int, strides [][]int) ([]int, [][]int) {
+	perm := make([]int, len(shape))
+	for d := range perm {
+		perm[d] = d
+	}
+	abs := func(v int) int { return max(v, -v) }
+	out := strides[0]
+	sort.SliceStable(perm, func(a, b int) bool { return abs(out[perm[a]]) > abs(out[perm[b]]) })
+	oshape := make([]int, len(shape))
+	ostrides := make([][]int, len(strides))
+	for d, p := range perm {
+		oshape[d] = shape[p]
+	}
+	for t, st := range strides {
+		ostrides[t] = make([]int, len(shape))
+		for d, p := range perm {
+			ostrides[t][d] = st[p]
+		}
+	}
+	return oshape, ostrides
+}
+
+// minTile is the smallest extent, along both tiled dims, worth a tiled
+// kernel: below it an N-d kernel, whose consecutive threads walk the
+// second innermost dim once rows are this short, coalesces as well.
+const minTile = 16
+
+// layoutTensor is what planLayout needs of a tensor beyond its strides:
+// its address and element size.
+type layoutTensor struct {
+	ptr  uintptr
+	size int
+}
+
+// planLayout makes k an N-d or tiled kernel over the ordered, coalesced
+// iteration space shape with strides (the nout outputs first, then one per
+// tensor operand of k.Operands, whose ScalarArg entries are already set)
+// and returns its geometry. ts gives each tensor's address and element
+// size, in the order of strides.
+//
+// An operand whose unit stride lies along a dim other than the outputs'
+// innermost one (a transposed or permuted view) is read through shared
+// memory tiles when both dims are long enough; that dim is moved next to
+// the innermost so the tile's dims are the kernel's two innermost.
+func planLayout(k *inductor.PointwiseKernel, n int, shape []int, strides [][]int, nout int, ts []layoutTensor) *inductor.LayoutGeometry {
+	r := len(shape)
+	if r == 0 { // one element
+		shape = []int{1}
+		for t := range strides {
+			strides[t] = []int{1}
+		}
+		r = 1
+	}
+	// The operand whose contiguous dim disagrees with the outputs', largest
+	// first: its contiguous dim is tiled with the innermost.
+	unitOut := true
+	for m := range nout {
+		unitOut = unitOut && strides[m][r-1] == 1
+	}
+	across := -1 // the dim to move next to the innermost
+	best := 0
+	for t := nout; t < len(strides) && r >= 2; t++ {
+		st := strides[t]
+		if st[r-1] == 0 || st[r-1] == 1 {
+			continue
+		}
+		foot := 1
+		for d, s := range st {
+			if s != 0 {
+				foot *= shape[d]
+			}
+		}
+		for d := r - 2; d >= 0; d-- {
+			if st[d] == 1 && foot > best {
+				across, best = d, foot
+				break
+			}
+		}
+	}
+	if across >= 0 && across != r-2 {
+		move := func(s []int) {
+			v := s[across]
+			copy(s[across:r-2], s[across+1:r-1])
+			s[r-2] = v
+		}
+		shape = append([]int(nil), shape...)
+		move(shape)
+		for t := range strides {
+			strides[t] = append([]int(nil), strides[t]...)
+			move(strides[t])
+		}
+	}
+	k.Rank = r
+	k.Tile = across >= 0 && unitOut && shape[r-2] >= minTile && shape[r-1] >= minTile
+	k.Strided = !k.Tile
+	k.OutStrided = !unitOut
+	t, staged := nout, 0
+	for i, o := range k.Operands {
+		if o.Access == inductor.ScalarArg {
+			continue
+		}
+		st := strides[t]
+		t++
+		switch {
+		case allZero(st):
+			o.Access = inductor.Uniform
+		case k.Tile && st[r-2] == 1 && st[r-1] != 0 && st[r-1] != 1 && staged < inductor.MaxTiled:
+			o.Access = inductor.Tiled
+			staged++
+		case st[r-1] == 1:
+			o.Access = inductor.InnerContiguous
+		case st[r-1] == 0:
+			o.Access = inductor.InnerBroadcast
+		default:
+			o.Access = inductor.Strided
+		}
+		k.Operands[i] = o
+	}
+
+	// Chunks are vector-aligned when every tensor read or written a vector
+	// at a time starts its rows equally misaligned: the head peels that.
+	geo := &inductor.LayoutGeometry{Sizes: shape, Strides: strides}
+	if !k.Tile {
+		vec, head := true, -1
+		check := func(st []int, lt layoutTensor) {
+			for _, s := range st[:r-1] {
+				vec = vec && s%inductor.VectorWidth == 0
+			}
+			if lt.ptr%uintptr(lt.size) != 0 {
+				vec = false
+				return
+			}
+			a := int(lt.ptr/uintptr(lt.size)) % inductor.VectorWidth
+			if head >= 0 && a != head {
+				vec = false
+			}
+			head = a
+		}
+		if unitOut {
+			for m := range nout {
+				check(strides[m], ts[m])
+			}
+		}
+		t := nout
+		for _, o := range k.Operands {
+			if o.Access == inductor.ScalarArg {
+				continue
+			}
+			if o.Access == inductor.InnerContiguous {
+				check(strides[t], ts[t])
+			}
+			t++
+		}
+		if vec && head >= 0 {
+			geo.Vec, geo.Head = true, head
+		}
+	}
+	// 32-bit indices and offsets when every index and offset fits.
+	k.Index32 = n < 1<<31
+	for _, st := range strides {
+		span := 0
+		for d, s := range st {
+			span += (shape[d] - 1) * max(s, -s)
+		}
+		k.Index32 = k.Index32 && span < 1<<31
+	}
+	k.Index32 = k.Index32 && k.Work(geo) < 1<<31
+	return geo
+}

@@ -1,0 +1,491 @@
+package inductor
+
+import (
+	"encoding/binary"
+	"fmt"
+	"strings"
+
+	"gocompile/ir"
+)
+
+// Pointwise kernels over any layout. A kernel whose output or operands are
+// not all laid out alike (a transposed or permuted operand, a broadcast
+// along inner dims, a strided view, a misaligned one) runs as an N-d
+// kernel or, when an operand steps by one element along a dim other than
+// the output's innermost one, as a tiled kernel. The host orders the dims
+// (the output's strides decreasing, merged where every tensor allows) and
+// passes the layout as a LayoutGeometry; the kernel's rank and each
+// tensor's kind of access along the innermost dim are part of its
+// configuration, so the loops over dims unroll and unit strides are
+// constants.
+//
+// N-d kernels: each thread handles chunks of up to VectorWidth consecutive
+// elements along the innermost dim. It splits its chunk index into
+// coordinates once per chunk with fast divisors (32-bit multiply-high and
+// shift, no division) and reads InnerContiguous operands, and writes the
+// outputs, one vector per chunk. The chunks of a row start Head elements
+// before the row, so that with every vector tensor misaligned alike (a
+// view at an odd offset) the chunks inside the row are aligned: the first
+// and last chunk of each row are partial and go element by element.
+//
+// Tiled kernels: the two innermost dims are walked in TileSize² tiles,
+// the others a batch (one tile per block iteration). Tiled operands step
+// by one along the second innermost dim: a block loads their tile with the
+// warp along that dim (coalesced), keeps it in shared memory, then computes
+// with the warp along the innermost dim, so that the output's stores (and
+// the other operands' loads) coalesce too.
+
+// tileThreads is the block size of tiled kernels: 32 columns by 8 rows.
+const tileThreads = 256
+
+// MaxTiled is how many operands a tiled kernel stages in shared memory.
+const MaxTiled = 4
+
+// TileSize is the edge of a tiled kernel's tiles: 64 when every tensor
+// has elements of at most 2 bytes and at most 2 are staged (64 two-byte
+// elements are one 128-byte line per row), else 32.
+func (k *PointwiseKernel) TileSize() int {
+	staged := 0
+	small := true
+	for _, o := range k.Operands {
+		if o.Access == Tiled {
+			staged++
+		}
+		if o.Access != ScalarArg && o.DType.Size() > 2 {
+			small = false
+		}
+	}
+	for _, o := range k.outputs() {
+		small = small && o.out.Size() <= 2
+	}
+	if small && staged <= 2 {
+		return 64
+	}
+	return 32
+}
+
+func (k *PointwiseKernel) rank() int {
+	if k.Rank <= 0 {
+		return MaxRank
+	}
+	return k.Rank
+}
+
+// LayoutGeometry is the layout an N-d or tiled kernel walks: the iteration
+// shape (the kernel's Rank dims, innermost last) and each tensor's strides
+// in elements, the outputs first (out, out1, ...), then the tensor
+// operands in order.
+type LayoutGeometry struct {
+	Sizes   []int
+	Strides [][]int
+	// Head is how many elements each row's chunks start before the row
+	// (0 to VectorWidth-1), and Vec whether every vector tensor's chunks
+	// are then aligned for vector access (N-d kernels only).
+	Head int
+	Vec  bool
+}
+
+// Work is the number of work items of k over g: chunks of an N-d kernel,
+// tiles of a tiled one. Index32 kernels need it below 2^31.
+func (k *PointwiseKernel) Work(g *LayoutGeometry) int64 {
+	w, _, _ := k.work(g)
+	return w
+}
+
+// work returns the work items and the kernel's two derived counts: the
+// chunks per row (N-d), or the tiles along the innermost and the second
+// innermost dim (tiled).
+func (k *PointwiseKernel) work(g *LayoutGeometry) (count, a, b int64) {
+	r := len(g.Sizes)
+	rows := int64(1)
+	for _, s := range g.Sizes[:r-1] {
+		rows *= int64(s)
+	}
+	if k.Tile {
+		t := int64(k.TileSize())
+		a = (int64(g.Sizes[r-1]) + t - 1) / t
+		b = (int64(g.Sizes[r-2]) + t - 1) / t
+		return rows / int64(g.Sizes[r-2]) * a * b, a, b
+	}
+	a = (int64(g.Sizes[r-1]+g.Head) + VectorWidth - 1) / VectorWidth
+	return rows * a, a, 1
+}
+
+// Launch is the grid and block size of k over g.
+func (k *PointwiseKernel) Launch(g *LayoutGeometry, block int) (grid, threads int) {
+	w := k.Work(g)
+	if k.Tile {
+		return int(min(w, 1<<31-1)), tileThreads
+	}
+	return int(min((w+int64(block)-1)/int64(block), 1<<31-1)), block
+}
+
+// Bytes encodes g as k's geometry parameter, the struct GcGeo the kernel
+// declares: long long stride[tensors][Rank], size[Rank+2] (the sizes,
+// then the two derived counts), count (work items), head, vec; unsigned
+// int magic[Rank+2], shift[Rank+2] (fast divisors of size, with Index32).
+func (k *PointwiseKernel) Bytes(g *LayoutGeometry) []byte {
+	r := len(g.Sizes)
+	if r != k.rank() {
+		panic(fmt.Sprintf("inductor: geometry of rank %d for a kernel of rank %d", r, k.rank()))
+	}
+	count, a, c := k.work(g)
+	sizes := make([]int64, 0, r+2)
+	for _, s := range g.Sizes {
+		sizes = append(sizes, int64(s))
+	}
+	sizes = append(sizes, a, c)
+	var b []byte
+	for _, st := range g.Strides {
+		for _, s := range st {
+			b = binary.LittleEndian.AppendUint64(b, uint64(s))
+		}
+	}
+	vec := int64(0)
+	if g.Vec {
+		vec = 1
+	}
+	b = putInt64s(b, sizes...)
+	b = putInt64s(b, count, int64(g.Head), vec)
+	var magic, shift []uint32
+	for _, s := range sizes {
+		var d Divisor
+		if k.Index32 && s >= 1 && s <= 1<<31 {
+			d = NewDivisor(uint32(s))
+		}
+		magic, shift = append(magic, d.Magic), append(shift, d.Shift)
+	}
+	for _, v := range append(magic, shift...) {
+		b = binary.LittleEndian.AppendUint32(b, v)
+	}
+	return b
+}
+
+// kernelCtx holds what the parts of a kernel's body share.
+type kernelCtx struct {
+	k        *PointwiseKernel
+	nparams  int       // op parameters output 0 takes
+	outKinds []ir.Kind // the kind each output's function returns
+}
+
+// fixed is the value of an operand that is the same at every index.
+func (c *kernelCtx) fixed(i int, o Operand) (string, bool) {
+	switch o.Access {
+	case Uniform:
+		return fmt.Sprintf("u%d", i), true
+	case ScalarArg:
+		return fmt.Sprintf("s%d", i), true
+	}
+	return "", false
+}
+
+// store is output m's value, converted to its storage type, from the
+// operands load gives.
+func (c *kernelCtx) store(m int, load func(i int, o Operand) string) string {
+	var as []string
+	for i, o := range c.k.Operands {
+		as = append(as, load(i, o))
+	}
+	if m == 0 {
+		for i := range c.nparams {
+			as = append(as, fmt.Sprintf("p%d", i))
+		}
+	}
+	out := c.k.outputs()[m]
+	return storeC(fmt.Sprintf("%s(%s)", out.fn, strings.Join(as, ", ")), c.outKinds[m], out.out)
+}
+
+// uniforms reads each Uniform operand once.
+func (c *kernelCtx) uniforms(b *strings.Builder) {
+	for i, o := range c.k.Operands {
+		if o.Access == Uniform {
+			fmt.Fprintf(b, "  const %s u%d = %s;\n", kindC(o.Kind), i, loadC(fmt.Sprintf("x%d[0]", i), o.DType, o.Kind))
+		}
+	}
+}
+
+// layoutBody writes an N-d or tiled kernel: its geometry struct, its
+// signature (params, then the geometry) and its body.
+func (c *kernelCtx) layoutBody(b *strings.Builder, params []string) error {
+	k := c.k
+	r := k.rank()
+	if r > MaxRank {
+		return fmt.Errorf("rank %d above %d", r, MaxRank)
+	}
+	if k.Tile && (r < 2 || k.OutStrided) {
+		return fmt.Errorf("a tiled kernel needs rank 2 or more and unit-stride outputs")
+	}
+	outs := k.outputs()
+	// geo is each tensor's row of the geometry's strides: the outputs, then
+	// the tensor operands.
+	geo := map[int]int{}
+	nt := len(outs)
+	staged := 0
+	for i, o := range k.Operands {
+		switch o.Access {
+		case ScalarArg:
+			continue
+		case Tiled:
+			if !k.Tile {
+				return fmt.Errorf("operand %d is tiled in an N-d kernel", i)
+			}
+			staged++
+		case Strided, InnerContiguous, InnerBroadcast, Uniform:
+		default:
+			return fmt.Errorf("an N-d kernel cannot read operand %d with access %c", i, o.Access.letter())
+		}
+		geo[i] = nt
+		nt++
+	}
+	if staged > MaxTiled {
+		return fmt.Errorf("%d tiled operands, at most %d", staged, MaxTiled)
+	}
+	I, O := "long long", "long long" // index and offset types
+	if k.Index32 {
+		I, O = "unsigned int", "int"
+	}
+	div := func(n string, d int) string {
+		if k.Index32 {
+			return fmt.Sprintf("gc_div(%s, g.magic[%d], g.shift[%d])", n, d, d)
+		}
+		return fmt.Sprintf("%s / g.size[%d]", n, d)
+	}
+	if k.Index32 {
+		b.WriteString(divisorC + "\n")
+	}
+	fmt.Fprintf(b, `// GcGeo is the layout the kernel walks: each tensor's strides in elements
+// (outputs, then tensor operands) over %[1]d dims, innermost last; the sizes
+// and two counts derived from them (%[3]s); the work items; the head
+// and whether vector access is valid (N-d kernels); fast divisors of size.
+struct GcGeo {
+  long long stride[%[2]d][%[1]d];
+  long long size[%[4]d];
+  long long count, head, vec;
+  unsigned int magic[%[4]d], shift[%[4]d];
+};
+
+`, r, nt, map[bool]string{false: "chunks per row, unused", true: "tiles along the innermost and the second innermost dim"}[k.Tile], r+2)
+	params = append(params, "GcGeo g")
+	fmt.Fprintf(b, "extern \"C\" __global__ void %s(\n    %s) {\n", k.Name(), strings.Join(params, ",\n    "))
+	c.uniforms(b)
+
+	// off declares the offset of every indexed tensor, summed over the
+	// dims from..0 of index v (consumed).
+	var tensors []int // geometry rows of the outputs and indexed operands
+	for m := range outs {
+		tensors = append(tensors, m)
+	}
+	for i, o := range k.Operands {
+		if o.Access != ScalarArg && o.Access != Uniform {
+			tensors = append(tensors, geo[i])
+		}
+	}
+	offsets := func(indent, v string, from int) {
+		var decl []string
+		for _, t := range tensors {
+			decl = append(decl, fmt.Sprintf("o%d = 0", t))
+		}
+		fmt.Fprintf(b, "%s%s %s;\n", indent, O, strings.Join(decl, ", "))
+		for d := from; d >= 0; d-- {
+			cd := v
+			if d > 0 {
+				fmt.Fprintf(b, "%s{\n%s  const %s next = %s, c = %s - next * (%s)g.size[%d];\n", indent, indent, I, div(v, d), v, I, d)
+				cd = "c"
+			}
+			for _, t := range tensors {
+				fmt.Fprintf(b, "%s  o%d += (%s)%s * (%s)g.stride[%d][%d];\n", indent, t, O, cd, O, t, d)
+			}
+			if d > 0 {
+				fmt.Fprintf(b, "%s  %s = next;\n%s}\n", indent, v, indent)
+			}
+		}
+	}
+	if k.Tile {
+		c.tileBody(b, geo, offsets, I, O, div)
+	} else {
+		c.ndBody(b, geo, offsets, I, O, div)
+	}
+	b.WriteString("}\n")
+	return nil
+}
+
+// ndBody is the loop of an N-d kernel.
+func (c *kernelCtx) ndBody(b *strings.Builder, geo map[int]int, offsets func(indent, v string, from int), I, O string, div func(string, int) string) {
+	k := c.k
+	r := k.rank()
+	outs := k.outputs()
+	fmt.Fprintf(b, "  // Chunk q covers up to %d consecutive elements along the innermost dim.\n", VectorWidth)
+	fmt.Fprintf(b, "  const %[1]s S = (%[1]s)g.size[%[2]d], nchunk = (%[1]s)g.size[%[3]d];\n", O, r-1, r)
+	fmt.Fprintf(b, "  for (%[1]s q = (%[1]s)blockIdx.x * blockDim.x + threadIdx.x; q < (%[1]s)g.count; q += (%[1]s)gridDim.x * blockDim.x) {\n", I)
+	if r > 1 {
+		fmt.Fprintf(b, "    %s row = %s;\n", I, div("q", r))
+		fmt.Fprintf(b, "    const %s c0 = (%s)((q - row * (%s)nchunk) * %d) - (%s)g.head;\n", O, O, I, VectorWidth, O)
+		offsets("    ", "row", r-2)
+	} else {
+		fmt.Fprintf(b, "    const %s c0 = (%s)(q * %d) - (%s)g.head;\n", O, O, VectorWidth, O)
+		offsets("    ", "q", -1)
+	}
+	// Along the innermost dim: unit strides are constants.
+	inner := func(t int, acc Access) {
+		switch acc {
+		case InnerContiguous:
+			fmt.Fprintf(b, "    o%d += c0;\n", t)
+		case Strided:
+			fmt.Fprintf(b, "    o%d += c0 * (%s)g.stride[%d][%d];\n", t, O, t, r-1)
+		}
+	}
+	outAcc := InnerContiguous
+	if k.OutStrided {
+		outAcc = Strided
+	}
+	for m := range outs {
+		inner(m, outAcc)
+	}
+	for i, o := range k.Operands {
+		if o.Access != ScalarArg && o.Access != Uniform {
+			inner(geo[i], o.Access)
+		}
+	}
+	// at is tensor t's element j of the chunk.
+	at := func(t int, acc Access, j string) string {
+		switch acc {
+		case InnerContiguous:
+			return fmt.Sprintf("o%d + %s", t, j)
+		case InnerBroadcast:
+			return fmt.Sprintf("o%d", t)
+		}
+		return fmt.Sprintf("o%d + %s * (%s)g.stride[%d][%d]", t, j, O, t, r-1)
+	}
+	// A whole chunk, aligned: one vector per contiguous tensor.
+	b.WriteString("    if (g.vec && c0 >= 0 && c0 + " + fmt.Sprint(VectorWidth) + " <= S) {\n")
+	for i, o := range k.Operands {
+		switch o.Access {
+		case InnerContiguous:
+			fmt.Fprintf(b, "      const V4<%[1]s> w%[2]d = *(const V4<%[1]s>*)(x%[2]d + o%[3]d);\n", storageC(o.DType), i, geo[i])
+		case InnerBroadcast:
+			fmt.Fprintf(b, "      const %s e%d = %s;\n", kindC(o.Kind), i, loadC(fmt.Sprintf("x%d[o%d]", i, geo[i]), o.DType, o.Kind))
+		}
+	}
+	for m, o := range outs {
+		fmt.Fprintf(b, "      V4<%s> r%d;\n", storageC(o.out), m)
+	}
+	fmt.Fprintf(b, "      #pragma unroll\n      for (int j = 0; j < %d; j++) {\n", VectorWidth)
+	for m := range outs {
+		fmt.Fprintf(b, "        r%d.v[j] = %s;\n", m, c.store(m, func(i int, o Operand) string {
+			if s, ok := c.fixed(i, o); ok {
+				return s
+			}
+			switch o.Access {
+			case InnerContiguous:
+				return loadC(fmt.Sprintf("w%d.v[j]", i), o.DType, o.Kind)
+			case InnerBroadcast:
+				return fmt.Sprintf("e%d", i)
+			}
+			return loadC(fmt.Sprintf("x%d[%s]", i, at(geo[i], o.Access, "j")), o.DType, o.Kind)
+		}))
+	}
+	b.WriteString("      }\n")
+	for m, o := range outs {
+		if k.OutStrided {
+			fmt.Fprintf(b, "      for (int j = 0; j < %d; j++) %s[%s] = r%d.v[j];\n", VectorWidth, o.ptr, at(m, Strided, "j"), m)
+		} else {
+			fmt.Fprintf(b, "      *(V4<%s>*)(%s + o%d) = r%d;\n", storageC(o.out), o.ptr, m, m)
+		}
+	}
+	// The chunks at a row's ends, and tensors misaligned unlike the others:
+	// element by element.
+	b.WriteString("    } else {\n")
+	fmt.Fprintf(b, "      for (int j = 0; j < %d; j++) {\n", VectorWidth)
+	b.WriteString("        if (c0 + j < 0 || c0 + j >= S) continue;\n")
+	for m, o := range outs {
+		fmt.Fprintf(b, "        %s[%s] = %s;\n", o.ptr, at(m, outAcc, "j"), c.store(m, func(i int, o Operand) string {
+			if s, ok := c.fixed(i, o); ok {
+				return s
+			}
+			return loadC(fmt.Sprintf("x%d[%s]", i, at(geo[i], o.Access, "j")), o.DType, o.Kind)
+		}))
+	}
+	b.WriteString("      }\n    }\n  }\n")
+}
+
+// tileBody is the loop of a tiled kernel.
+func (c *kernelCtx) tileBody(b *strings.Builder, geo map[int]int, offsets func(indent, v string, from int), I, O string, div func(string, int) string) {
+	k := c.k
+	r := k.rank()
+	t := k.TileSize()
+	outs := k.outputs()
+	rows := tileThreads / 32
+	for i, o := range k.Operands {
+		if o.Access == Tiled {
+			fmt.Fprintf(b, "  // x%d's tile, loaded along its contiguous dim (the second innermost).\n", i)
+			fmt.Fprintf(b, "  __shared__ %s sh%d[%d][%d];\n", kindC(o.Kind), i, t, t+1)
+		}
+	}
+	b.WriteString("  const int tx = threadIdx.x & 31, ty = threadIdx.x >> 5;\n")
+	fmt.Fprintf(b, "  const %[1]s SI = (%[1]s)g.size[%[2]d], SO = (%[1]s)g.size[%[3]d], nto = (%[1]s)g.size[%[4]d];\n", I, r-2, r-1, r)
+	fmt.Fprintf(b, "  for (%[1]s tile = blockIdx.x; tile < (%[1]s)g.count; tile += gridDim.x) {\n", I)
+	fmt.Fprintf(b, "    %s rest = %s;\n", I, div("tile", r))
+	fmt.Fprintf(b, "    const %s bo = (tile - rest * nto) * %d;\n", I, t)
+	if r > 2 {
+		fmt.Fprintf(b, "    %s batch = %s;\n", I, div("rest", r+1))
+		fmt.Fprintf(b, "    const %s bi = (rest - batch * (%s)g.size[%d]) * %d;\n", I, I, r+1, t)
+		offsets("    ", "batch", r-3)
+	} else {
+		fmt.Fprintf(b, "    const %s bi = rest * %d;\n", I, t)
+		offsets("    ", "rest", -1)
+	}
+	fmt.Fprintf(b, "    const int ni = (int)min((%[1]s)%d, SI - bi), no = (int)min((%[1]s)%d, SO - bo);\n", I, t, t)
+	if k.hasTiled() {
+		b.WriteString("    // Stage: r along the innermost dim, c (the warp) along the tiled operands' contiguous one.\n")
+		fmt.Fprintf(b, "    #pragma unroll\n    for (int rr = 0; rr < %d; rr++) {\n      const int r = ty + %d * rr;\n", t/rows, rows)
+		fmt.Fprintf(b, "      #pragma unroll\n      for (int cc = 0; cc < %d; cc++) {\n        const int c = tx + 32 * cc;\n", t/32)
+		b.WriteString("        if (r < no && c < ni) {\n")
+		for i, o := range k.Operands {
+			if o.Access == Tiled {
+				g := geo[i]
+				fmt.Fprintf(b, "          sh%d[r][c] = %s;\n", i, loadC(fmt.Sprintf("x%d[o%d + (%s)(bi + c) + (%s)(bo + r) * (%s)g.stride[%d][%d]]", i, g, O, O, O, g, r-1), o.DType, o.Kind))
+			}
+		}
+		b.WriteString("        }\n      }\n    }\n    __syncthreads();\n")
+	}
+	b.WriteString("    // Compute: r along the second innermost dim, c (the warp) along the innermost: stores coalesce.\n")
+	fmt.Fprintf(b, "    #pragma unroll\n    for (int rr = 0; rr < %d; rr++) {\n      const int r = ty + %d * rr;\n", t/rows, rows)
+	fmt.Fprintf(b, "      #pragma unroll\n      for (int cc = 0; cc < %d; cc++) {\n        const int c = tx + 32 * cc;\n", t/32)
+	b.WriteString("        if (r < ni && c < no) {\n")
+	fmt.Fprintf(b, "          const %[1]s ri = (%[1]s)(bi + r), ci = (%[1]s)(bo + c);\n", O)
+	at := func(t int, acc Access) string {
+		row := fmt.Sprintf("o%d + ri * (%s)g.stride[%d][%d]", t, O, t, r-2)
+		switch acc {
+		case InnerContiguous:
+			return row + " + ci"
+		case InnerBroadcast:
+			return row
+		}
+		return fmt.Sprintf("%s + ci * (%s)g.stride[%d][%d]", row, O, t, r-1)
+	}
+	for m, o := range outs {
+		fmt.Fprintf(b, "          %s[%s] = %s;\n", o.ptr, at(m, InnerContiguous), c.store(m, func(i int, o Operand) string {
+			if s, ok := c.fixed(i, o); ok {
+				return s
+			}
+			if o.Access == Tiled {
+				return fmt.Sprintf("sh%d[c][r]", i)
+			}
+			return loadC(fmt.Sprintf("x%d[%s]", i, at(geo[i], o.Access)), o.DType, o.Kind)
+		}))
+	}
+	b.WriteString("        }\n      }\n    }\n")
+	if k.hasTiled() {
+		b.WriteString("    __syncthreads(); // the tiles are reused\n")
+	}
+	b.WriteString("  }\n")
+}
+
+func (k *PointwiseKernel) hasTiled() bool {
+	for _, o := range k.Operands {
+		if o.Access == Tiled {
+			return true
+		}
+	}
+	return false
+}
