@@ -190,58 +190,19 @@ func GPUKernelIn(c *Artifacts, q *LaunchQueue, tune bool, k *inductor.PointwiseK
 		strides = append(strides, ir.BroadcastStrides(t.shape, t.strides, res.shape))
 		lts = append(lts, layoutTensor{uintptr(t.DevicePtr()), t.dtype.Size()})
 	}
-	oshape, ostrides := orderDims(res.shape, strides)
-	cshape, cstrides := Coalesce(oshape, ostrides...)
-	nout := len(outs)
-	dense := ir.ContiguousStrides(cshape)
-	flat := true
-	for m := range nout {
-		flat = flat && sameInts(cstrides[m], dense, cshape)
-	}
-	// Vector access needs the outputs and the dense operands aligned.
-	aligned := true
-	for m := range nout {
-		aligned = aligned && lts[m].ptr%uintptr(inductor.VectorWidth*lts[m].size) == 0
-	}
-	k.Strided, k.Tile, k.Rank, k.OutStrided = false, false, 0, false
-	k.Index32 = n < 1<<31
-	k.Unroll = pointwiseUnroll
-	k.Operands = nil
-	var inners []int // the inner of each broadcast operand, in order
-	ti := nout
+	var operands []inductor.Operand
 	for i, v := range args {
-		o := inductor.Operand{Kind: kinds[i]}
-		switch v := v.(type) {
-		case ir.Scalar:
-			o.Access = inductor.ScalarArg
-		case *Array:
-			o.DType = v.dtype
-			st := cstrides[ti]
-			switch {
-			case allZero(st):
-				o.Access = inductor.Uniform
-			case sameInts(st, dense, cshape):
-				o.Access = inductor.Dense
-				aligned = aligned && lts[ti].ptr%uintptr(inductor.VectorWidth*lts[ti].size) == 0
-			default:
-				var inner int
-				if o.Access, inner = broadcastAccess(st, cshape); o.Access == inductor.Strided {
-					flat = false
-				} else {
-					inners = append(inners, inner)
-				}
-			}
-			ti++
+		o := inductor.Operand{Kind: kinds[i], Access: inductor.ScalarArg}
+		if t, ok := v.(*Array); ok {
+			o.DType, o.Access = t.dtype, inductor.Strided
 		}
-		k.Operands = append(k.Operands, o)
+		operands = append(operands, o)
 	}
-	var geo *inductor.LayoutGeometry
-	if !flat || !aligned {
-		if len(cshape) > inductor.MaxRank {
-			Throw(title, tensors, "make the operands contiguous first",
-				"the layout has %d dims that cannot be merged; GPU kernels index at most %d", len(cshape), inductor.MaxRank)
-		}
-		geo = planLayout(k, n, cshape, cstrides, nout, lts)
+	k.Unroll = pointwiseUnroll
+	geo, inners, ok := planPointwise(k, res.shape, strides, len(outs), operands, lts)
+	if !ok {
+		Throw(title, tensors, "make the operands contiguous first",
+			"the layout has dims that cannot be merged into %d; GPU kernels index at most %d", inductor.MaxRank, inductor.MaxRank)
 	}
 	args2 := q.Args(g)
 	defer q.Release(g, args2)

@@ -4,11 +4,80 @@ import (
 	"sort"
 
 	"gocompile/inductor"
+	"gocompile/ir"
 )
 
 // Layouts of GPU pointwise kernels: which order a kernel walks the dims
 // in, and how an N-d or tiled kernel reads each tensor (see
 // inductor/layout.go for the kernels).
+
+// planPointwise configures k (its operands' accesses, the kind of kernel,
+// Index32) to compute over shape: strides holds each tensor's strides
+// aligned with shape (broadcast dims 0), the nout outputs first, then the
+// tensor operands of operands (whose entries give each argument's DType
+// and Kind, ScalarArg for numbers), and ts each tensor's address and
+// element size in the same order.
+//
+// The kernel walks the dims in the output's memory order, merged where
+// every tensor allows. When every output is then contiguous, every
+// operand dense, uniform, a scalar or a row or column broadcast, and the
+// vector tensors aligned, it is a dense kernel over flat indices (inners
+// are its broadcasts' parameters); otherwise an N-d kernel, or a tiled
+// one when an operand's contiguous dim is not the output's (geo is its
+// geometry; see planLayout). ok is false when the layout needs more than
+// MaxRank dims.
+func planPointwise(k *inductor.PointwiseKernel, shape []int, strides [][]int, nout int, operands []inductor.Operand, ts []layoutTensor) (geo *inductor.LayoutGeometry, inners []int, ok bool) {
+	n := 1
+	for _, s := range shape {
+		n *= s
+	}
+	oshape, ostrides := orderDims(shape, strides)
+	cshape, cstrides := Coalesce(oshape, ostrides...)
+	dense := ir.ContiguousStrides(cshape)
+	flat := true
+	for m := range nout {
+		flat = flat && sameInts(cstrides[m], dense, cshape)
+	}
+	// Vector access needs the outputs and the dense operands aligned.
+	aligned := true
+	vecAligned := func(t layoutTensor) bool { return t.ptr%uintptr(inductor.VectorWidth*t.size) == 0 }
+	for m := range nout {
+		aligned = aligned && vecAligned(ts[m])
+	}
+	k.Strided, k.Tile, k.Rank, k.OutStrided = false, false, 0, false
+	k.Index32 = n < 1<<31
+	k.Operands = append([]inductor.Operand(nil), operands...)
+	t := nout
+	for i, o := range k.Operands {
+		if o.Access == inductor.ScalarArg {
+			continue
+		}
+		st := cstrides[t]
+		switch {
+		case allZero(st):
+			o.Access = inductor.Uniform
+		case sameInts(st, dense, cshape):
+			o.Access = inductor.Dense
+			aligned = aligned && vecAligned(ts[t])
+		default:
+			var inner int
+			if o.Access, inner = broadcastAccess(st, cshape); o.Access == inductor.Strided {
+				flat = false
+			} else {
+				inners = append(inners, inner)
+			}
+		}
+		k.Operands[i] = o
+		t++
+	}
+	if flat && aligned {
+		return nil, inners, true
+	}
+	if len(cshape) > inductor.MaxRank {
+		return nil, nil, false
+	}
+	return planLayout(k, n, cshape, cstrides, nout, ts), nil, true
+}
 
 // orderDims reorders the dims of an iteration space so that the first
 // tensor's strides (the output's) decrease: walking the result in order
