@@ -151,6 +151,9 @@ var (
 	pointwiseBlock       = 128
 	pointwiseUnroll      = 0
 	pointwiseBlocksPerSM = 0
+	// pointwiseTileEdge is the tile edge of tiled kernels (0: as
+	// inductor.PointwiseKernel.TileSize chooses).
+	pointwiseTileEdge = 0
 )
 
 // gpuKernel runs the pointwise kernel k (an op's, or a fused region's,

@@ -35,7 +35,14 @@ func randomView(r *rand.Rand, shape []int, dt ir.DType, bcast []bool, permute bo
 			order[d] = d
 		}
 	}
-	v := layoutView{dt: dt, strides: make([]int, rank), offset: r.IntN(4) * r.IntN(2)}
+	return orderedView(r, shape, dt, bcast, order, r.IntN(4)*r.IntN(2))
+}
+
+// orderedView is randomView with the dims laid out in order (outermost
+// first) at offset.
+func orderedView(r *rand.Rand, shape []int, dt ir.DType, bcast []bool, order []int, offset int) layoutView {
+	rank := len(shape)
+	v := layoutView{dt: dt, strides: make([]int, rank), offset: offset}
 	step := 1
 	for i := rank - 1; i >= 0; i-- { // order[rank-1] is the innermost in memory
 		d := order[i]
@@ -202,12 +209,25 @@ type layoutCase struct {
 // a float64 reference: values are small integers, exact in every dtype, and
 // output elements outside the view must stay untouched. Dense, N-d (with
 // head peeling) and tiled kernels all occur.
+//
+// It runs with the tile edge chosen by the kernels (32 for these dtypes
+// but 16-bit ones) and forced to 64 (two elements per lane).
 func TestPointwiseLayoutsOnCPU(t *testing.T) {
 	cxx, err := exec.LookPath("g++")
 	if err != nil {
 		t.Skip("no g++ on this machine")
 	}
-	r := rand.New(rand.NewPCG(16, 1))
+	defer func(e int) { pointwiseTileEdge = e }(pointwiseTileEdge)
+	for _, edge := range []int{0, 64} {
+		t.Run(fmt.Sprintf("edge%d", edge), func(t *testing.T) {
+			pointwiseTileEdge = edge
+			testLayoutsOnCPU(t, cxx, uint64(edge))
+		})
+	}
+}
+
+func testLayoutsOnCPU(t *testing.T, cxx string, seed uint64) {
+	r := rand.New(rand.NewPCG(16, seed))
 	sizes := []int{1, 2, 3, 4, 5, 7, 16, 17, 33, 40, 64, 65}
 	dtypes := []ir.DType{ir.Float32, ir.Float64, ir.Float16, ir.BFloat16, ir.Int32, ir.Int64}
 	var cases []*layoutCase
@@ -224,6 +244,10 @@ func TestPointwiseLayoutsOnCPU(t *testing.T) {
 			shape = append(shape, s)
 			n *= s
 		}
+		if ci%4 == 2 { // two long inner dims
+			shape = []int{1 + r.IntN(3), 16 + r.IntN(60), 16 + r.IntN(60)}[r.IntN(2):]
+			rank, n = len(shape), ir.Numel(shape)
+		}
 		if ci%8 == 0 { // long rows of odd length
 			shape, rank = []int{1023 + 2*r.IntN(3000)}, 1
 			n = shape[0]
@@ -233,6 +257,9 @@ func TestPointwiseLayoutsOnCPU(t *testing.T) {
 		// The output: contiguous, or a permuted or narrowed view.
 		outDT := dtypes[r.IntN(len(dtypes))]
 		c.views = append(c.views, randomView(r, shape, outDT, noB, ci%3 == 0))
+		if ci%4 == 2 && r.IntN(2) == 0 { // a contiguous output
+			c.views[0] = layoutView{dt: outDT, storage: n, strides: ir.ContiguousStrides(shape)}
+		}
 		if ci%4 == 1 {
 			c.views = append(c.views, randomView(r, shape, ir.Float32, noB, false)) // an extra output
 		}
@@ -258,7 +285,16 @@ func TestPointwiseLayoutsOnCPU(t *testing.T) {
 			}
 			// Operands laid out like the output half the time.
 			v := randomView(r, shape, dt, bcast, r.IntN(2) == 0)
-			if r.IntN(2) == 0 && c.views[0].offset == 0 {
+			if ci%4 == 2 { // the first operand's two inner dims swapped (tiled), the others in order
+				order := r.Perm(rank - 2)
+				if i == 0 {
+					order = append(order, rank-1, rank-2)
+				} else {
+					order = append(order, rank-2, rank-1)
+				}
+				v = orderedView(r, shape, dt, bcast, order, 2*r.IntN(2))
+			}
+			if r.IntN(2) == 0 && c.views[0].offset == 0 && (ci%4 != 2 || i > 0) {
 				v = c.views[0]
 				v.dt = dt
 				for d := range bcast {
@@ -313,6 +349,8 @@ func TestPointwiseLayoutsOnCPU(t *testing.T) {
 		c.src = strings.ReplaceAll(src, `extern "C" `, "")
 		mode := "dense"
 		switch {
+		case k.Tile && geo.Vec:
+			mode = "tile-vec"
 		case k.Tile:
 			mode = "tile"
 		case k.Strided && geo.Vec && geo.Head > 0:
@@ -375,8 +413,8 @@ func TestPointwiseLayoutsOnCPU(t *testing.T) {
 		c.call = call.String()
 		cases = append(cases, c)
 	}
-	for _, m := range []string{"dense", "nd", "nd-head", "tile"} {
-		if modes[m] == 0 {
+	for _, m := range []string{"dense", "nd", "nd-head", "tile", "tile-vec"} {
+		if modes[m] == 0 && (m != "tile-vec" || seed == 64) {
 			t.Errorf("no case ran a %s kernel: %v", m, modes)
 		}
 	}
@@ -447,11 +485,13 @@ func TestPointwiseLayoutsOnCPU(t *testing.T) {
 		t.Fatal(err)
 	}
 	bin := filepath.Join(dir, "kernels")
-	if out, err := exec.Command(cxx, "-std=c++20", "-O1", "-w", "-pthread", "-o", bin, cpp).CombinedOutput(); err != nil {
+	if out, err := exec.Command(cxx, "-std=c++20", "-O1", "-g", "-fsanitize=address", "-w", "-pthread", "-o", bin, cpp).CombinedOutput(); err != nil {
 		lines := strings.Split(string(out), "\n")
 		t.Fatalf("generated kernels do not compile:\n%s", strings.Join(lines[:min(len(lines), 40)], "\n"))
 	}
-	if out, err := exec.Command(bin, dir).CombinedOutput(); err != nil {
+	run := exec.Command(bin, dir)
+	run.Env = append(os.Environ(), "ASAN_OPTIONS=detect_leaks=0")
+	if out, err := run.CombinedOutput(); err != nil {
 		t.Fatalf("kernels failed: %v\n%s", err, out)
 	}
 	for _, c := range cases {

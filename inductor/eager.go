@@ -81,6 +81,9 @@ type PointwiseKernel struct {
 	// walked in square tiles, the Tiled operands staged through shared
 	// memory (see layout.go).
 	Tile bool
+	// TileEdge is the edge of a tiled kernel's tiles, 32 or 64 (0: chosen
+	// by TileSize).
+	TileEdge int
 	// Rank is the number of dims of an N-d or tiled kernel, 1 to MaxRank
 	// (0: MaxRank). The kernel's loops over dims are unrolled for it.
 	Rank int

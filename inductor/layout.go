@@ -41,15 +41,20 @@ const tileThreads = 256
 // MaxTiled is how many operands a tiled kernel stages in shared memory.
 const MaxTiled = 4
 
-// TileSize is the edge of a tiled kernel's tiles: 64 when every tensor
-// has elements of at most 2 bytes and at most 2 are staged (64 two-byte
-// elements are one 128-byte line per row), else 32.
+// tileShared is the most shared memory a tiled kernel's staged tiles may
+// take (of the 48 KiB a block may declare statically).
+const tileShared = 40 << 10
+
+// TileSize is the edge of a tiled kernel's tiles: TileEdge when set, else
+// 64 when every tensor has elements of at most 2 bytes (64 two-byte
+// elements are one 128-byte line per row), else 32; 32 whenever the staged
+// tiles (kept in their compute kind) would not fit in tileShared.
 func (k *PointwiseKernel) TileSize() int {
-	staged := 0
+	staged := 0 // bytes per element across the staged operands
 	small := true
 	for _, o := range k.Operands {
 		if o.Access == Tiled {
-			staged++
+			staged += kindSize(o.Kind)
 		}
 		if o.Access != ScalarArg && o.DType.Size() > 2 {
 			small = false
@@ -58,10 +63,24 @@ func (k *PointwiseKernel) TileSize() int {
 	for _, o := range k.outputs() {
 		small = small && o.out.Size() <= 2
 	}
-	if small && staged <= 2 {
-		return 64
+	t := 32
+	if k.TileEdge > 0 {
+		t = k.TileEdge
+	} else if small {
+		t = 64
 	}
-	return 32
+	if t*(t+1)*staged > tileShared {
+		return 32
+	}
+	return t
+}
+
+// kindSize is the size in bytes of a value of kind k in a kernel.
+func kindSize(k ir.Kind) int {
+	if k == ir.F32 {
+		return 4
+	}
+	return 8
 }
 
 func (k *PointwiseKernel) rank() int {
@@ -80,7 +99,9 @@ type LayoutGeometry struct {
 	Strides [][]int
 	// Head is how many elements each row's chunks start before the row
 	// (0 to VectorWidth-1), and Vec whether every vector tensor's chunks
-	// are then aligned for vector access (N-d kernels only).
+	// are then aligned for vector access (N-d kernels). For tiled kernels
+	// Vec says that the lanes' TileVector elements are aligned for one
+	// access in every tensor read or written that way.
 	Head int
 	Vec  bool
 }
@@ -256,7 +277,7 @@ func (c *kernelCtx) layoutBody(b *strings.Builder, params []string) error {
 	fmt.Fprintf(b, `// GcGeo is the layout the kernel walks: each tensor's strides in elements
 // (outputs, then tensor operands) over %[1]d dims, innermost last; the sizes
 // and two counts derived from them (%[3]s); the work items; the head
-// and whether vector access is valid (N-d kernels); fast divisors of size.
+// and whether vector access is valid; fast divisors of size.
 struct GcGeo {
   long long stride[%[2]d][%[1]d];
   long long size[%[4]d];
@@ -265,6 +286,10 @@ struct GcGeo {
 };
 
 `, r, nt, map[bool]string{false: "chunks per row, unused", true: "tiles along the innermost and the second innermost dim"}[k.Tile], r+2)
+	if v := k.TileVector(); k.Tile && v > 1 {
+		fmt.Fprintf(b, "// VT is %d values read or written with one instruction.\n", v)
+		fmt.Fprintf(b, "template <typename T> struct __align__(%d * sizeof(T)) VT { T v[%d]; };\n\n", v, v)
+	}
 	params = append(params, "GcGeo g")
 	fmt.Fprintf(b, "extern \"C\" __global__ void %s(\n    %s) {\n", k.Name(), strings.Join(params, ",\n    "))
 	c.uniforms(b)
@@ -408,11 +433,17 @@ func (c *kernelCtx) ndBody(b *strings.Builder, geo map[int]int, offsets func(ind
 	b.WriteString("      }\n    }\n  }\n")
 }
 
+// TileVector is how many consecutive elements each lane of a tiled kernel
+// reads and writes at a time along a row of the tile: TileSize / 32, so
+// that a warp spans a row (with g.vec, as one access of that many).
+func (k *PointwiseKernel) TileVector() int { return k.TileSize() / 32 }
+
 // tileBody is the loop of a tiled kernel.
 func (c *kernelCtx) tileBody(b *strings.Builder, geo map[int]int, offsets func(indent, v string, from int), I, O string, div func(string, int) string) {
 	k := c.k
 	r := k.rank()
 	t := k.TileSize()
+	v := k.TileVector()
 	outs := k.outputs()
 	rows := tileThreads / 32
 	for i, o := range k.Operands {
@@ -421,7 +452,9 @@ func (c *kernelCtx) tileBody(b *strings.Builder, geo map[int]int, offsets func(i
 			fmt.Fprintf(b, "  __shared__ %s sh%d[%d][%d];\n", kindC(o.Kind), i, t, t+1)
 		}
 	}
+	fmt.Fprintf(b, "  // Lane tx handles elements %d*tx .. %d*tx+%d of a tile row; warp ty the rows ty, ty+%d, ...\n", v, v, v-1, rows)
 	b.WriteString("  const int tx = threadIdx.x & 31, ty = threadIdx.x >> 5;\n")
+	fmt.Fprintf(b, "  const int c = %d * tx;\n", v)
 	fmt.Fprintf(b, "  const %[1]s SI = (%[1]s)g.size[%[2]d], SO = (%[1]s)g.size[%[3]d], nto = (%[1]s)g.size[%[4]d];\n", I, r-2, r-1, r)
 	fmt.Fprintf(b, "  for (%[1]s tile = blockIdx.x; tile < (%[1]s)g.count; tile += gridDim.x) {\n", I)
 	fmt.Fprintf(b, "    %s rest = %s;\n", I, div("tile", r))
@@ -434,47 +467,108 @@ func (c *kernelCtx) tileBody(b *strings.Builder, geo map[int]int, offsets func(i
 		fmt.Fprintf(b, "    const %s bi = rest * %d;\n", I, t)
 		offsets("    ", "rest", -1)
 	}
-	fmt.Fprintf(b, "    const int ni = (int)min((%[1]s)%d, SI - bi), no = (int)min((%[1]s)%d, SO - bo);\n", I, t, t)
+	fmt.Fprintf(b, "    const int ni = (int)min((%[1]s)%[2]d, SI - bi), no = (int)min((%[1]s)%[2]d, SO - bo);\n", I, t)
 	if k.hasTiled() {
-		b.WriteString("    // Stage: r along the innermost dim, c (the warp) along the tiled operands' contiguous one.\n")
+		b.WriteString("    // Stage: row r along the innermost dim, the lanes along the tiled operands' contiguous dim.\n")
 		fmt.Fprintf(b, "    #pragma unroll\n    for (int rr = 0; rr < %d; rr++) {\n      const int r = ty + %d * rr;\n", t/rows, rows)
-		fmt.Fprintf(b, "      #pragma unroll\n      for (int cc = 0; cc < %d; cc++) {\n        const int c = tx + 32 * cc;\n", t/32)
-		b.WriteString("        if (r < no && c < ni) {\n")
+		b.WriteString("      if (r >= no) continue;\n")
+		for i, o := range k.Operands {
+			if o.Access != Tiled {
+				continue
+			}
+			g := geo[i]
+			fmt.Fprintf(b, "      const %s a%d = o%d + (%s)(bi + c) + (%s)(bo + r) * (%s)g.stride[%d][%d];\n", O, i, g, O, O, O, g, r-1)
+		}
+		if v > 1 {
+			fmt.Fprintf(b, "      if (g.vec && c + %d <= ni) {\n", v)
+			for i, o := range k.Operands {
+				if o.Access == Tiled {
+					fmt.Fprintf(b, "        const VT<%[1]s> w%[2]d = *(const VT<%[1]s>*)(x%[2]d + a%[2]d);\n", storageC(o.DType), i)
+					fmt.Fprintf(b, "        #pragma unroll\n        for (int j = 0; j < %d; j++) sh%d[r][c + j] = %s;\n", v, i, loadC(fmt.Sprintf("w%d.v[j]", i), o.DType, o.Kind))
+				}
+			}
+			b.WriteString("        continue;\n      }\n")
+		}
+		fmt.Fprintf(b, "      #pragma unroll\n      for (int j = 0; j < %d; j++) {\n        if (c + j >= ni) break;\n", v)
 		for i, o := range k.Operands {
 			if o.Access == Tiled {
-				g := geo[i]
-				fmt.Fprintf(b, "          sh%d[r][c] = %s;\n", i, loadC(fmt.Sprintf("x%d[o%d + (%s)(bi + c) + (%s)(bo + r) * (%s)g.stride[%d][%d]]", i, g, O, O, O, g, r-1), o.DType, o.Kind))
+				fmt.Fprintf(b, "        sh%d[r][c + j] = %s;\n", i, loadC(fmt.Sprintf("x%d[a%d + j]", i, i), o.DType, o.Kind))
 			}
 		}
-		b.WriteString("        }\n      }\n    }\n    __syncthreads();\n")
+		b.WriteString("      }\n    }\n    __syncthreads();\n")
 	}
-	b.WriteString("    // Compute: r along the second innermost dim, c (the warp) along the innermost: stores coalesce.\n")
+	b.WriteString("    // Compute: row r along the second innermost dim, the lanes along the innermost: stores coalesce.\n")
 	fmt.Fprintf(b, "    #pragma unroll\n    for (int rr = 0; rr < %d; rr++) {\n      const int r = ty + %d * rr;\n", t/rows, rows)
-	fmt.Fprintf(b, "      #pragma unroll\n      for (int cc = 0; cc < %d; cc++) {\n        const int c = tx + 32 * cc;\n", t/32)
-	b.WriteString("        if (r < ni && c < no) {\n")
-	fmt.Fprintf(b, "          const %[1]s ri = (%[1]s)(bi + r), ci = (%[1]s)(bo + c);\n", O)
-	at := func(t int, acc Access) string {
+	b.WriteString("      if (r >= ni) continue;\n")
+	fmt.Fprintf(b, "      const %[1]s ri = (%[1]s)(bi + r), ci = (%[1]s)(bo + c);\n", O)
+	// base declares tensor t's offset of the lane's first element.
+	base := func(t int, acc Access) {
 		row := fmt.Sprintf("o%d + ri * (%s)g.stride[%d][%d]", t, O, t, r-2)
 		switch acc {
 		case InnerContiguous:
-			return row + " + ci"
-		case InnerBroadcast:
-			return row
+			row += " + ci"
+		case Strided:
+			row += fmt.Sprintf(" + ci * (%s)g.stride[%d][%d]", O, t, r-1)
 		}
-		return fmt.Sprintf("%s + ci * (%s)g.stride[%d][%d]", row, O, t, r-1)
+		fmt.Fprintf(b, "      const %s a%d = %s;\n", O, t, row)
 	}
-	for m, o := range outs {
-		fmt.Fprintf(b, "          %s[%s] = %s;\n", o.ptr, at(m, InnerContiguous), c.store(m, func(i int, o Operand) string {
+	for m := range outs {
+		base(m, InnerContiguous)
+	}
+	for i, o := range k.Operands {
+		if o.Access != ScalarArg && o.Access != Uniform && o.Access != Tiled {
+			base(geo[i], o.Access)
+		}
+	}
+	// at is tensor t's element j of the lane.
+	at := func(t int, acc Access) string {
+		switch acc {
+		case InnerContiguous:
+			return fmt.Sprintf("a%d + j", t)
+		case InnerBroadcast:
+			return fmt.Sprintf("a%d", t)
+		}
+		return fmt.Sprintf("a%d + j * (%s)g.stride[%d][%d]", t, O, t, r-1)
+	}
+	load := func(vec bool) func(i int, o Operand) string {
+		return func(i int, o Operand) string {
 			if s, ok := c.fixed(i, o); ok {
 				return s
 			}
-			if o.Access == Tiled {
-				return fmt.Sprintf("sh%d[c][r]", i)
+			switch {
+			case o.Access == Tiled:
+				return fmt.Sprintf("sh%d[c + j][r]", i)
+			case vec && o.Access == InnerContiguous:
+				return loadC(fmt.Sprintf("w%d.v[j]", i), o.DType, o.Kind)
 			}
 			return loadC(fmt.Sprintf("x%d[%s]", i, at(geo[i], o.Access)), o.DType, o.Kind)
-		}))
+		}
 	}
-	b.WriteString("        }\n      }\n    }\n")
+	if v > 1 {
+		fmt.Fprintf(b, "      if (g.vec && c + %d <= no) {\n", v)
+		for i, o := range k.Operands {
+			if o.Access == InnerContiguous {
+				fmt.Fprintf(b, "        const VT<%[1]s> w%[2]d = *(const VT<%[1]s>*)(x%[2]d + a%[3]d);\n", storageC(o.DType), i, geo[i])
+			}
+		}
+		for m, o := range outs {
+			fmt.Fprintf(b, "        VT<%s> r%d;\n", storageC(o.out), m)
+		}
+		fmt.Fprintf(b, "        #pragma unroll\n        for (int j = 0; j < %d; j++) {\n", v)
+		for m := range outs {
+			fmt.Fprintf(b, "          r%d.v[j] = %s;\n", m, c.store(m, load(true)))
+		}
+		b.WriteString("        }\n")
+		for m, o := range outs {
+			fmt.Fprintf(b, "        *(VT<%s>*)(%s + a%d) = r%d;\n", storageC(o.out), o.ptr, m, m)
+		}
+		b.WriteString("        continue;\n      }\n")
+	}
+	fmt.Fprintf(b, "      #pragma unroll\n      for (int j = 0; j < %d; j++) {\n        if (c + j >= no) break;\n", v)
+	for m, o := range outs {
+		fmt.Fprintf(b, "        %s[a%d + j] = %s;\n", o.ptr, m, c.store(m, load(false)))
+	}
+	b.WriteString("      }\n    }\n")
 	if k.hasTiled() {
 		b.WriteString("    __syncthreads(); // the tiles are reused\n")
 	}
