@@ -83,14 +83,22 @@ func planPointwise(k *inductor.PointwiseKernel, shape []int, strides [][]int, no
 // tensor's strides (the output's) decrease: walking the result in order
 // writes the output in memory order, whatever view it is. strides holds
 // one stride list per tensor, aligned with shape; the results are new
-// slices (Coalesce then merges what it can).
+// slices unless the order is already right (Coalesce then merges what it
+// can).
 func orderDims(shape []int, strides [][]int) ([]int, [][]int) {
+	abs := func(v int) int { return max(v, -v) }
+	out := strides[0]
+	sorted := true
+	for d := 1; d < len(shape) && sorted; d++ {
+		sorted = abs(out[d-1]) >= abs(out[d])
+	}
+	if sorted { // the usual case: already in memory order
+		return shape, strides
+	}
 	perm := make([]int, len(shape))
 	for d := range perm {
 		perm[d] = d
 	}
-	abs := func(v int) int { return max(v, -v) }
-	out := strides[0]
 	sort.SliceStable(perm, func(a, b int) bool { return abs(out[perm[a]]) > abs(out[perm[b]]) })
 	oshape := make([]int, len(shape))
 	ostrides := make([][]int, len(strides))

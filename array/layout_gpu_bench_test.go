@@ -1,6 +1,7 @@
 package array
 
 import (
+	"fmt"
 	"testing"
 
 	"gocompile/cuda"
@@ -52,5 +53,50 @@ func BenchmarkGPUPointwiseKernel(b *testing.B) {
 			b.StopTimer()
 			b.Logf("%s: %s", c.name, k.Name())
 		})
+	}
+}
+
+// BenchmarkGPUPointwiseTileEdge times tiled kernels (x permuted + y) with
+// 32- and 64-element tiles: how TileSize's choice was made.
+func BenchmarkGPUPointwiseTileEdge(b *testing.B) {
+	if ok, err := cuda.Available(); !ok {
+		b.Skipf("no usable GPU: %v", err)
+	}
+	dev := ir.CUDA(0)
+	defer func(e int) { pointwiseTileEdge = e }(pointwiseTileEdge)
+	for _, c := range []struct {
+		name  string
+		dt    ir.DType
+		shape []int
+		perm  []int
+	}{
+		{"transpose8192/float32", ir.Float32, []int{8192, 8192}, []int{1, 0}},
+		{"transpose8192/bfloat16", ir.BFloat16, []int{8192, 8192}, []int{1, 0}},
+		{"transpose8192/float64", ir.Float64, []int{8192, 8192}, []int{1, 0}},
+		{"permuted4d/float32", ir.Float32, []int{16, 64, 128, 128}, []int{0, 2, 3, 1}},
+		{"batched/float32", ir.Float32, []int{64, 1000, 1000}, []int{0, 2, 1}},
+	} {
+		for _, edge := range []int{32, 64} {
+			b.Run(fmt.Sprintf("%s/edge%d", c.name, edge), func(b *testing.B) {
+				pointwiseTileEdge = edge
+				x := apply(ir.OpPermute, ir.Attrs{Dims: c.perm}, newGPUArray(dev, c.dt, c.shape))
+				y := newGPUArray(dev, c.dt, x.shape)
+				out := newGPUArray(dev, c.dt, x.shape)
+				k := &inductor.PointwiseKernel{Op: ir.OpAdd, Compute: c.dt.Compute(), Out: c.dt}
+				run := func() {
+					GPUKernelIn(nil, nil, false, k, "add", nil, []ir.Value{x, y}, []ir.Kind{c.dt.Compute(), c.dt.Compute()}, out)
+				}
+				run()
+				Synchronize(dev)
+				b.SetBytes(3 * int64(c.dt.Size()*x.Numel()))
+				b.ResetTimer()
+				for range b.N {
+					run()
+				}
+				Synchronize(dev)
+				b.StopTimer()
+				b.Logf("%s", k.Name())
+			})
+		}
 	}
 }
