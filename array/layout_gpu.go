@@ -215,35 +215,6 @@ func planLayout(k *inductor.PointwiseKernel, n int, shape []int, strides [][]int
 	// Chunks are vector-aligned when every tensor read or written a vector
 	// at a time starts its rows equally misaligned: the head peels that.
 	geo := &inductor.LayoutGeometry{Sizes: shape, Strides: strides}
-	if v := k.TileVector(); k.Tile && v > 1 {
-		// The lanes of a tiled kernel read and write v elements at once
-		// along a tensor's unit-stride dim (unit: that dim's index),
-		// starting at multiples of v: every other stride and the address
-		// must be multiples of v.
-		vec := true
-		check := func(st []int, unit int, lt layoutTensor) {
-			for d, s := range st {
-				vec = vec && (d == unit || s%v == 0)
-			}
-			vec = vec && lt.ptr%uintptr(v*lt.size) == 0
-		}
-		for m := range nout {
-			check(strides[m], r-1, ts[m])
-		}
-		t := nout
-		for _, o := range k.Operands {
-			switch o.Access {
-			case inductor.ScalarArg:
-				continue
-			case inductor.Tiled:
-				check(strides[t], r-2, ts[t])
-			case inductor.InnerContiguous:
-				check(strides[t], r-1, ts[t])
-			}
-			t++
-		}
-		geo.Vec = vec
-	}
 	if !k.Tile {
 		vec, head := true, -1
 		check := func(st []int, lt layoutTensor) {

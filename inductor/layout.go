@@ -99,9 +99,7 @@ type LayoutGeometry struct {
 	Strides [][]int
 	// Head is how many elements each row's chunks start before the row
 	// (0 to VectorWidth-1), and Vec whether every vector tensor's chunks
-	// are then aligned for vector access (N-d kernels). For tiled kernels
-	// Vec says that the lanes' TileVector elements are aligned for one
-	// access in every tensor read or written that way.
+	// are then aligned for vector access (N-d kernels only).
 	Head int
 	Vec  bool
 }
@@ -277,7 +275,7 @@ func (c *kernelCtx) layoutBody(b *strings.Builder, params []string) error {
 	fmt.Fprintf(b, `// GcGeo is the layout the kernel walks: each tensor's strides in elements
 // (outputs, then tensor operands) over %[1]d dims, innermost last; the sizes
 // and two counts derived from them (%[3]s); the work items; the head
-// and whether vector access is valid; fast divisors of size.
+// and whether vector access is valid (N-d kernels); fast divisors of size.
 struct GcGeo {
   long long stride[%[2]d][%[1]d];
   long long size[%[4]d];
@@ -286,10 +284,6 @@ struct GcGeo {
 };
 
 `, r, nt, map[bool]string{false: "chunks per row, unused", true: "tiles along the innermost and the second innermost dim"}[k.Tile], r+2)
-	if v := k.TileVector(); k.Tile && v > 1 {
-		fmt.Fprintf(b, "// VT is %d values read or written with one instruction.\n", v)
-		fmt.Fprintf(b, "template <typename T> struct __align__(%d * sizeof(T)) VT { T v[%d]; };\n\n", v, v)
-	}
 	params = append(params, "GcGeo g")
 	fmt.Fprintf(b, "extern \"C\" __global__ void %s(\n    %s) {\n", k.Name(), strings.Join(params, ",\n    "))
 	c.uniforms(b)
@@ -433,17 +427,11 @@ func (c *kernelCtx) ndBody(b *strings.Builder, geo map[int]int, offsets func(ind
 	b.WriteString("      }\n    }\n  }\n")
 }
 
-// TileVector is how many consecutive elements each lane of a tiled kernel
-// reads and writes at a time along a row of the tile: TileSize / 32, so
-// that a warp spans a row (with g.vec, as one access of that many).
-func (k *PointwiseKernel) TileVector() int { return k.TileSize() / 32 }
-
 // tileBody is the loop of a tiled kernel.
 func (c *kernelCtx) tileBody(b *strings.Builder, geo map[int]int, offsets func(indent, v string, from int), I, O string, div func(string, int) string) {
 	k := c.k
 	r := k.rank()
 	t := k.TileSize()
-	v := k.TileVector()
 	outs := k.outputs()
 	rows := tileThreads / 32
 	for i, o := range k.Operands {
@@ -452,9 +440,7 @@ func (c *kernelCtx) tileBody(b *strings.Builder, geo map[int]int, offsets func(i
 			fmt.Fprintf(b, "  __shared__ %s sh%d[%d][%d];\n", kindC(o.Kind), i, t, t+1)
 		}
 	}
-	fmt.Fprintf(b, "  // Lane tx handles elements %d*tx .. %d*tx+%d of a tile row; warp ty the rows ty, ty+%d, ...\n", v, v, v-1, rows)
 	b.WriteString("  const int tx = threadIdx.x & 31, ty = threadIdx.x >> 5;\n")
-	fmt.Fprintf(b, "  const int c = %d * tx;\n", v)
 	fmt.Fprintf(b, "  const %[1]s SI = (%[1]s)g.size[%[2]d], SO = (%[1]s)g.size[%[3]d], nto = (%[1]s)g.size[%[4]d];\n", I, r-2, r-1, r)
 	fmt.Fprintf(b, "  for (%[1]s tile = blockIdx.x; tile < (%[1]s)g.count; tile += gridDim.x) {\n", I)
 	fmt.Fprintf(b, "    %s rest = %s;\n", I, div("tile", r))
@@ -467,108 +453,47 @@ func (c *kernelCtx) tileBody(b *strings.Builder, geo map[int]int, offsets func(i
 		fmt.Fprintf(b, "    const %s bi = rest * %d;\n", I, t)
 		offsets("    ", "rest", -1)
 	}
-	fmt.Fprintf(b, "    const int ni = (int)min((%[1]s)%[2]d, SI - bi), no = (int)min((%[1]s)%[2]d, SO - bo);\n", I, t)
+	fmt.Fprintf(b, "    const int ni = (int)min((%[1]s)%d, SI - bi), no = (int)min((%[1]s)%d, SO - bo);\n", I, t, t)
 	if k.hasTiled() {
-		b.WriteString("    // Stage: row r along the innermost dim, the lanes along the tiled operands' contiguous dim.\n")
+		b.WriteString("    // Stage: r along the innermost dim, c (the warp) along the tiled operands' contiguous one.\n")
 		fmt.Fprintf(b, "    #pragma unroll\n    for (int rr = 0; rr < %d; rr++) {\n      const int r = ty + %d * rr;\n", t/rows, rows)
-		b.WriteString("      if (r >= no) continue;\n")
-		for i, o := range k.Operands {
-			if o.Access != Tiled {
-				continue
-			}
-			g := geo[i]
-			fmt.Fprintf(b, "      const %s a%d = o%d + (%s)(bi + c) + (%s)(bo + r) * (%s)g.stride[%d][%d];\n", O, i, g, O, O, O, g, r-1)
-		}
-		if v > 1 {
-			fmt.Fprintf(b, "      if (g.vec && c + %d <= ni) {\n", v)
-			for i, o := range k.Operands {
-				if o.Access == Tiled {
-					fmt.Fprintf(b, "        const VT<%[1]s> w%[2]d = *(const VT<%[1]s>*)(x%[2]d + a%[2]d);\n", storageC(o.DType), i)
-					fmt.Fprintf(b, "        #pragma unroll\n        for (int j = 0; j < %d; j++) sh%d[r][c + j] = %s;\n", v, i, loadC(fmt.Sprintf("w%d.v[j]", i), o.DType, o.Kind))
-				}
-			}
-			b.WriteString("        continue;\n      }\n")
-		}
-		fmt.Fprintf(b, "      #pragma unroll\n      for (int j = 0; j < %d; j++) {\n        if (c + j >= ni) break;\n", v)
+		fmt.Fprintf(b, "      #pragma unroll\n      for (int cc = 0; cc < %d; cc++) {\n        const int c = tx + 32 * cc;\n", t/32)
+		b.WriteString("        if (r < no && c < ni) {\n")
 		for i, o := range k.Operands {
 			if o.Access == Tiled {
-				fmt.Fprintf(b, "        sh%d[r][c + j] = %s;\n", i, loadC(fmt.Sprintf("x%d[a%d + j]", i, i), o.DType, o.Kind))
+				g := geo[i]
+				fmt.Fprintf(b, "          sh%d[r][c] = %s;\n", i, loadC(fmt.Sprintf("x%d[o%d + (%s)(bi + c) + (%s)(bo + r) * (%s)g.stride[%d][%d]]", i, g, O, O, O, g, r-1), o.DType, o.Kind))
 			}
 		}
-		b.WriteString("      }\n    }\n    __syncthreads();\n")
+		b.WriteString("        }\n      }\n    }\n    __syncthreads();\n")
 	}
-	b.WriteString("    // Compute: row r along the second innermost dim, the lanes along the innermost: stores coalesce.\n")
+	b.WriteString("    // Compute: r along the second innermost dim, c (the warp) along the innermost: stores coalesce.\n")
 	fmt.Fprintf(b, "    #pragma unroll\n    for (int rr = 0; rr < %d; rr++) {\n      const int r = ty + %d * rr;\n", t/rows, rows)
-	b.WriteString("      if (r >= ni) continue;\n")
-	fmt.Fprintf(b, "      const %[1]s ri = (%[1]s)(bi + r), ci = (%[1]s)(bo + c);\n", O)
-	// base declares tensor t's offset of the lane's first element.
-	base := func(t int, acc Access) {
+	fmt.Fprintf(b, "      #pragma unroll\n      for (int cc = 0; cc < %d; cc++) {\n        const int c = tx + 32 * cc;\n", t/32)
+	b.WriteString("        if (r < ni && c < no) {\n")
+	fmt.Fprintf(b, "          const %[1]s ri = (%[1]s)(bi + r), ci = (%[1]s)(bo + c);\n", O)
+	at := func(t int, acc Access) string {
 		row := fmt.Sprintf("o%d + ri * (%s)g.stride[%d][%d]", t, O, t, r-2)
 		switch acc {
 		case InnerContiguous:
-			row += " + ci"
-		case Strided:
-			row += fmt.Sprintf(" + ci * (%s)g.stride[%d][%d]", O, t, r-1)
-		}
-		fmt.Fprintf(b, "      const %s a%d = %s;\n", O, t, row)
-	}
-	for m := range outs {
-		base(m, InnerContiguous)
-	}
-	for i, o := range k.Operands {
-		if o.Access != ScalarArg && o.Access != Uniform && o.Access != Tiled {
-			base(geo[i], o.Access)
-		}
-	}
-	// at is tensor t's element j of the lane.
-	at := func(t int, acc Access) string {
-		switch acc {
-		case InnerContiguous:
-			return fmt.Sprintf("a%d + j", t)
+			return row + " + ci"
 		case InnerBroadcast:
-			return fmt.Sprintf("a%d", t)
+			return row
 		}
-		return fmt.Sprintf("a%d + j * (%s)g.stride[%d][%d]", t, O, t, r-1)
+		return fmt.Sprintf("%s + ci * (%s)g.stride[%d][%d]", row, O, t, r-1)
 	}
-	load := func(vec bool) func(i int, o Operand) string {
-		return func(i int, o Operand) string {
+	for m, o := range outs {
+		fmt.Fprintf(b, "          %s[%s] = %s;\n", o.ptr, at(m, InnerContiguous), c.store(m, func(i int, o Operand) string {
 			if s, ok := c.fixed(i, o); ok {
 				return s
 			}
-			switch {
-			case o.Access == Tiled:
-				return fmt.Sprintf("sh%d[c + j][r]", i)
-			case vec && o.Access == InnerContiguous:
-				return loadC(fmt.Sprintf("w%d.v[j]", i), o.DType, o.Kind)
+			if o.Access == Tiled {
+				return fmt.Sprintf("sh%d[c][r]", i)
 			}
 			return loadC(fmt.Sprintf("x%d[%s]", i, at(geo[i], o.Access)), o.DType, o.Kind)
-		}
+		}))
 	}
-	if v > 1 {
-		fmt.Fprintf(b, "      if (g.vec && c + %d <= no) {\n", v)
-		for i, o := range k.Operands {
-			if o.Access == InnerContiguous {
-				fmt.Fprintf(b, "        const VT<%[1]s> w%[2]d = *(const VT<%[1]s>*)(x%[2]d + a%[3]d);\n", storageC(o.DType), i, geo[i])
-			}
-		}
-		for m, o := range outs {
-			fmt.Fprintf(b, "        VT<%s> r%d;\n", storageC(o.out), m)
-		}
-		fmt.Fprintf(b, "        #pragma unroll\n        for (int j = 0; j < %d; j++) {\n", v)
-		for m := range outs {
-			fmt.Fprintf(b, "          r%d.v[j] = %s;\n", m, c.store(m, load(true)))
-		}
-		b.WriteString("        }\n")
-		for m, o := range outs {
-			fmt.Fprintf(b, "        *(VT<%s>*)(%s + a%d) = r%d;\n", storageC(o.out), o.ptr, m, m)
-		}
-		b.WriteString("        continue;\n      }\n")
-	}
-	fmt.Fprintf(b, "      #pragma unroll\n      for (int j = 0; j < %d; j++) {\n        if (c + j >= no) break;\n", v)
-	for m, o := range outs {
-		fmt.Fprintf(b, "        %s[a%d + j] = %s;\n", o.ptr, m, c.store(m, load(false)))
-	}
-	b.WriteString("      }\n    }\n")
+	b.WriteString("        }\n      }\n    }\n")
 	if k.hasTiled() {
 		b.WriteString("    __syncthreads(); // the tiles are reused\n")
 	}

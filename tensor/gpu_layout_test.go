@@ -69,10 +69,6 @@ func TestGPUPointwiseLayouts(t *testing.T) {
 	sizes := []int{1, 2, 3, 4, 5, 16, 33, 64, 129, 1023, 4097}
 	dtypes := []DType{Float32, Float64, Float16, BFloat16, Int32, Int64}
 	f := func(xs ...*Tensor) *Tensor { return xs[0].Mul(xs[1]).Add(xs[2]) }
-	fc := Compile(f, WithBackend("inductor"))
-	group := Compile(func(xs ...*Tensor) []*Tensor {
-		return []*Tensor{xs[0].Mul(xs[1]).Add(xs[2]), xs[0].Sub(xs[2])}
-	}, WithBackend("inductor"))
 	kinds := map[string]int{}
 	for ci := range 120 {
 		rank := 1 + r.IntN(5)
@@ -87,7 +83,7 @@ func TestGPUPointwiseLayouts(t *testing.T) {
 			n *= s
 		}
 		if ci%10 == 0 {
-			shape, n = []int{999_983}, 999_983
+			shape, n, rank = []int{999_983}, 999_983, 1
 		}
 		dt := dtypes[ci%len(dtypes)]
 		var xs []*Tensor
@@ -141,6 +137,11 @@ func TestGPUPointwiseLayouts(t *testing.T) {
 				}
 			}
 		}
+		// Compiled afresh per case: each case is a new signature.
+		fc := Compile(f, WithBackend("inductor"))
+		group := Compile(func(xs ...*Tensor) []*Tensor {
+			return []*Tensor{xs[0].Mul(xs[1]).Add(xs[2]), xs[0].Sub(xs[2])}
+		}, WithBackend("inductor"))
 		check("eager", f(xs...), want)
 		check("bool eager", xs[0].Gt(xs[2]), want3)
 		check("compiled", fc(xs...), want)
