@@ -489,7 +489,7 @@ func blasType(dt DType) cuda.DataType {
 
 // kernelCodegenVersion names the meaning of generated kernels beyond their
 // source (how they are launched): bump it when that changes.
-const kernelCodegenVersion = "1"
+const kernelCodegenVersion = "2"
 
 // compileCached compiles a kernel's source with NVRTC, or takes the
 // compiled module from a's cache (memory, then its directory), so a new
