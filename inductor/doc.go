@@ -6,8 +6,12 @@
 //     from the registry's expressions, and the kernels of fused pointwise
 //     regions (Expr set) and horizontal groups (Extra outputs). Dense
 //     kernels load several 128-bit vectors per thread; broadcast operands
-//     are read by cheap row or column index arithmetic; strided kernels
-//     index N-d views in 32-bit arithmetic where it fits.
+//     are read by cheap row or column index arithmetic. Other layouts run
+//     N-d kernels (a vector per thread along the innermost dim, indices
+//     split by fast divisors in 32-bit arithmetic where it fits, a peeled
+//     head for views misaligned alike) or, for an operand whose contiguous
+//     dim is not the output's, tiled kernels that transpose through shared
+//     memory (layout.go).
 //   - RowKernel: a row region of package fuse (softmax, layer norm, RMS
 //     norm, reductions with prologues) as one kernel with a block per row,
 //     persistent (the row in registers), looped, or split across blocks
