@@ -211,7 +211,8 @@ type layoutCase struct {
 // head peeling) and tiled kernels all occur.
 //
 // It runs with the tile edge chosen by the kernels (32 for these dtypes
-// but 16-bit ones) and forced to 64.
+// but 16-bit ones) and forced to 64; -short runs the first only, with
+// fewer cases.
 func TestPointwiseLayoutsOnCPU(t *testing.T) {
 	cxx, err := exec.LookPath("g++")
 	if err != nil {
