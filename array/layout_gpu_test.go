@@ -532,3 +532,31 @@ func layoutStrides(c *layoutCase) [][]int {
 	}
 	return s
 }
+
+// BenchmarkPlanPointwise is the host cost of planning a GPU pointwise
+// launch (no GPU needed): a contiguous 1-D add, and a transposed one that
+// is tiled (with its kernel name and geometry, as GPUKernelIn makes them).
+func BenchmarkPlanPointwise(b *testing.B) {
+	ops := []inductor.Operand{{DType: ir.Float32, Kind: ir.F32, Access: inductor.Strided}, {DType: ir.Float32, Kind: ir.F32, Access: inductor.Strided}}
+	lts := []layoutTensor{{1 << 20, 4}, {2 << 20, 4}, {3 << 20, 4}}
+	for _, c := range []struct {
+		name    string
+		shape   []int
+		strides [][]int
+	}{
+		{"dense", []int{999_983}, [][]int{{1}, {1}, {1}}},
+		{"transposed", []int{8192, 8192}, [][]int{{8192, 1}, {1, 8192}, {8192, 1}}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			k := &inductor.PointwiseKernel{Op: ir.OpAdd, Compute: ir.F32, Out: ir.Float32}
+			b.ReportAllocs()
+			for range b.N {
+				geo, _, _ := planPointwise(k, c.shape, c.strides, 1, ops, lts)
+				_ = k.Name()
+				if geo != nil {
+					_ = k.Bytes(geo)
+				}
+			}
+		})
+	}
+}
