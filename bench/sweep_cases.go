@@ -133,6 +133,7 @@ func GenerateSweep(seed uint64, n int, quick bool) []SweepCase {
 		g := &caseGen{r: rand.New(rand.NewPCG(seed, uint64(i+1)*0x9e3779b97f4a7c15)), quick: quick}
 		for k := range splitCases(n)[i] {
 			c := cat.gen(g)
+			g.n++
 			c.ID = fmt.Sprintf("%s-%03d", cat.prefix, k)
 			c.Category = cat.name
 			c.Desc = c.program()
@@ -147,6 +148,7 @@ type caseGen struct {
 	r     *rand.Rand
 	quick bool
 	c     *SweepCase // the case being built
+	n     int        // cases drawn before it: ranks and dim patterns cycle with it
 }
 
 func (g *caseGen) chance(p float64) bool { return g.r.Float64() < p }
@@ -343,7 +345,7 @@ func (g *caseGen) permutedOperand(s []int, dt tensor.DType) (int, string) {
 func (g *caseGen) permuted() SweepCase {
 	dt := g.dtype()
 	g.newCase(dt)
-	r := 2 + g.r.IntN(4)
+	r := 2 + g.n%4 // 2-D to 5-D in turn
 	s := g.shape(r, g.targetElems(dt))
 	x, note := g.permutedOperand(s, dt)
 	v := x
@@ -378,7 +380,7 @@ func (g *caseGen) permuted() SweepCase {
 func (g *caseGen) broadcast() SweepCase {
 	dt := g.dtype()
 	g.newCase(dt)
-	r := 2 + g.r.IntN(4)
+	r := 2 + g.n%4 // 2-D to 5-D in turn
 	s := g.shape(r, g.targetElems(dt))
 	x := g.input(s, dt, nil)
 	var others []int
@@ -425,33 +427,24 @@ func (g *caseGen) broadcast() SweepCase {
 	return g.finish()
 }
 
-// reduceDims draws the dims a reduction of a rank-r value reduces, and
-// names the pattern.
-func (g *caseGen) reduceDims(r int) ([]int, string) {
-	type pat struct {
-		name string
-		ok   bool
-		dims func() []int
-	}
-	pats := []pat{
-		{"dim 0", true, func() []int { return []int{0} }},
-		{"last dim", true, func() []int { return []int{r - 1} }},
-		{"a middle dim", r >= 3, func() []int { return []int{1 + g.r.IntN(r-2)} }},
-		{"dims 0 and 2", r >= 3, func() []int { return []int{0, 2} }},
-		{"all but the last", r >= 3, func() []int { return identity(r - 1) }},
-		{"all but the first", r >= 3, func() []int { return identity(r)[1:] }},
-		{"a random set", r >= 3, func() []int {
-			p := g.r.Perm(r)[:2+g.r.IntN(r-2)]
-			slices.Sort(p)
-			return p
-		}},
-	}
-	for {
-		p := pats[g.r.IntN(len(pats))]
-		if p.ok {
-			return p.dims(), p.name
-		}
-	}
+// reducePatterns are the dim sets reductions take in turn: a pattern's
+// dims for a rank-r input (r >= minRank).
+var reducePatterns = []struct {
+	name    string
+	minRank int
+	dims    func(g *caseGen, r int) []int
+}{
+	{"dim 0", 2, func(*caseGen, int) []int { return []int{0} }},
+	{"the last dim", 2, func(_ *caseGen, r int) []int { return []int{r - 1} }},
+	{"a middle dim", 3, func(g *caseGen, r int) []int { return []int{1 + g.r.IntN(r-2)} }},
+	{"dims 0 and 2", 3, func(*caseGen, int) []int { return []int{0, 2} }},
+	{"all but the last", 3, func(_ *caseGen, r int) []int { return identity(r - 1) }},
+	{"all but the first", 3, func(_ *caseGen, r int) []int { return identity(r)[1:] }},
+	{"a random set", 3, func(g *caseGen, r int) []int {
+		p := g.r.Perm(r)[:2+g.r.IntN(r-2)]
+		slices.Sort(p)
+		return p
+	}},
 }
 
 // reduce: Sum, Mean, Max, Var or ArgMax over a dim set of a 2-D to 4-D
@@ -461,7 +454,8 @@ func (g *caseGen) reduceDims(r int) ([]int, string) {
 func (g *caseGen) reduce() SweepCase {
 	dt := g.dtype()
 	g.newCase(dt)
-	r := 2 + g.r.IntN(3)
+	pat := reducePatterns[g.n%len(reducePatterns)]
+	r := pat.minRank + g.r.IntN(5-pat.minRank) // up to 4-D
 	s := g.shape(r, g.targetElems(dt))
 	op := []string{"sum", "sum", "mean", "max", "var", "argmax"}[g.r.IntN(6)]
 	var x int
@@ -487,7 +481,7 @@ func (g *caseGen) reduce() SweepCase {
 			extra = append(extra, "prologue "+g.c.Steps[v].Op)
 		}
 	}
-	dims, pname := g.reduceDims(r)
+	dims, pname := pat.dims(g, r), pat.name
 	switch op {
 	case "argmax":
 		d := dims[g.r.IntN(len(dims))]
