@@ -174,6 +174,12 @@ func runSweep(cfg *config, out io.Writer) error {
 		}
 		fmt.Fprintf(out, "  [%d/%d] %s %s: eager %.1f µs, compiled %.1f µs (%.0f%% of copy)%s\n",
 			i+1, len(cases), r.ID, r.DType, r.EagerUs, r.CompiledUs, r.PctOfCopy, flag)
+		if cfg.jsonPath != "" { // the rows so far, in case the run is cut short
+			res.Categories = sweepCategoryStats(res.Rows)
+			if err := writeJSON(cfg.jsonPath, res); err != nil {
+				return err
+			}
+		}
 	}
 	res.Categories = sweepCategoryStats(res.Rows)
 	printSweep(out, res)

@@ -244,9 +244,12 @@ def main():
                 xs = inputs(c, dev, gen)
                 torch._dynamo.reset()
                 t1 = time.perf_counter()
-                torch.compile(fn)(*xs)
-                sync(dev)
-                print(f"  compiled {c['id']} in {time.perf_counter() - t1:.1f} s", flush=True)
+                try:
+                    torch.compile(fn)(*xs)
+                    sync(dev)
+                    print(f"  compiled {c['id']} in {time.perf_counter() - t1:.1f} s", flush=True)
+                except Exception as e:  # reported; the timing pass reports it again
+                    print(f"  {c['id']}: {type(e).__name__}: {e}", flush=True)
                 del xs
         print(f"shard {args.shard}: {len(cases)} cases compiled in {time.perf_counter() - t0:.0f} s")
         return
@@ -275,49 +278,77 @@ def main():
         del src, dst
         print(f"copy bandwidth: {res['copy_GBs']:.1f} GB/s ({res['copy_method']})", flush=True)
 
+        def write():
+            if args.json:
+                res["categories"] = category_stats(res["rows"], order)
+                with open(args.json, "w") as f:
+                    json.dump(res, f, indent=1)
+                    f.write("\n")
+
         for k, c in enumerate(cases):
-            fn, src = build(c)
-            if args.print:
-                print(src)
-            torch._dynamo.reset()
-            if dev.startswith("cuda"):
-                torch.cuda.empty_cache()
-            xs = inputs(c, dev, gen)
-            cf = torch.compile(fn)
-            sync(dev)
-            t0 = time.perf_counter()
-            cout = cf(*xs)
-            sync(dev)
-            first = time.perf_counter() - t0
-            eout = fn(*xs)
-            diff = (eout.double() - cout.double()).abs().max().item() if eout.is_floating_point() else \
-                float((eout != cout).sum().item())
-            nbytes = sum(x.numel() * x.element_size() for x in xs) + cout.numel() * cout.element_size()
-            del cout, eout
-            eager, comp = (lambda: fn(*xs)), (lambda: cf(*xs))
-            eager(); comp()
-            n = choose_iters(args, eager)
-            if args.iters == 0:
-                n = max(n, choose_iters(args, comp))
-            (e, cm), (ereps, creps) = measure(args, n, eager, comp)
-            shapes = ",".join(dims(i["shape"]) + (f"(perm{i['perm']})".replace(",", "") if i.get("perm") else "")
-                              for i in c["inputs"])
-            r = {
-                "id": c["id"], "category": c["category"], "dtype": c["dtype"], "latency": c["latency"],
-                "shape": shapes, "desc": c["desc"], "source": src, "bytes": nbytes, "iters": n,
-                "eager_ms": e * 1e3, "compiled_ms": cm * 1e3, "eager_us": e * 1e6, "compiled_us": cm * 1e6,
-                "eager_GBs": nbytes / e / 1e9, "compiled_GBs": nbytes / cm / 1e9,
-                "compiled_pct_of_copy": 100 * nbytes / cm / 1e9 / res["copy_GBs"],
-                "eager_pct_of_copy": 100 * nbytes / e / 1e9 / res["copy_GBs"],
-                "speedup": e / cm, "first_call_s": first, "max_abs_diff": diff,
-                "eager_reps_us": ereps, "compiled_reps_us": creps,
-            }
-            res["rows"].append(r)
+            try:
+                res["rows"].append(run_case(args, c, gen, res["copy_GBs"]))
+            except Exception as e:
+                print(f"  [{k + 1}/{len(cases)}] {c['id']}: {type(e).__name__}: {e}", flush=True)
+                res.setdefault("errors", {})[c["id"]] = f"{type(e).__name__}: {e}"
+                continue
+            r = res["rows"][-1]
             print(f"  [{k + 1}/{len(cases)}] {c['id']} {c['dtype']}: eager {r['eager_us']:.1f} µs, compiled "
-                  f"{r['compiled_us']:.1f} µs ({r['compiled_pct_of_copy']:.0f}% of copy), first call {first:.1f} s", flush=True)
-            del xs
+                  f"{r['compiled_us']:.1f} µs ({r['compiled_pct_of_copy']:.0f}% of copy), first call "
+                  f"{r['first_call_s']:.1f} s", flush=True)
+            write()  # the rows so far, in case the run is cut short
 
     res["categories"] = category_stats(res["rows"], order)
+    print_tables(res)
+    if args.json:
+        write()
+        print(f"wrote {args.json}")
+
+
+def run_case(args, c, gen, copy_gbs):
+    """Times one case eagerly and compiled; its row."""
+    dev = args.device
+    fn, src = build(c)
+    if args.print:
+        print(src)
+    torch._dynamo.reset()
+    if dev.startswith("cuda"):
+        torch.cuda.empty_cache()
+    xs = inputs(c, dev, gen)
+    cf = torch.compile(fn)
+    sync(dev)
+    t0 = time.perf_counter()
+    cout = cf(*xs)
+    sync(dev)
+    first = time.perf_counter() - t0
+    eout = fn(*xs)
+    diff = (eout.double() - cout.double()).abs().max().item() if eout.is_floating_point() else \
+        float((eout != cout).sum().item())
+    nbytes = sum(x.numel() * x.element_size() for x in xs) + cout.numel() * cout.element_size()
+    del cout, eout
+    eager, comp = (lambda: fn(*xs)), (lambda: cf(*xs))
+    eager(); comp()
+    n = choose_iters(args, eager)
+    if args.iters == 0:
+        n = max(n, choose_iters(args, comp))
+    (e, cm), (ereps, creps) = measure(args, n, eager, comp)
+    shapes = ",".join(dims(i["shape"]) + (f"(perm{i['perm']})".replace(",", "") if i.get("perm") else "")
+                      for i in c["inputs"])
+    r = {
+        "id": c["id"], "category": c["category"], "dtype": c["dtype"], "latency": c["latency"],
+        "shape": shapes, "desc": c["desc"], "source": src, "bytes": nbytes, "iters": n,
+        "eager_ms": e * 1e3, "compiled_ms": cm * 1e3, "eager_us": e * 1e6, "compiled_us": cm * 1e6,
+        "eager_GBs": nbytes / e / 1e9, "compiled_GBs": nbytes / cm / 1e9,
+        "compiled_pct_of_copy": 100 * nbytes / cm / 1e9 / copy_gbs,
+        "eager_pct_of_copy": 100 * nbytes / e / 1e9 / copy_gbs,
+        "speedup": e / cm, "first_call_s": first, "max_abs_diff": diff,
+        "eager_reps_us": ereps, "compiled_reps_us": creps,
+    }
+    del xs
+    return r
+
+
+def print_tables(res):
     head = "%-11s %-8s %-44s %10s %10s %9s %7s %7s %9s"
     print()
     print(head % ("case", "dtype", "shapes", "eager µs", "comp µs", "comp GB/s", "% copy", "speedup", "1st call"))
@@ -335,12 +366,6 @@ def main():
         pct = lambda v: f"{v:.1f}%" if nl else "-"
         print(f"{s['category']:<20s} {s['cases']:6d} {s['latency_cases']:8d} {pct(s['median_pct_of_copy']):>14s} "
               f"{pct(s['min_pct_of_copy']):>12s} {pct(s['median_eager_pct_of_copy']):>14s} {s['geomean_speedup']:15.2f}x")
-
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(res, f, indent=1)
-            f.write("\n")
-        print(f"wrote {args.json}")
 
 
 if __name__ == "__main__":
