@@ -193,6 +193,9 @@ func run(args []string, out io.Writer) (err error) {
 			panic(r)
 		}
 	}()
+	if cfg.sweep {
+		return runSweep(cfg, out)
+	}
 	res := &Result{
 		Suite: "gocompile-bench", Library: "gocompile", Version: runtime.Version(),
 		Device: deviceName(cfg.device), DeviceKind: cfg.device.String(), Backend: "inductor",
@@ -205,9 +208,6 @@ func run(args []string, out io.Writer) (err error) {
 	if cfg.mlp {
 		runMLP(cfg, out)
 		return nil
-	}
-	if cfg.sweep {
-		return runSweep(cfg, out)
 	}
 	measureCopy(cfg, res)
 	fmt.Fprintf(out, "copy bandwidth: %.1f GB/s (%s, %d MB read + written, %.1f µs)\n",
