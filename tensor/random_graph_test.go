@@ -20,7 +20,10 @@ import (
 
 // TestRandomGraphsInductor builds random graphs of pointwise, reduction,
 // composite and view ops (with a few casts, concatenations and captured
-// constants), runs each eagerly and compiled with the inductor backend, and
+// constants) over inputs of every layout (contiguous, permuted, T() of a
+// contiguous tensor, strided, expanded, offset), with reductions over any
+// dim set (dim 0, middle dims, several dims, the last; of permuted views
+// too), runs each eagerly and compiled with the inductor backend, and
 // compares every output: the same dtype and shape, and values within
 //
 //	|compiled - eager| <= rtol(dtype)·|eager| + bound
