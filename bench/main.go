@@ -6,6 +6,7 @@
 // chart of the speedups.
 //
 //	go run ./bench [-device cpu|cuda] [-json out.json] [-chart speedups.png] [-iters N] [-reps N] [-quick]
+//	go run ./bench -sweep [-seed N] [-cases N] [-json out.json] [-cases-json cases.json] [-device cpu|cuda] [-quick]
 //
 // Method: each function is called twice first (the compiled one compiles
 // on its first call; that call's time is reported as first_call_s), then N
@@ -14,6 +15,10 @@
 // of -reps such repetitions is reported. GB/s counts the bytes of every
 // input read once and every output written once, as
 // ../shared/anchors/torch_anchor.py does.
+//
+// -sweep runs the seeded shape sweep instead (sweep.go, sweep_cases.go):
+// random programs per category, each timed the same way, reported as % of
+// the copy bandwidth and checked against eager and a float64 reference.
 package main
 
 import (
@@ -53,6 +58,12 @@ type config struct {
 	warmstart bool
 	mlp       bool
 	mode      string // -mode, for the header
+
+	sweep     bool   // -sweep
+	seed      uint64 // -seed
+	cases     int    // -cases
+	casesJSON string // -cases-json
+	listOnly  bool   // -list: write -cases-json and stop
 }
 
 // Row is one workload's result. The JSON names match bench/pytorch/bench.py
@@ -115,6 +126,11 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	only := fs.String("only", "", "run only workloads whose name contains this")
 	mlp := fs.Bool("mlp", false, "time the 4-layer MLP eager and compiled at batch 1 and 32")
 	warm := fs.Bool("warmstart", false, "measure the first call of a compiled MLP in new processes, with a cold and a warm kernel cache")
+	sweep := fs.Bool("sweep", false, "run the seeded shape sweep (see bench/README.md) instead of the suite")
+	seed := fs.Uint64("seed", 1, "-sweep: the seed of the cases")
+	cases := fs.Int("cases", defaultSweepCases, "-sweep: how many cases, spread over the categories")
+	casesJSON := fs.String("cases-json", "", "-sweep: write the case list (for bench/pytorch/sweep.py) to this file")
+	listOnly := fs.Bool("list", false, "-sweep: write -cases-json and stop, timing nothing")
 	mode := fs.String("mode", "default", "compilation mode of the suite's compiled functions: default, reduce-overhead or max-autotune")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -122,7 +138,14 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	c := &config{jsonPath: *jsonPath, chartPath: *chart, iters: *iters, reps: *reps, quick: *quick, only: *only, warmstart: *warm, mlp: *mlp}
+	c := &config{jsonPath: *jsonPath, chartPath: *chart, iters: *iters, reps: *reps, quick: *quick, only: *only, warmstart: *warm, mlp: *mlp,
+		sweep: *sweep, seed: *seed, cases: *cases, casesJSON: *casesJSON, listOnly: *listOnly}
+	if c.sweep && c.cases < 1 {
+		return nil, errors.New("-cases must be >= 1")
+	}
+	if c.listOnly && c.casesJSON == "" {
+		return nil, errors.New("-list needs -cases-json")
+	}
 	switch *mode {
 	case "default":
 	case "reduce-overhead":
@@ -170,6 +193,9 @@ func run(args []string, out io.Writer) (err error) {
 			panic(r)
 		}
 	}()
+	if cfg.sweep {
+		return runSweep(cfg, out)
+	}
 	res := &Result{
 		Suite: "gocompile-bench", Library: "gocompile", Version: runtime.Version(),
 		Device: deviceName(cfg.device), DeviceKind: cfg.device.String(), Backend: "inductor",

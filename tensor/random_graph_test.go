@@ -20,7 +20,10 @@ import (
 
 // TestRandomGraphsInductor builds random graphs of pointwise, reduction,
 // composite and view ops (with a few casts, concatenations and captured
-// constants), runs each eagerly and compiled with the inductor backend, and
+// constants) over inputs of every layout (contiguous, permuted, T() of a
+// contiguous tensor, strided, expanded, offset), with reductions over any
+// dim set (dim 0, middle dims, several dims, the last; of permuted views
+// too), runs each eagerly and compiled with the inductor backend, and
 // compares every output: the same dtype and shape, and values within
 //
 //	|compiled - eager| <= rtol(dtype)·|eager| + bound
@@ -95,8 +98,13 @@ func TestRandomGraphsInductor(t *testing.T) {
 		})
 	}
 	t.Logf("seed %#x: %d graphs (%d ops, %d outputs compared over 2 calls each) in %v; "+
-		"%d outputs not bit-identical to eager (largest difference %.3g of its tolerance)",
-		seed, count, st.ops, st.outputs, time.Since(start).Round(time.Millisecond), st.inexact, st.worst)
+		"%d outputs not bit-identical to eager (largest difference %.3g of its tolerance); "+
+		"%d permuted and %d transposed inputs, %d reductions over dims other than the last, %d of permuted views",
+		seed, count, st.ops, st.outputs, time.Since(start).Round(time.Millisecond), st.inexact, st.worst,
+		st.permutedIn, st.transposedIn, st.outerReductions, st.permutedReductions)
+	if count >= 60 && (st.permutedIn == 0 || st.transposedIn == 0 || st.outerReductions == 0 || st.permutedReductions == 0) {
+		t.Errorf("the generator made none of some layouts or reductions it should (see the counts above)")
+	}
 }
 
 // rgStats are totals over the graphs, logged at the end.
@@ -104,6 +112,10 @@ type rgStats struct {
 	ops, outputs, inexact int
 	worst                 float64 // largest |compiled - eager| / tolerance
 	failures              int
+	// Coverage of the layouts and reductions kernels specialise on:
+	// permuted and transposed inputs, reductions that leave the last dim
+	// (outer, middle, several dims) and reductions of permuted views.
+	permutedIn, transposedIn, outerReductions, permutedReductions int
 }
 
 // rgWarnings records the warnings logged while the test runs.
@@ -191,6 +203,9 @@ type rgStep struct {
 	// element and correction 1), the same in eager and compiled code.
 	nanOK bool
 	view  bool // a View, valid for the first inputs' layouts
+	// A reduction's kind, counted in rgStats: outer (its dims leave the
+	// last dim), of a permuted view.
+	outer, permuted bool
 }
 
 // Input layouts.
@@ -200,6 +215,7 @@ const (
 	rgStrided    // every other element along a dim, at an offset
 	rgExpanded   // a size-1 dim expanded (stride 0)
 	rgOffset     // contiguous, at an offset into its storage
+	rgTransposed // T() of a contiguous tensor: the last two dims swapped
 )
 
 // Input value distributions.
@@ -234,6 +250,8 @@ func (in rgInput) String() string {
 		s += fmt.Sprintf(" expanded along dim %d", in.dim)
 	case rgOffset:
 		s += " at an offset"
+	case rgTransposed:
+		s += " transposed (T() of a contiguous tensor)"
 	}
 	if in.dtype == Int64 {
 		s += " integers in [-5, 5]"
@@ -260,6 +278,9 @@ func (in rgInput) make(r *rand.Rand) *Tensor {
 		store[in.dim] = 1
 	case rgOffset:
 		store = append([]int{2}, store...)
+	case rgTransposed:
+		r := len(store)
+		store[r-2], store[r-1] = store[r-1], store[r-2]
 	}
 	n := 1
 	for _, s := range store {
@@ -301,6 +322,8 @@ func (in rgInput) make(r *rand.Rand) *Tensor {
 		t = t.Expand(in.shape...)
 	case rgOffset:
 		t = t.Select(0, 1)
+	case rgTransposed:
+		t = t.T()
 	}
 	return t
 }
@@ -315,8 +338,12 @@ func (in rgInput) relayout(r *rand.Rand) rgInput {
 		out.layout = []int{rgContiguous, rgOffset}[r.IntN(2)]
 		return out
 	}
-	out.layout = []int{rgPermuted, rgStrided, rgExpanded}[r.IntN(3)]
+	out.layout = []int{rgPermuted, rgStrided, rgExpanded, rgTransposed}[r.IntN(4)]
 	switch out.layout {
+	case rgTransposed:
+		if len(in.shape) < 2 {
+			return in
+		}
 	case rgPermuted:
 		if len(in.shape) < 2 {
 			return in
@@ -472,6 +499,13 @@ func rgNumel(shape []int) int {
 	return n
 }
 
+func rgB2I(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
 // rgBroadcast is the broadcast shape of the given shapes, if they
 // broadcast.
 func rgBroadcast(shapes ...[]int) ([]int, bool) {
@@ -557,6 +591,14 @@ func rgRunGraph(t *testing.T, seed uint64, index int, warns *rgWarnings, st *rgS
 	}
 	g := gen.g
 	st.ops += len(g.steps)
+	for _, in := range g.inputs {
+		st.permutedIn += rgB2I(in.layout == rgPermuted)
+		st.transposedIn += rgB2I(in.layout == rgTransposed)
+	}
+	for _, s := range g.steps {
+		st.outerReductions += rgB2I(s.outer)
+		st.permutedReductions += rgB2I(s.permuted)
+	}
 	if os.Getenv("RANDOM_GRAPH_VERBOSE") != "" {
 		t.Logf("%v", g)
 	}
@@ -740,18 +782,20 @@ func (s *rgGen) inputs() {
 			}
 		}
 		switch p := s.r.Float64(); {
-		case p < 0.15 && len(in.shape) >= 2:
+		case p < 0.18 && len(in.shape) >= 2:
 			in.layout, in.perm = rgPermuted, s.r.Perm(len(in.shape))
-		case p < 0.25 && len(in.shape) >= 1 && rgNumel(in.shape)*2 <= rgMaxNumel:
+		case p < 0.26 && len(in.shape) >= 2:
+			in.layout = rgTransposed
+		case p < 0.34 && len(in.shape) >= 1 && rgNumel(in.shape)*2 <= rgMaxNumel:
 			in.layout, in.dim = rgStrided, s.r.IntN(len(in.shape))
-		case p < 0.32:
+		case p < 0.40:
 			for _, d := range s.r.Perm(len(in.shape)) {
 				if in.shape[d] > 1 {
 					in.layout, in.dim = rgExpanded, d
 					break
 				}
 			}
-		case p < 0.42 && rgNumel(in.shape)*2 <= rgMaxNumel:
+		case p < 0.48 && rgNumel(in.shape)*2 <= rgMaxNumel:
 			in.layout = rgOffset
 		}
 		if k > 0 && s.chance(0.08) {
@@ -826,6 +870,47 @@ func (s *rgGen) dim(r int) int {
 // order.
 func (s *rgGen) dims(r int) []int {
 	p := s.r.Perm(r)[:1+s.r.IntN(r)]
+	for i := range p {
+		if s.chance(0.3) {
+			p[i] -= r
+		}
+	}
+	return p
+}
+
+// rgOuter reports whether a reduction of a rank-r value over dims (every
+// dim if none) keeps its last dim.
+func rgOuter(dims []int, r int) bool {
+	return len(dims) > 0 && !slices.Contains(dims, r-1) && !slices.Contains(dims, -1)
+}
+
+// reduceDims is the dim set of a reduction of a rank-r value: half the
+// time one of the sets kernels treat apart (dim 0, the last dim, a middle
+// dim, dims 0 and 2, all but the last, all but the first), else any
+// non-empty set; negative a third of the time.
+func (s *rgGen) reduceDims(r int) []int {
+	if s.chance(0.5) {
+		return s.dims(r)
+	}
+	var p []int
+	switch k := s.r.IntN(6); {
+	case k == 0 || r == 1:
+		p = []int{0}
+	case k == 1:
+		p = []int{r - 1}
+	case k == 2 && r >= 3:
+		p = []int{1 + s.r.IntN(r-2)}
+	case k == 3 && r >= 3:
+		p = []int{0, 2}
+	case k == 4:
+		for d := range r - 1 {
+			p = append(p, d)
+		}
+	default:
+		for d := 1; d < r; d++ {
+			p = append(p, d)
+		}
+	}
 	for i := range p {
 		if s.chance(0.3) {
 			p[i] -= r
@@ -1202,17 +1287,34 @@ func (s *rgGen) reductionOp() *rgStep {
 	}
 	var dims []int
 	if !s.chance(0.15) {
-		dims = s.dims(s.rank(k))
+		dims = s.reduceDims(s.rank(k))
+	}
+	// A quarter of the time the reduction reads a permuted view of its
+	// operand (as x.Permute(p).Sum(0) is written), so that its dims are
+	// strided every way in memory.
+	var perm []int
+	shape := s.shape(k)
+	if s.rank(k) >= 2 && s.chance(0.25) {
+		perm = s.r.Perm(s.rank(k))
+		shape = make([]int, len(perm))
+		for i, p := range perm {
+			shape[i] = s.shape(k)[p]
+		}
 	}
 	n := 1 // elements per reduced group
-	for d, size := range s.shape(k) {
+	for d, size := range shape {
 		if dims == nil || slices.Contains(dims, d) || slices.Contains(dims, d-s.rank(k)) {
 			n *= size
 		}
 	}
-	name, fn := red.name, red.fn
+	name, reduce := red.name, red.fn
 	if s.chance(0.5) {
-		name, fn = red.name+"KeepDim", red.keepFn
+		name, reduce = red.name+"KeepDim", red.keepFn
+	}
+	text, fn := "$0", reduce
+	if perm != nil {
+		text = "$0.Permute(" + rgInts(perm) + ")"
+		fn = func(x *Tensor, dims ...int) *Tensor { return reduce(x.Permute(perm...), dims...) }
 	}
 	err := rgLip(1)
 	if red.name == "Sum" || red.name == "Mean" {
@@ -1224,11 +1326,17 @@ func (s *rgGen) reductionOp() *rgStep {
 			scale = 1 / float64(n)
 		}
 		err = func(a []*Tensor, e, _ []float64) float64 {
-			mags := rgMaxAbs(a[0].To(Float64).Abs().Sum(dims...))
+			x := a[0]
+			if perm != nil {
+				x = x.Permute(perm...)
+			}
+			mags := rgMaxAbs(x.To(Float64).Abs().Sum(dims...))
 			return float64(n)*scale*e[0] + rgRtol(a[0].DType())*scale*mags
 		}
 	}
-	return s.step("$0."+name+"("+rgInts(dims)+")", func(a []*Tensor) *Tensor { return fn(a[0], dims...) }, red.selects, err, k)
+	st := s.step(text+"."+name+"("+rgInts(dims)+")", func(a []*Tensor) *Tensor { return fn(a[0], dims...) }, red.selects, err, k)
+	st.outer, st.permuted = rgOuter(dims, len(shape)), perm != nil
+	return st
 }
 
 func (s *rgGen) argOp() *rgStep {
@@ -1251,7 +1359,7 @@ func (s *rgGen) varOp() *rgStep {
 	var dims []int
 	text := "nil"
 	if !s.chance(0.15) {
-		dims = s.dims(s.rank(k))
+		dims = s.reduceDims(s.rank(k))
 		text = "[]int{" + rgInts(dims) + "}"
 	}
 	n := 1
@@ -1265,6 +1373,7 @@ func (s *rgGen) varOp() *rgStep {
 		// d var = 2/(n-c)·Σ(x-mean)(dx-dmean), and n/(n-c) <= 2.
 		func(a []*Tensor, e, m []float64) float64 { return 16*m[0]*e[0] + 8*rgRtol(a[0].DType())*m[0]*m[0] }, k)
 	st.nanOK = n == 1 && corr == 1 // 0/0, as in PyTorch
+	st.outer = rgOuter(dims, s.rank(k))
 	return st
 }
 
