@@ -106,6 +106,10 @@ var (
 	reduceMinChunk     = 4096
 	reduceWarpRowsMax  = 1024 // rows this short are reduced a warp each,
 	reduceWarpRowsLong = 4096 // and rows this short when there are many
+	// The column form (gpuReduceColumns): steps in flight per thread, and
+	// the blocks a split launch aims at.
+	reduceColUnroll = inductor.DefaultReduceUnroll
+	reduceColTarget = inductor.DefaultColTarget
 )
 
 // residency caches residentBlocks per kernel.
@@ -139,8 +143,10 @@ func (g *GPU) residentBlocks(fn *cuda.Function, block int) int {
 // reduction kernel when the input's stride-1 dim is a kept one (a
 // reduction over dim 0 of a row-major matrix, or over a middle dim):
 // threads take adjacent outputs, so their loads coalesce, and walk the
-// reduced dims, split across blocks where the outputs are few. It reports
-// false, launching nothing, for layouts the row form reads better.
+// reduced dims, split across blocks where the outputs are few. Reduced
+// ranges of several dims that hold the stride-1 dim (a reduction over dims
+// 0 and 2) take it too, a block an output. It reports false, launching
+// nothing, for layouts the row form reads better.
 func gpuReduceColumns(r ir.Reducer, x *Array, k ir.Kind, keptShape, keptStrides, redShape, redStrides []int, res *Array) bool {
 	nOut, nRed := res.Numel(), ir.Numel(redShape)
 	shape := append(append([]int(nil), keptShape...), redShape...)
@@ -155,7 +161,10 @@ func gpuReduceColumns(r ir.Reducer, x *Array, k ir.Kind, keptShape, keptStrides,
 	}
 	xStrides := append(append([]int(nil), keptStrides...), redStrides...)
 	geo, column, ok := ColLayout(shape, red, [][]int{xStrides, outStrides}, 0, !r.IsArg())
-	if !ok || !column || nRed <= 1 {
+	// The row form walks a reduced range of several dims dividing at each
+	// element: the column form's walk in its row layout (a block an
+	// output) steps through them without.
+	if !ok || !column && geo.RedRank < 2 || nRed <= 1 {
 		return false
 	}
 	g := res.st.gpu.g
@@ -167,8 +176,8 @@ func gpuReduceColumns(r ir.Reducer, x *Array, k ir.Kind, keptShape, keptStrides,
 	for d := range geo.RedRank {
 		vec4 = vec4 && geo.RedStride[0][d]%4 == 0
 	}
-	tx, ty, vec := inductor.ColLaunch(true, kInner, nRed, vec4)
-	kern := &inductor.ReduceKernel{Reducer: r, In: x.dtype, Kind: k, Out: res.dtype, TX: tx, TY: ty, Vec: vec}
+	tx, ty, vec := inductor.ColLaunch(column, kInner, nRed, vec4)
+	kern := &inductor.ReduceKernel{Reducer: r, In: x.dtype, Kind: k, Out: res.dtype, TX: tx, TY: ty, Vec: vec, Unroll: reduceColUnroll}
 	var src string
 	gen := func() (string, error) {
 		if src == "" {
@@ -178,7 +187,7 @@ func gpuReduceColumns(r ir.Reducer, x *Array, k ir.Kind, keptShape, keptStrides,
 	}
 	fn := g.kernel(kern.Name(), gen)
 	tiles := (nOut + tx*vec - 1) / (tx * vec)
-	parts, chunk := inductor.ColParts(tiles, nRed, ty)
+	parts, chunk := inductor.ColParts(tiles, nRed, ty, reduceColTarget)
 	var partial *Array
 	if parts > 1 {
 		partial = newGPUArray(res.st.dev, ir.Int64, []int{nOut * parts * kern.AccBytes() / 8})

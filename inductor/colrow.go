@@ -96,14 +96,20 @@ struct ColWalk {
   }
   __device__ __forceinline__ void step(const ColGeometry& g) {
     const int L = (int)g.rrank - 1;
+    const long long n = g.rsize[L];
     ri += TY;
-    if (ri < g.rsize[L]) {
+    if (ri < n) {
       for (int i = 0; i < NWALK; i++) off[i] += TY * g.rstride[i][L];
-    } else {
-      rq += ri / g.rsize[L];
-      ri %%= g.rsize[L];
-      outer(g);
+      return;
     }
+    if (ri < 2 * n) {  // into the next run: no division
+      ri -= n;
+      rq++;
+    } else {
+      rq += ri / n;
+      ri %%= n;
+    }
+    outer(g);
   }
 };
 
@@ -416,23 +422,39 @@ func ColLaunch(column bool, kInner, nRed int, vec4 bool) (tx, ty, vec int) {
 }
 
 // ColParts splits the reduced range of a launch of tiles blocks across
-// grid.y parts of chunk indices each, so that about colTargetBlocks blocks
-// run and each thread still takes several unrolled steps. It depends on
-// the shape and launch only, never on the device, so that the partial
-// results, and their merge, are the same on every GPU.
-func ColParts(tiles, nRed, ty int) (parts, chunk int) {
+// grid.y parts of chunk indices each, so that about target blocks run
+// (DefaultColTarget) and each thread still takes several unrolled steps.
+// It depends on the shape and launch only, never on the device, so that
+// the partial results, and their merge, are the same on every GPU.
+func ColParts(tiles, nRed, ty, target int) (parts, chunk int) {
 	minChunk := ty * ColUnroll * 4
 	parts = 1
-	if tiles < colTargetBlocks && nRed >= 2*minChunk {
-		parts = min((colTargetBlocks+tiles-1)/tiles, nRed/minChunk, 65535)
+	if tiles < target && nRed >= 2*minChunk {
+		parts = min((target+tiles-1)/tiles, nRed/minChunk, 65535)
 	}
 	chunk = (nRed + parts - 1) / parts
 	return (nRed + chunk - 1) / chunk, chunk
 }
 
-// colTargetBlocks is the blocks a split column launch aims at: several
+// DefaultColTarget is the blocks a split column launch aims at: several
 // waves of any current GPU (an H200 holds 132×8 blocks of 256 threads).
-const colTargetBlocks = 2048
+const DefaultColTarget = 2048
+
+// ColLaunchFused picks the block of a fused column kernel that cannot
+// split its reduced range (several stages): one output a thread, and as
+// many threads down each column as it takes to fill a device of about
+// 256k resident threads, at most 1024 a block.
+func ColLaunchFused(column bool, kInner, nOut, nRed int) (tx, ty, vec int) {
+	tx, ty, _ = ColLaunch(column, kInner, nRed, false)
+	if !column {
+		return tx, ty, 1
+	}
+	tiles := (nOut + tx - 1) / tx
+	for ty < 1024/tx && ty < pow2Ceil(nRed) && tiles*tx*ty < 1<<18 {
+		ty *= 2
+	}
+	return tx, ty, 1
+}
 
 func pow2Ceil(n int) int {
 	p := 1

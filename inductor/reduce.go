@@ -303,7 +303,7 @@ func (k *ReduceKernel) colSource() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "// gocompile eager column kernel for reduction %q of %v, accumulating in %v\n", k.Reducer.String(), k.In, kindC(k.Kind))
 	b.WriteString(cudaPrelude)
-	fmt.Fprintf(&b, "\n#define TX %d\n#define TY %d\n#define VEC %d\n#define UNROLL %d\n", k.TX, k.TY, k.Vec, ColUnroll)
+	fmt.Fprintf(&b, "\n#define TX %d\n#define TY %d\n#define VEC %d\n#define UNROLL %d\n", k.TX, k.TY, k.Vec, k.unroll())
 	b.WriteString(colCommon(2, 1))
 	b.WriteString(k.parts())
 	b.WriteString("struct PartMerge { __device__ __forceinline__ Part operator()(Part a, Part b) const { return part_merge(a, b); } };\n\n")
@@ -319,9 +319,10 @@ func (k *ReduceKernel) colSource() string {
       #pragma unroll
       for (int u = 0; u < UNROLL; u++) q[u] = *(const V4<%[1]s>*)(px + off[u]);
       #pragma unroll
-      for (int u = 0; u < UNROLL; u++)
+      for (int u = 0; u < UNROLL; u++) {
         #pragma unroll
         for (int v = 0; v < 4; v++) add(a[v], %[2]s, r + u * TY);
+      }
 `, In, ld("q[u].v[v]"))
 	}
 	fmt.Fprintf(&b, `extern "C" __global__ void __launch_bounds__(TX * TY) %[1]s(

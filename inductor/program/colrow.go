@@ -15,7 +15,8 @@ import (
 // walk of row_cpu.go with rows over the kept dims and each row's elements
 // over the reduced dims.
 
-// runDims is run for a region with Row.Dims set.
+// runDims is run for a region with Row.Dims set, and on a GPU for one over
+// the last dim whose layout a column kernel reads better (columnOnGPU).
 func (s *rowStep) runDims(args []*array.Array, dst func(ir.Device, []int) *array.Array, q *array.LaunchQueue) *array.Array {
 	n := s.r.Root
 	shapes := make([][]int, len(args))
@@ -26,7 +27,7 @@ func (s *rowStep) runDims(args []*array.Array, dst func(ir.Device, []int) *array
 	array.CheckDevices(n.Op, vals)
 	full, err := ir.Broadcast(n.Op.Title, shapes...)
 	array.Check(err, n.Op.Title, args...)
-	dims := s.r.Row.Dims
+	dims := s.r.Row.ReducedDims()
 	if len(full) != len(s.r.Row.Full) {
 		q.Drain()
 		return s.runNodes(args)
@@ -54,8 +55,38 @@ func (s *rowStep) runDims(args []*array.Array, dst func(ir.Device, []int) *array
 	if res == nil {
 		res = array.New(dev, n.DType, shape)
 	}
-	s.runDimsGPU(args, full, nOut, nRed, res, q)
+	if !s.runDimsGPU(args, full, nOut, nRed, res, q) {
+		q.Drain()
+		return s.runNodes(args)
+	}
 	return res
+}
+
+// columnOnGPU reports whether a region over the last dim runs better as a
+// column kernel on a GPU: its largest input holds its stride-1 dim among
+// the kept dims (a transposed or permuted input), so that a row kernel
+// would read it uncoalesced.
+func (s *rowStep) columnOnGPU(args []*array.Array) bool {
+	if len(args) == 0 || args[0].Device() == array.CPU {
+		return false
+	}
+	p := args[0]
+	for _, t := range args {
+		if t.Numel() > p.Numel() {
+			p = t
+		}
+	}
+	shape, st := p.Shape(), p.Strides()
+	last := len(shape) - 1
+	if last < 1 || st[last] == 1 || shape[last] <= 1 {
+		return false
+	}
+	for d := range last {
+		if st[d] == 1 && shape[d] > 1 {
+			return true
+		}
+	}
+	return false
 }
 
 // complement is the dims of a rank-n shape not in dims.
@@ -80,20 +111,19 @@ func (s *rowStep) dimsOpByOp(t *array.Array, nOut, nRed int) bool {
 	if s.kernel.CanSplit() {
 		return false
 	}
-	if t.Device() == array.CPU {
-		return nOut < runtime.GOMAXPROCS(0) && nRed >= 2*array.MinParallel
-	}
-	// A column launch has a block per 32 to 128 outputs, a row launch one
-	// per output: too few blocks to fill the device read slowly.
-	return nOut < 64*t.GPU().Dev().SMCount && nRed >= 1<<14
+	// On a GPU runDimsGPU decides, from its launch.
+	return t.Device() == array.CPU && nOut < runtime.GOMAXPROCS(0) && nRed >= 2*array.MinParallel
 }
 
 // runDimsGPU launches the region's column kernel: operands are the inputs
-// and then the output, laid out by array.ColLayout.
-func (s *rowStep) runDimsGPU(args []*array.Array, full []int, nOut, nRed int, res *array.Array, q *array.LaunchQueue) {
+// and then the output, laid out by array.ColLayout. It reports false,
+// launching nothing, when the region would run on too few blocks to fill
+// the device (few outputs over long reduced ranges in a region that cannot
+// split them): the eager ops split them.
+func (s *rowStep) runDimsGPU(args []*array.Array, full []int, nOut, nRed int, res *array.Array, q *array.LaunchQueue) bool {
 	g := res.GPU()
 	red := make([]bool, len(full))
-	for _, d := range s.r.Row.Dims {
+	for _, d := range s.r.Row.ReducedDims() {
 		red[d] = true
 	}
 	strides := make([][]int, 0, len(args)+1)
@@ -143,7 +173,11 @@ func (s *rowStep) runDimsGPU(args []*array.Array, full []int, nOut, nRed int, re
 		}
 		k.Access = append(k.Access, acc)
 	}
-	k.TX, k.TY, k.Vec = inductor.ColLaunch(column, int(geo.KeptSize[kr]), nRed, vec4)
+	if k.Row.CanSplit() {
+		k.TX, k.TY, k.Vec = inductor.ColLaunch(column, int(geo.KeptSize[kr]), nRed, vec4)
+	} else {
+		k.TX, k.TY, k.Vec = inductor.ColLaunchFused(column, int(geo.KeptSize[kr]), nOut, nRed)
+	}
 	if k.Vec != 4 {
 		for i, acc := range k.Access {
 			if acc == inductor.ColVec {
@@ -154,7 +188,9 @@ func (s *rowStep) runDimsGPU(args []*array.Array, full []int, nOut, nRed int, re
 	tiles := (nOut + k.TX*k.Vec - 1) / (k.TX * k.Vec)
 	parts, chunk := 1, nRed
 	if k.Row.CanSplit() {
-		parts, chunk = inductor.ColParts(tiles, nRed, k.TY)
+		parts, chunk = inductor.ColParts(tiles, nRed, k.TY, inductor.DefaultColTarget)
+	} else if tiles < g.Dev().SMCount && nRed >= 1<<14 {
+		return false
 	}
 	k.Split = parts > 1
 	title := "fused " + s.r.Root.Op.Title
@@ -185,7 +221,7 @@ func (s *rowStep) runDimsGPU(args []*array.Array, full []int, nOut, nRed int, re
 		if err := g.Stream().Launch(final, fgrid, block, 0, a); err != nil {
 			panic(fmt.Sprintf("gocompile: %s: launch: %v", title, err))
 		}
-		return
+		return true
 	}
 	a := q.Args(g)
 	defer q.Release(g, a)
@@ -199,4 +235,5 @@ func (s *rowStep) runDimsGPU(args []*array.Array, full []int, nOut, nRed int, re
 			panic(fmt.Sprintf("gocompile: %s: launch: %v", title, err))
 		}
 	}, append([]*array.Array{res}, args...)...)
+	return true
 }
