@@ -36,7 +36,7 @@ func BenchmarkGPUColReduceTune(b *testing.B) {
 	defer func(u, t int) { reduceColUnroll, reduceColTarget = u, t }(reduceColUnroll, reduceColTarget)
 	for _, c := range cases {
 		for _, u := range []int{4, 8} {
-			for _, target := range []int{1024, 2048, 4096} {
+			for _, target := range []int{512, 1024, 2048} {
 				b.Run(fmt.Sprintf("%s/u%d/t%d", c.name, u, target), func(b *testing.B) {
 					reduceColUnroll, reduceColTarget = u, target
 					a := ir.Attrs{Dims: []int{0}}

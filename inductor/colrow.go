@@ -165,6 +165,16 @@ type ColKernel struct {
 	// reduced range into partial accumulators (CanSplit regions), combined
 	// by Name()+"_final".
 	Split bool
+	// Unroll is how many steps a thread loads before it folds any (0:
+	// ColUnroll).
+	Unroll int
+}
+
+func (k *ColKernel) unroll() int {
+	if k.Unroll > 0 {
+		return k.Unroll
+	}
+	return ColUnroll
 }
 
 // NewColKernel is the column kernel of the row region r.
@@ -180,6 +190,9 @@ func (k *ColKernel) Name() string {
 		fmt.Fprintf(&b, "_%s%c%s", in.DType, "vsu"[k.access(i)], in.Kind)
 	}
 	fmt.Fprintf(&b, "_%s_to_%s_x%dy%dv%d", k.Row.Compute, k.Row.Out, k.TX, k.TY, k.Vec)
+	if k.unroll() != ColUnroll {
+		fmt.Fprintf(&b, "u%d", k.unroll())
+	}
 	if k.Split {
 		b.WriteString("_split")
 	}
@@ -226,7 +239,7 @@ func (k *ColKernel) body() (string, error) {
 	outIdx := nIn // the output's operand index
 	outType := storageC(row.Out)
 	var b strings.Builder
-	fmt.Fprintf(&b, "\n#define TX %d\n#define TY %d\n#define VEC %d\n#define UNROLL %d\n", k.TX, k.TY, k.Vec, ColUnroll)
+	fmt.Fprintf(&b, "\n#define TX %d\n#define TY %d\n#define VEC %d\n#define UNROLL %d\n", k.TX, k.TY, k.Vec, k.unroll())
 	b.WriteString(colCommon(nIn+1, max(nwalk, 1)))
 	b.WriteString(stageCombines(row.Stages))
 
@@ -303,7 +316,7 @@ func (k *ColKernel) body() (string, error) {
 	walk := func(body string, e *ir.Expr) string {
 		var l strings.Builder
 		l.WriteString("  if (live) {\n    ColWalk w;\n    w.seek(g, rlo + threadIdx.y);\n    long long r = rlo + threadIdx.y;\n")
-		for _, n := range []int{ColUnroll, 1} {
+		for _, n := range []int{k.unroll(), 1} {
 			if n > 1 {
 				fmt.Fprintf(&l, "    for (; r + (long long)(%d - 1) * TY < rhi; r += %d * TY) {\n", n, n)
 			} else {
@@ -436,24 +449,35 @@ func ColParts(tiles, nRed, ty, target int) (parts, chunk int) {
 	return (nRed + chunk - 1) / chunk, chunk
 }
 
-// DefaultColTarget is the blocks a split column launch aims at: several
-// waves of any current GPU (an H200 holds 132×8 blocks of 256 threads).
-const DefaultColTarget = 2048
+// DefaultColTarget is the blocks a split column launch aims at: about a
+// wave of a large GPU (an H200 holds 132×8 blocks of 256 threads); on an
+// H200, 1024 read faster than 2048 or 4096 (BenchmarkGPUColReduceTune in
+// package array).
+const DefaultColTarget = 1024
 
 // ColLaunchFused picks the block of a fused column kernel that cannot
-// split its reduced range (several stages): one output a thread, and as
-// many threads down each column as it takes to fill a device of about
-// 256k resident threads, at most 1024 a block.
-func ColLaunchFused(column bool, kInner, nOut, nRed int) (tx, ty, vec int) {
-	tx, ty, _ = ColLaunch(column, kInner, nRed, false)
-	if !column {
-		return tx, ty, 1
+// split its reduced range (several stages) and how many steps a thread
+// loads at once. A warp covers 128 bytes of a row where it can (8 threads
+// of 4 outputs, with vec4) and takes several rows, and there are as many
+// threads down each column as it takes to fill a device of about 256k
+// resident threads, at most 1024 a block; threads loading one element a
+// step keep 8 steps in flight.
+func ColLaunchFused(column bool, kInner, nOut, nRed int, vec4 bool) (tx, ty, vec, unroll int) {
+	tx, ty, vec = ColLaunch(column, kInner, nRed, vec4)
+	unroll = ColUnroll
+	if vec == 1 {
+		unroll = 8
 	}
-	tiles := (nOut + tx - 1) / tx
+	if !column {
+		return tx, ty, vec, unroll
+	}
+	tx = min(tx, 8)
+	ty = max(1, min(256/tx, pow2Ceil(nRed)))
+	tiles := (nOut + tx*vec - 1) / (tx * vec)
 	for ty < 1024/tx && ty < pow2Ceil(nRed) && tiles*tx*ty < 1<<18 {
 		ty *= 2
 	}
-	return tx, ty, 1
+	return tx, ty, vec, unroll
 }
 
 func pow2Ceil(n int) int {
