@@ -57,6 +57,16 @@ func argMaxRef(v []float64, _ int) (float64, float64) {
 	return float64(bi), 0
 }
 
+func argMinRef(v []float64, _ int) (float64, float64) {
+	bi := 0
+	for i, x := range v {
+		if x < v[bi] {
+			bi = i
+		}
+	}
+	return float64(bi), 0
+}
+
 func varRef(v []float64, n int) (float64, float64) {
 	mean, _ := meanRef(v, n)
 	s := 0.0
@@ -242,6 +252,7 @@ func checkColReductions(t *testing.T, dev tensor.Device, cases int) {
 				return x.Max(dims...)
 			}, ref: maxRef, integer: integer},
 			{name: "argmax", dims: one, keep: keep, f: func(x *tensor.Tensor) *tensor.Tensor { return x.ArgMax(one[0], keep) }, ref: argMaxRef, integer: true},
+			{name: "argmin", dims: one, keep: !keep, f: func(x *tensor.Tensor) *tensor.Tensor { return x.ArgMin(one[0], !keep) }, ref: argMinRef, integer: true},
 		}
 		if !integer {
 			ops = append(ops,
@@ -347,7 +358,7 @@ func softmaxInto(out, vals []float64, shape []int, dim int) {
 }
 
 // Reductions over any dim set (sums, means, max, variance, a reduction
-// with a prologue reading another, softmax, argmax) of seeded random
+// with a prologue reading another, softmax, argmax, argmin) of seeded random
 // shapes of rank 1 to 5, permuted inputs, every floating dtype and the
 // integer ones, keepdim on and off, eager and compiled, match float64
 // references on the CPU.
@@ -360,7 +371,7 @@ func TestGPUColReductionsMatchReference(t *testing.T) {
 	if ok, err := cuda.Available(); !ok {
 		t.Skipf("no usable GPU: %v", err)
 	}
-	checkColReductions(t, tensor.CUDA(0), 20)
+	checkColReductions(t, tensor.CUDA(0), 12)
 }
 
 // A variance over dims 0 and 2, a softmax over dim 0 and a centred sum over
