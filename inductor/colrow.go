@@ -456,28 +456,21 @@ func ColParts(tiles, nRed, ty, target int) (parts, chunk int) {
 const DefaultColTarget = 1024
 
 // ColLaunchFused picks the block of a fused column kernel that cannot
-// split its reduced range (several stages) and how many steps a thread
-// loads at once. A warp covers 128 bytes of a row where it can (8 threads
-// of 4 outputs, with vec4) and takes several rows, and there are as many
-// threads down each column as it takes to fill a device of about 256k
-// resident threads, at most 1024 a block; threads loading one element a
-// step keep 8 steps in flight.
-func ColLaunchFused(column bool, kInner, nOut, nRed int, vec4 bool) (tx, ty, vec, unroll int) {
-	tx, ty, vec = ColLaunch(column, kInner, nRed, vec4)
-	unroll = ColUnroll
-	if vec == 1 {
-		unroll = 8
-	}
+// split its reduced range (several stages): one output a thread, and as
+// many threads down each column as it takes to fill a device of about
+// 256k resident threads, at most 1024 a block. (Launches that load 4
+// outputs a thread or 8 steps at once are possible, Vec and Unroll, but
+// untimed; this is the shape measured on an H200.)
+func ColLaunchFused(column bool, kInner, nOut, nRed int) (tx, ty, vec int) {
+	tx, ty, _ = ColLaunch(column, kInner, nRed, false)
 	if !column {
-		return tx, ty, vec, unroll
+		return tx, ty, 1
 	}
-	tx = min(tx, 8)
-	ty = max(1, min(256/tx, pow2Ceil(nRed)))
-	tiles := (nOut + tx*vec - 1) / (tx * vec)
+	tiles := (nOut + tx - 1) / tx
 	for ty < 1024/tx && ty < pow2Ceil(nRed) && tiles*tx*ty < 1<<18 {
 		ty *= 2
 	}
-	return tx, ty, vec, unroll
+	return tx, ty, 1
 }
 
 func pow2Ceil(n int) int {

@@ -176,7 +176,7 @@ func (s *rowStep) runDimsGPU(args []*array.Array, full []int, nOut, nRed int, re
 	if k.Row.CanSplit() {
 		k.TX, k.TY, k.Vec = inductor.ColLaunch(column, int(geo.KeptSize[kr]), nRed, vec4)
 	} else {
-		k.TX, k.TY, k.Vec, k.Unroll = inductor.ColLaunchFused(column, int(geo.KeptSize[kr]), nOut, nRed, vec4)
+		k.TX, k.TY, k.Vec = inductor.ColLaunchFused(column, int(geo.KeptSize[kr]), nOut, nRed)
 	}
 	if k.Vec != 4 {
 		for i, acc := range k.Access {
