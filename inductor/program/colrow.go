@@ -106,13 +106,19 @@ func complement(n int, dims []int) []int {
 
 // dimsOpByOp reports whether the region runs better op by op: few outputs
 // over long reduced ranges, which only a lone reduction splits across
-// blocks or cores (the eager reductions split them themselves).
+// blocks or cores (the eager reductions split them themselves); and on the
+// CPU a root per element over reduced dims that leave out the last (a
+// softmax over dim 0), which the row walk would compute with strided
+// loads where the eager pointwise ops read memory in order.
 func (s *rowStep) dimsOpByOp(t *array.Array, nOut, nRed int) bool {
-	if s.kernel.CanSplit() {
-		return false
+	if t.Device() != array.CPU {
+		return false // runDimsGPU decides, from its launch
 	}
-	// On a GPU runDimsGPU decides, from its launch.
-	return t.Device() == array.CPU && nOut < runtime.GOMAXPROCS(0) && nRed >= 2*array.MinParallel
+	dims := s.r.Row.ReducedDims()
+	if s.root != nil && dims[len(dims)-1] != len(s.r.Row.Full)-1 {
+		return true
+	}
+	return !s.kernel.CanSplit() && nOut < runtime.GOMAXPROCS(0) && nRed >= 2*array.MinParallel
 }
 
 // runDimsGPU launches the region's column kernel: operands are the inputs

@@ -101,3 +101,35 @@ func BenchmarkGPUReduceSumPermuted_8192x8192(b *testing.B) {
 	// contiguous one.
 	benchReduce(b, benchInput(b, 8192, 8192).T(), func(x *tensor.Tensor) *tensor.Tensor { return x.Sum(1) })
 }
+
+// CPU benchmarks of the same reductions at a size this machine's caches
+// hold a part of, eager and compiled.
+func benchReduceCPU(b *testing.B, shape []int, f func(*tensor.Tensor) *tensor.Tensor) {
+	x := tensor.NewGenerator(1).Rand(tensor.Float32, shape...).ToDevice(tensor.CPU)
+	for _, mode := range []string{"eager", "compiled"} {
+		b.Run(mode, func(b *testing.B) {
+			fn := f
+			if mode == "compiled" {
+				fn = tensor.Compile(f)
+			}
+			fn(x)
+			b.SetBytes(int64(4 * x.Numel()))
+			b.ResetTimer()
+			for range b.N {
+				fn(x)
+			}
+		})
+	}
+}
+
+func BenchmarkCPUReduceMean0_2048x2048(b *testing.B) {
+	benchReduceCPU(b, []int{2048, 2048}, func(x *tensor.Tensor) *tensor.Tensor { return x.Mean(0) })
+}
+
+func BenchmarkCPUReduceVar02_64x256x64(b *testing.B) {
+	benchReduceCPU(b, []int{64, 256, 64}, func(x *tensor.Tensor) *tensor.Tensor { return x.Var([]int{0, 2}, 1, false) })
+}
+
+func BenchmarkCPUReduceSoftmax0_2048x2048(b *testing.B) {
+	benchReduceCPU(b, []int{2048, 2048}, func(x *tensor.Tensor) *tensor.Tensor { return x.Softmax(0) })
+}

@@ -267,6 +267,7 @@ func checkColReductions(t *testing.T, dev tensor.Device, cases int) {
 					return sum(x.Sub(x.MeanKeepDim(dims...)).Mul(x))
 				}, ref: centredRef},
 				colCase{name: "softmax", dims: one, f: func(x *tensor.Tensor) *tensor.Tensor { return x.Softmax(one[0]) }, perElement: true},
+				colCase{name: "centre", dims: dims, f: func(x *tensor.Tensor) *tensor.Tensor { return x.Sub(x.MeanKeepDim(dims...)) }, perElement: true},
 			)
 		}
 		x := randomInput(rng, g, shape, dt, permute, dev)
@@ -284,9 +285,13 @@ func checkColReductions(t *testing.T, dev tensor.Device, cases int) {
 			rows := reduceRef(vals, shape, op.dims)
 			var want, mag []float64
 			if op.perElement {
-				// Softmax: the result has x's shape; compare in x's order.
+				// The result has x's shape; compare in x's order.
 				want = make([]float64, len(vals))
-				softmaxInto(want, vals, shape, op.dims[0])
+				if op.name == "softmax" {
+					softmaxInto(want, vals, shape, op.dims[0])
+				} else {
+					mag = centreInto(want, vals, shape, op.dims)
+				}
 			} else {
 				for _, r := range rows {
 					v, m := op.ref(r, len(r))
@@ -335,6 +340,37 @@ func checkColReductions(t *testing.T, dev tensor.Device, cases int) {
 	}
 }
 
+// centreInto writes x - mean(x over dims) into out and returns each
+// element's tolerance scale (the mean's magnitude).
+func centreInto(out, vals []float64, shape, dims []int) []float64 {
+	red := make([]bool, len(shape))
+	for _, d := range dims {
+		red[d] = true
+	}
+	rows := reduceRef(vals, shape, dims)
+	means := make([]float64, len(rows))
+	for o, r := range rows {
+		means[o], _ = meanRef(r, len(r))
+	}
+	mag := make([]float64, len(vals))
+	idx := make([]int, len(shape))
+	for i, v := range vals {
+		rem := i
+		for d := len(shape) - 1; d >= 0; d-- {
+			idx[d] = rem % shape[d]
+			rem /= shape[d]
+		}
+		o := 0
+		for d := range shape {
+			if !red[d] {
+				o = o*shape[d] + idx[d]
+			}
+		}
+		out[i], mag[i] = v-means[o], math.Abs(v)+math.Abs(means[o])
+	}
+	return mag
+}
+
 // softmaxInto writes the softmax of vals (shape) along dim into out.
 func softmaxInto(out, vals []float64, shape []int, dim int) {
 	inner := 1
@@ -358,7 +394,8 @@ func softmaxInto(out, vals []float64, shape []int, dim int) {
 }
 
 // Reductions over any dim set (sums, means, max, variance, a reduction
-// with a prologue reading another, softmax, argmax, argmin) of seeded random
+// with a prologue reading another, softmax, centring by the mean, argmax,
+// argmin) of seeded random
 // shapes of rank 1 to 5, permuted inputs, every floating dtype and the
 // integer ones, keepdim on and off, eager and compiled, match float64
 // references on the CPU.
