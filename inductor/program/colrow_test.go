@@ -9,6 +9,7 @@ import (
 
 	"gocompile/cuda"
 	"gocompile/inductor/program"
+	"gocompile/internal/stats"
 	"gocompile/ir"
 	"gocompile/tensor"
 )
@@ -411,8 +412,9 @@ func TestGPUColReductionsMatchReference(t *testing.T) {
 	checkColReductions(t, tensor.CUDA(0), 12)
 }
 
-// A variance over dims 0 and 2, a softmax over dim 0 and a centred sum over
-// a middle dim each compile to one row step that reduces those dims.
+// A variance over dims 0 and 2, a softmax over dim 0 and a mean over a
+// middle dim each compile to one row step that reduces those dims, also
+// when the second compile rebuilds the regions from the cached layout.
 func TestStepsShowDimsRegions(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -434,17 +436,23 @@ func TestStepsShowDimsRegions(t *testing.T) {
 		if _, err := ir.Decompose(g); err != nil {
 			t.Fatal(err)
 		}
-		p, err := program.Compile(g, program.Config{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		steps, _ := program.Steps(p)
-		if len(steps) != 1 || steps[0].Kind != program.RowStep || !slices.Equal(steps[0].Region.Row.Dims, tc.dims) {
-			var desc []string
-			for _, s := range steps {
-				desc = append(desc, s.Region.String())
+		for _, pass := range []string{"partitioned", "from the cached layout"} {
+			before := stats.Partitions.Load()
+			p, err := program.Compile(g, program.Config{})
+			if err != nil {
+				t.Fatal(err)
 			}
-			t.Errorf("%s: steps %v, want one row step over dims %v", tc.name, desc, tc.dims)
+			if partitioned := stats.Partitions.Load() > before; partitioned != (pass == "partitioned") {
+				t.Errorf("%s, %s: partitioned %v", tc.name, pass, partitioned)
+			}
+			steps, _ := program.Steps(p)
+			if len(steps) != 1 || steps[0].Kind != program.RowStep || !slices.Equal(steps[0].Region.Row.Dims, tc.dims) {
+				var desc []string
+				for _, s := range steps {
+					desc = append(desc, s.Region.String())
+				}
+				t.Errorf("%s, %s: steps %v, want one row step over dims %v", tc.name, pass, desc, tc.dims)
+			}
 		}
 	}
 }
