@@ -1,7 +1,9 @@
 package array
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"sync"
 
 	"gocompile/cuda"
@@ -17,6 +19,9 @@ func gpuReduce(r ir.Reducer, x *Array, k ir.Kind, keptShape, keptStrides, redSha
 		return
 	}
 	g := res.st.gpu.g
+	if gpuReduceColumns(r, x, k, keptShape, keptStrides, redShape, redStrides, res) {
+		return
+	}
 	oshape, ostr := Coalesce(keptShape, keptStrides)
 	rshape, rstr := Coalesce(redShape, redStrides)
 	if len(oshape) > inductor.MaxRank || len(rshape) > inductor.MaxRank {
@@ -101,6 +106,10 @@ var (
 	reduceMinChunk     = 4096
 	reduceWarpRowsMax  = 1024 // rows this short are reduced a warp each,
 	reduceWarpRowsLong = 4096 // and rows this short when there are many
+	// The column form (gpuReduceColumns): steps in flight per thread, and
+	// the blocks a split launch aims at.
+	reduceColUnroll = inductor.DefaultReduceUnroll
+	reduceColTarget = inductor.DefaultColTarget
 )
 
 // residency caches residentBlocks per kernel.
@@ -128,4 +137,168 @@ func (g *GPU) residentBlocks(fn *cuda.Function, block int) int {
 	n = max(n, 1)
 	residency.Store(fn, n)
 	return n
+}
+
+// gpuReduceColumns runs the reduction with the column form of the
+// reduction kernel when the input's stride-1 dim is a kept one (a
+// reduction over dim 0 of a row-major matrix, or over a middle dim):
+// threads take adjacent outputs, so their loads coalesce, and walk the
+// reduced dims, split across blocks where the outputs are few. Reduced
+// ranges of several dims that hold the stride-1 dim (a reduction over dims
+// 0 and 2) take it too, a block an output. It reports false, launching
+// nothing, for layouts the row form reads better.
+func gpuReduceColumns(r ir.Reducer, x *Array, k ir.Kind, keptShape, keptStrides, redShape, redStrides []int, res *Array) bool {
+	nOut, nRed := res.Numel(), ir.Numel(redShape)
+	shape := append(append([]int(nil), keptShape...), redShape...)
+	red := make([]bool, len(shape))
+	outStrides := make([]int, len(shape))
+	for d := range redShape {
+		red[len(keptShape)+d] = true
+	}
+	for d, st := len(keptShape)-1, 1; d >= 0; d-- {
+		outStrides[d] = st
+		st *= keptShape[d]
+	}
+	xStrides := append(append([]int(nil), keptStrides...), redStrides...)
+	geo, column, ok := ColLayout(shape, red, [][]int{xStrides, outStrides}, 0, !r.IsArg())
+	// The row form walks a reduced range of several dims dividing at each
+	// element: the column form's walk in its row layout (a block an
+	// output) steps through them without.
+	if !ok || !column && geo.RedRank < 2 || nRed <= 1 {
+		return false
+	}
+	g := res.st.gpu.g
+	kInner := int(geo.KeptSize[geo.KeptRank-1])
+	vec4 := geo.KeptStride[0][geo.KeptRank-1] == 1 && x.DevicePtr()%cuda.DevicePtr(4*x.dtype.Size()) == 0
+	for d := range geo.KeptRank - 1 {
+		vec4 = vec4 && geo.KeptStride[0][d]%4 == 0
+	}
+	for d := range geo.RedRank {
+		vec4 = vec4 && geo.RedStride[0][d]%4 == 0
+	}
+	tx, ty, vec := inductor.ColLaunch(column, kInner, nRed, vec4)
+	kern := &inductor.ReduceKernel{Reducer: r, In: x.dtype, Kind: k, Out: res.dtype, TX: tx, TY: ty, Vec: vec, Unroll: reduceColUnroll}
+	var src string
+	gen := func() (string, error) {
+		if src == "" {
+			src = kern.Source()
+		}
+		return src, nil
+	}
+	fn := g.kernel(kern.Name(), gen)
+	tiles := (nOut + tx*vec - 1) / (tx * vec)
+	parts, chunk := inductor.ColParts(tiles, nRed, ty, reduceColTarget)
+	var partial *Array
+	if parts > 1 {
+		partial = newGPUArray(res.st.dev, ir.Int64, []int{nOut * parts * kern.AccBytes() / 8})
+	}
+	geoBytes := geo.Bytes()
+	args := g.GetArgs()
+	defer g.PutArgs(args)
+	args.I64(int64(nOut)).I64(int64(nRed)).I64(int64(chunk)).Ptr(x.DevicePtr()).Ptr(res.DevicePtr())
+	if partial != nil {
+		args.Ptr(partial.DevicePtr())
+	} else {
+		args.Ptr(0)
+	}
+	args.Bytes(geoBytes, 8)
+	block := cuda.Dim3{X: uint32(tx), Y: uint32(ty), Z: 1}
+	if err := g.stream.Launch(fn, cuda.Dim3{X: uint32(tiles), Y: uint32(parts), Z: 1}, block, 0, args); err != nil {
+		panic(fmt.Sprintf("array: %v: launch: %v", r, err))
+	}
+	if parts > 1 {
+		final := g.kernel(kern.Name()+"_final", gen)
+		args.Reset().I64(int64(nOut)).I64(int64(parts)).I64(int64(nRed)).Ptr(partial.DevicePtr()).Ptr(res.DevicePtr()).Bytes(geoBytes, 8)
+		grid := cuda.Dim3{X: uint32((nOut + tx - 1) / tx), Y: 1, Z: 1}
+		if err := g.stream.Launch(final, grid, block, 0, args); err != nil {
+			panic(fmt.Sprintf("array: %v: launch: %v", r, err))
+		}
+	}
+	return true
+}
+
+// ColLayout is the geometry of a column kernel (inductor.ColGeometry) over
+// shape, reducing the dims red marks, for operands with the given strides
+// (one list per operand, aligned with shape). The kept dims are ordered by
+// the primary operand's strides, largest first (broadcast dims outermost),
+// so that its stride-1 dim is innermost and adjacent outputs are adjacent
+// in memory; with reorderRed so are the reduced dims (not for arg
+// reductions, whose indices count in the logical order). Dims that every
+// operand steps through as one are merged. column reports whether the
+// primary operand's smallest stride lies in the kept dims, where the
+// column form reads it coalesced; ok is false when the dims do not fit a
+// kernel's rank.
+func ColLayout(shape []int, red []bool, strides [][]int, primary int, reorderRed bool) (geo inductor.ColGeometry, column, ok bool) {
+	var kept, reduced []int
+	for d := range shape {
+		if red[d] {
+			reduced = append(reduced, d)
+		} else {
+			kept = append(kept, d)
+		}
+	}
+	key := func(d int) int { // broadcast dims sort outermost
+		if s := strides[primary][d]; s != 0 {
+			return max(s, -s)
+		}
+		return int(^uint(0) >> 1)
+	}
+	byStride := func(a, b int) int { return cmp.Compare(key(b), key(a)) }
+	slices.SortStableFunc(kept, byStride)
+	if reorderRed {
+		slices.SortStableFunc(reduced, byStride)
+	}
+	split := func(dims []int) ([]int, [][]int) {
+		sh := make([]int, len(dims))
+		st := make([][]int, len(strides))
+		for i := range strides {
+			st[i] = make([]int, len(dims))
+		}
+		for j, d := range dims {
+			sh[j] = shape[d]
+			for i := range strides {
+				st[i][j] = strides[i][d]
+			}
+		}
+		sh, st = Coalesce(sh, st...)
+		if len(sh) == 0 { // one element: a dim of size 1
+			sh = []int{1}
+			for i := range st {
+				st[i] = []int{0}
+			}
+		}
+		return sh, st
+	}
+	ksh, kst := split(kept)
+	rsh, rst := split(reduced)
+	if len(ksh) > inductor.MaxRank || len(rsh) > inductor.MaxRank {
+		return geo, false, false
+	}
+	geo.KeptRank, geo.RedRank = len(ksh), len(rsh)
+	geo.KeptStride = make([][inductor.MaxRank]int64, len(strides))
+	geo.RedStride = make([][inductor.MaxRank]int64, len(strides))
+	for d, n := range ksh {
+		geo.KeptSize[d] = int64(n)
+		for i := range strides {
+			geo.KeptStride[i][d] = int64(kst[i][d])
+		}
+	}
+	for d, n := range rsh {
+		geo.RedSize[d] = int64(n)
+		for i := range strides {
+			geo.RedStride[i][d] = int64(rst[i][d])
+		}
+	}
+	// The primary operand's smallest non-zero stride in each set.
+	least := func(sh []int, st []int) int {
+		m := int(^uint(0) >> 1)
+		for d, n := range sh {
+			if s := max(st[d], -st[d]); n > 1 && s != 0 {
+				m = min(m, s)
+			}
+		}
+		return m
+	}
+	kl, rl := least(ksh, kst[primary]), least(rsh, rst[primary])
+	return geo, kl < rl || (kl == rl && ir.Numel(rsh) == 1), true
 }

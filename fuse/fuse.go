@@ -128,7 +128,7 @@ func Partition(g *ir.Graph) ([]*Region, error) {
 		}
 		r := &Region{Root: n}
 		members := map[*ir.Node]bool{n: true}
-		full, isRow := p.rowMembers(n, members)
+		full, dims, isRow := p.rowMembers(n, members)
 		if !isRow && n.Op.Kind == ir.Pointwise {
 			// First through views; if the views cannot be composed (a
 			// value read through two different views), without them.
@@ -161,7 +161,7 @@ func Partition(g *ir.Graph) ([]*Region, error) {
 		}
 		switch {
 		case isRow:
-			r.Row = &Row{Full: full}
+			r.Row = &Row{Full: full, Dims: dims}
 			if err := r.build(); err != nil {
 				return nil, err
 			}

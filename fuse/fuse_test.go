@@ -50,12 +50,38 @@ func TestPartition(t *testing.T) {
 			s := call(t, g, ir.OpSum, ir.Attrs{Dims: []int{1}, KeepDim: true}, e)
 			return []*ir.Node{s, call(t, g, ir.OpDiv, ir.Attrs{}, e, s)}
 		}, "fused exp -> v1; row sum -> v2; fused div -> v3"},
-		{"a reduction over another dim stays separate", func(g *ir.Graph) []*ir.Node {
+		{"a reduction over another dim joins its prologue and epilogue", func(g *ir.Graph) []*ir.Node {
 			x := g.Input([]int{4, 8}, ir.Float32, ir.CPU, "")
 			e := call(t, g, ir.OpExp, ir.Attrs{}, x)
 			s := call(t, g, ir.OpSum, ir.Attrs{Dims: []int{0}, KeepDim: true}, e)
 			return []*ir.Node{call(t, g, ir.OpDiv, ir.Attrs{}, e, s)}
+		}, "row exp+sum+div -> v3"},
+		{"a reduction over every dim stays separate", func(g *ir.Graph) []*ir.Node {
+			x := g.Input([]int{4, 8}, ir.Float32, ir.CPU, "")
+			e := call(t, g, ir.OpExp, ir.Attrs{}, x)
+			s := call(t, g, ir.OpSum, ir.Attrs{Dims: []int{0, 1}, KeepDim: true}, e)
+			return []*ir.Node{call(t, g, ir.OpDiv, ir.Attrs{}, e, s)}
 		}, "fused exp -> v1; v2 (sum); fused div -> v3"},
+		{"var over dims 0 and 2 is one region, its epilogue dropping the dims", func(g *ir.Graph) []*ir.Node {
+			x := g.Input([]int{3, 4, 5}, ir.Float32, ir.CPU, "")
+			return []*ir.Node{call(t, g, ir.OpVar, ir.Attrs{Dims: []int{0, 2}, Scalars: []float64{1}}, x)}
+		}, "row mean+sub+mul+sum+div -> v6"},
+		{"softmax over dim 0 is one region", func(g *ir.Graph) []*ir.Node {
+			x := g.Input([]int{6, 5}, ir.Float32, ir.CPU, "")
+			return []*ir.Node{call(t, g, ir.OpSoftmax, ir.Attrs{Dim: 0}, x)}
+		}, "row amax+sub+exp+sum+div -> v6"},
+		{"a middle-dim sum of a prologue", func(g *ir.Graph) []*ir.Node {
+			x := g.Input([]int{3, 4, 5}, ir.Float32, ir.CPU, "")
+			m := call(t, g, ir.OpMean, ir.Attrs{Dims: []int{1}, KeepDim: true}, x)
+			d := call(t, g, ir.OpSub, ir.Attrs{}, x, m)
+			return []*ir.Node{call(t, g, ir.OpSum, ir.Attrs{Dims: []int{1}}, call(t, g, ir.OpMul, ir.Attrs{}, d, d))}
+		}, "row mean+sub+mul+sum -> v4"},
+		{"an input read at the dropped shape stays outside", func(g *ir.Graph) []*ir.Node {
+			x := g.Input([]int{3, 4, 5}, ir.Float32, ir.CPU, "")
+			y := g.Input([]int{4}, ir.Float32, ir.CPU, "")
+			s := call(t, g, ir.OpSum, ir.Attrs{Dims: []int{0, 2}}, x)
+			return []*ir.Node{call(t, g, ir.OpAdd, ir.Attrs{}, s, y)}
+		}, "row sum -> v2; fused add -> v3"},
 		{"row sums with a prologue", func(g *ir.Graph) []*ir.Node {
 			x := g.Input([]int{4, 8}, ir.Float32, ir.CPU, "")
 			sq := call(t, g, ir.OpMul, ir.Attrs{}, x, x)
@@ -192,7 +218,7 @@ func TestHorizontal(t *testing.T) {
 		{"a region joins only after what it reads", func(g *ir.Graph) []*ir.Node {
 			x := g.Input([]int{4, 8}, ir.Float32, ir.CPU, "")
 			a := call(t, g, ir.OpExp, ir.Attrs{}, x)
-			s := call(t, g, ir.OpSum, ir.Attrs{Dims: []int{0}, KeepDim: true}, a) // a separate region
+			s := call(t, g, ir.OpSum, ir.Attrs{KeepDim: true}, a) // a separate region
 			b := call(t, g, ir.OpMul, ir.Attrs{}, x, s)
 			c := call(t, g, ir.OpCos, ir.Attrs{}, x)
 			return []*ir.Node{a, b, c}

@@ -2,6 +2,7 @@ package fuse
 
 import (
 	"fmt"
+	"slices"
 
 	"gocompile/ir"
 )
@@ -20,12 +21,14 @@ type Layout struct {
 }
 
 // RegionLayout is one region: its kind, its nodes (by position, in
-// topological order, the root last), the full shape of a row region, and
-// the members of a horizontal group (each a pointwise region's nodes).
+// topological order, the root last), the full shape of a row region and
+// its reduced dims when they are not the last alone (Row.Dims), and the
+// members of a horizontal group (each a pointwise region's nodes).
 type RegionLayout struct {
 	Kind    uint8     `msg:"kind"`
 	Nodes   []int32   `msg:"nodes,limit=1048576"`
 	Full    []int64   `msg:"full,limit=64"`
+	Dims    []int64   `msg:"dims,limit=64"`
 	Members [][]int32 `msg:"members,limit=64"`
 }
 
@@ -63,6 +66,9 @@ func NewLayout(g *ir.Graph, regions []*Region) *Layout {
 			rl.Kind, rl.Nodes = layoutRow, indices(r.Nodes)
 			for _, d := range r.Row.Full {
 				rl.Full = append(rl.Full, int64(d))
+			}
+			for _, d := range r.Row.Dims {
+				rl.Dims = append(rl.Dims, int64(d))
 			}
 		case r.Expr != nil:
 			rl.Kind, rl.Nodes = layoutPointwise, indices(r.Nodes)
@@ -109,7 +115,7 @@ func (l *Layout) Rebuild(g *ir.Graph) ([]*Region, error) {
 			}
 			r = &Region{}
 			for _, idx := range rl.Members {
-				m, err := rebuildRegion(nodes, idx, layoutPointwise, nil)
+				m, err := rebuildRegion(nodes, idx, layoutPointwise, nil, nil)
 				if err != nil {
 					return nil, err
 				}
@@ -118,7 +124,7 @@ func (l *Layout) Rebuild(g *ir.Graph) ([]*Region, error) {
 			r.Root = r.Group[0].Root
 		case layoutSingle, layoutPointwise, layoutRow:
 			var err error
-			if r, err = rebuildRegion(nodes, rl.Nodes, rl.Kind, rl.Full); err != nil {
+			if r, err = rebuildRegion(nodes, rl.Nodes, rl.Kind, rl.Full, rl.Dims); err != nil {
 				return nil, err
 			}
 		default:
@@ -157,7 +163,7 @@ func (l *Layout) Rebuild(g *ir.Graph) ([]*Region, error) {
 }
 
 // rebuildRegion makes the region of the given kind over the nodes at idx.
-func rebuildRegion(nodes func([]int32) ([]*ir.Node, error), idx []int32, kind uint8, full []int64) (*Region, error) {
+func rebuildRegion(nodes func([]int32) ([]*ir.Node, error), idx []int32, kind uint8, full, dims []int64) (*Region, error) {
 	ns, err := nodes(idx)
 	if err != nil {
 		return nil, err
@@ -186,8 +192,18 @@ func rebuildRegion(nodes func([]int32) ([]*ir.Node, error), idx []int32, kind ui
 		for _, d := range full {
 			r.Row.Full = append(r.Row.Full, int(d))
 		}
+		for i, d := range dims {
+			if d < 0 || int(d) >= len(full) || i > 0 && d <= dims[i-1] {
+				return nil, fmt.Errorf("fuse: layout has a row region reducing dims %v of %v", dims, full)
+			}
+			r.Row.Dims = append(r.Row.Dims, int(d))
+		}
 		for _, n := range ns {
-			ok := n.Op.Kind == ir.Reduction || (n.Op.Kind == ir.Pointwise && (ir.SameShape(n.Shape, r.Row.Full) || r.Row.rowLevel(n)))
+			ok := n.Op.Kind == ir.Pointwise && (ir.SameShape(n.Shape, r.Row.Full) || r.Row.rowLevel(n))
+			if n.Op.Kind == ir.Reduction {
+				f, d, isRed := reductionDims(n)
+				ok = isRed && ir.SameShape(f, r.Row.Full) && slices.Equal(d, r.Row.ReducedDims())
+			}
 			if !ok {
 				return nil, fmt.Errorf("fuse: layout puts %s (%s) in a row region", n.Name(), n.Op.Name)
 			}

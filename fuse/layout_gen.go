@@ -97,9 +97,9 @@ func (z *Layout) Msgsize() (s int) {
 // MarshalMsg implements msgp.Marshaler
 func (z *RegionLayout) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
-	// map header, size 4
+	// map header, size 5
 	// string "kind"
-	o = append(o, 0x84, 0xa4, 0x6b, 0x69, 0x6e, 0x64)
+	o = append(o, 0x85, 0xa4, 0x6b, 0x69, 0x6e, 0x64)
 	o = msgp.AppendUint8(o, z.Kind)
 	// string "nodes"
 	o = append(o, 0xa5, 0x6e, 0x6f, 0x64, 0x65, 0x73)
@@ -113,13 +113,19 @@ func (z *RegionLayout) MarshalMsg(b []byte) (o []byte, err error) {
 	for za0002 := range z.Full {
 		o = msgp.AppendInt64(o, z.Full[za0002])
 	}
+	// string "dims"
+	o = append(o, 0xa4, 0x64, 0x69, 0x6d, 0x73)
+	o = msgp.AppendArrayHeader(o, uint32(len(z.Dims)))
+	for za0003 := range z.Dims {
+		o = msgp.AppendInt64(o, z.Dims[za0003])
+	}
 	// string "members"
 	o = append(o, 0xa7, 0x6d, 0x65, 0x6d, 0x62, 0x65, 0x72, 0x73)
 	o = msgp.AppendArrayHeader(o, uint32(len(z.Members)))
-	for za0003 := range z.Members {
-		o = msgp.AppendArrayHeader(o, uint32(len(z.Members[za0003])))
-		for za0004 := range z.Members[za0003] {
-			o = msgp.AppendInt32(o, z.Members[za0003][za0004])
+	for za0004 := range z.Members {
+		o = msgp.AppendArrayHeader(o, uint32(len(z.Members[za0004])))
+		for za0005 := range z.Members[za0004] {
+			o = msgp.AppendInt32(o, z.Members[za0004][za0005])
 		}
 	}
 	return
@@ -195,42 +201,65 @@ func (z *RegionLayout) UnmarshalMsg(bts []byte) (o []byte, err error) {
 					return
 				}
 			}
-		case "members":
+		case "dims":
 			var zb0004 uint32
 			zb0004, bts, err = msgp.ReadArrayHeaderBytes(bts)
 			if err != nil {
-				err = msgp.WrapError(err, "Members")
+				err = msgp.WrapError(err, "Dims")
 				return
 			}
 			if zb0004 > 64 {
 				err = msgp.ErrLimitExceeded
 				return
 			}
-			if cap(z.Members) >= int(zb0004) {
-				z.Members = (z.Members)[:zb0004]
+			if cap(z.Dims) >= int(zb0004) {
+				z.Dims = (z.Dims)[:zb0004]
 			} else {
-				z.Members = make([][]int32, zb0004)
+				z.Dims = make([]int64, zb0004)
 			}
-			for za0003 := range z.Members {
-				var zb0005 uint32
-				zb0005, bts, err = msgp.ReadArrayHeaderBytes(bts)
+			for za0003 := range z.Dims {
+				z.Dims[za0003], bts, err = msgp.ReadInt64Bytes(bts)
 				if err != nil {
-					err = msgp.WrapError(err, "Members", za0003)
+					err = msgp.WrapError(err, "Dims", za0003)
 					return
 				}
-				if zb0005 > 64 {
+			}
+		case "members":
+			var zb0005 uint32
+			zb0005, bts, err = msgp.ReadArrayHeaderBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Members")
+				return
+			}
+			if zb0005 > 64 {
+				err = msgp.ErrLimitExceeded
+				return
+			}
+			if cap(z.Members) >= int(zb0005) {
+				z.Members = (z.Members)[:zb0005]
+			} else {
+				z.Members = make([][]int32, zb0005)
+			}
+			for za0004 := range z.Members {
+				var zb0006 uint32
+				zb0006, bts, err = msgp.ReadArrayHeaderBytes(bts)
+				if err != nil {
+					err = msgp.WrapError(err, "Members", za0004)
+					return
+				}
+				if zb0006 > 64 {
 					err = msgp.ErrLimitExceeded
 					return
 				}
-				if cap(z.Members[za0003]) >= int(zb0005) {
-					z.Members[za0003] = (z.Members[za0003])[:zb0005]
+				if cap(z.Members[za0004]) >= int(zb0006) {
+					z.Members[za0004] = (z.Members[za0004])[:zb0006]
 				} else {
-					z.Members[za0003] = make([]int32, zb0005)
+					z.Members[za0004] = make([]int32, zb0006)
 				}
-				for za0004 := range z.Members[za0003] {
-					z.Members[za0003][za0004], bts, err = msgp.ReadInt32Bytes(bts)
+				for za0005 := range z.Members[za0004] {
+					z.Members[za0004][za0005], bts, err = msgp.ReadInt32Bytes(bts)
 					if err != nil {
-						err = msgp.WrapError(err, "Members", za0003, za0004)
+						err = msgp.WrapError(err, "Members", za0004, za0005)
 						return
 					}
 				}
@@ -249,9 +278,9 @@ func (z *RegionLayout) UnmarshalMsg(bts []byte) (o []byte, err error) {
 
 // Msgsize returns an upper bound estimate of the number of bytes occupied by the serialized message
 func (z *RegionLayout) Msgsize() (s int) {
-	s = 1 + 5 + msgp.Uint8Size + 6 + msgp.ArrayHeaderSize + (len(z.Nodes) * (msgp.Int32Size)) + 5 + msgp.ArrayHeaderSize + (len(z.Full) * (msgp.Int64Size)) + 8 + msgp.ArrayHeaderSize
-	for za0003 := range z.Members {
-		s += msgp.ArrayHeaderSize + (len(z.Members[za0003]) * (msgp.Int32Size))
+	s = 1 + 5 + msgp.Uint8Size + 6 + msgp.ArrayHeaderSize + (len(z.Nodes) * (msgp.Int32Size)) + 5 + msgp.ArrayHeaderSize + (len(z.Full) * (msgp.Int64Size)) + 5 + msgp.ArrayHeaderSize + (len(z.Dims) * (msgp.Int64Size)) + 8 + msgp.ArrayHeaderSize
+	for za0004 := range z.Members {
+		s += msgp.ArrayHeaderSize + (len(z.Members[za0004]) * (msgp.Int32Size))
 	}
 	return
 }

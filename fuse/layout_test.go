@@ -31,6 +31,10 @@ func layoutGraphs(t *testing.T) map[string]*ir.Graph {
 			}
 			return []*ir.Node{call(t, g, ir.OpNeg, ir.Attrs{}, v)}
 		},
+		"variance over dims 0 and 2": func(g *ir.Graph) []*ir.Node {
+			x := g.Input([]int{3, 4, 5}, ir.Float32, ir.CPU, "")
+			return []*ir.Node{call(t, g, ir.OpVar, ir.Attrs{Dims: []int{0, 2}, Scalars: []float64{1}}, x)}
+		},
 	} {
 		g := &ir.Graph{}
 		g.Outputs = build(g)
@@ -86,6 +90,9 @@ func TestLayoutRoundTrip(t *testing.T) {
 				gm := got[i].Members()[j]
 				if fmt.Sprint(m.Expr) != fmt.Sprint(gm.Expr) || len(m.Inputs) != len(gm.Inputs) {
 					t.Errorf("%s: region %v rebuilt with expression %v, want %v", name, m, gm.Expr, m.Expr)
+				}
+				if m.Row != nil && fmt.Sprint(m.Row.Full, m.Row.Dims, len(m.Row.Stages)) != fmt.Sprint(gm.Row.Full, gm.Row.Dims, len(gm.Row.Stages)) {
+					t.Errorf("%s: row region %v rebuilt over %v dims %v, want %v dims %v", name, m, gm.Row.Full, gm.Row.Dims, m.Row.Full, m.Row.Dims)
 				}
 			}
 		}

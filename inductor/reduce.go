@@ -24,6 +24,9 @@ type ReduceKernel struct {
 	// contiguous reduced range before it accumulates any (0:
 	// DefaultReduceUnroll).
 	Unroll int
+	// TX > 0 selects the column form (see ColSource): blocks of TX×TY
+	// threads, Vec outputs a thread.
+	TX, TY, Vec int
 }
 
 // DefaultReduceUnroll is the Unroll of reductions that set none.
@@ -41,6 +44,9 @@ func (k *ReduceKernel) Name() string {
 	name := fmt.Sprintf("gc_%v_%v_%v_to_%v", k.Reducer, k.In, k.Kind, k.Out)
 	if k.unroll() != DefaultReduceUnroll {
 		name += fmt.Sprintf("_u%d", k.unroll())
+	}
+	if k.TX > 0 {
+		name += fmt.Sprintf("_col_x%dy%dv%d", k.TX, k.TY, k.Vec)
 	}
 	return name
 }
@@ -85,6 +91,9 @@ const WarpRowsPerBlock = ReduceBlock / 32
 // per block. Parameters of the final pass: long long nOut, long long parts,
 // long long nRed, const Acc* partial, Out* out (one block per output).
 func (k *ReduceKernel) Source() string {
+	if k.TX > 0 {
+		return k.colSource()
+	}
 	return fmt.Sprintf("// gocompile eager kernel for reduction %q of %v, accumulating in %v\n",
 		k.Reducer.String(), k.In, kindC(k.Kind)) + cudaPrelude + k.body()
 }
@@ -94,19 +103,32 @@ func (k *ReduceKernel) Source() string {
 func (k *ReduceKernel) valueOnly() bool { return k.Reducer == ir.RSum || k.Reducer == ir.RMean }
 
 func (k *ReduceKernel) body() string {
-	K := kindC(k.Kind)
-	In := storageC(k.In)
-	ld := func(v string) string { return loadC(v, k.In, k.Kind) }
 	var b strings.Builder
 	fmt.Fprintf(&b, `
 struct ReduceGeometry {
   long long orank; long long osize[%[1]d]; long long ostride[%[1]d];
   long long rrank; long long rsize[%[1]d]; long long rstride[%[1]d];
 };
-// Acc is a partial result, as written between the two passes.
-struct __align__(16) Acc { %[2]s v; long long i; };  // i: index of v, -1 when empty
+`, MaxRank)
+	b.WriteString(k.parts())
+	k.rowBody(&b)
+	return b.String()
+}
 
-`, MaxRank, K)
+// parts is the C of accumulators both forms share: struct Acc (a partial
+// result, as written between passes), the reducer's merge, and Part, what
+// a thread accumulates, with add (one element at an index) and add4 (a
+// vector of four).
+func (k *ReduceKernel) parts() string {
+	K := kindC(k.Kind)
+	In := storageC(k.In)
+	ld := func(v string) string { return loadC(v, k.In, k.Kind) }
+	var b strings.Builder
+	fmt.Fprintf(&b, `
+// Acc is a partial result, as written between the two passes.
+struct __align__(16) Acc { %[1]s v; long long i; };  // i: index of v, -1 when empty
+
+`, K)
 
 	b.WriteString(k.Reducer.CMerge()) // the reducer's merge, as package ir defines it
 	fmt.Fprintf(&b, `
@@ -145,6 +167,13 @@ __device__ __forceinline__ void add4(Part& a, V4<%[2]s> t, long long r) {
 }
 `, K, In, ld("t.v[j]"))
 	}
+	return b.String()
+}
+
+// rowBody writes the row form's kernels.
+func (k *ReduceKernel) rowBody(b *strings.Builder) {
+	In := storageC(k.In)
+	ld := func(v string) string { return loadC(v, k.In, k.Kind) }
 	b.WriteString(`
 // warp_reduce leaves the merge of its warp's parts in lane 0.
 __device__ __forceinline__ Part warp_reduce(Part a) {
@@ -167,23 +196,10 @@ __device__ Part block_reduce(Part a) {
 }
 
 `)
-	// finish turns an accumulator into the stored result.
-	result := "a.v"
-	switch {
-	case k.Reducer == ir.RMean:
-		result = fmt.Sprintf("a.v / (%s)nRed", K)
-	case k.Reducer.IsArg():
-		result = "a.i"
-	}
-	resultKind := k.Kind
-	if k.Reducer.IsArg() {
-		resultKind = ir.I64
-	}
-	fmt.Fprintf(&b, "__device__ __forceinline__ %s finish(Acc a, long long nRed) { return %s; }\n\n", storageC(k.Out),
-		storeC(result, resultKind, k.Out))
+	b.WriteString(k.finishC())
 
 	u := k.unroll()
-	fmt.Fprintf(&b, `extern "C" __global__ void __launch_bounds__(%[1]d) %[2]s(
+	fmt.Fprintf(b, `extern "C" __global__ void __launch_bounds__(%[1]d) %[2]s(
     long long nOut, long long nRed, long long chunk, const %[3]s* __restrict__ x,
     %[4]s* __restrict__ out, Acc* __restrict__ partial, int warpRows, ReduceGeometry g) {
   // The threads of a block (or, with warpRows, of a warp) share output o.
@@ -241,7 +257,7 @@ __device__ Part block_reduce(Part a) {
 }
 
 `, ReduceBlock, k.Name(), In, storageC(k.Out), u, ld("p[t]"), ld("p[tail]"), ld("x[off]"))
-	fmt.Fprintf(&b, `// The final pass merges each output's partials.
+	fmt.Fprintf(b, `// The final pass merges each output's partials.
 extern "C" __global__ void __launch_bounds__(%[1]d) %[2]s_final(
     long long nOut, long long parts, long long nRed, const Acc* __restrict__ partial, %[3]s* __restrict__ out) {
   long long o = blockIdx.x;
@@ -251,5 +267,120 @@ extern "C" __global__ void __launch_bounds__(%[1]d) %[2]s_final(
   if (threadIdx.x == 0) out[o] = finish(part_acc(a), nRed);
 }
 `, ReduceBlock, k.Name(), storageC(k.Out))
+}
+
+// finishC is the C function finish(Acc a, long long nRed) that turns an
+// accumulator into the stored result.
+func (k *ReduceKernel) finishC() string {
+	result := "a.v"
+	switch {
+	case k.Reducer == ir.RMean:
+		result = fmt.Sprintf("a.v / (%s)nRed", kindC(k.Kind))
+	case k.Reducer.IsArg():
+		result = "a.i"
+	}
+	resultKind := k.Kind
+	if k.Reducer.IsArg() {
+		resultKind = ir.I64
+	}
+	return fmt.Sprintf("__device__ __forceinline__ %s finish(Acc a, long long nRed) { return %s; }\n\n", storageC(k.Out),
+		storeC(result, resultKind, k.Out))
+}
+
+// colSource generates the column form: blocks of TX×TY threads, each
+// thread taking Vec adjacent outputs (see ColGeometry: operand 0 is the
+// input, operand 1 the output) and walking the reduced range TY indices
+// apart, UNROLL steps in flight. Parameters of Name(): long long nOut,
+// long long nRed, long long chunk (the reduced indices of each of grid.y
+// parts), const In* x, Out* out, Acc* partial (nOut per part; used when
+// gridDim.y > 1), ColGeometry g. Grid: (ceil(nOut / (TX·Vec)), parts).
+// The final pass Name()+"_final"(long long nOut, long long parts, long
+// long nRed, const Acc* partial, Out* out, ColGeometry g) takes blocks of
+// TX×TY threads, grid ceil(nOut / TX).
+func (k *ReduceKernel) colSource() string {
+	In := storageC(k.In)
+	ld := func(v string) string { return loadC(v, k.In, k.Kind) }
+	var b strings.Builder
+	fmt.Fprintf(&b, "// gocompile eager column kernel for reduction %q of %v, accumulating in %v\n", k.Reducer.String(), k.In, kindC(k.Kind))
+	b.WriteString(cudaPrelude)
+	fmt.Fprintf(&b, "\n#define TX %d\n#define TY %d\n#define VEC %d\n#define UNROLL %d\n", k.TX, k.TY, k.Vec, k.unroll())
+	b.WriteString(colCommon(2, 1))
+	b.WriteString(k.parts())
+	b.WriteString("struct PartMerge { __device__ __forceinline__ Part operator()(Part a, Part b) const { return part_merge(a, b); } };\n\n")
+	b.WriteString(k.finishC())
+	load := fmt.Sprintf(`      %[1]s q[UNROLL];
+      #pragma unroll
+      for (int u = 0; u < UNROLL; u++) q[u] = px[off[u]];
+      #pragma unroll
+      for (int u = 0; u < UNROLL; u++) add(a[0], %[2]s, r + u * TY);
+`, In, ld("q[u]"))
+	if k.Vec == 4 {
+		load = fmt.Sprintf(`      V4<%[1]s> q[UNROLL];
+      #pragma unroll
+      for (int u = 0; u < UNROLL; u++) q[u] = *(const V4<%[1]s>*)(px + off[u]);
+      #pragma unroll
+      for (int u = 0; u < UNROLL; u++) {
+        #pragma unroll
+        for (int v = 0; v < 4; v++) add(a[v], %[2]s, r + u * TY);
+      }
+`, In, ld("q[u].v[v]"))
+	}
+	fmt.Fprintf(&b, `extern "C" __global__ void __launch_bounds__(TX * TY) %[1]s(
+    long long nOut, long long nRed, long long chunk, const %[2]s* __restrict__ x,
+    %[3]s* __restrict__ out, Acc* __restrict__ partial, ColGeometry g) {
+  // This thread's outputs: VEC of them from o0, over part blockIdx.y of
+  // the reduced range.
+  const long long o0 = ((long long)blockIdx.x * TX + threadIdx.x) * VEC;
+  const bool live = o0 < nOut;
+  long long kb[NOPS];
+  col_kept(g, live ? o0 : 0, kb);
+  const long long rlo = (long long)blockIdx.y * chunk, rhi = min(nRed, rlo + chunk);
+  Part a[VEC];
+  #pragma unroll
+  for (int v = 0; v < VEC; v++) a[v] = part_empty();
+  if (live) {
+    const %[2]s* px = x + kb[0];
+    const long long ks = g.kstride[0][g.krank - 1];
+    ColWalk w;
+    w.seek(g, rlo + threadIdx.y);
+    long long r = rlo + threadIdx.y;
+    for (; r + (long long)(UNROLL - 1) * TY < rhi; r += UNROLL * TY) {
+      long long off[UNROLL];
+      #pragma unroll
+      for (int u = 0; u < UNROLL; u++) { off[u] = w.off[0]; w.step(g); }
+%[4]s    }
+    for (; r < rhi; r += TY) {
+      const long long o = w.off[0];
+      w.step(g);
+      #pragma unroll
+      for (int v = 0; v < VEC; v++) add(a[v], %[5]s, r);
+    }
+  }
+  #pragma unroll
+  for (int v = 0; v < VEC; v++) a[v] = col_allreduce(a[v], PartMerge());
+  if (live && threadIdx.y == 0) {
+    #pragma unroll
+    for (int v = 0; v < VEC; v++) {
+      if (gridDim.y == 1) out[kb[1] + v * g.kstride[1][g.krank - 1]] = finish(part_acc(a[v]), nRed);
+      else partial[(long long)blockIdx.y * nOut + o0 + v] = part_acc(a[v]);
+    }
+  }
+}
+
+// The final pass merges each output's partials in a fixed order.
+extern "C" __global__ void __launch_bounds__(TX * TY) %[1]s_final(
+    long long nOut, long long parts, long long nRed, const Acc* __restrict__ partial, %[3]s* __restrict__ out, ColGeometry g) {
+  const long long o = (long long)blockIdx.x * TX + threadIdx.x;
+  Part a = part_empty();
+  if (o < nOut)
+    for (long long p = threadIdx.y; p < parts; p += TY) a = part_merge(a, part_of(partial[p * nOut + o]));
+  a = col_allreduce(a, PartMerge());
+  if (o < nOut && threadIdx.y == 0) {
+    long long kb[NOPS];
+    col_kept(g, o, kb);
+    out[kb[1]] = finish(part_acc(a), nRed);
+  }
+}
+`, k.Name(), In, storageC(k.Out), load, ld("px[o + v * ks]"))
 	return b.String()
 }

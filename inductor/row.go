@@ -232,14 +232,7 @@ template <typename T, typename C> __device__ __forceinline__ T block_allreduce(T
 }
 `, k.Threads, k.Vec, k.Persist, MaxRank, max(nIn, 1))
 
-	// The combine of each reduction stage.
-	for s, st := range k.Stages {
-		if st.Reduce {
-			K := kindC(st.Compute)
-			fmt.Fprintf(&b, "// %s: %v\nstruct combine%d { __device__ __forceinline__ %s operator()(%[4]s a, %[4]s b) const { return %[5]s; } };\n",
-				st.Name, st.Reducer, s, K, st.Reducer.CCombine("a", "b"))
-		}
-	}
+	b.WriteString(stageCombines(k.Stages))
 
 	// Signature and per-row setup.
 	if k.Split && (!k.CanSplit() || k.Persist > 0) {
@@ -446,6 +439,20 @@ extern "C" __global__ void __launch_bounds__(THREADS) %s_final(
 	}
 	b.WriteString("  }\n}\n")
 	return b.String(), nil
+}
+
+// stageCombines is the combine functor (combine<s>) of each reduction
+// stage s; row and column kernels fold with them.
+func stageCombines(stages []RowStage) string {
+	var b strings.Builder
+	for s, st := range stages {
+		if st.Reduce {
+			K := kindC(st.Compute)
+			fmt.Fprintf(&b, "// %s: %v\nstruct combine%d { __device__ __forceinline__ %s operator()(%[4]s a, %[4]s b) const { return %[5]s; } };\n",
+				st.Name, st.Reducer, s, K, st.Reducer.CCombine("a", "b"))
+		}
+	}
+	return b.String()
 }
 
 // uses reports whether e reads Arg(i).

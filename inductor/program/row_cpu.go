@@ -10,16 +10,16 @@ import (
 // The CPU half of row regions: block programs over chunks of each row.
 
 func (s *rowStep) runCPU(args []*array.Array, full []int, res *array.Array) {
-	last := len(full) - 1
-	R, outerShape := full[last], full[:last]
+	l := s.cpuRows(args, full)
+	R, outerShape := l.R, l.outerShape
 	rows := ir.Numel(outerShape)
-	outer, inner := rowLayout(args, full)
+	outer := l.outer
 	nIn := len(args)
 	stages := s.r.Row.Stages
 	// Fewer rows than cores, and long: a lone reduction splits each row
 	// across the cores (opByOp took the other regions).
 	if rows < runtime.GOMAXPROCS(0) && R >= 2*array.MinParallel {
-		s.splitCPU(args, outerShape, outer, inner, R, res)
+		s.splitCPU(args, l, res)
 		return
 	}
 	// A stage's value is repeated over a chunk only for the programs that
@@ -42,7 +42,7 @@ func (s *rowStep) runCPU(args []*array.Array, full []int, res *array.Array) {
 		}
 		ops := make([]*array.Operand, nIn)
 		for i, t := range args {
-			ops[i] = t.Operand([]int{R}, []int{inner[i]}, 0)
+			ops[i] = t.Operand(l.redShape[i], l.red[i], 0)
 		}
 		stageVecs := make([]ir.Vec, len(stages)) // each stage's value, repeated over a chunk
 		for k, st := range stages {
@@ -108,7 +108,8 @@ func (s *rowStep) runCPU(args []*array.Array, full []int, res *array.Array) {
 
 // splitCPU runs a region whose one stage is a reduction and the root with
 // each row split across the cores, the parts merged in order.
-func (s *rowStep) splitCPU(args []*array.Array, outerShape []int, outer [][]int, inner []int, R int, res *array.Array) {
+func (s *rowStep) splitCPU(args []*array.Array, l cpuRows, res *array.Array) {
+	outerShape, outer, R := l.outerShape, l.outer, l.R
 	st, blk := s.r.Row.Stages[0], s.stages[0]
 	idx := make([]int, len(outerShape))
 	one := ir.NewVec(st.Kind, 1)
@@ -125,7 +126,7 @@ func (s *rowStep) splitCPU(args []*array.Array, outerShape []int, outer [][]int,
 			f := blk.NewFrame(min(array.BlockSize, R), nil)
 			ops := make([]*array.Operand, len(args))
 			for i, t := range args {
-				ops[i] = t.Operand([]int{R}, []int{inner[i]}, offsets[i])
+				ops[i] = t.Operand(l.redShape[i], l.red[i], offsets[i])
 			}
 			return func(lo, hi int) ir.Acc {
 				return array.FoldRange(st.Reducer, blk.OutKind(), lo, hi, func(s0, m int) ir.Vec {

@@ -1,0 +1,482 @@
+package inductor
+
+import (
+	"fmt"
+	"strings"
+
+	"gocompile/fuse"
+	"gocompile/ir"
+)
+
+// Column kernels reduce over any set of dims. The full shape is split into
+// kept dims (one output each) and reduced dims; a block of TX×TY threads
+// takes TX·Vec adjacent outputs, thread (x, y) the Vec outputs from
+// (blockIdx.x·TX + x)·Vec, and the threads of a column y walk the reduced
+// range TY indices apart. When the kept dims hold the operands' stride-1
+// dim (a reduction over dim 0 of a row-major matrix), adjacent threads read
+// adjacent elements: loads coalesce. When the reduced dims hold it, the
+// launch takes TX = 1 and a block walks one output's range, as a row kernel
+// does. The threads of a column combine their parts through shared memory
+// in a fixed tree, so results depend on the shape and launch only.
+
+// ColGeometry is the layout of a column kernel's operands: the kept and
+// reduced sizes (row-major, each at least one dim) and, per operand, its
+// strides over both. Passed by value as struct { long long krank,
+// ksize[8], rrank, rsize[8], kstride[n][8], rstride[n][8]; }.
+type ColGeometry struct {
+	KeptRank   int
+	KeptSize   [MaxRank]int64
+	RedRank    int
+	RedSize    [MaxRank]int64
+	KeptStride [][MaxRank]int64
+	RedStride  [][MaxRank]int64
+}
+
+// Bytes encodes the geometry as the kernel parameter.
+func (g *ColGeometry) Bytes() []byte {
+	b := putInt64s(nil, int64(g.KeptRank))
+	b = putInt64s(b, g.KeptSize[:]...)
+	b = putInt64s(b, int64(g.RedRank))
+	b = putInt64s(b, g.RedSize[:]...)
+	for _, s := range g.KeptStride {
+		b = putInt64s(b, s[:]...)
+	}
+	for _, s := range g.RedStride {
+		b = putInt64s(b, s[:]...)
+	}
+	return b
+}
+
+// colCommon is the C both column kernels share, for nops operands of which
+// the first nwalk are read along the reduced dims: the geometry, the kept
+// offsets of an output, the walk over the reduced range, and the combine
+// of a column's parts. TX, TY and VEC are macros of the kernel.
+func colCommon(nops, nwalk int) string {
+	return fmt.Sprintf(`
+#define NOPS %d
+#define NWALK %d
+struct ColGeometry {
+  long long krank; long long ksize[%[3]d];
+  long long rrank; long long rsize[%[3]d];
+  long long kstride[NOPS][%[3]d];
+  long long rstride[NOPS][%[3]d];
+};
+
+// col_kept sets kb[i] to operand i's offset of kept index o.
+__device__ __forceinline__ void col_kept(const ColGeometry& g, long long o, long long* kb) {
+  for (int i = 0; i < NOPS; i++) kb[i] = 0;
+  for (int d = (int)g.krank - 1; d > 0; d--) {
+    const long long c = o %% g.ksize[d];
+    o /= g.ksize[d];
+    for (int i = 0; i < NOPS; i++) kb[i] += c * g.kstride[i][d];
+  }
+  for (int i = 0; i < NOPS; i++) kb[i] += o * g.kstride[i][0];
+}
+
+// ColWalk steps through the reduced range TY indices at a time and keeps
+// the offset of the current index in each walked operand; it divides only
+// when a step leaves the innermost reduced dim.
+struct ColWalk {
+  long long ri, rq, off[NWALK];
+  __device__ __forceinline__ void seek(const ColGeometry& g, long long r) {
+    const long long n = g.rsize[g.rrank - 1];
+    ri = r %% n; rq = r / n;
+    outer(g);
+  }
+  __device__ __forceinline__ void outer(const ColGeometry& g) {
+    const int L = (int)g.rrank - 1;
+    long long q = rq;
+    for (int i = 0; i < NWALK; i++) off[i] = ri * g.rstride[i][L];
+    for (int d = L - 1; d > 0; d--) {
+      const long long c = q %% g.rsize[d];
+      q /= g.rsize[d];
+      for (int i = 0; i < NWALK; i++) off[i] += c * g.rstride[i][d];
+    }
+    if (L > 0) for (int i = 0; i < NWALK; i++) off[i] += q * g.rstride[i][0];
+  }
+  __device__ __forceinline__ void step(const ColGeometry& g) {
+    const int L = (int)g.rrank - 1;
+    const long long n = g.rsize[L];
+    ri += TY;
+    if (ri < n) {
+      for (int i = 0; i < NWALK; i++) off[i] += TY * g.rstride[i][L];
+      return;
+    }
+    if (ri < 2 * n) {  // into the next run: no division
+      ri -= n;
+      rq++;
+    } else {
+      rq += ri / n;
+      ri %%= n;
+    }
+    outer(g);
+  }
+};
+
+// col_allreduce combines the parts of the TY threads of a column with c,
+// in a fixed tree, and gives every one of them the result. Every thread of
+// the block must call it.
+template <typename T, typename C> __device__ __forceinline__ T col_allreduce(T v, C c) {
+  if (TY == 1) return v;
+  __shared__ T part[TY][TX];
+  part[threadIdx.y][threadIdx.x] = v;
+  __syncthreads();
+  #pragma unroll
+  for (int s = TY / 2; s > 0; s >>= 1) {
+    if (threadIdx.y < s) part[threadIdx.y][threadIdx.x] = c(part[threadIdx.y][threadIdx.x], part[threadIdx.y + s][threadIdx.x]);
+    __syncthreads();
+  }
+  v = part[0][threadIdx.x];
+  __syncthreads();
+  return v;
+}
+`, nops, nwalk, MaxRank)
+}
+
+// ColAccess says how a column kernel reads an input.
+type ColAccess uint8
+
+const (
+	// ColVec inputs hold a thread's Vec outputs next to each other
+	// (innermost kept stride 1, aligned): one vector load per step.
+	ColVec ColAccess = iota
+	// ColStrided inputs are read an element at a time at their strides.
+	ColStrided
+	// ColUniform inputs hold one value per output (reduced strides 0):
+	// read once.
+	ColUniform
+)
+
+// ColUnroll is how many steps of the reduced range a column kernel loads
+// before it folds any.
+const ColUnroll = 4
+
+// ColKernel is a fused row region (fuse.Row) that reduces over dims other
+// than the last alone (Row.Dims), generated as a column kernel: the
+// region's stages and root are Row's (see RowKernel), run per output
+// column. Operands are the inputs, then the output; a root computed per
+// element (Row.Expr set) is written along the reduced dims too.
+type ColKernel struct {
+	Row    RowKernel   // inputs, stages and root; its launch fields are unused
+	Access []ColAccess // per input
+	TX, TY int         // threads per block: TX outputs (powers of two)
+	Vec    int         // outputs per thread: 1, or 4 with ColVec inputs
+	// Split makes each of grid.y blocks of a column reduce a chunk of the
+	// reduced range into partial accumulators (CanSplit regions), combined
+	// by Name()+"_final".
+	Split bool
+	// Unroll is how many steps a thread loads before it folds any (0:
+	// ColUnroll).
+	Unroll int
+}
+
+func (k *ColKernel) unroll() int {
+	if k.Unroll > 0 {
+		return k.Unroll
+	}
+	return ColUnroll
+}
+
+// NewColKernel is the column kernel of the row region r.
+func NewColKernel(r *fuse.Region) *ColKernel {
+	return &ColKernel{Row: *NewRowKernel(r)}
+}
+
+// Name is the kernel's entry point, unique for its configuration.
+func (k *ColKernel) Name() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "gc_col_%s", k.Row.Label)
+	for i, in := range k.Row.Inputs {
+		fmt.Fprintf(&b, "_%s%c%s", in.DType, "vsu"[k.access(i)], in.Kind)
+	}
+	fmt.Fprintf(&b, "_%s_to_%s_x%dy%dv%d", k.Row.Compute, k.Row.Out, k.TX, k.TY, k.Vec)
+	if k.unroll() != ColUnroll {
+		fmt.Fprintf(&b, "u%d", k.unroll())
+	}
+	if k.Split {
+		b.WriteString("_split")
+	}
+	return b.String()
+}
+
+func (k *ColKernel) access(i int) ColAccess {
+	if i < len(k.Access) {
+		return k.Access[i]
+	}
+	return ColStrided
+}
+
+// Source generates the kernel's CUDA C. Parameters: long long nOut, long
+// long nRed, [long long chunk (Split)], one const pointer per input, the
+// output, [the partial accumulators, nOut per part (Split)], ColGeometry g
+// over the inputs and the output. Launch with blocks of (TX, TY) threads,
+// grid (ceil(nOut / (TX·Vec)), parts). A Split kernel is followed by
+// Name()+"_final"(long long nOut, long long parts, long long nRed, partial,
+// out, g) with blocks of (TX, TY) and grid ceil(nOut / TX).
+func (k *ColKernel) Source() (string, error) {
+	body, err := k.body()
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("// gocompile fused column kernel %s: %s\n", k.Row.Label, k.Row.Doc) + cudaPrelude + body, nil
+}
+
+func (k *ColKernel) body() (string, error) {
+	row := &k.Row
+	nIn := len(row.Inputs)
+	if k.Vec != 1 && k.Vec != 4 || k.TX < 1 || k.TY < 1 || k.TX&(k.TX-1) != 0 || k.TY&(k.TY-1) != 0 {
+		return "", fmt.Errorf("column kernel %s: launch %dx%d, vector %d", row.Label, k.TX, k.TY, k.Vec)
+	}
+	if k.Split && !row.CanSplit() {
+		return "", fmt.Errorf("column kernel %s: only a lone reduction splits", row.Label)
+	}
+	fullOut := row.Expr != nil
+	nwalk := nIn
+	if fullOut {
+		nwalk++
+	}
+	kinds := row.leafKinds()
+	outIdx := nIn // the output's operand index
+	outType := storageC(row.Out)
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n#define TX %d\n#define TY %d\n#define VEC %d\n#define UNROLL %d\n", k.TX, k.TY, k.Vec, k.unroll())
+	b.WriteString(colCommon(nIn+1, max(nwalk, 1)))
+	b.WriteString(stageCombines(row.Stages))
+
+	params := []string{"long long nOut", "long long nRed"}
+	if k.Split {
+		params = append(params, "long long chunk")
+	}
+	for i, in := range row.Inputs {
+		params = append(params, fmt.Sprintf("const %s* __restrict__ x%d", storageC(in.DType), i))
+	}
+	params = append(params, fmt.Sprintf("%s* __restrict__ out", outType))
+	if k.Split {
+		params = append(params, fmt.Sprintf("%s* __restrict__ partial", kindC(row.Stages[0].Compute)))
+	}
+	params = append(params, "ColGeometry g")
+	fmt.Fprintf(&b, "\nextern \"C\" __global__ void __launch_bounds__(TX * TY) %s(\n    %s) {\n", k.Name(), strings.Join(params, ",\n    "))
+	b.WriteString(`  // This thread's outputs: VEC of them from o0.
+  const long long o0 = ((long long)blockIdx.x * TX + threadIdx.x) * VEC;
+  const bool live = o0 < nOut;
+  long long kb[NOPS];
+  col_kept(g, live ? o0 : 0, kb);
+`)
+	if k.Split {
+		b.WriteString("  const long long rlo = (long long)blockIdx.y * chunk, rhi = min(nRed, rlo + chunk);\n")
+	} else {
+		b.WriteString("  const long long rlo = 0, rhi = nRed;\n")
+	}
+	for i, in := range row.Inputs {
+		if k.access(i) == ColUniform {
+			fmt.Fprintf(&b, "  %s u%d[VEC];  // one value per output\n", kindC(in.Kind), i)
+			fmt.Fprintf(&b, "  for (int v = 0; v < VEC; v++) u%d[v] = live ? %s : 0;\n", i,
+				loadC(fmt.Sprintf("x%d[kb[%d] + v * g.kstride[%[2]d][g.krank - 1]]", i, i), in.DType, in.Kind))
+		}
+	}
+
+	// elem names leaf i for unrolled step u and output v.
+	elem := func(u string) func(i int) string {
+		return func(i int) string {
+			switch {
+			case i >= nIn:
+				return fmt.Sprintf("rv%d[v]", i-nIn)
+			case k.access(i) == ColUniform:
+				return fmt.Sprintf("u%d[v]", i)
+			}
+			return fmt.Sprintf("e%d[%s][v]", i, u)
+		}
+	}
+	noParam := func(int) string { return "0" }
+	// loads declares e<i>[n][VEC] for the walked inputs e reads and loads
+	// step u's elements at offsets off<u>[].
+	loads := func(indent string, n int, e *ir.Expr) string {
+		var l strings.Builder
+		for i, in := range row.Inputs {
+			if k.access(i) == ColUniform || !uses(e, i) {
+				continue
+			}
+			fmt.Fprintf(&l, "%s%s e%d[%d][VEC];\n", indent, kindC(in.Kind), i, n)
+			fmt.Fprintf(&l, "%sfor (int u = 0; u < %d; u++) {\n", indent, n)
+			x := fmt.Sprintf("x%d + kb[%d] + off[u][%d]", i, i, i)
+			if k.access(i) == ColVec && k.Vec == 4 {
+				fmt.Fprintf(&l, "%s  const V4<%s> q = *(const V4<%[2]s>*)(%s);\n", indent, storageC(in.DType), x)
+				fmt.Fprintf(&l, "%s  for (int v = 0; v < 4; v++) e%d[u][v] = %s;\n", indent, i, loadC("q.v[v]", in.DType, in.Kind))
+			} else {
+				fmt.Fprintf(&l, "%s  for (int v = 0; v < VEC; v++) e%d[u][v] = %s;\n", indent, i,
+					loadC(fmt.Sprintf("(%s)[v * g.kstride[%d][g.krank - 1]]", x, i), in.DType, in.Kind))
+			}
+			fmt.Fprintf(&l, "%s}\n", indent)
+		}
+		return l.String()
+	}
+	// walk wraps body (code for the elements of step u, outputs v) in the
+	// loop over this thread's part of [rlo, rhi), UNROLL steps at a time
+	// and then one at a time.
+	walk := func(body string, e *ir.Expr) string {
+		var l strings.Builder
+		l.WriteString("  if (live) {\n    ColWalk w;\n    w.seek(g, rlo + threadIdx.y);\n    long long r = rlo + threadIdx.y;\n")
+		for _, n := range []int{k.unroll(), 1} {
+			if n > 1 {
+				fmt.Fprintf(&l, "    for (; r + (long long)(%d - 1) * TY < rhi; r += %d * TY) {\n", n, n)
+			} else {
+				l.WriteString("    for (; r < rhi; r += TY) {\n")
+			}
+			fmt.Fprintf(&l, "      long long off[%d][NWALK];\n", n)
+			fmt.Fprintf(&l, "      for (int u = 0; u < %d; u++) {\n        for (int i = 0; i < NWALK; i++) off[u][i] = w.off[i];\n        w.step(g);\n      }\n", n)
+			l.WriteString(loads("      ", n, e))
+			fmt.Fprintf(&l, "      #pragma unroll\n      for (int u = 0; u < %d; u++) {\n        #pragma unroll\n        for (int v = 0; v < VEC; v++) {\n", n)
+			l.WriteString(body)
+			l.WriteString("        }\n      }\n    }\n")
+		}
+		l.WriteString("  }\n")
+		return l.String()
+	}
+
+	for s, st := range row.Stages {
+		K := kindC(st.Kind)
+		if !st.Reduce {
+			e, err := st.Expr.C(elem("0"), noParam, kinds, st.Compute)
+			if err != nil {
+				return "", fmt.Errorf("column kernel %s: stage %s: %w", row.Label, st.Name, err)
+			}
+			_, ok, err := st.Expr.ParamKinds(kinds, st.Compute)
+			if err != nil {
+				return "", err
+			}
+			fmt.Fprintf(&b, "  // %s, once per output\n  %s rv%d[VEC];\n  for (int v = 0; v < VEC; v++) rv%[3]d[v] = %s;\n",
+				st.Name, K, s, loadC(storeC(e, ok, st.DType), st.DType, st.Kind))
+			continue
+		}
+		e, err := st.Expr.C(elem("u"), noParam, kinds, st.Compute)
+		if err != nil {
+			return "", fmt.Errorf("column kernel %s: stage %s: %w", row.Label, st.Name, err)
+		}
+		A := kindC(st.Compute)
+		fmt.Fprintf(&b, "  // %s: %v over the reduced dims of %s\n  %s acc%d[VEC];\n  for (int v = 0; v < VEC; v++) acc%[5]d[v] = %s;\n",
+			st.Name, st.Reducer, row.exprDoc(st.Expr), A, s, st.Reducer.CIdentity(st.Compute))
+		b.WriteString(walk(fmt.Sprintf("          acc%[1]d[v] = combine%[1]d()(acc%[1]d[v], (%[2]s)(%[3]s));\n", s, A, e), st.Expr))
+		fmt.Fprintf(&b, "  for (int v = 0; v < VEC; v++) acc%d[v] = col_allreduce(acc%[1]d[v], combine%[1]d());\n", s)
+		if k.Split {
+			fmt.Fprintf(&b, "  if (live && threadIdx.y == 0)\n    for (int v = 0; v < VEC; v++) partial[(long long)blockIdx.y * nOut + o0 + v] = acc%d[v];\n}\n", s)
+			fmt.Fprintf(&b, `
+// The second pass: each output's partial accumulators, combined in a
+// fixed order.
+extern "C" __global__ void __launch_bounds__(TX * TY) %s_final(
+    long long nOut, long long parts, long long nRed, const %s* __restrict__ partial, %s* __restrict__ out, ColGeometry g) {
+  const long long o = (long long)blockIdx.x * TX + threadIdx.x;
+  %s acc = %s;
+  if (o < nOut)
+    for (long long p = threadIdx.y; p < parts; p += TY) acc = combine%d()(acc, partial[p * nOut + o]);
+  acc = col_allreduce(acc, combine%[6]d());
+  if (o < nOut && threadIdx.y == 0) {
+    long long kb[NOPS];
+    col_kept(g, o, kb);
+    out[kb[%[7]d]] = %[8]s;
+  }
+}
+`, k.Name(), A, outType, A, st.Reducer.CIdentity(st.Compute), s, outIdx, storeC(k.finish("acc", st), st.Compute, row.Out))
+			return b.String(), nil
+		}
+		fmt.Fprintf(&b, "  %s rv%d[VEC];\n  for (int v = 0; v < VEC; v++) rv%[2]d[v] = %s;\n", K, s,
+			loadC(storeC(k.finish(fmt.Sprintf("acc%d[v]", s), st), st.Compute, st.DType), st.DType, st.Kind))
+	}
+
+	if !fullOut {
+		if len(row.Stages) == 0 {
+			return "", fmt.Errorf("column kernel %s: no root", row.Label)
+		}
+		last := len(row.Stages) - 1
+		fmt.Fprintf(&b, "  if (live && threadIdx.y == 0)\n    for (int v = 0; v < VEC; v++) out[kb[%d] + v * g.kstride[%[1]d][g.krank - 1]] = %s;\n}\n",
+			outIdx, storeC(fmt.Sprintf("rv%d[v]", last), row.Stages[last].Kind, row.Out))
+		return b.String(), nil
+	}
+	_, outKind, err := row.Expr.ParamKinds(kinds, row.Compute)
+	if err != nil {
+		return "", err
+	}
+	e, err := row.Expr.C(elem("u"), noParam, kinds, row.Compute)
+	if err != nil {
+		return "", fmt.Errorf("column kernel %s: root: %w", row.Label, err)
+	}
+	fmt.Fprintf(&b, "  // the root, per element: %s\n", row.exprDoc(row.Expr))
+	b.WriteString(walk(fmt.Sprintf("          out[kb[%d] + off[u][%[1]d] + v * g.kstride[%[1]d][g.krank - 1]] = %s;\n", outIdx, storeC(e, outKind, row.Out)), row.Expr))
+	b.WriteString("}\n")
+	return b.String(), nil
+}
+
+// finish is a reduction stage's value from its accumulator acc: the mean
+// divides by the reduced count.
+func (k *ColKernel) finish(acc string, st RowStage) string {
+	if st.Reducer == ir.RMean {
+		return fmt.Sprintf("%s / (%s)nRed", acc, kindC(st.Compute))
+	}
+	return acc
+}
+
+// ColLaunch picks a column kernel's block for a reduced range of nRed
+// indices. In the column form (column set) a thread takes vec outputs (4
+// when vec4, the operands being aligned for it, and the innermost kept dim
+// of kInner elements divides by 4), TX threads take adjacent outputs (up
+// to 32, no more than the innermost kept dim holds) and TY threads share a
+// column, 256 threads a block unless the reduced range is short. In the
+// row form a block of up to 256 threads walks one output's range.
+func ColLaunch(column bool, kInner, nRed int, vec4 bool) (tx, ty, vec int) {
+	if !column {
+		return 1, min(256, max(32, pow2Ceil(nRed))), 1
+	}
+	vec = 1
+	if vec4 && kInner%4 == 0 {
+		vec = 4
+	}
+	tx = min(32, pow2Ceil((kInner+vec-1)/vec))
+	ty = max(1, min(256/tx, pow2Ceil(nRed)))
+	return tx, ty, vec
+}
+
+// ColParts splits the reduced range of a launch of tiles blocks across
+// grid.y parts of chunk indices each, so that about target blocks run
+// (DefaultColTarget) and each thread still takes several unrolled steps.
+// It depends on the shape and launch only, never on the device, so that
+// the partial results, and their merge, are the same on every GPU.
+func ColParts(tiles, nRed, ty, target int) (parts, chunk int) {
+	minChunk := ty * ColUnroll * 4
+	parts = 1
+	if tiles < target && nRed >= 2*minChunk {
+		parts = min((target+tiles-1)/tiles, nRed/minChunk, 65535)
+	}
+	chunk = (nRed + parts - 1) / parts
+	return (nRed + chunk - 1) / chunk, chunk
+}
+
+// DefaultColTarget is the blocks a split column launch aims at: about a
+// wave of a large GPU (an H200 holds 132×8 blocks of 256 threads); on an
+// H200, 1024 read faster than 2048 or 4096 (BenchmarkGPUColReduceTune in
+// package array).
+const DefaultColTarget = 1024
+
+// ColLaunchFused picks the block of a fused column kernel that cannot
+// split its reduced range (several stages): one output a thread, and as
+// many threads down each column as it takes to fill a device of about
+// 256k resident threads, at most 1024 a block. (Launches that load 4
+// outputs a thread or 8 steps at once are possible, Vec and Unroll, but
+// untimed; this is the shape measured on an H200.)
+func ColLaunchFused(column bool, kInner, nOut, nRed int) (tx, ty, vec int) {
+	tx, ty, _ = ColLaunch(column, kInner, nRed, false)
+	if !column {
+		return tx, ty, 1
+	}
+	tiles := (nOut + tx - 1) / tx
+	for ty < 1024/tx && ty < pow2Ceil(nRed) && tiles*tx*ty < 1<<18 {
+		ty *= 2
+	}
+	return tx, ty, 1
+}
+
+func pow2Ceil(n int) int {
+	p := 1
+	for p < n {
+		p *= 2
+	}
+	return p
+}

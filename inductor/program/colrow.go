@@ -1,0 +1,245 @@
+package program
+
+import (
+	"fmt"
+	"runtime"
+
+	"gocompile/array"
+	"gocompile/cuda"
+	"gocompile/inductor"
+	"gocompile/ir"
+)
+
+// Row regions over dims other than the last alone (fuse.Row.Dims): on a
+// GPU one generated column kernel (inductor.ColKernel), on the CPU the row
+// walk of row_cpu.go with rows over the kept dims and each row's elements
+// over the reduced dims.
+
+// runDims is run for a region with Row.Dims set, and on a GPU for one over
+// the last dim whose layout a column kernel reads better (columnOnGPU).
+func (s *rowStep) runDims(args []*array.Array, dst func(ir.Device, []int) *array.Array, q *array.LaunchQueue) *array.Array {
+	n := s.r.Root
+	shapes := make([][]int, len(args))
+	vals := make([]ir.Value, len(args))
+	for i, t := range args {
+		shapes[i], vals[i] = t.Shape(), t
+	}
+	array.CheckDevices(n.Op, vals)
+	full, err := ir.Broadcast(n.Op.Title, shapes...)
+	array.Check(err, n.Op.Title, args...)
+	dims := s.r.Row.ReducedDims()
+	if len(full) != len(s.r.Row.Full) {
+		q.Drain()
+		return s.runNodes(args)
+	}
+	nOut, nRed := ir.Numel(ir.ReduceShape(full, dims, false)), 1
+	for _, d := range dims {
+		nRed *= full[d]
+	}
+	shape := full
+	if s.root == nil {
+		shape = ir.ReduceShape(full, dims, len(n.Shape) == len(full))
+	}
+	dev := args[0].Device()
+	if nRed == 0 || nOut == 0 || s.dimsOpByOp(args[0], nOut, nRed) {
+		q.Drain() // the eager ops launch now
+		return s.runNodes(args)
+	}
+	if dev == array.CPU {
+		return s.runDimsCPU(args, full, shape, dst)
+	}
+	var res *array.Array
+	if dst != nil {
+		res = dst(dev, shape)
+	}
+	if res == nil {
+		res = array.New(dev, n.DType, shape)
+	}
+	if !s.runDimsGPU(args, full, nOut, nRed, res, q) {
+		q.Drain()
+		return s.runNodes(args)
+	}
+	return res
+}
+
+// columnOnGPU reports whether a region over the last dim runs better as a
+// column kernel on a GPU: its largest input holds its stride-1 dim among
+// the kept dims (a transposed or permuted input), so that a row kernel
+// would read it uncoalesced.
+func (s *rowStep) columnOnGPU(args []*array.Array) bool {
+	if len(args) == 0 || args[0].Device() == array.CPU {
+		return false
+	}
+	p := args[0]
+	for _, t := range args {
+		if t.Numel() > p.Numel() {
+			p = t
+		}
+	}
+	shape, st := p.Shape(), p.Strides()
+	last := len(shape) - 1
+	if last < 1 || st[last] == 1 || shape[last] <= 1 {
+		return false
+	}
+	for d := range last {
+		if st[d] == 1 && shape[d] > 1 {
+			return true
+		}
+	}
+	return false
+}
+
+// complement is the dims of a rank-n shape not in dims.
+func complement(n int, dims []int) []int {
+	in := make([]bool, n)
+	for _, d := range dims {
+		in[d] = true
+	}
+	var out []int
+	for d := range n {
+		if !in[d] {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// dimsOpByOp reports whether the region runs better op by op: few outputs
+// over long reduced ranges, which only a lone reduction splits across
+// blocks or cores (the eager reductions split them themselves); and on the
+// CPU a root per element over reduced dims that leave out the last (a
+// softmax over dim 0), which the row walk would compute with strided
+// loads where the eager pointwise ops read memory in order.
+func (s *rowStep) dimsOpByOp(t *array.Array, nOut, nRed int) bool {
+	if t.Device() != array.CPU {
+		return false // runDimsGPU decides, from its launch
+	}
+	dims := s.r.Row.ReducedDims()
+	if s.root != nil && dims[len(dims)-1] != len(s.r.Row.Full)-1 {
+		return true
+	}
+	return !s.kernel.CanSplit() && nOut < runtime.GOMAXPROCS(0) && nRed >= 2*array.MinParallel
+}
+
+// runDimsGPU launches the region's column kernel: operands are the inputs
+// and then the output, laid out by array.ColLayout. It reports false,
+// launching nothing, when the region would run on too few blocks to fill
+// the device (few outputs over long reduced ranges in a region that cannot
+// split them): the eager ops split them.
+func (s *rowStep) runDimsGPU(args []*array.Array, full []int, nOut, nRed int, res *array.Array, q *array.LaunchQueue) bool {
+	g := res.GPU()
+	red := make([]bool, len(full))
+	for _, d := range s.r.Row.ReducedDims() {
+		red[d] = true
+	}
+	strides := make([][]int, 0, len(args)+1)
+	primary := 0
+	for i, t := range args {
+		strides = append(strides, ir.BroadcastStrides(t.Shape(), t.Strides(), full))
+		if t.Numel() > args[primary].Numel() {
+			primary = i
+		}
+	}
+	out := make([]int, len(full)) // the output's strides over the full shape
+	for d, st := len(full)-1, 1; d >= 0; d-- {
+		if s.root == nil && red[d] {
+			continue // a reduced output: one element per kept index
+		}
+		out[d] = st
+		st *= full[d]
+	}
+	strides = append(strides, out)
+	geo, column, ok := array.ColLayout(full, red, strides, primary, true)
+	if !ok {
+		array.Throw(s.r.Root.Op.Title, args, "make the inputs contiguous first",
+			"the kept or reduced dims have more dims that cannot be merged than GPU kernels index (%d)", inductor.MaxRank)
+	}
+	k := inductor.ColKernel{Row: s.kernel}
+	kr := geo.KeptRank - 1
+	vec4 := column
+	for i, t := range args {
+		uniform := true
+		for d := range geo.RedRank {
+			uniform = uniform && geo.RedStride[i][d] == 0
+		}
+		acc := inductor.ColStrided
+		switch {
+		case uniform:
+			acc = inductor.ColUniform
+		case geo.KeptStride[i][kr] == 1:
+			acc = inductor.ColVec
+			aligned := t.DevicePtr()%cuda.DevicePtr(4*t.DType().Size()) == 0
+			for d := range kr {
+				aligned = aligned && geo.KeptStride[i][d]%4 == 0
+			}
+			for d := range geo.RedRank {
+				aligned = aligned && geo.RedStride[i][d]%4 == 0
+			}
+			vec4 = vec4 && aligned
+		}
+		k.Access = append(k.Access, acc)
+	}
+	if k.Row.CanSplit() {
+		k.TX, k.TY, k.Vec = inductor.ColLaunch(column, int(geo.KeptSize[kr]), nRed, vec4)
+	} else {
+		k.TX, k.TY, k.Vec = inductor.ColLaunchFused(column, int(geo.KeptSize[kr]), nOut, nRed)
+	}
+	if k.Vec != 4 {
+		for i, acc := range k.Access {
+			if acc == inductor.ColVec {
+				k.Access[i] = inductor.ColStrided
+			}
+		}
+	}
+	tiles := (nOut + k.TX*k.Vec - 1) / (k.TX * k.Vec)
+	parts, chunk := 1, nRed
+	if k.Row.CanSplit() {
+		parts, chunk = inductor.ColParts(tiles, nRed, k.TY, inductor.DefaultColTarget)
+	} else if tiles < g.Dev().SMCount && nRed >= 1<<14 {
+		return false
+	}
+	k.Split = parts > 1
+	title := "fused " + s.r.Root.Op.Title
+	grid := cuda.Dim3{X: uint32(tiles), Y: uint32(parts), Z: 1}
+	block := cuda.Dim3{X: uint32(k.TX), Y: uint32(k.TY), Z: 1}
+	geoBytes := geo.Bytes()
+	if k.Split {
+		q.Drain()
+		acc := ir.Float32
+		if k.Row.Stages[0].Compute == ir.F64 {
+			acc = ir.Float64
+		}
+		partial := array.New(res.Device(), acc, []int{parts * nOut})
+		a := g.GetArgs()
+		defer g.PutArgs(a)
+		a.I64(int64(nOut)).I64(int64(nRed)).I64(int64(chunk))
+		for _, t := range args {
+			a.Ptr(t.DevicePtr())
+		}
+		a.Ptr(res.DevicePtr()).Ptr(partial.DevicePtr()).Bytes(geoBytes, 8)
+		fn := g.KernelIn(s.cache, k.Name(), k.Source)
+		final := g.KernelIn(s.cache, k.Name()+"_final", k.Source)
+		if err := g.Stream().Launch(fn, grid, block, 0, a); err != nil {
+			panic(fmt.Sprintf("gocompile: %s: launch: %v", title, err))
+		}
+		a.Reset().I64(int64(nOut)).I64(int64(parts)).I64(int64(nRed)).Ptr(partial.DevicePtr()).Ptr(res.DevicePtr()).Bytes(geoBytes, 8)
+		fgrid := cuda.Dim3{X: uint32((nOut + k.TX - 1) / k.TX), Y: 1, Z: 1}
+		if err := g.Stream().Launch(final, fgrid, block, 0, a); err != nil {
+			panic(fmt.Sprintf("gocompile: %s: launch: %v", title, err))
+		}
+		return true
+	}
+	a := q.Args(g)
+	defer q.Release(g, a)
+	a.I64(int64(nOut)).I64(int64(nRed))
+	for _, t := range args {
+		a.Ptr(t.DevicePtr())
+	}
+	a.Ptr(res.DevicePtr()).Bytes(geoBytes, 8)
+	array.KernelOrQueue(q, g, s.cache, k.Name(), k.Source, func(fn *cuda.Function) {
+		if err := g.Stream().Launch(fn, grid, block, 0, a); err != nil {
+			panic(fmt.Sprintf("gocompile: %s: launch: %v", title, err))
+		}
+	}, append([]*array.Array{res}, args...)...)
+	return true
+}
