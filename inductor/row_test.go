@@ -88,10 +88,14 @@ func rowKernels(t *testing.T) []rowCase {
 	var cases []rowCase
 	for _, dt := range []ir.DType{ir.Float32, ir.Float64, ir.Float16, ir.BFloat16} {
 		for name, r := range rowRegions(t, dt) {
-			for _, cfg := range []struct{ threads, vec, persist int }{{256, 4, 4}, {32, 1, 0}, {1024, 1, 8}} {
+			for _, cfg := range []struct {
+				threads, groups, vec, persist int
+				stash                         bool
+			}{{256, 1, 4, 4, false}, {32, 1, 1, 0, false}, {1024, 1, 1, 8, false}, {4, 32, 1, 2, false}, {1, 128, 4, 1, false},
+				{512, 1, 4, 0, true}, {128, 1, 1, 0, true}} {
 				for _, acc := range []RowAccess{RowContig, RowStrided, RowUniform} {
 					k := NewRowKernel(r)
-					k.Threads, k.Vec, k.Persist = cfg.threads, cfg.vec, cfg.persist
+					k.Threads, k.Groups, k.Vec, k.Persist, k.Stash = cfg.threads, cfg.groups, cfg.vec, cfg.persist, cfg.stash
 					k.Index32 = cfg.threads != 32 // both widths
 					for i := range k.Inputs {
 						if i == 0 {
@@ -99,7 +103,7 @@ func rowKernels(t *testing.T) []rowCase {
 						}
 					}
 					cases = append(cases, rowCase{fmt.Sprintf("%s/%v/%v", name, dt, k.Name()), k})
-					if k.CanSplit() && cfg.persist == 0 {
+					if k.CanSplit() && cfg.persist == 0 && !cfg.stash {
 						s := *k
 						s.Split = true
 						cases = append(cases, rowCase{fmt.Sprintf("%s/%v/%v", name, dt, s.Name()), &s})
