@@ -1,0 +1,91 @@
+package program
+
+import (
+	"testing"
+
+	"gocompile/array"
+	"gocompile/inductor"
+	"gocompile/ir"
+)
+
+// The row-shaped composites plan as one row kernel in every floating
+// dtype and on odd row lengths; the others, and misuse, plan nothing (their
+// decomposition runs and reports errors as before).
+func TestCompositePlansAreOneRowRegion(t *testing.T) {
+	for _, dt := range []ir.DType{ir.Float32, ir.Float64, ir.Float16, ir.BFloat16} {
+		for _, R := range []int{3, 7, 1023, 4097, 50257} {
+			x := array.New(array.CPU, dt, []int{5, R})
+			w := array.New(array.CPU, dt, []int{R})
+			b := array.New(array.CPU, dt, []int{R})
+			xt := array.New(array.CPU, dt, []int{R, 5}).WithLayout(ir.Layout{Shape: []int{5, R}, Strides: []int{1, 5}})
+			for _, c := range []struct {
+				name  string
+				op    *ir.Op
+				a     ir.Attrs
+				args  []ir.Value
+				moved bool
+				one   bool
+			}{
+				{"softmax", ir.OpSoftmax, ir.Attrs{Dim: -1}, []ir.Value{x}, false, true},
+				{"log_softmax", ir.OpLogSoftmax, ir.Attrs{Dim: 1}, []ir.Value{x}, false, true},
+				{"softmax dim 0 of a transpose", ir.OpSoftmax, ir.Attrs{Dim: 0}, []ir.Value{xt}, true, true},
+				{"layer_norm", ir.OpLayerNorm, ir.Attrs{Dims: []int{R}, Scalars: []float64{1e-5}}, []ir.Value{x, w, b}, false, true},
+				{"layer_norm without affine", ir.OpLayerNorm, ir.Attrs{Dims: []int{R}, Scalars: []float64{1e-5}}, []ir.Value{x, nil, nil}, false, true},
+				{"rms_norm", ir.OpRMSNorm, ir.Attrs{Dims: []int{R}, Scalars: []float64{1e-6}}, []ir.Value{x, w}, false, true},
+				{"linear", ir.OpLinear, ir.Attrs{}, []ir.Value{x, array.New(array.CPU, dt, []int{4, R}), nil}, false, false},
+				{"layer_norm of the wrong shape", ir.OpLayerNorm, ir.Attrs{Dims: []int{R + 1}, Scalars: []float64{1e-5}}, []ir.Value{x, nil, nil}, false, false},
+				{"softmax dim out of range", ir.OpSoftmax, ir.Attrs{Dim: 2}, []ir.Value{x}, false, false},
+			} {
+				p := newCompositePlan(compositeKey{moved: c.moved}, c.op, c.a, c.args)
+				if (p.step != nil) != c.one {
+					t.Errorf("%s %v R=%d: one row kernel %v, want %v", c.name, dt, R, p.step != nil, c.one)
+					continue
+				}
+				if p.step != nil && len(p.step.kernel.Stages) == 0 {
+					t.Errorf("%s %v R=%d: a row kernel without stages", c.name, dt, R)
+				}
+			}
+		}
+	}
+}
+
+// ChooseRowPlan gives every row length a valid launch shape: blocks of
+// whole warps up to 1024 threads, several rows per block only for short
+// rows, registers for rows that fit, the stash for longer rows that fit
+// the shared memory, a loop otherwise; and the generated kernel accepts it.
+func TestChooseRowPlan(t *testing.T) {
+	x := array.New(array.CPU, ir.Float32, []int{2, 8})
+	p := newCompositePlan(compositeKey{}, ir.OpSoftmax, ir.Attrs{Dim: -1}, []ir.Value{x})
+	for _, R := range []int{1, 2, 3, 7, 16, 64, 255, 256, 1023, 1024, 4097, 8192, 32768, 50257, 200000, 1 << 22} {
+		for _, vec := range []int{1, 4} {
+			if vec == 4 && R%4 != 0 {
+				continue
+			}
+			k := p.step.kernel
+			stash := k.StashBytes(R)
+			for _, maxShared := range []int{0, 48 << 10, 227 << 10} {
+				pl := inductor.ChooseRowPlan(R, vec, stash, maxShared)
+				block := pl.Threads * pl.Groups
+				vectors := (R + vec - 1) / vec
+				switch {
+				case block%32 != 0 || block > 1024 || pl.Groups < 1:
+					t.Errorf("R=%d vec=%d: %+v: block of %d threads", R, vec, pl, block)
+				case pl.Groups > 1 && pl.Threads > 32:
+					t.Errorf("R=%d vec=%d: %+v: groups of more than a warp", R, vec, pl)
+				case pl.Persist > 0 && pl.Persist*pl.Threads < vectors:
+					t.Errorf("R=%d vec=%d: %+v: persistent threads do not cover the row", R, vec, pl)
+				case pl.Persist > 8:
+					t.Errorf("R=%d vec=%d: %+v: more than 8 vectors a thread in registers", R, vec, pl)
+				case pl.Stash && (pl.Persist > 0 || stash > maxShared):
+					t.Errorf("R=%d vec=%d: %+v: stashes %d bytes, limit %d", R, vec, pl, stash, maxShared)
+				case pl.Persist == 0 && !pl.Stash && stash <= maxShared:
+					t.Errorf("R=%d vec=%d: %+v: a looped kernel where the row fits in %d bytes", R, vec, pl, maxShared)
+				}
+				k.Threads, k.Groups, k.Persist, k.Stash, k.Vec = pl.Threads, pl.Groups, pl.Persist, pl.Stash, vec
+				if _, err := k.Source(); err != nil {
+					t.Errorf("R=%d vec=%d: %+v: %v", R, vec, pl, err)
+				}
+			}
+		}
+	}
+}
