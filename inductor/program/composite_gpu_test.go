@@ -154,6 +154,40 @@ func TestGPUEagerCompositeParity(t *testing.T) {
 					{"rms norm", xv, func(x, w, _ *tensor.Tensor) *tensor.Tensor { return x.RMSNorm([]int{R}, w, 1e-6) }, x, refNorm(wv, nil, true, 1e-6), 1},
 					{"rms norm offset", xsv, func(x, w, _ *tensor.Tensor) *tensor.Tensor { return x.RMSNorm([]int{R}, w, 1e-6) }, xs, refNorm(wv, nil, true, 1e-6), 1},
 				}
+				// Var over the last dim: one value per row.
+				for _, c := range []struct {
+					name       string
+					x          *tensor.Tensor
+					in         []float64
+					correction float64
+					keep       bool
+				}{{"var", x, xv, 1, false}, {"var offset keepdim", xs, xsv, 0, true}} {
+					name := fmt.Sprintf("%s %v %dx%d", c.name, dt, rows, R)
+					want := make([]float64, rows)
+					for r := range rows {
+						row := c.in[r*R : (r+1)*R]
+						mean, ss := 0.0, 0.0
+						for _, v := range row {
+							mean += v
+						}
+						mean /= float64(R)
+						for _, v := range row {
+							ss += (v - mean) * (v - mean)
+						}
+						want[r] = ss / math.Max(float64(R)-c.correction, 0)
+					}
+					cpu := c.x.Var([]int{-1}, c.correction, c.keep)
+					got := c.x.ToDevice(dev).Var([]int{-1}, c.correction, c.keep)
+					if fmt.Sprint(got.Shape()) != fmt.Sprint(cpu.Shape()) || got.DType() != cpu.DType() {
+						t.Fatalf("%s: %v %v, CPU %v %v", name, got.DType(), got.Shape(), cpu.DType(), cpu.Shape())
+					}
+					if err := closeTo(got.Float64s(), want, tol); err != nil {
+						t.Errorf("%s: GPU vs float64: %v", name, err)
+					}
+					if err := closeTo(got.Float64s(), cpu.Float64s(), tol); err != nil {
+						t.Errorf("%s: GPU vs CPU decomposition: %v", name, err)
+					}
+				}
 				for _, o := range ops {
 					name := fmt.Sprintf("%s %v %dx%d", o.name, dt, rows, R)
 					want := refRows(o.in, shape, o.dim, o.ref)
@@ -214,6 +248,7 @@ func TestGPUEagerCompositeIsOneKernel(t *testing.T) {
 				"log softmax": func() *tensor.Tensor { return x.LogSoftmax(-1) },
 				"layer norm":  func() *tensor.Tensor { return x.LayerNorm([]int{R}, w, w, 1e-5) },
 				"rms norm":    func() *tensor.Tensor { return x.RMSNorm([]int{R}, w, 1e-5) },
+				"var":         func() *tensor.Tensor { return x.Var([]int{-1}, 1, false) },
 			} {
 				f() // compiles the kernel
 				tensor.Synchronize(dev)

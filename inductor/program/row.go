@@ -75,10 +75,7 @@ func (s *rowStep) run(args []*array.Array, dst func(ir.Device, []int) *array.Arr
 	full, err := ir.Broadcast(n.Op.Title, shapes...)
 	array.Check(err, n.Op.Title, args...)
 	R := full[len(full)-1]
-	shape := full
-	if s.root == nil {
-		shape = ir.ReduceShape(full, []int{len(full) - 1}, n.Attrs.KeepDim)
-	}
+	shape := s.shape(full)
 	dev := args[0].Device()
 	if R == 0 || ir.Numel(shape) == 0 || s.opByOp(args[0], ir.Numel(full[:len(full)-1]), R) {
 		q.Drain() // the eager ops launch now
@@ -97,6 +94,17 @@ func (s *rowStep) run(args []*array.Array, dst func(ir.Device, []int) *array.Arr
 		s.runCPU(args, full, res)
 	}
 	return res
+}
+
+// shape is the shape of the region's value over the full shape full: full
+// itself, or without its last dim or with it 1 when the root is a stage
+// (a reduction, or a value computed once per row), as the root's rank
+// says.
+func (s *rowStep) shape(full []int) []int {
+	if s.root != nil {
+		return full
+	}
+	return ir.ReduceShape(full, []int{len(full) - 1}, len(s.r.Root.Shape) == len(full))
 }
 
 // opByOp reports whether the region runs better op by op with the eager
