@@ -42,7 +42,11 @@ type compositeKey struct {
 	// whose elements lie next to each other: the kernel reads the input
 	// permuted so that dim is last, and the result is permuted back.
 	moved bool
-	args  [3]argKey
+	// flat marks a LayerNorm or RMSNorm over several trailing dims that
+	// merge into one (their strides allow it): the kernel reads the input
+	// as rows of their product, and the result is reshaped back.
+	flat bool
+	args [3]argKey
 }
 
 type argKey struct {
@@ -57,6 +61,7 @@ type compositePlan struct {
 	step   *rowStep // nil: the decomposition runs
 	inputs []int    // per region input, the call argument it is
 	perm   []int    // moved: the permutation that makes the reduced dim last
+	flat   int      // flat: how many trailing dims merge into the row
 	title  string
 	// fast is the launch for arguments that are all contiguous and
 	// aligned for vector access (nil until first used).
@@ -148,7 +153,41 @@ func compositeKeyOf(op *ir.Op, a ir.Attrs, args []ir.Value) (compositeKey, bool)
 			k.moved = true
 		}
 	}
+	if (op == ir.OpLayerNorm || op == ir.OpRMSNorm) && len(a.Dims) > 1 {
+		k.flat = mergesTrailing(x, a.Dims, args[1:])
+	}
 	return k, true
+}
+
+// mergesTrailing reports whether x's trailing dims are the normalized
+// shape dims, merge into one dim, and the affine parameters among params
+// are contiguous arrays of that shape.
+func mergesTrailing(x *array.Array, dims []int, params []ir.Value) bool {
+	shape, strides := x.Shape(), x.Strides()
+	n := len(dims)
+	if n > len(shape) {
+		return false
+	}
+	for i, d := range dims {
+		if shape[len(shape)-n+i] != d {
+			return false
+		}
+	}
+	for i := len(shape) - n; i < len(shape)-1; i++ {
+		if strides[i] != strides[i+1]*shape[i+1] {
+			return false
+		}
+	}
+	for _, v := range params {
+		if v == nil {
+			continue
+		}
+		t := v.(*array.Array)
+		if !ir.SameShape(t.Shape(), dims) || !t.IsContiguous() {
+			return false
+		}
+	}
+	return true
 }
 
 // newCompositePlan records op's decomposition on the key's argument
@@ -168,6 +207,10 @@ func newCompositePlan(key compositeKey, op *ir.Op, a ir.Attrs, args []ir.Value) 
 		p.perm = append(p.perm, d)
 		attrs.Dim = rank - 1
 	}
+	if key.flat {
+		p.flat = len(a.Dims)
+		attrs.Dims = []int{ir.Numel(a.Dims)}
+	}
 	g := &ir.Graph{}
 	gargs := make([]ir.Value, len(args))
 	inputArg := map[*ir.Node]int{}
@@ -177,8 +220,11 @@ func newCompositePlan(key compositeKey, op *ir.Op, a ir.Attrs, args []ir.Value) 
 			continue
 		}
 		shape := t.Shape()
-		if i == 0 && p.perm != nil {
+		switch {
+		case i == 0 && p.perm != nil:
 			shape = permuted(shape, p.perm)
+		case p.flat > 0:
+			shape = flatShape(shape, p.flat)
 		}
 		n := g.Input(shape, t.DType(), t.Device(), "")
 		gargs[i] = n
@@ -219,6 +265,11 @@ func newCompositePlan(key compositeKey, op *ir.Op, a ir.Attrs, args []ir.Value) 
 	return p
 }
 
+// flatShape is shape with its last n dims merged into one.
+func flatShape(shape []int, n int) []int {
+	return append(append([]int(nil), shape[:len(shape)-n]...), ir.Numel(shape[len(shape)-n:]))
+}
+
 // permuted is shape with its dims in the order perm gives.
 func permuted(shape, perm []int) []int {
 	s := make([]int, len(perm))
@@ -246,6 +297,9 @@ func (p *compositePlan) run(args []ir.Value) (res *array.Array, ok bool) {
 	dense, aligned := p.perm == nil, true
 	for i, j := range p.inputs {
 		t := args[j].(*array.Array)
+		if p.flat > 0 {
+			t = flatten(t, p.flat)
+		}
 		ins[i] = t
 		if dense && !t.IsContiguous() {
 			dense = false
@@ -253,13 +307,31 @@ func (p *compositePlan) run(args []ir.Value) (res *array.Array, ok bool) {
 		aligned = aligned && t.DevicePtr()%cuda.DevicePtr(4*t.DType().Size()) == 0 // as planGPU's vector access needs
 	}
 	if dense && aligned {
-		return p.runFast(ins), true
+		res = p.runFast(ins)
+	} else {
+		res = p.runGeneral(ins)
 	}
+	if p.flat > 0 { // the result is contiguous, of x's shape
+		x := args[0].(*array.Array)
+		res = res.WithLayout(ir.Layout{Shape: x.Shape(), Strides: ir.ContiguousStrides(x.Shape()), Offset: res.Offset()})
+	}
+	return res, true
+}
+
+// flatten is t with its last n dims merged (they merge: mergesTrailing).
+func flatten(t *array.Array, n int) *array.Array {
+	shape, strides := t.Shape(), t.Strides()
+	r := len(shape) - n
+	return t.WithLayout(ir.Layout{Shape: flatShape(shape, n), Strides: append(append([]int(nil), strides[:r]...), strides[len(strides)-1]), Offset: t.Offset()})
+}
+
+// runGeneral runs the step on any layout of the inputs.
+func (p *compositePlan) runGeneral(ins []*array.Array) *array.Array {
 	if p.perm != nil {
 		x := ins[0]
 		ins[0] = x.WithLayout(ir.Layout{Shape: permuted(x.Shape(), p.perm), Strides: permuted(x.Strides(), p.perm), Offset: x.Offset()})
 	}
-	res = p.step.run(ins, nil, nil)
+	res := p.step.run(ins, nil, nil)
 	if p.perm != nil { // back to the input's order of dims
 		shape, strides := make([]int, len(p.perm)), make([]int, len(p.perm))
 		for i, d := range p.perm {
@@ -267,7 +339,7 @@ func (p *compositePlan) run(args []ir.Value) (res *array.Array, ok bool) {
 		}
 		res = res.WithLayout(ir.Layout{Shape: shape, Strides: strides, Offset: res.Offset()})
 	}
-	return res, true
+	return res
 }
 
 // runFast runs the plan on contiguous, aligned inputs: the first call

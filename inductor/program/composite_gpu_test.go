@@ -151,6 +151,9 @@ func TestGPUEagerCompositeParity(t *testing.T) {
 					{"layer norm", xv, func(x, w, b *tensor.Tensor) *tensor.Tensor { return x.LayerNorm([]int{R}, w, b, 1e-5) }, x, refNorm(wv, bv, false, 1e-5), 1},
 					{"layer norm transposed", xv, func(x, w, b *tensor.Tensor) *tensor.Tensor { return x.LayerNorm([]int{R}, w, b, 1e-5) }, xt, refNorm(wv, bv, false, 1e-5), 1},
 					{"layer norm plain", xsv, func(x, _, _ *tensor.Tensor) *tensor.Tensor { return x.LayerNorm([]int{R}, nil, nil, 1e-5) }, xs, refNorm(nil, nil, false, 1e-5), 1},
+					{"layer norm over 2 dims", xv, func(x, w, b *tensor.Tensor) *tensor.Tensor {
+						return x.Reshape(rows, 1, R).LayerNorm([]int{1, R}, w.Reshape(1, R), b.Reshape(1, R), 1e-5).Reshape(rows, R)
+					}, x, refNorm(wv, bv, false, 1e-5), 1},
 					{"rms norm", xv, func(x, w, _ *tensor.Tensor) *tensor.Tensor { return x.RMSNorm([]int{R}, w, 1e-6) }, x, refNorm(wv, nil, true, 1e-6), 1},
 					{"rms norm offset", xsv, func(x, w, _ *tensor.Tensor) *tensor.Tensor { return x.RMSNorm([]int{R}, w, 1e-6) }, xs, refNorm(wv, nil, true, 1e-6), 1},
 				}

@@ -31,6 +31,7 @@ func TestCompositePlansAreOneRowRegion(t *testing.T) {
 				{"softmax dim 0 of a transpose", ir.OpSoftmax, ir.Attrs{Dim: 0}, []ir.Value{xt}, true, true},
 				{"layer_norm", ir.OpLayerNorm, ir.Attrs{Dims: []int{R}, Scalars: []float64{1e-5}}, []ir.Value{x, w, b}, false, true},
 				{"layer_norm without affine", ir.OpLayerNorm, ir.Attrs{Dims: []int{R}, Scalars: []float64{1e-5}}, []ir.Value{x, nil, nil}, false, true},
+				{"layer_norm over 2 dims", ir.OpLayerNorm, ir.Attrs{Dims: []int{1, R}, Scalars: []float64{1e-5}}, []ir.Value{x.WithLayout(ir.Layout{Shape: []int{5, 1, R}, Strides: []int{R, R, 1}}), w.WithLayout(ir.Layout{Shape: []int{1, R}, Strides: []int{R, 1}}), nil}, false, true},
 				{"rms_norm", ir.OpRMSNorm, ir.Attrs{Dims: []int{R}, Scalars: []float64{1e-6}}, []ir.Value{x, w}, false, true},
 				{"var", ir.OpVar, ir.Attrs{Dims: []int{-1}, Scalars: []float64{1}}, []ir.Value{x}, false, true},
 				{"var keepdim", ir.OpVar, ir.Attrs{Dims: []int{1}, KeepDim: true, Scalars: []float64{0}}, []ir.Value{x}, false, true},
@@ -39,7 +40,7 @@ func TestCompositePlansAreOneRowRegion(t *testing.T) {
 				{"layer_norm of the wrong shape", ir.OpLayerNorm, ir.Attrs{Dims: []int{R + 1}, Scalars: []float64{1e-5}}, []ir.Value{x, nil, nil}, false, false},
 				{"softmax dim out of range", ir.OpSoftmax, ir.Attrs{Dim: 2}, []ir.Value{x}, false, false},
 			} {
-				p := newCompositePlan(compositeKey{moved: c.moved}, c.op, c.a, c.args)
+				p := newCompositePlan(compositeKey{moved: c.moved, flat: len(c.a.Dims) > 1}, c.op, c.a, c.args)
 				if (p.step != nil) != c.one {
 					t.Errorf("%s %v R=%d: one row kernel %v, want %v", c.name, dt, R, p.step != nil, c.one)
 					continue
