@@ -56,7 +56,11 @@ type RowStage struct {
 // them; a stashed one (Stash) copies the row's inputs that reductions read
 // into shared memory once and runs every stage from there (long rows that
 // fit: see StashBytes); a looped one reads the row again for each stage
-// (it then comes from L2).
+// (it then comes from L2). A stashed kernel may split each row across a
+// thread block cluster of Cluster blocks (sm_90), each stashing its
+// share of the row and combining its reductions with the others' through
+// distributed shared memory: rows too long for one block's shared memory,
+// or too few rows to fill the device.
 type RowKernel struct {
 	Label   string
 	Doc     string // the graph nodes the kernel computes, for the header
@@ -75,6 +79,9 @@ type RowKernel struct {
 	// Stash makes a looped kernel keep the row's inputs that reductions
 	// read in dynamic shared memory (StashBytes(R) bytes per block).
 	Stash bool
+	// Cluster is the blocks of a cluster that share a row (2, 4 or 8; 0
+	// or 1: a block a row). Only with Stash.
+	Cluster int
 	// Split makes a looped kernel of a region with one stage, a reduction
 	// that is the root, reduce a row in several blocks (grid.y): each
 	// writes its partial accumulator, and the kernel Name()+"_final"
@@ -104,6 +111,9 @@ func (k *RowKernel) Name() string {
 	}
 	if k.Stash {
 		b.WriteString("_stash")
+	}
+	if k.Cluster > 1 {
+		fmt.Fprintf(&b, "_c%d", k.Cluster)
 	}
 	if k.Split {
 		b.WriteString("_split")
@@ -197,16 +207,27 @@ func ChooseRowConfig(r, vec int) (threads, persist int) {
 type RowPlan struct {
 	Threads, Groups, Persist int
 	Stash                    bool
+	Cluster                  int
 }
 
-// ChooseRowPlan picks a row kernel's launch shape for rows of r elements
-// read vec at a time. Short rows share warps: a group of threads as small
-// as leaves each about 4 vectors, blocks of at least 128 threads
-// (Groups rows at once). Rows of up to 8 vectors per thread stay in
-// registers (persistent). Longer rows are stashed in shared memory when
-// stashBytes (the kernel's StashBytes(r)) fits in maxShared, the device's
-// per-block limit (0: never), else looped.
-func ChooseRowPlan(r, vec, stashBytes, maxShared int) RowPlan {
+// RowDevice is what ChooseRowPlan needs to know of the device.
+type RowDevice struct {
+	SMs       int  // streaming multiprocessors
+	MaxShared int  // dynamic shared memory a block may use, bytes (0: no stash)
+	Clusters  bool // thread block clusters with distributed shared memory (sm_90)
+}
+
+// ChooseRowPlan picks a row kernel's launch shape for rows rows of r
+// elements read vec at a time on device d; stashBytes(n) is the kernel's
+// StashBytes(n). Short rows share warps: a group of threads as small as
+// leaves each about 4 vectors, blocks of 128 threads (Groups rows at
+// once). Rows of up to 8 vectors per thread stay in registers
+// (persistent), unless they are long and read a scalar at a time. Longer
+// rows are stashed in shared memory, split across a cluster of up to 8
+// blocks when one block's shared memory cannot hold the row or when there
+// are too few rows to give every SM one; rows that do not fit even so are
+// looped.
+func ChooseRowPlan(d RowDevice, r, vec, rows int, stashBytes func(n int) int) RowPlan {
 	vectors := max((r+vec-1)/vec, 1)
 	if vectors <= 4*16 { // up to 16 threads a row: several rows per warp
 		t := 1
@@ -216,16 +237,42 @@ func ChooseRowPlan(r, vec, stashBytes, maxShared int) RowPlan {
 		return RowPlan{Threads: t, Groups: 128 / t, Persist: (vectors + t - 1) / t}
 	}
 	threads, persist := ChooseRowConfig(r, vec)
-	p := RowPlan{Threads: threads, Groups: 1, Persist: persist}
-	if persist == 0 && stashBytes > 0 && stashBytes <= maxShared {
-		p.Stash = true
+	looped := RowPlan{Threads: threads, Groups: 1, Persist: persist}
+	if persist > 0 && (vec == 4 || vectors <= 1024) {
+		return looped
 	}
-	return p
+	// The stash: the fewest blocks a row whose shares fit, and enough
+	// blocks for every SM when rows are few.
+	maxC := 1
+	if d.Clusters {
+		maxC = 8
+	}
+	for c := 1; c <= maxC; c *= 2 {
+		chunk := (r + c - 1) / c
+		chunk = (chunk + vec - 1) / vec * vec
+		if stashBytes(chunk) > d.MaxShared || c < maxC && rows*c < d.SMs && chunk > 16*vec*128 {
+			continue
+		}
+		// Threads enough that each copies one batch of stashUnroll vectors.
+		cv := (chunk + vec - 1) / vec
+		su := stashUnroll(vec, max(stashBytes(1024)/1024, 1))
+		t := 128
+		for t < 1024 && t*su < cv {
+			t *= 2
+		}
+		return RowPlan{Threads: t, Groups: 1, Stash: true, Cluster: c}
+	}
+	return looped
 }
 
-// StashBytes is the dynamic shared memory a Stash kernel uses for rows of
-// r elements: each input a reduction reads, in its storage type, 16-byte
-// aligned.
+// stashUnroll is how many vectors of vec elements of size bytes a thread
+// loads at once into the stash: 64 bytes in flight a thread (to hide the
+// memory's latency), at most 16 loads.
+func stashUnroll(vec, size int) int { return max(1, min(16, 64/(vec*size))) }
+
+// StashBytes is the dynamic shared memory a Stash kernel uses for rows (or,
+// in a cluster, shares of rows) of r elements: each input a reduction
+// reads, in its storage type, 16-byte aligned.
 func (k *RowKernel) StashBytes(r int) int {
 	n := 0
 	for i, h := range k.heldInputs(true) {
@@ -296,7 +343,10 @@ func (k *RowKernel) body() (string, error) {
 		return "", fmt.Errorf("row kernel %s: a block of %d threads (use groups)", k.Label, k.Threads)
 	case k.Stash && (k.Persist > 0 || k.Split):
 		return "", fmt.Errorf("row kernel %s: only a looped kernel of whole rows stashes", k.Label)
+	case k.Cluster > 1 && (!k.Stash || G > 1 || k.Cluster > 8 || k.Cluster&(k.Cluster-1) != 0):
+		return "", fmt.Errorf("row kernel %s: a cluster of %d blocks (2, 4 or 8, stashed rows)", k.Label, k.Cluster)
 	}
+	C := max(k.Cluster, 1)
 	kinds := k.leafKinds()
 	nIn := len(k.Inputs)
 	var b strings.Builder
@@ -305,7 +355,8 @@ func (k *RowKernel) body() (string, error) {
 #define GROUPS %d
 #define VEC %d
 #define PERSIST %d
-struct RowGeometry { long long orank; long long osize[%d]; long long ostride[%d][%[5]d]; long long istride[%[6]d]; };
+#define CLUSTER %d
+struct RowGeometry { long long orank; long long osize[%d]; long long ostride[%d][%[6]d]; long long istride[%[7]d]; };
 
 // block_allreduce combines the v of each thread of a row's group with c
 // and gives each of them the result; partials combine in a fixed order,
@@ -322,7 +373,7 @@ template <typename T, typename C> __device__ __forceinline__ T block_allreduce(T
   }
   return v;
 }
-`, k.Threads, G, k.Vec, k.Persist, MaxRank, max(nIn, 1))
+`+clusterAllreduce(C), k.Threads, G, k.Vec, k.Persist, C, MaxRank, max(nIn, 1))
 
 	// The combine of each reduction stage.
 	for s, st := range k.Stages {
@@ -354,21 +405,34 @@ template <typename T, typename C> __device__ __forceinline__ T block_allreduce(T
 		params = append(params, fmt.Sprintf("%s* __restrict__ partial", kindC(k.Stages[0].Compute)))
 	}
 	params = append(params, "RowGeometry g")
-	fmt.Fprintf(&b, "\nextern \"C\" __global__ void __launch_bounds__(THREADS * GROUPS) %s(\n    %s) {\n", k.Name(), strings.Join(params, ",\n    "))
+	attr := ""
+	if C > 1 {
+		attr = fmt.Sprintf("__cluster_dims__(%d, 1, 1) ", C)
+	}
+	fmt.Fprintf(&b, "\nextern \"C\" __global__ void __launch_bounds__(THREADS * GROUPS) %s%s(\n    %s) {\n", attr, k.Name(), strings.Join(params, ",\n    "))
 	b.WriteString("  // The thread's place in its row's group, and its group in the block.\n")
 	b.WriteString("  const int tid = GROUPS > 1 ? threadIdx.x % THREADS : threadIdx.x, grp = GROUPS > 1 ? threadIdx.x / THREADS : 0;\n")
 	if k.Stash {
 		b.WriteString("#ifndef GC_EXTERN_SHARED\n#define GC_EXTERN_SHARED extern __shared__ __align__(16)\n#endif\n")
 		b.WriteString("  GC_EXTERN_SHARED unsigned char stash_raw[];\n")
 	}
-	b.WriteString("  // Groups past the last row redo it (every lane of a warp reduces) and store nothing.\n")
-	b.WriteString("  for (long long r0 = (long long)blockIdx.x * GROUPS; r0 < rows; r0 += (long long)gridDim.x * GROUPS) {\n")
-	b.WriteString("    const bool live = r0 + grp < rows;\n    const long long row = live ? r0 + grp : rows - 1;\n    (void)live;\n")
-	if k.Split {
-		b.WriteString("    // This block reduces columns [jlo, jhi) of one row.\n")
-		fmt.Fprintf(&b, "    const %[1]s jlo = (%[1]s)(blockIdx.y * chunk), jhi = (%[1]s)min(R, (long long)jlo + chunk);\n", J)
+	if C > 1 {
+		b.WriteString("  // A cluster handles a row: this block, its rank z, the columns [jlo, jhi).\n")
+		b.WriteString("  unsigned z;\n  asm(\"mov.u32 %0, %%cluster_ctarank;\" : \"=r\"(z));\n")
+		fmt.Fprintf(&b, "  const %[1]s chunk = (%[1]s)(((R + CLUSTER - 1) / CLUSTER + VEC - 1) / VEC * VEC);\n", J)
+		b.WriteString("  for (long long row = blockIdx.x / CLUSTER; row < rows; row += gridDim.x / CLUSTER) {\n")
+		b.WriteString("    const bool live = true;\n    (void)live;\n")
+		fmt.Fprintf(&b, "    const %[1]s jlo = (%[1]s)min((long long)z * chunk, R), jhi = (%[1]s)min((long long)jlo + chunk, R);\n", J)
 	} else {
-		fmt.Fprintf(&b, "    const %[1]s jlo = 0, jhi = (%[1]s)R;\n", J)
+		b.WriteString("  // Groups past the last row redo it (every lane of a warp reduces) and store nothing.\n")
+		b.WriteString("  for (long long r0 = (long long)blockIdx.x * GROUPS; r0 < rows; r0 += (long long)gridDim.x * GROUPS) {\n")
+		b.WriteString("    const bool live = r0 + grp < rows;\n    const long long row = live ? r0 + grp : rows - 1;\n    (void)live;\n")
+		if k.Split {
+			b.WriteString("    // This block reduces columns [jlo, jhi) of one row.\n")
+			fmt.Fprintf(&b, "    const %[1]s jlo = (%[1]s)(blockIdx.y * chunk), jhi = (%[1]s)min(R, (long long)jlo + chunk);\n", J)
+		} else {
+			fmt.Fprintf(&b, "    const %[1]s jlo = 0, jhi = (%[1]s)R;\n", J)
+		}
 	}
 	if nIn > 0 {
 		b.WriteString("    // Each input's offset of the row's first element.\n    long long base[" + fmt.Sprint(nIn) + "] = {0};\n")
@@ -495,6 +559,9 @@ template <typename T, typename C> __device__ __forceinline__ T block_allreduce(T
 		fmt.Fprintf(&b, "    // %s: %v over the row of %s\n    %s acc%d = %s;\n", st.Name, st.Reducer, k.exprDoc(st.Expr), A, s, st.Reducer.CIdentity(st.Compute))
 		b.WriteString(forEach(fmt.Sprintf("          acc%[1]d = combine%[1]d()(acc%[1]d, (%[2]s)(%[3]s));\n", s, A, e), st.Expr))
 		fmt.Fprintf(&b, "    acc%d = block_allreduce(acc%[1]d, combine%[1]d());\n", s)
+		if C > 1 {
+			fmt.Fprintf(&b, "    acc%d = cluster_allreduce(acc%[1]d, combine%[1]d());\n", s)
+		}
 		if k.Split {
 			fmt.Fprintf(&b, "    if (tid == 0) partial[row * gridDim.y + blockIdx.y] = acc%d;\n  }\n}\n", s)
 			fmt.Fprintf(&b, `
@@ -521,7 +588,11 @@ extern "C" __global__ void __launch_bounds__(THREADS) %s_final(
 			return "", fmt.Errorf("row kernel %s: no root", k.Label)
 		}
 		last := len(k.Stages) - 1
-		fmt.Fprintf(&b, "    if (live && tid == 0) out[row] = %s;\n  }\n}\n", storeC(fmt.Sprintf("rv%d", last), k.Stages[last].Kind, k.Out))
+		first := "tid == 0"
+		if C > 1 {
+			first = "tid == 0 && z == 0"
+		}
+		fmt.Fprintf(&b, "    if (live && %s) out[row] = %s;\n  }\n}\n", first, storeC(fmt.Sprintf("rv%d", last), k.Stages[last].Kind, k.Out))
 		return b.String(), nil
 	}
 	_, outKind, err := k.Expr.ParamKinds(kinds, k.Compute)
@@ -550,25 +621,46 @@ extern "C" __global__ void __launch_bounds__(THREADS) %s_final(
 	return b.String(), nil
 }
 
-// stashLoop is the code that copies the row's held inputs into the
-// stash: each thread copies the columns it later reads back itself, so no
-// barrier is needed. Element j0 + v of a thread's vector sits at
-// SIDX(j0, v), so that a warp's lanes touch consecutive words.
+// stashLoop is the code that copies the row's held inputs (this block's
+// share of them, in a cluster) into the stash: each thread copies the
+// columns it later reads back itself, so no barrier is needed, loading
+// SU vectors before storing them so that many loads are in flight.
+// Element j0 + v of a thread's vector sits at SIDX(j0, v), so that a
+// warp's lanes touch consecutive words.
 func (k *RowKernel) stashLoop(held []bool, J string) string {
 	var b strings.Builder
+	size := 1
+	for i, h := range held {
+		if h {
+			size = max(size, k.Inputs[i].DType.Size())
+		}
+	}
+	su := stashUnroll(k.Vec, size)
 	b.WriteString("    // The row's inputs that reductions read, copied once into shared memory.\n")
-	b.WriteString("    #define SIDX(j0, v) ((v) * (R / VEC) + (j0) / VEC)\n")
+	fmt.Fprintf(&b, "    #define SU %d\n", su)
+	if k.Cluster > 1 {
+		b.WriteString("    #define SIDX(j0, v) ((v) * (chunk / VEC) + ((j0) - jlo) / VEC)\n")
+		b.WriteString("    const long long stash_n = chunk;\n")
+	} else {
+		b.WriteString("    #define SIDX(j0, v) ((v) * (R / VEC) + (j0) / VEC)\n")
+		b.WriteString("    const long long stash_n = R;\n")
+	}
 	b.WriteString("    unsigned char* stash_at = stash_raw;\n")
 	for i, h := range held {
 		if h {
 			T := storageC(k.Inputs[i].DType)
-			fmt.Fprintf(&b, "    %s* stash%d = (%[1]s*)stash_at;\n    stash_at += ((long long)R * sizeof(%[1]s) + 15) & ~15ll;\n", T, i)
+			fmt.Fprintf(&b, "    %s* stash%d = (%[1]s*)stash_at;\n    stash_at += (stash_n * sizeof(%[1]s) + 15) & ~15ll;\n", T, i)
 		}
 	}
 	b.WriteString("    (void)stash_at;\n")
-	fmt.Fprintf(&b, "    #pragma unroll 4\n    for (%[1]s j0 = jlo + (%[1]s)tid * VEC; j0 < jhi; j0 += (%[1]s)THREADS * VEC) {\n", J)
+	fmt.Fprintf(&b, "    for (%[1]s jb = jlo + (%[1]s)tid * VEC; jb < jhi; jb += (%[1]s)THREADS * VEC * SU) {\n", J)
+	for i, h := range held {
+		if h {
+			fmt.Fprintf(&b, "      %s l%d[SU * VEC];\n", storageC(k.Inputs[i].DType), i)
+		}
+	}
+	fmt.Fprintf(&b, "      #pragma unroll\n      for (int u = 0; u < SU; u++) {\n        const %[1]s j0 = jb + (%[1]s)u * THREADS * VEC;\n        if (j0 < jhi) {\n", J)
 	// Load in storage type: the stash holds what global memory holds.
-	var st strings.Builder
 	for i, h := range held {
 		if !h {
 			continue
@@ -577,17 +669,61 @@ func (k *RowKernel) stashLoop(held []bool, J string) string {
 		x := fmt.Sprintf("x%d", i)
 		switch {
 		case k.Inputs[i].Access == RowContig && k.Vec == 4:
-			fmt.Fprintf(&st, "      { const V4<%s> v4 = *(const V4<%[1]s>*)(%s + base[%d] + j0);\n", T, x, i)
-			fmt.Fprintf(&st, "        for (int v = 0; v < 4; v++) stash%d[SIDX(j0, v)] = v4.v[v]; }\n", i)
+			fmt.Fprintf(&b, "          { const V4<%s> q = *(const V4<%[1]s>*)(%s + base[%d] + j0);\n", T, x, i)
+			fmt.Fprintf(&b, "            for (int v = 0; v < 4; v++) l%d[u * VEC + v] = q.v[v]; }\n", i)
 		case k.Inputs[i].Access == RowContig:
-			fmt.Fprintf(&st, "      stash%d[SIDX(j0, 0)] = %s[base[%d] + j0];\n", i, x, i)
+			fmt.Fprintf(&b, "          l%d[u] = %s[base[%d] + j0];\n", i, x, i)
 		default:
-			fmt.Fprintf(&st, "      for (int v = 0; v < VEC; v++) stash%d[SIDX(j0, v)] = %s[base[%d] + (j0 + v) * g.istride[%d]];\n", i, x, i, i)
+			fmt.Fprintf(&b, "          for (int v = 0; v < VEC; v++) l%d[u * VEC + v] = %s[base[%d] + (j0 + v) * g.istride[%d]];\n", i, x, i, i)
 		}
 	}
-	b.WriteString(st.String())
-	b.WriteString("    }\n")
+	b.WriteString("        }\n      }\n")
+	fmt.Fprintf(&b, "      #pragma unroll\n      for (int u = 0; u < SU; u++) {\n        const %[1]s j0 = jb + (%[1]s)u * THREADS * VEC;\n        if (j0 < jhi) {\n", J)
+	for i, h := range held {
+		if h {
+			fmt.Fprintf(&b, "          for (int v = 0; v < VEC; v++) stash%d[SIDX(j0, v)] = l%d[u * VEC + v];\n", i, i)
+		}
+	}
+	b.WriteString("        }\n      }\n    }\n")
 	return b.String()
+}
+
+// clusterAllreduce is, for a kernel whose rows a cluster of c blocks
+// shares, the function that combines each block's reduced value: every
+// block leaves its value in its shared memory, and after a cluster
+// barrier every thread combines the c values in rank order (so results
+// repeat exactly); a second barrier keeps the values alive until read.
+func clusterAllreduce(c int) string {
+	if c <= 1 {
+		return ""
+	}
+	return `
+__device__ __forceinline__ float ld_cluster(unsigned a, float) { float v; asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(a) : "memory"); return v; }
+__device__ __forceinline__ double ld_cluster(unsigned a, double) { double v; asm volatile("ld.shared::cluster.f64 %0, [%1];" : "=d"(v) : "r"(a) : "memory"); return v; }
+__device__ __forceinline__ long long ld_cluster(unsigned a, long long) { long long v; asm volatile("ld.shared::cluster.s64 %0, [%1];" : "=l"(v) : "r"(a) : "memory"); return v; }
+
+// cluster_allreduce combines the value v of each block of the cluster
+// (every thread of a block holds its block's) with c, in rank order.
+template <typename T, typename C> __device__ __forceinline__ T cluster_allreduce(T v, C c) {
+  __shared__ T mine;
+  if (threadIdx.x == 0) mine = v;
+  // Release this block's value to the cluster, acquire the others'.
+  asm volatile("barrier.cluster.arrive.aligned;\n\tbarrier.cluster.wait.aligned;" ::: "memory");
+  unsigned base;
+  asm("{ .reg .u64 g; cvta.to.shared.u64 g, %1; cvt.u32.u64 %0, g; }" : "=r"(base) : "l"(&mine));
+  T r = v;
+  #pragma unroll
+  for (int s = 0; s < CLUSTER; s++) {
+    unsigned a;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(a) : "r"(base), "r"(s));
+    const T p = ld_cluster(a, T());
+    r = s == 0 ? p : c(r, p);
+  }
+  // Keep this block's value alive until the cluster has read it.
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;\n\tbarrier.cluster.wait.aligned;" ::: "memory");
+  return r;
+}
+`
 }
 
 // uses reports whether e reads Arg(i).

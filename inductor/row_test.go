@@ -91,11 +91,12 @@ func rowKernels(t *testing.T) []rowCase {
 			for _, cfg := range []struct {
 				threads, groups, vec, persist int
 				stash                         bool
-			}{{256, 1, 4, 4, false}, {32, 1, 1, 0, false}, {1024, 1, 1, 8, false}, {4, 32, 1, 2, false}, {1, 128, 4, 1, false},
-				{512, 1, 4, 0, true}, {128, 1, 1, 0, true}} {
+				cluster                       int
+			}{{256, 1, 4, 4, false, 0}, {32, 1, 1, 0, false, 0}, {1024, 1, 1, 8, false, 0}, {4, 32, 1, 2, false, 0}, {1, 128, 4, 1, false, 0},
+				{512, 1, 4, 0, true, 0}, {128, 1, 1, 0, true, 0}, {1024, 1, 4, 0, true, 8}, {256, 1, 1, 0, true, 2}} {
 				for _, acc := range []RowAccess{RowContig, RowStrided, RowUniform} {
 					k := NewRowKernel(r)
-					k.Threads, k.Groups, k.Vec, k.Persist, k.Stash = cfg.threads, cfg.groups, cfg.vec, cfg.persist, cfg.stash
+					k.Threads, k.Groups, k.Vec, k.Persist, k.Stash, k.Cluster = cfg.threads, cfg.groups, cfg.vec, cfg.persist, cfg.stash, cfg.cluster
 					k.Index32 = cfg.threads != 32 // both widths
 					for i := range k.Inputs {
 						if i == 0 {

@@ -1,6 +1,7 @@
 package program
 
 import (
+	"fmt"
 	"testing"
 
 	"gocompile/array"
@@ -53,10 +54,11 @@ func TestCompositePlansAreOneRowRegion(t *testing.T) {
 	}
 }
 
-// ChooseRowPlan gives every row length a valid launch shape: blocks of
-// whole warps up to 1024 threads, several rows per block only for short
-// rows, registers for rows that fit, the stash for longer rows that fit
-// the shared memory, a loop otherwise; and the generated kernel accepts it.
+// ChooseRowPlan gives every row length and row count a valid launch
+// shape: blocks of whole warps up to 1024 threads, several rows per block
+// only for short rows, registers for rows that fit, the stash (a cluster
+// of blocks a row where clusters exist) for longer rows that fit the
+// shared memory, a loop otherwise; and the generated kernel accepts it.
 func TestChooseRowPlan(t *testing.T) {
 	x := array.New(array.CPU, ir.Float32, []int{2, 8})
 	p := newCompositePlan(compositeKey{}, ir.OpSoftmax, ir.Attrs{Dim: -1}, []ir.Value{x})
@@ -66,28 +68,36 @@ func TestChooseRowPlan(t *testing.T) {
 				continue
 			}
 			k := p.step.kernel
-			stash := k.StashBytes(R)
-			for _, maxShared := range []int{0, 48 << 10, 227 << 10} {
-				pl := inductor.ChooseRowPlan(R, vec, stash, maxShared)
-				block := pl.Threads * pl.Groups
-				vectors := (R + vec - 1) / vec
-				switch {
-				case block%32 != 0 || block > 1024 || pl.Groups < 1:
-					t.Errorf("R=%d vec=%d: %+v: block of %d threads", R, vec, pl, block)
-				case pl.Groups > 1 && pl.Threads > 32:
-					t.Errorf("R=%d vec=%d: %+v: groups of more than a warp", R, vec, pl)
-				case pl.Persist > 0 && pl.Persist*pl.Threads < vectors:
-					t.Errorf("R=%d vec=%d: %+v: persistent threads do not cover the row", R, vec, pl)
-				case pl.Persist > 8:
-					t.Errorf("R=%d vec=%d: %+v: more than 8 vectors a thread in registers", R, vec, pl)
-				case pl.Stash && (pl.Persist > 0 || stash > maxShared):
-					t.Errorf("R=%d vec=%d: %+v: stashes %d bytes, limit %d", R, vec, pl, stash, maxShared)
-				case pl.Persist == 0 && !pl.Stash && stash <= maxShared:
-					t.Errorf("R=%d vec=%d: %+v: a looped kernel where the row fits in %d bytes", R, vec, pl, maxShared)
-				}
-				k.Threads, k.Groups, k.Persist, k.Stash, k.Vec = pl.Threads, pl.Groups, pl.Persist, pl.Stash, vec
-				if _, err := k.Source(); err != nil {
-					t.Errorf("R=%d vec=%d: %+v: %v", R, vec, pl, err)
+			for _, rows := range []int{1, 7, 300, 100000} {
+				for _, d := range []inductor.RowDevice{{SMs: 132}, {SMs: 132, MaxShared: 48 << 10}, {SMs: 132, MaxShared: 225 << 10, Clusters: true}} {
+					pl := inductor.ChooseRowPlan(d, R, vec, rows, k.StashBytes)
+					block := pl.Threads * pl.Groups
+					vectors := (R + vec - 1) / vec
+					C, maxC := max(pl.Cluster, 1), 1
+					if d.Clusters {
+						maxC = 8
+					}
+					chunk := ((R+C-1)/C + vec - 1) / vec * vec
+					last := ((R+maxC-1)/maxC + vec - 1) / vec * vec
+					what := fmt.Sprintf("R=%d vec=%d rows=%d %+v: %+v", R, vec, rows, d, pl)
+					switch {
+					case block%32 != 0 || block > 1024 || pl.Groups < 1:
+						t.Errorf("%s: block of %d threads", what, block)
+					case pl.Groups > 1 && pl.Threads > 32:
+						t.Errorf("%s: groups of more than a warp", what)
+					case pl.Persist > 0 && pl.Persist*pl.Threads < vectors:
+						t.Errorf("%s: persistent threads do not cover the row", what)
+					case pl.Persist > 8:
+						t.Errorf("%s: more than 8 vectors a thread in registers", what)
+					case pl.Stash && (pl.Persist > 0 || k.StashBytes(chunk) > d.MaxShared || C > maxC):
+						t.Errorf("%s: stashes %d bytes, limit %d", what, k.StashBytes(chunk), d.MaxShared)
+					case pl.Persist == 0 && !pl.Stash && k.StashBytes(last) <= d.MaxShared:
+						t.Errorf("%s: a looped kernel where a share of the row fits in %d bytes", what, d.MaxShared)
+					}
+					k.Threads, k.Groups, k.Persist, k.Stash, k.Cluster, k.Vec = pl.Threads, pl.Groups, pl.Persist, pl.Stash, pl.Cluster, vec
+					if _, err := k.Source(); err != nil {
+						t.Errorf("%s: %v", what, err)
+					}
 				}
 			}
 		}

@@ -120,7 +120,12 @@ func (s *rowStep) opByOp(t *array.Array, rows, R int) bool {
 	}
 	g := t.GPU()
 	sms := g.Dev().SMCount
-	return rows < sms/2 && R >= 1<<15 && s.kernel.StashBytes(R) > maxStash(g)
+	if rows >= sms/2 || R < 1<<15 {
+		return false
+	}
+	// Rows that a cluster keeps on chip run as one kernel.
+	p := inductor.ChooseRowPlan(rowDevice(g), R, 1, rows, s.kernel.StashBytes)
+	return !p.Stash
 }
 
 // runNodes runs the region's nodes one by one with the eager kernels.
@@ -222,10 +227,16 @@ func (s *rowStep) planGPU(args []*array.Array, full []int, g *array.GPU) rowLaun
 		l.split = true
 		return l
 	}
-	p := inductor.ChooseRowPlan(R, vec, k.StashBytes(R), maxStash(g))
-	k.Threads, k.Groups, k.Persist, k.Stash = p.Threads, p.Groups, p.Persist, p.Stash
+	p := inductor.ChooseRowPlan(rowDevice(g), R, vec, l.rows, k.StashBytes)
+	k.Threads, k.Groups, k.Persist, k.Stash, k.Cluster = p.Threads, p.Groups, p.Persist, p.Stash, p.Cluster
 	l.finish()
 	return l
+}
+
+// rowDevice describes g for inductor.ChooseRowPlan.
+func rowDevice(g *array.GPU) inductor.RowDevice {
+	d := g.Dev()
+	return inductor.RowDevice{SMs: d.SMCount, MaxShared: maxStash(g), Clusters: d.Major >= 9}
 }
 
 // maxStash is the dynamic shared memory a stashed row kernel may use on
@@ -235,12 +246,15 @@ func maxStash(g *array.GPU) int { return max(g.Dev().MaxSharedMemPerBlockOptin-2
 
 // finish sets the launch shape and geometry bytes from l.k.
 func (l *rowLaunch) finish() {
-	G := max(l.k.Groups, 1)
+	G, C := max(l.k.Groups, 1), max(l.k.Cluster, 1)
 	l.block = l.k.Threads * G
 	l.grid = min((l.rows+G-1)/G, 1<<24)
 	l.shared = 0
 	if l.k.Stash {
-		l.shared = l.k.StashBytes(l.R)
+		chunk := (l.R + C - 1) / C
+		chunk = (chunk + l.k.Vec - 1) / l.k.Vec * l.k.Vec
+		l.shared = l.k.StashBytes(chunk)
+		l.grid = min(l.rows, (1<<24)/C) * C // a cluster a row
 	}
 	l.geoBytes = l.geo.Bytes()
 	l.name = l.k.Name()
@@ -297,11 +311,11 @@ func (s *rowStep) runGPU(args []*array.Array, full []int, res *array.Array, q *a
 		key := rowTuneKey{g.Dev().Ordinal, l.name, l.rows, l.R}
 		if c, ok := s.tuned.Load(key); ok {
 			c := c.(inductor.RowPlan)
-			l.k.Threads, l.k.Groups, l.k.Persist, l.k.Stash = c.Threads, c.Groups, c.Persist, c.Stash
+			l.k.Threads, l.k.Groups, l.k.Persist, l.k.Stash, l.k.Cluster = c.Threads, c.Groups, c.Persist, c.Stash, c.Cluster
 		} else {
 			q.Drain() // the search launches now
 			s.tuneGPU(g, &l, a)
-			s.tuned.Store(key, inductor.RowPlan{Threads: l.k.Threads, Groups: l.k.Groups, Persist: l.k.Persist, Stash: l.k.Stash})
+			s.tuned.Store(key, inductor.RowPlan{Threads: l.k.Threads, Groups: l.k.Groups, Persist: l.k.Persist, Stash: l.k.Stash, Cluster: l.k.Cluster})
 		}
 		l.finish()
 	}
@@ -317,11 +331,11 @@ func (s *rowStep) runGPU(args []*array.Array, full []int, res *array.Array, q *a
 // persistent.
 func (s *rowStep) tuneGPU(g *array.GPU, l *rowLaunch, a *cuda.Args) {
 	k := &l.k
-	def := inductor.RowPlan{Threads: k.Threads, Groups: k.Groups, Persist: k.Persist, Stash: k.Stash}
+	def := inductor.RowPlan{Threads: k.Threads, Groups: k.Groups, Persist: k.Persist, Stash: k.Stash, Cluster: k.Cluster}
 	cands := []inductor.RowPlan{def}
 	names := []string{"default"}
 	vectors := (l.R + k.Vec - 1) / k.Vec
-	stash := k.StashBytes(l.R) <= maxStash(g)
+	stash := k.StashBytes(l.R) <= maxStash(g) // a block a row
 	for t := 32; t <= 1024; t *= 2 {
 		ps := []inductor.RowPlan{{Threads: t, Groups: 1}}
 		if stash {
@@ -339,12 +353,12 @@ func (s *rowStep) tuneGPU(g *array.GPU, l *rowLaunch, a *cuda.Args) {
 	}
 	lc := func(i int) rowLaunch {
 		c := *l
-		c.k.Threads, c.k.Groups, c.k.Persist, c.k.Stash = cands[i].Threads, cands[i].Groups, cands[i].Persist, cands[i].Stash
+		c.k.Threads, c.k.Groups, c.k.Persist, c.k.Stash, c.k.Cluster = cands[i].Threads, cands[i].Groups, cands[i].Persist, cands[i].Stash, cands[i].Cluster
 		c.finish()
 		return c
 	}
 	base := *k
-	base.Threads, base.Groups, base.Persist, base.Stash = 0, 0, 0, false
+	base.Threads, base.Groups, base.Persist, base.Stash, base.Cluster = 0, 0, 0, false, 0
 	key := fmt.Sprintf("%s rows%d R%d", base.Name(), l.rows, l.R)
 	best := array.Autotune(s.cache, g, "row", key, names, 0,
 		func(i int) { c := lc(i); g.KernelIn(s.cache, c.name, c.k.Source) },
