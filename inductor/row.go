@@ -238,7 +238,7 @@ func ChooseRowPlan(d RowDevice, r, vec, rows int, stashBytes func(n int) int) Ro
 	}
 	threads, persist := ChooseRowConfig(r, vec)
 	looped := RowPlan{Threads: threads, Groups: 1, Persist: persist}
-	if persist > 0 && (vec == 4 || vectors <= 1024) {
+	if persist > 0 {
 		return looped
 	}
 	// The stash: the fewest blocks a row whose shares fit, and enough
@@ -247,17 +247,23 @@ func ChooseRowPlan(d RowDevice, r, vec, rows int, stashBytes func(n int) int) Ro
 	if d.Clusters {
 		maxC = 8
 	}
+	// A block alone on its SM would wait for memory and compute in turn:
+	// shares of at most a third of the shared memory keep three blocks on
+	// each SM, unless even the largest cluster's shares are bigger.
 	for c := 1; c <= maxC; c *= 2 {
 		chunk := (r + c - 1) / c
 		chunk = (chunk + vec - 1) / vec * vec
-		if stashBytes(chunk) > d.MaxShared || c < maxC && rows*c < d.SMs && chunk > 16*vec*128 {
+		bytes := stashBytes(chunk)
+		few := rows*c < d.SMs && chunk > 16*vec*128
+		small := bytes <= d.MaxShared/3
+		if bytes > d.MaxShared || c < maxC && (few || !small) {
 			continue
 		}
 		// Threads enough that each copies one batch of stashUnroll vectors.
 		cv := (chunk + vec - 1) / vec
 		su := stashUnroll(vec, max(stashBytes(1024)/1024, 1))
 		t := 128
-		for t < 1024 && t*su < cv {
+		for t < 512 && t*su < cv {
 			t *= 2
 		}
 		return RowPlan{Threads: t, Groups: 1, Stash: true, Cluster: c}
@@ -418,7 +424,7 @@ template <typename T, typename C> __device__ __forceinline__ T block_allreduce(T
 	}
 	if C > 1 {
 		b.WriteString("  // A cluster handles a row: this block, its rank z, the columns [jlo, jhi).\n")
-		b.WriteString("  unsigned z;\n  asm(\"mov.u32 %0, %%cluster_ctarank;\" : \"=r\"(z));\n")
+		b.WriteString("  const unsigned z = blockIdx.x % CLUSTER;  // the rank in the cluster: a 1-D grid of 1-D clusters\n")
 		fmt.Fprintf(&b, "  const %[1]s chunk = (%[1]s)(((R + CLUSTER - 1) / CLUSTER + VEC - 1) / VEC * VEC);\n", J)
 		b.WriteString("  for (long long row = blockIdx.x / CLUSTER; row < rows; row += gridDim.x / CLUSTER) {\n")
 		b.WriteString("    const bool live = true;\n    (void)live;\n")
@@ -700,17 +706,17 @@ func clusterAllreduce(c int) string {
 	return `
 __device__ __forceinline__ float ld_cluster(unsigned a, float) { float v; asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(a) : "memory"); return v; }
 __device__ __forceinline__ double ld_cluster(unsigned a, double) { double v; asm volatile("ld.shared::cluster.f64 %0, [%1];" : "=d"(v) : "r"(a) : "memory"); return v; }
-__device__ __forceinline__ long long ld_cluster(unsigned a, long long) { long long v; asm volatile("ld.shared::cluster.s64 %0, [%1];" : "=l"(v) : "r"(a) : "memory"); return v; }
 
 // cluster_allreduce combines the value v of each block of the cluster
 // (every thread of a block holds its block's) with c, in rank order.
 template <typename T, typename C> __device__ __forceinline__ T cluster_allreduce(T v, C c) {
-  __shared__ T mine;
-  if (threadIdx.x == 0) mine = v;
-  // Release this block's value to the cluster, acquire the others'.
-  asm volatile("barrier.cluster.arrive.aligned;\n\tbarrier.cluster.wait.aligned;" ::: "memory");
+  __shared__ T mine[1];
+  if (threadIdx.x == 0) mine[0] = v;
+  // The value is visible to the cluster: a fence at cluster scope, then a
+  // barrier without one of its own.
+  asm volatile("fence.acq_rel.cluster;\n\tbarrier.cluster.arrive.relaxed.aligned;\n\tbarrier.cluster.wait.aligned;" ::: "memory");
   unsigned base;
-  asm("{ .reg .u64 g; cvta.to.shared.u64 g, %1; cvt.u32.u64 %0, g; }" : "=r"(base) : "l"(&mine));
+  asm("{ .reg .u64 g; cvta.to.shared.u64 g, %1; cvt.u32.u64 %0, g; }" : "=r"(base) : "l"(mine));
   T r = v;
   #pragma unroll
   for (int s = 0; s < CLUSTER; s++) {

@@ -4,11 +4,13 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 
 	"gocompile/array"
 	"gocompile/cuda"
 	"gocompile/fuse"
 	"gocompile/inductor"
+	"gocompile/internal/logs"
 	"gocompile/ir"
 )
 
@@ -229,14 +231,42 @@ func (s *rowStep) planGPU(args []*array.Array, full []int, g *array.GPU) rowLaun
 	}
 	p := inductor.ChooseRowPlan(rowDevice(g), R, vec, l.rows, k.StashBytes)
 	k.Threads, k.Groups, k.Persist, k.Stash, k.Cluster = p.Threads, p.Groups, p.Persist, p.Stash, p.Cluster
+	if k.Cluster > 1 && !clusterBuilds(g, s.cache, k) {
+		p = inductor.ChooseRowPlan(rowDevice(g), R, vec, l.rows, k.StashBytes)
+		k.Threads, k.Groups, k.Persist, k.Stash, k.Cluster = p.Threads, p.Groups, p.Persist, p.Stash, p.Cluster
+	}
 	l.finish()
 	return l
+}
+
+// clustersFail is set once a cluster row kernel failed to build (a driver
+// or toolchain without thread block clusters): rows are planned without
+// clusters from then on.
+var clustersFail atomic.Bool
+
+// clusterBuilds builds the cluster kernel k now, and reports whether it
+// could be; if not, it logs why and plans without clusters from then on.
+func clusterBuilds(g *array.GPU, c *array.Artifacts, k *inductor.RowKernel) (ok bool) {
+	defer func() {
+		if e := recover(); e != nil {
+			ke, isKernel := e.(*array.KernelError)
+			if !isKernel {
+				panic(e)
+			}
+			if !clustersFail.Swap(true) {
+				logs.Warn("gocompile: a thread block cluster row kernel failed to build; rows are planned without clusters", "kernel", ke.Name, "err", ke.Err)
+			}
+			ok = false
+		}
+	}()
+	g.KernelIn(c, k.Name(), k.Source)
+	return true
 }
 
 // rowDevice describes g for inductor.ChooseRowPlan.
 func rowDevice(g *array.GPU) inductor.RowDevice {
 	d := g.Dev()
-	return inductor.RowDevice{SMs: d.SMCount, MaxShared: maxStash(g), Clusters: d.Major >= 9}
+	return inductor.RowDevice{SMs: d.SMCount, MaxShared: maxStash(g), Clusters: d.Major >= 9 && !clustersFail.Load()}
 }
 
 // maxStash is the dynamic shared memory a stashed row kernel may use on
