@@ -347,7 +347,7 @@ func (p *compositePlan) runGeneral(ins []*array.Array) *array.Array {
 // only allocate the result and launch.
 func (p *compositePlan) runFast(ins []*array.Array) *array.Array {
 	c := p.fast.Load()
-	if c == nil {
+	if c == nil || c.l.k.Cluster > 1 && clustersFail.Load() {
 		c = p.prepare(ins)
 		p.fast.Store(c)
 	}
@@ -358,7 +358,7 @@ func (p *compositePlan) runFast(ins []*array.Array) *array.Array {
 	g := res.GPU()
 	a := g.GetArgs()
 	rowArgs(a, &c.l, ins, res)
-	launchRow(g, p.title, c.fn, &c.l, a)
+	launchRow(g, p.step.cache, p.title, c.fn, &c.l, a)
 	g.PutArgs(a)
 	return res
 }

@@ -291,12 +291,26 @@ func (l *rowLaunch) finish() {
 }
 
 // launchRow launches fn with l's shape on g's stream, allowing the
-// dynamic shared memory a stashed kernel needs.
-func launchRow(g *array.GPU, title string, fn *cuda.Function, l *rowLaunch, a *cuda.Args) {
+// dynamic shared memory a stashed kernel needs. A cluster kernel the
+// device refuses to launch (too few SMs free together, say) makes rows
+// plan without clusters from then on, and its row kernel without a
+// cluster (from cache c) launches instead.
+func launchRow(g *array.GPU, c *array.Artifacts, title string, fn *cuda.Function, l *rowLaunch, a *cuda.Args) {
 	if l.shared > 48<<10 {
 		allowShared(g, fn)
 	}
 	err := g.Stream().Launch(fn, cuda.Dim3{X: uint32(l.grid), Y: 1, Z: 1}, cuda.Dim3{X: uint32(l.block), Y: 1, Z: 1}, l.shared, a)
+	if err != nil && l.k.Cluster > 1 {
+		if !clustersFail.Swap(true) {
+			logs.Warn("gocompile: a thread block cluster row kernel failed to launch; rows are planned without clusters", "kernel", l.name, "err", err)
+		}
+		nl := *l
+		p := inductor.ChooseRowPlan(rowDevice(g), l.R, l.k.Vec, l.rows, l.k.StashBytes)
+		nl.k.Threads, nl.k.Groups, nl.k.Persist, nl.k.Stash, nl.k.Cluster = p.Threads, p.Groups, p.Persist, p.Stash, p.Cluster
+		nl.finish()
+		launchRow(g, c, title, g.KernelIn(c, nl.name, nl.k.Source), &nl, a)
+		return
+	}
 	if err != nil {
 		panic(fmt.Sprintf("gocompile: %s: launch: %v", title, err))
 	}
@@ -350,7 +364,7 @@ func (s *rowStep) runGPU(args []*array.Array, full []int, res *array.Array, q *a
 		l.finish()
 	}
 	k := &l.k
-	array.KernelOrQueue(q, g, s.cache, l.name, k.Source, func(fn *cuda.Function) { launchRow(g, title, fn, &l, a) },
+	array.KernelOrQueue(q, g, s.cache, l.name, k.Source, func(fn *cuda.Function) { launchRow(g, s.cache, title, fn, &l, a) },
 		append([]*array.Array{res}, args...)...)
 }
 
