@@ -29,9 +29,7 @@ func apply(op *ir.Op, a ir.Attrs, args ...ir.Value) *Array {
 	case ir.Extern:
 		return externKernels[op.Name](op, a, args)
 	case ir.Composite:
-		v, err := op.Decompose(eager{}, a, args...)
-		Check(err, op.Title, tensorsOf(args)...)
-		return v.(*Array)
+		return composite(op, a, args)
 	}
 	panic("array: op " + op.Name + " has an unknown kind")
 }

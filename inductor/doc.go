@@ -13,9 +13,12 @@
 //     dim is not the output's, tiled kernels that transpose through shared
 //     memory (layout.go).
 //   - RowKernel: a row region of package fuse (softmax, layer norm, RMS
-//     norm, reductions with prologues) as one kernel with a block per row,
-//     persistent (the row in registers), looped, or split across blocks
-//     for few long rows, chosen from the shape.
+//     norm, reductions with prologues) as one kernel with a block (or, for
+//     short rows, part of a warp) per row: persistent (the row in
+//     registers), stashed (the row in shared memory, or spread over a
+//     thread block cluster's), looped, or a lone reduction split across
+//     blocks for few long rows, chosen from the shape and the device
+//     (ChooseRowPlan).
 //   - GemmKernel: a float32 matrix product of few rows (inference at small
 //     batch) with the pointwise epilogue of the product (bias add,
 //     activation, residual) applied before its only store: a warp kernel

@@ -234,6 +234,7 @@ const cppStubs = `#include <cmath>
 #define __launch_bounds__(n)
 #define __cluster_dims__(...)
 #define __shared__ static
+#define GC_EXTERN_SHARED extern
 #define gc_asm(...) ((void)0)
 struct gc_dim3 { unsigned x, y, z; };
 static gc_dim3 blockIdx, threadIdx, gridDim, blockDim;

@@ -49,10 +49,18 @@ type RowStage struct {
 // (or its row's value, for RowUniform inputs) for i < len(Inputs), and
 // Arg(len(Inputs)+k) as stage k's value.
 //
-// A block of Threads threads handles a row at a time. A persistent kernel
-// (Persist > 0) loads each thread's Persist×Vec elements of every input
-// into registers once and runs every stage over them; a looped one reads
-// the row again for each stage (it then comes from L2).
+// A group of Threads threads handles a row at a time; a block holds Groups
+// such groups (short rows: several rows per warp or block, Threads < 32).
+// A persistent kernel (Persist > 0) loads each thread's Persist×Vec
+// elements of every input into registers once and runs every stage over
+// them; a stashed one (Stash) copies the row's inputs that reductions read
+// into shared memory once and runs every stage from there (long rows that
+// fit: see StashBytes); a looped one reads the row again for each stage
+// (it then comes from L2). A stashed kernel may split each row across a
+// thread block cluster of Cluster blocks (sm_90), each stashing its
+// share of the row and combining its reductions with the others' through
+// distributed shared memory: rows too long for one block's shared memory,
+// or too few rows to fill the device.
 type RowKernel struct {
 	Label   string
 	Doc     string // the graph nodes the kernel computes, for the header
@@ -62,8 +70,18 @@ type RowKernel struct {
 	Compute ir.Kind
 	Out     ir.DType
 	Threads int
+	// Groups is how many rows a block handles at once, Threads threads
+	// each (0 means 1); Threads*Groups is the block size, a multiple of 32
+	// up to 1024, and Threads is at most 32 when Groups > 1.
+	Groups  int
 	Vec     int // 4: contiguous inputs and the output use 128-bit accesses (R % 4 == 0, aligned rows)
 	Persist int
+	// Stash makes a looped kernel keep the row's inputs that reductions
+	// read in dynamic shared memory (StashBytes(R) bytes per block).
+	Stash bool
+	// Cluster is the blocks of a cluster that share a row (2, 4 or 8; 0
+	// or 1: a block a row). Only with Stash.
+	Cluster int
 	// Split makes a looped kernel of a region with one stage, a reduction
 	// that is the root, reduce a row in several blocks (grid.y): each
 	// writes its partial accumulator, and the kernel Name()+"_final"
@@ -88,6 +106,15 @@ func (k *RowKernel) Name() string {
 		fmt.Fprintf(&b, "_%s%c%s", in.DType, "cus"[in.Access], in.Kind)
 	}
 	fmt.Fprintf(&b, "_%s_to_%s_t%dv%dp%d", k.Compute, k.Out, k.Threads, k.Vec, k.Persist)
+	if k.groups() > 1 {
+		fmt.Fprintf(&b, "g%d", k.groups())
+	}
+	if k.Stash {
+		b.WriteString("_stash")
+	}
+	if k.Cluster > 1 {
+		fmt.Fprintf(&b, "_c%d", k.Cluster)
+	}
 	if k.Split {
 		b.WriteString("_split")
 	}
@@ -176,9 +203,114 @@ func ChooseRowConfig(r, vec int) (threads, persist int) {
 	return threads, 0
 }
 
+// RowPlan is a launch shape for a row kernel (see ChooseRowPlan).
+type RowPlan struct {
+	Threads, Groups, Persist int
+	Stash                    bool
+	Cluster                  int
+}
+
+// RowDevice is what ChooseRowPlan needs to know of the device.
+type RowDevice struct {
+	SMs       int  // streaming multiprocessors
+	MaxShared int  // dynamic shared memory a block may use, bytes (0: no stash)
+	Clusters  bool // thread block clusters with distributed shared memory (sm_90)
+}
+
+// ChooseRowPlan picks a row kernel's launch shape for rows rows of r
+// elements read vec at a time on device d; stashBytes(n) is the kernel's
+// StashBytes(n). Short rows share warps: a group of threads as small as
+// leaves each about 4 vectors, blocks of 128 threads (Groups rows at
+// once). Rows of up to 8 vectors per thread stay in registers
+// (persistent), unless they are long and read a scalar at a time. Longer
+// rows are stashed in shared memory, split across a cluster of up to 8
+// blocks when one block's shared memory cannot hold the row or when there
+// are too few rows to give every SM one; rows that do not fit even so are
+// looped.
+func ChooseRowPlan(d RowDevice, r, vec, rows int, stashBytes func(n int) int) RowPlan {
+	vectors := max((r+vec-1)/vec, 1)
+	if vectors <= 4*16 { // up to 16 threads a row: several rows per warp
+		t := 1
+		for t*4 < vectors {
+			t *= 2
+		}
+		return RowPlan{Threads: t, Groups: 128 / t, Persist: (vectors + t - 1) / t}
+	}
+	threads, persist := ChooseRowConfig(r, vec)
+	looped := RowPlan{Threads: threads, Groups: 1, Persist: persist}
+	if persist > 0 {
+		return looped
+	}
+	// The stash: the fewest blocks a row whose shares fit, and enough
+	// blocks for every SM when rows are few.
+	maxC := 1
+	if d.Clusters {
+		maxC = 8
+	}
+	// A block alone on its SM would wait for memory and compute in turn:
+	// shares of at most a third of the shared memory keep three blocks on
+	// each SM, unless even the largest cluster's shares are bigger.
+	for c := 1; c <= maxC; c *= 2 {
+		chunk := (r + c - 1) / c
+		chunk = (chunk + vec - 1) / vec * vec
+		bytes := stashBytes(chunk)
+		few := rows*c < d.SMs && chunk > 16*vec*128
+		small := bytes <= d.MaxShared/3
+		if bytes > d.MaxShared || c < maxC && (few || !small) {
+			continue
+		}
+		// Threads enough that each copies one batch of stashUnroll vectors.
+		cv := (chunk + vec - 1) / vec
+		su := stashUnroll(vec, max(stashBytes(1024)/1024, 1))
+		t := 128
+		for t < 512 && t*su < cv {
+			t *= 2
+		}
+		return RowPlan{Threads: t, Groups: 1, Stash: true, Cluster: c}
+	}
+	return looped
+}
+
+// stashUnroll is how many vectors of vec elements of size bytes a thread
+// loads at once into the stash: 64 bytes in flight a thread (to hide the
+// memory's latency), at most 16 loads.
+func stashUnroll(vec, size int) int { return max(1, min(16, 64/(vec*size))) }
+
+// StashBytes is the dynamic shared memory a Stash kernel uses for rows (or,
+// in a cluster, shares of rows) of r elements: each input a reduction
+// reads, in its storage type, 16-byte aligned.
+func (k *RowKernel) StashBytes(r int) int {
+	n := 0
+	for i, h := range k.heldInputs(true) {
+		if h {
+			n += (r*k.Inputs[i].DType.Size() + 15) &^ 15
+		}
+	}
+	return n
+}
+
+// heldInputs reports, per input, whether a persistent or stashed kernel
+// keeps it on chip: the inputs its reductions read (inputs only the root
+// reads, a norm's weight and bias, are loaded where the root needs them).
+func (k *RowKernel) heldInputs(on bool) []bool {
+	held := make([]bool, len(k.Inputs))
+	if !on {
+		return held
+	}
+	for i, in := range k.Inputs {
+		for _, st := range k.Stages {
+			held[i] = held[i] || (in.Access != RowUniform && st.Reduce && uses(st.Expr, i))
+		}
+	}
+	return held
+}
+
+func (k *RowKernel) groups() int { return max(k.Groups, 1) }
+
 // Source generates the kernel's CUDA C. Parameters: long long rows, long
 // long R, one const pointer per input, the output pointer, RowGeometry g.
-// Launch with Threads threads per block; blocks loop over rows. A Split
+// Launch with Threads*Groups threads per block (and StashBytes(R) bytes of
+// dynamic shared memory when Stash); blocks loop over rows. A Split
 // kernel takes long long chunk (the columns each block reduces, a multiple
 // of Vec) after R and a pointer to rows×grid.y partial accumulators (of
 // the stage's compute kind) after the output, and is launched with grid
@@ -207,20 +339,37 @@ func (k *RowKernel) body() (string, error) {
 	if k.Vec != 1 && k.Vec != 4 {
 		return "", fmt.Errorf("row kernel %s: vector width %d", k.Label, k.Vec)
 	}
+	G := k.groups()
+	switch {
+	case k.Threads < 1 || k.Threads > 1024 || k.Threads&(k.Threads-1) != 0:
+		return "", fmt.Errorf("row kernel %s: %d threads a row", k.Label, k.Threads)
+	case G > 1 && (k.Threads > 32 || k.Threads*G > 1024 || k.Threads*G%32 != 0 || k.Split):
+		return "", fmt.Errorf("row kernel %s: %d groups of %d threads", k.Label, G, k.Threads)
+	case G == 1 && k.Threads < 32:
+		return "", fmt.Errorf("row kernel %s: a block of %d threads (use groups)", k.Label, k.Threads)
+	case k.Stash && (k.Persist > 0 || k.Split):
+		return "", fmt.Errorf("row kernel %s: only a looped kernel of whole rows stashes", k.Label)
+	case k.Cluster > 1 && (!k.Stash || G > 1 || k.Cluster > 8 || k.Cluster&(k.Cluster-1) != 0):
+		return "", fmt.Errorf("row kernel %s: a cluster of %d blocks (2, 4 or 8, stashed rows)", k.Label, k.Cluster)
+	}
+	C := max(k.Cluster, 1)
 	kinds := k.leafKinds()
 	nIn := len(k.Inputs)
 	var b strings.Builder
 	fmt.Fprintf(&b, `
 #define THREADS %d
+#define GROUPS %d
 #define VEC %d
 #define PERSIST %d
-struct RowGeometry { long long orank; long long osize[%d]; long long ostride[%d][%[4]d]; long long istride[%[5]d]; };
+#define CLUSTER %d
+struct RowGeometry { long long orank; long long osize[%d]; long long ostride[%d][%[6]d]; long long istride[%[7]d]; };
 
-// block_allreduce combines every thread's v with c and gives each thread
-// the result; partials combine in a fixed order, so results repeat exactly.
+// block_allreduce combines the v of each thread of a row's group with c
+// and gives each of them the result; partials combine in a fixed order,
+// so results repeat exactly. Every lane of a warp calls it.
 template <typename T, typename C> __device__ __forceinline__ T block_allreduce(T v, C c) {
   __shared__ T partial[32];
-  for (int d = 16; d > 0; d >>= 1) v = c(v, __shfl_xor_sync(0xffffffffu, v, d));
+  for (int d = (THREADS < 32 ? THREADS : 32) / 2; d > 0; d >>= 1) v = c(v, __shfl_xor_sync(0xffffffffu, v, d));
   if (THREADS > 32) {
     if ((threadIdx.x & 31) == 0) partial[threadIdx.x >> 5] = v;
     __syncthreads();
@@ -230,7 +379,7 @@ template <typename T, typename C> __device__ __forceinline__ T block_allreduce(T
   }
   return v;
 }
-`, k.Threads, k.Vec, k.Persist, MaxRank, max(nIn, 1))
+`+clusterAllreduce(C), k.Threads, G, k.Vec, k.Persist, C, MaxRank, max(nIn, 1))
 
 	b.WriteString(stageCombines(k.Stages))
 
@@ -255,14 +404,34 @@ template <typename T, typename C> __device__ __forceinline__ T block_allreduce(T
 		params = append(params, fmt.Sprintf("%s* __restrict__ partial", kindC(k.Stages[0].Compute)))
 	}
 	params = append(params, "RowGeometry g")
-	fmt.Fprintf(&b, "\nextern \"C\" __global__ void __launch_bounds__(THREADS) %s(\n    %s) {\n", k.Name(), strings.Join(params, ",\n    "))
-	if k.Split {
-		b.WriteString("  // This block reduces columns [jlo, jhi) of one row.\n")
-		b.WriteString("  for (long long row = blockIdx.x; row < rows; row += gridDim.x) {\n")
-		fmt.Fprintf(&b, "    const %[1]s jlo = (%[1]s)(blockIdx.y * chunk), jhi = (%[1]s)min(R, (long long)jlo + chunk);\n", J)
+	attr := ""
+	if C > 1 {
+		attr = fmt.Sprintf("__cluster_dims__(%d, 1, 1) ", C)
+	}
+	fmt.Fprintf(&b, "\nextern \"C\" __global__ void __launch_bounds__(THREADS * GROUPS) %s%s(\n    %s) {\n", attr, k.Name(), strings.Join(params, ",\n    "))
+	b.WriteString("  // The thread's place in its row's group, and its group in the block.\n")
+	b.WriteString("  const int tid = GROUPS > 1 ? threadIdx.x % THREADS : threadIdx.x, grp = GROUPS > 1 ? threadIdx.x / THREADS : 0;\n")
+	if k.Stash {
+		b.WriteString("#ifndef GC_EXTERN_SHARED\n#define GC_EXTERN_SHARED extern __shared__ __align__(16)\n#endif\n")
+		b.WriteString("  GC_EXTERN_SHARED unsigned char stash_raw[];\n")
+	}
+	if C > 1 {
+		b.WriteString("  // A cluster handles a row: this block, its rank z, the columns [jlo, jhi).\n")
+		b.WriteString("  const unsigned z = blockIdx.x % CLUSTER;  // the rank in the cluster: a 1-D grid of 1-D clusters\n")
+		fmt.Fprintf(&b, "  const %[1]s chunk = (%[1]s)(((R + CLUSTER - 1) / CLUSTER + VEC - 1) / VEC * VEC);\n", J)
+		b.WriteString("  for (long long row = blockIdx.x / CLUSTER; row < rows; row += gridDim.x / CLUSTER) {\n")
+		b.WriteString("    const bool live = true;\n    (void)live;\n")
+		fmt.Fprintf(&b, "    const %[1]s jlo = (%[1]s)min((long long)z * chunk, R), jhi = (%[1]s)min((long long)jlo + chunk, R);\n", J)
 	} else {
-		b.WriteString("  for (long long row = blockIdx.x; row < rows; row += gridDim.x) {\n")
-		fmt.Fprintf(&b, "    const %[1]s jlo = 0, jhi = (%[1]s)R;\n", J)
+		b.WriteString("  // Groups past the last row redo it (every lane of a warp reduces) and store nothing.\n")
+		b.WriteString("  for (long long r0 = (long long)blockIdx.x * GROUPS; r0 < rows; r0 += (long long)gridDim.x * GROUPS) {\n")
+		b.WriteString("    const bool live = r0 + grp < rows;\n    const long long row = live ? r0 + grp : rows - 1;\n    (void)live;\n")
+		if k.Split {
+			b.WriteString("    // This block reduces columns [jlo, jhi) of one row.\n")
+			fmt.Fprintf(&b, "    const %[1]s jlo = (%[1]s)(blockIdx.y * chunk), jhi = (%[1]s)min(R, (long long)jlo + chunk);\n", J)
+		} else {
+			fmt.Fprintf(&b, "    const %[1]s jlo = 0, jhi = (%[1]s)R;\n", J)
+		}
 	}
 	if nIn > 0 {
 		b.WriteString("    // Each input's offset of the row's first element.\n    long long base[" + fmt.Sprint(nIn) + "] = {0};\n")
@@ -279,14 +448,10 @@ template <typename T, typename C> __device__ __forceinline__ T block_allreduce(T
 	// A persistent kernel holds in registers the inputs its reductions
 	// read; inputs only the root reads (a norm's weight and bias) are
 	// loaded where the root needs them, saving registers.
-	held := make([]bool, nIn)
-	for i, in := range k.Inputs {
-		for _, st := range k.Stages {
-			held[i] = held[i] || (k.Persist > 0 && in.Access != RowUniform && st.Reduce && uses(st.Expr, i))
-		}
-	}
-	// elem names leaf i for the element at register slot q (held inputs)
-	// or v (inputs loaded in the loop).
+	held := k.heldInputs(k.Persist > 0 || k.Stash)
+	// elem names leaf i for the element at register slot q (held inputs),
+	// in the stash at column j0 + v (stashed inputs), or v (inputs loaded
+	// in the loop).
 	elem := func(q string) func(i int) string {
 		return func(i int) string {
 			switch {
@@ -294,6 +459,8 @@ template <typename T, typename C> __device__ __forceinline__ T block_allreduce(T
 				return fmt.Sprintf("rv%d", i-nIn)
 			case k.Inputs[i].Access == RowUniform:
 				return fmt.Sprintf("u%d", i)
+			case held[i] && k.Stash:
+				return loadC(fmt.Sprintf("stash%d[SIDX(j0, v)]", i), k.Inputs[i].DType, k.Inputs[i].Kind)
 			case held[i]:
 				return fmt.Sprintf("e%d[%s]", i, q)
 			}
@@ -338,14 +505,14 @@ template <typename T, typename C> __device__ __forceinline__ T block_allreduce(T
 		var l strings.Builder
 		if k.Persist > 0 {
 			l.WriteString("    #pragma unroll\n    for (int p = 0; p < PERSIST; p++) {\n")
-			fmt.Fprintf(&l, "      const %[1]s j0 = ((%[1]s)p * THREADS + threadIdx.x) * VEC;\n", J)
+			fmt.Fprintf(&l, "      const %[1]s j0 = ((%[1]s)p * THREADS + tid) * VEC;\n", J)
 			l.WriteString("      if (j0 < R) {\n")
 			l.WriteString(declare("        ", "VEC", inLoop))
 			l.WriteString(loads("        ", "0", inLoop))
 			l.WriteString("        #pragma unroll\n        for (int v = 0; v < VEC; v++) {\n")
 			l.WriteString("          const int q = p * VEC + v;\n          (void)q;\n")
 		} else {
-			fmt.Fprintf(&l, "    for (%[1]s j0 = jlo + (%[1]s)threadIdx.x * VEC; j0 < jhi; j0 += (%[1]s)THREADS * VEC) {\n", J)
+			fmt.Fprintf(&l, "    for (%[1]s j0 = jlo + (%[1]s)tid * VEC; j0 < jhi; j0 += (%[1]s)THREADS * VEC) {\n", J)
 			l.WriteString(declare("      ", "VEC", inLoop))
 			l.WriteString(loads("      ", "0", inLoop))
 			l.WriteString("      {\n        #pragma unroll\n        for (int v = 0; v < VEC; v++) {\n")
@@ -360,10 +527,13 @@ template <typename T, typename C> __device__ __forceinline__ T block_allreduce(T
 		isHeld := func(i int) bool { return held[i] }
 		b.WriteString(declare("    ", "PERSIST * VEC", isHeld))
 		b.WriteString("    #pragma unroll\n    for (int p = 0; p < PERSIST; p++) {\n")
-		fmt.Fprintf(&b, "      const %[1]s j0 = ((%[1]s)p * THREADS + threadIdx.x) * VEC;\n", J)
+		fmt.Fprintf(&b, "      const %[1]s j0 = ((%[1]s)p * THREADS + tid) * VEC;\n", J)
 		b.WriteString("      if (j0 < R) {\n")
 		b.WriteString(loads("        ", "p * VEC", isHeld))
 		b.WriteString("      }\n    }\n")
+	}
+	if k.Stash {
+		b.WriteString(k.stashLoop(held, J))
 	}
 
 	for s, st := range k.Stages {
@@ -388,12 +558,17 @@ template <typename T, typename C> __device__ __forceinline__ T block_allreduce(T
 		fmt.Fprintf(&b, "    // %s: %v over the row of %s\n    %s acc%d = %s;\n", st.Name, st.Reducer, k.exprDoc(st.Expr), A, s, st.Reducer.CIdentity(st.Compute))
 		b.WriteString(forEach(fmt.Sprintf("          acc%[1]d = combine%[1]d()(acc%[1]d, (%[2]s)(%[3]s));\n", s, A, e), st.Expr))
 		fmt.Fprintf(&b, "    acc%d = block_allreduce(acc%[1]d, combine%[1]d());\n", s)
+		if C > 1 {
+			fmt.Fprintf(&b, "    acc%d = cluster_allreduce(acc%[1]d, combine%[1]d());\n", s)
+		}
 		if k.Split {
-			fmt.Fprintf(&b, "    if (threadIdx.x == 0) partial[row * gridDim.y + blockIdx.y] = acc%d;\n  }\n}\n", s)
+			fmt.Fprintf(&b, "    if (tid == 0) partial[row * gridDim.y + blockIdx.y] = acc%d;\n  }\n}\n", s)
 			fmt.Fprintf(&b, `
 // The second pass: a row's partial accumulators, combined in order.
 extern "C" __global__ void __launch_bounds__(THREADS) %s_final(
     long long rows, long long parts, long long R, const %s* __restrict__ partial, %s* __restrict__ out) {
+  const int tid = threadIdx.x;
+  const bool live = true;
   for (long long row = blockIdx.x; row < rows; row += gridDim.x) {
     %s acc%d = %s;
     for (long long p = threadIdx.x; p < parts; p += THREADS) acc%[5]d = combine%[5]d()(acc%[5]d, partial[row * parts + p]);
@@ -412,7 +587,11 @@ extern "C" __global__ void __launch_bounds__(THREADS) %s_final(
 			return "", fmt.Errorf("row kernel %s: no root", k.Label)
 		}
 		last := len(k.Stages) - 1
-		fmt.Fprintf(&b, "    if (threadIdx.x == 0) out[row] = %s;\n  }\n}\n", storeC(fmt.Sprintf("rv%d", last), k.Stages[last].Kind, k.Out))
+		first := "tid == 0"
+		if C > 1 {
+			first = "tid == 0 && z == 0"
+		}
+		fmt.Fprintf(&b, "    if (live && %s) out[row] = %s;\n  }\n}\n", first, storeC(fmt.Sprintf("rv%d", last), k.Stages[last].Kind, k.Out))
 		return b.String(), nil
 	}
 	_, outKind, err := k.Expr.ParamKinds(kinds, k.Compute)
@@ -432,10 +611,10 @@ extern "C" __global__ void __launch_bounds__(THREADS) %s_final(
 		loop = strings.Replace(loop, "        #pragma unroll\n        for (int v = 0; v < VEC; v++) {\n",
 			fmt.Sprintf("        V4<%s> r;\n        #pragma unroll\n        for (int v = 0; v < VEC; v++) {\n", outType), 1)
 		loop = strings.Replace(loop, "        }\n      }\n    }\n",
-			fmt.Sprintf("        }\n        *(V4<%s>*)(orow + j0) = r;\n      }\n    }\n", outType), 1)
+			fmt.Sprintf("        }\n        if (live) *(V4<%s>*)(orow + j0) = r;\n      }\n    }\n", outType), 1)
 		b.WriteString(loop)
 	} else {
-		b.WriteString(forEach(fmt.Sprintf("          if (j < R) out[row * R + j] = %s;\n", storeC(e, outKind, k.Out)), k.Expr))
+		b.WriteString(forEach(fmt.Sprintf("          if (live && j < R) out[row * R + j] = %s;\n", storeC(e, outKind, k.Out)), k.Expr))
 	}
 	b.WriteString("  }\n}\n")
 	return b.String(), nil
@@ -453,6 +632,111 @@ func stageCombines(stages []RowStage) string {
 		}
 	}
 	return b.String()
+}
+
+// stashLoop is the code that copies the row's held inputs (this block's
+// share of them, in a cluster) into the stash: each thread copies the
+// columns it later reads back itself, so no barrier is needed, loading
+// SU vectors before storing them so that many loads are in flight.
+// Element j0 + v of a thread's vector sits at SIDX(j0, v), so that a
+// warp's lanes touch consecutive words.
+func (k *RowKernel) stashLoop(held []bool, J string) string {
+	var b strings.Builder
+	size := 1
+	for i, h := range held {
+		if h {
+			size = max(size, k.Inputs[i].DType.Size())
+		}
+	}
+	su := stashUnroll(k.Vec, size)
+	b.WriteString("    // The row's inputs that reductions read, copied once into shared memory.\n")
+	fmt.Fprintf(&b, "    #define SU %d\n", su)
+	if k.Cluster > 1 {
+		b.WriteString("    #define SIDX(j0, v) ((v) * (chunk / VEC) + ((j0) - jlo) / VEC)\n")
+		b.WriteString("    const long long stash_n = chunk;\n")
+	} else {
+		b.WriteString("    #define SIDX(j0, v) ((v) * (R / VEC) + (j0) / VEC)\n")
+		b.WriteString("    const long long stash_n = R;\n")
+	}
+	b.WriteString("    unsigned char* stash_at = stash_raw;\n")
+	for i, h := range held {
+		if h {
+			T := storageC(k.Inputs[i].DType)
+			fmt.Fprintf(&b, "    %s* stash%d = (%[1]s*)stash_at;\n    stash_at += (stash_n * sizeof(%[1]s) + 15) & ~15ll;\n", T, i)
+		}
+	}
+	b.WriteString("    (void)stash_at;\n")
+	fmt.Fprintf(&b, "    for (%[1]s jb = jlo + (%[1]s)tid * VEC; jb < jhi; jb += (%[1]s)THREADS * VEC * SU) {\n", J)
+	for i, h := range held {
+		if h {
+			fmt.Fprintf(&b, "      %s l%d[SU * VEC];\n", storageC(k.Inputs[i].DType), i)
+		}
+	}
+	fmt.Fprintf(&b, "      #pragma unroll\n      for (int u = 0; u < SU; u++) {\n        const %[1]s j0 = jb + (%[1]s)u * THREADS * VEC;\n        if (j0 < jhi) {\n", J)
+	// Load in storage type: the stash holds what global memory holds.
+	for i, h := range held {
+		if !h {
+			continue
+		}
+		T := storageC(k.Inputs[i].DType)
+		x := fmt.Sprintf("x%d", i)
+		switch {
+		case k.Inputs[i].Access == RowContig && k.Vec == 4:
+			fmt.Fprintf(&b, "          { const V4<%s> q = *(const V4<%[1]s>*)(%s + base[%d] + j0);\n", T, x, i)
+			fmt.Fprintf(&b, "            for (int v = 0; v < 4; v++) l%d[u * VEC + v] = q.v[v]; }\n", i)
+		case k.Inputs[i].Access == RowContig:
+			fmt.Fprintf(&b, "          l%d[u] = %s[base[%d] + j0];\n", i, x, i)
+		default:
+			fmt.Fprintf(&b, "          for (int v = 0; v < VEC; v++) l%d[u * VEC + v] = %s[base[%d] + (j0 + v) * g.istride[%d]];\n", i, x, i, i)
+		}
+	}
+	b.WriteString("        }\n      }\n")
+	fmt.Fprintf(&b, "      #pragma unroll\n      for (int u = 0; u < SU; u++) {\n        const %[1]s j0 = jb + (%[1]s)u * THREADS * VEC;\n        if (j0 < jhi) {\n", J)
+	for i, h := range held {
+		if h {
+			fmt.Fprintf(&b, "          for (int v = 0; v < VEC; v++) stash%d[SIDX(j0, v)] = l%d[u * VEC + v];\n", i, i)
+		}
+	}
+	b.WriteString("        }\n      }\n    }\n")
+	return b.String()
+}
+
+// clusterAllreduce is, for a kernel whose rows a cluster of c blocks
+// shares, the function that combines each block's reduced value: every
+// block leaves its value in its shared memory, and after a cluster
+// barrier every thread combines the c values in rank order (so results
+// repeat exactly); a second barrier keeps the values alive until read.
+func clusterAllreduce(c int) string {
+	if c <= 1 {
+		return ""
+	}
+	return `
+__device__ __forceinline__ float ld_cluster(unsigned a, float) { float v; asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(a) : "memory"); return v; }
+__device__ __forceinline__ double ld_cluster(unsigned a, double) { double v; asm volatile("ld.shared::cluster.f64 %0, [%1];" : "=d"(v) : "r"(a) : "memory"); return v; }
+
+// cluster_allreduce combines the value v of each block of the cluster
+// (every thread of a block holds its block's) with c, in rank order.
+template <typename T, typename C> __device__ __forceinline__ T cluster_allreduce(T v, C c) {
+  __shared__ T mine[1];
+  if (threadIdx.x == 0) mine[0] = v;
+  // The value is visible to the cluster: a fence at cluster scope, then a
+  // barrier without one of its own.
+  asm volatile("fence.acq_rel.cluster;\n\tbarrier.cluster.arrive.relaxed.aligned;\n\tbarrier.cluster.wait.aligned;" ::: "memory");
+  unsigned base;
+  asm("{ .reg .u64 g; cvta.to.shared.u64 g, %1; cvt.u32.u64 %0, g; }" : "=r"(base) : "l"(mine));
+  T r = v;
+  #pragma unroll
+  for (int s = 0; s < CLUSTER; s++) {
+    unsigned a;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(a) : "r"(base), "r"(s));
+    const T p = ld_cluster(a, T());
+    r = s == 0 ? p : c(r, p);
+  }
+  // Keep this block's value alive until the cluster has read it.
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;\n\tbarrier.cluster.wait.aligned;" ::: "memory");
+  return r;
+}
+`
 }
 
 // uses reports whether e reads Arg(i).

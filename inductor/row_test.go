@@ -88,10 +88,15 @@ func rowKernels(t *testing.T) []rowCase {
 	var cases []rowCase
 	for _, dt := range []ir.DType{ir.Float32, ir.Float64, ir.Float16, ir.BFloat16} {
 		for name, r := range rowRegions(t, dt) {
-			for _, cfg := range []struct{ threads, vec, persist int }{{256, 4, 4}, {32, 1, 0}, {1024, 1, 8}} {
+			for _, cfg := range []struct {
+				threads, groups, vec, persist int
+				stash                         bool
+				cluster                       int
+			}{{256, 1, 4, 4, false, 0}, {32, 1, 1, 0, false, 0}, {1024, 1, 1, 8, false, 0}, {4, 32, 1, 2, false, 0}, {1, 128, 4, 1, false, 0},
+				{512, 1, 4, 0, true, 0}, {128, 1, 1, 0, true, 0}, {1024, 1, 4, 0, true, 8}, {256, 1, 1, 0, true, 2}} {
 				for _, acc := range []RowAccess{RowContig, RowStrided, RowUniform} {
 					k := NewRowKernel(r)
-					k.Threads, k.Vec, k.Persist = cfg.threads, cfg.vec, cfg.persist
+					k.Threads, k.Groups, k.Vec, k.Persist, k.Stash, k.Cluster = cfg.threads, cfg.groups, cfg.vec, cfg.persist, cfg.stash, cfg.cluster
 					k.Index32 = cfg.threads != 32 // both widths
 					for i := range k.Inputs {
 						if i == 0 {
@@ -99,7 +104,7 @@ func rowKernels(t *testing.T) []rowCase {
 						}
 					}
 					cases = append(cases, rowCase{fmt.Sprintf("%s/%v/%v", name, dt, k.Name()), k})
-					if k.CanSplit() && cfg.persist == 0 {
+					if k.CanSplit() && cfg.persist == 0 && !cfg.stash {
 						s := *k
 						s.Split = true
 						cases = append(cases, rowCase{fmt.Sprintf("%s/%v/%v", name, dt, s.Name()), &s})

@@ -15,4 +15,8 @@
 //
 // A kernel that fails to build makes its program run with the eager
 // kernels from then on, with one warning.
+//
+// Importing the package also makes eager composite ops on a GPU (Softmax,
+// LogSoftmax, LayerNorm, RMSNorm, Var over the last dims) run as the one
+// row kernel their decomposition fuses into (array.SetCompositeRunner).
 package program

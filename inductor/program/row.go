@@ -4,11 +4,13 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 
 	"gocompile/array"
 	"gocompile/cuda"
 	"gocompile/fuse"
 	"gocompile/inductor"
+	"gocompile/internal/logs"
 	"gocompile/ir"
 )
 
@@ -26,7 +28,7 @@ type rowStep struct {
 	kernel inductor.RowKernel
 	cache  *array.Artifacts // where its GPU kernels are kept (nil: the process-wide cache)
 	tune   bool             // MaxAutotune: time threads and persistence
-	tuned  sync.Map         // rowTuneKey → the chosen [threads, persist]
+	tuned  sync.Map         // rowTuneKey → the chosen inductor.RowPlan
 }
 
 // rowTuneKey is what a row kernel's tuned launch shape is kept by in a
@@ -78,10 +80,7 @@ func (s *rowStep) run(args []*array.Array, dst func(ir.Device, []int) *array.Arr
 	full, err := ir.Broadcast(n.Op.Title, shapes...)
 	array.Check(err, n.Op.Title, args...)
 	R := full[len(full)-1]
-	shape := full
-	if s.root == nil {
-		shape = ir.ReduceShape(full, []int{len(full) - 1}, n.Attrs.KeepDim)
-	}
+	shape := s.shape(full)
 	dev := args[0].Device()
 	if R == 0 || ir.Numel(shape) == 0 || s.opByOp(args[0], ir.Numel(full[:len(full)-1]), R) {
 		q.Drain() // the eager ops launch now
@@ -102,6 +101,17 @@ func (s *rowStep) run(args []*array.Array, dst func(ir.Device, []int) *array.Arr
 	return res
 }
 
+// shape is the shape of the region's value over the full shape full: full
+// itself, or without its last dim or with it 1 when the root is a stage
+// (a reduction, or a value computed once per row), as the root's rank
+// says.
+func (s *rowStep) shape(full []int) []int {
+	if s.root != nil {
+		return full
+	}
+	return ir.ReduceShape(full, []int{len(full) - 1}, len(s.r.Root.Shape) == len(full))
+}
+
 // opByOp reports whether the region runs better op by op with the eager
 // kernels: empty rows (their rules are the eager ops'), and few long rows
 // that only a lone reduction can split across the cores or SMs (the eager
@@ -113,8 +123,14 @@ func (s *rowStep) opByOp(t *array.Array, rows, R int) bool {
 	if t.Device() == array.CPU {
 		return rows < runtime.GOMAXPROCS(0) && R >= 2*array.MinParallel
 	}
-	sms := t.GPU().Dev().SMCount
-	return rows < sms/2 && R >= 1<<15
+	g := t.GPU()
+	sms := g.Dev().SMCount
+	if rows >= sms/2 || R < 1<<15 {
+		return false
+	}
+	// Rows that a cluster keeps on chip run as one kernel.
+	p := inductor.ChooseRowPlan(rowDevice(g), R, 1, rows, s.kernel.StashBytes)
+	return !p.Stash
 }
 
 // runNodes runs the region's nodes one by one with the eager kernels.
@@ -149,8 +165,22 @@ func rowLayout(args []*array.Array, full []int) (outer [][]int, inner []int) {
 	return outer, inner
 }
 
-func (s *rowStep) runGPU(args []*array.Array, full []int, res *array.Array, q *array.LaunchQueue) {
-	g := res.GPU()
+// rowLaunch is how a row region runs on a GPU for one layout of its
+// inputs: the kernel, its launch shape and the geometry it is passed.
+type rowLaunch struct {
+	k           inductor.RowKernel
+	rows, R     int
+	geo         inductor.RowGeometry
+	geoBytes    []byte
+	grid, block int
+	shared      int  // dynamic shared memory, bytes (a stashed kernel)
+	split       bool // a lone reduction split across blocks (splitGPU)
+	name        string
+}
+
+// planGPU chooses the kernel and launch shape for args (in r.Inputs order)
+// over the full shape full on g.
+func (s *rowStep) planGPU(args []*array.Array, full []int, g *array.GPU) rowLaunch {
 	last := len(full) - 1
 	R := full[last]
 	outerStrides, inner := rowLayout(args, full)
@@ -159,8 +189,8 @@ func (s *rowStep) runGPU(args []*array.Array, full []int, res *array.Array, q *a
 		array.Throw(s.r.Root.Op.Title, args, "make the inputs contiguous first",
 			"the rows have %d dims that cannot be merged; GPU kernels index at most %d", len(oshape), inductor.MaxRank)
 	}
-	rows := ir.Numel(oshape)
-	k := s.kernel // a copy: the layout of this call's inputs
+	l := rowLaunch{k: s.kernel, rows: ir.Numel(oshape), R: R} // k: a copy, for the layout of these inputs
+	k := &l.k
 	k.Inputs = append([]inductor.RowInput(nil), s.kernel.Inputs...)
 	vec := 4
 	if R%4 != 0 {
@@ -192,77 +222,202 @@ func (s *rowStep) runGPU(args []*array.Array, full []int, res *array.Array, q *a
 		}
 	}
 	k.Vec = vec
-	k.Threads, k.Persist = inductor.ChooseRowConfig(R, vec)
 	k.Index32 = R < 1<<30
-
+	l.geo = geo
+	sms := g.Dev().SMCount
 	// Few long rows: a lone reduction (with its prologue) splits each row
-	// across blocks so that every SM works (opByOp took the other regions).
-	if rows < 2*g.Dev().SMCount && R >= 1<<15 && k.CanSplit() {
+	// across blocks so that every SM works (opByOp took the other regions
+	// whose rows do not fit on chip).
+	if l.rows < 2*sms && R >= 1<<15 && k.CanSplit() {
+		l.split = true
+		return l
+	}
+	p := inductor.ChooseRowPlan(rowDevice(g), R, vec, l.rows, k.StashBytes)
+	k.Threads, k.Groups, k.Persist, k.Stash, k.Cluster = p.Threads, p.Groups, p.Persist, p.Stash, p.Cluster
+	if k.Cluster > 1 && !clusterBuilds(g, s.cache, k) {
+		p = inductor.ChooseRowPlan(rowDevice(g), R, vec, l.rows, k.StashBytes)
+		k.Threads, k.Groups, k.Persist, k.Stash, k.Cluster = p.Threads, p.Groups, p.Persist, p.Stash, p.Cluster
+	}
+	l.finish()
+	return l
+}
+
+// clustersFail is set once a cluster row kernel failed to build (a driver
+// or toolchain without thread block clusters): rows are planned without
+// clusters from then on.
+var clustersFail atomic.Bool
+
+// clusterBuilds builds the cluster kernel k now, and reports whether it
+// could be; if not, it logs why and plans without clusters from then on.
+func clusterBuilds(g *array.GPU, c *array.Artifacts, k *inductor.RowKernel) (ok bool) {
+	defer func() {
+		if e := recover(); e != nil {
+			ke, isKernel := e.(*array.KernelError)
+			if !isKernel {
+				panic(e)
+			}
+			if !clustersFail.Swap(true) {
+				logs.Warn("gocompile: a thread block cluster row kernel failed to build; rows are planned without clusters", "kernel", ke.Name, "err", ke.Err)
+			}
+			ok = false
+		}
+	}()
+	g.KernelIn(c, k.Name(), k.Source)
+	return true
+}
+
+// rowDevice describes g for inductor.ChooseRowPlan.
+func rowDevice(g *array.GPU) inductor.RowDevice {
+	d := g.Dev()
+	return inductor.RowDevice{SMs: d.SMCount, MaxShared: maxStash(g), Clusters: d.Major >= 9 && !clustersFail.Load()}
+}
+
+// maxStash is the dynamic shared memory a stashed row kernel may use on
+// g: the device's opt-in limit less room for the kernel's static shared
+// memory (block_allreduce's partials).
+func maxStash(g *array.GPU) int { return max(g.Dev().MaxSharedMemPerBlockOptin-2048, 0) }
+
+// finish sets the launch shape and geometry bytes from l.k.
+func (l *rowLaunch) finish() {
+	G, C := max(l.k.Groups, 1), max(l.k.Cluster, 1)
+	l.block = l.k.Threads * G
+	l.grid = min((l.rows+G-1)/G, 1<<24)
+	l.shared = 0
+	if l.k.Stash {
+		chunk := (l.R + C - 1) / C
+		chunk = (chunk + l.k.Vec - 1) / l.k.Vec * l.k.Vec
+		l.shared = l.k.StashBytes(chunk)
+		l.grid = min(l.rows, (1<<24)/C) * C // a cluster a row
+	}
+	l.geoBytes = l.geo.Bytes()
+	l.name = l.k.Name()
+}
+
+// launchRow launches fn with l's shape on g's stream, allowing the
+// dynamic shared memory a stashed kernel needs. A cluster kernel the
+// device refuses to launch (too few SMs free together, say) makes rows
+// plan without clusters from then on, and its row kernel without a
+// cluster (from cache c) launches instead.
+func launchRow(g *array.GPU, c *array.Artifacts, title string, fn *cuda.Function, l *rowLaunch, a *cuda.Args) {
+	if l.shared > 48<<10 {
+		allowShared(g, fn)
+	}
+	err := g.Stream().Launch(fn, cuda.Dim3{X: uint32(l.grid), Y: 1, Z: 1}, cuda.Dim3{X: uint32(l.block), Y: 1, Z: 1}, l.shared, a)
+	if err != nil && l.k.Cluster > 1 {
+		if !clustersFail.Swap(true) {
+			logs.Warn("gocompile: a thread block cluster row kernel failed to launch; rows are planned without clusters", "kernel", l.name, "err", err)
+		}
+		nl := *l
+		p := inductor.ChooseRowPlan(rowDevice(g), l.R, l.k.Vec, l.rows, l.k.StashBytes)
+		nl.k.Threads, nl.k.Groups, nl.k.Persist, nl.k.Stash, nl.k.Cluster = p.Threads, p.Groups, p.Persist, p.Stash, p.Cluster
+		nl.finish()
+		launchRow(g, c, title, g.KernelIn(c, nl.name, nl.k.Source), &nl, a)
+		return
+	}
+	if err != nil {
+		panic(fmt.Sprintf("gocompile: %s: launch: %v", title, err))
+	}
+}
+
+var sharedAllowed sync.Map // *cuda.Function → true once it may use maxStash bytes
+
+// allowShared lets fn use up to maxStash(g) bytes of dynamic shared
+// memory, once per kernel.
+func allowShared(g *array.GPU, fn *cuda.Function) {
+	if _, ok := sharedAllowed.Load(fn); ok {
+		return
+	}
+	if err := fn.SetMaxDynamicShared(maxStash(g)); err != nil {
+		panic(fmt.Sprintf("gocompile: row kernel %s: shared memory: %v", fn.Name, err))
+	}
+	sharedAllowed.Store(fn, true)
+}
+
+// rowArgs appends a row kernel's parameters for args into res.
+func rowArgs(a *cuda.Args, l *rowLaunch, args []*array.Array, res *array.Array) {
+	a.I64(int64(l.rows)).I64(int64(l.R))
+	for _, t := range args {
+		a.Ptr(t.DevicePtr())
+	}
+	a.Ptr(res.DevicePtr()).Bytes(l.geoBytes, 8)
+}
+
+func (s *rowStep) runGPU(args []*array.Array, full []int, res *array.Array, q *array.LaunchQueue) {
+	g := res.GPU()
+	l := s.planGPU(args, full, g)
+	if l.split {
 		q.Drain()
-		s.splitGPU(g, &k, args, rows, R, geo, res)
+		s.splitGPU(g, &l.k, args, l.rows, l.R, l.geo, res)
 		return
 	}
 	a := q.Args(g)
 	defer q.Release(g, a)
-	a.I64(int64(rows)).I64(int64(R))
-	for _, t := range args {
-		a.Ptr(t.DevicePtr())
-	}
-	a.Ptr(res.DevicePtr()).Bytes(geo.Bytes(), 8)
+	rowArgs(a, &l, args, res)
 	title := "fused " + s.r.Root.Op.Title
 	if s.tune && !g.Stream().CapturingHere() {
-		key := rowTuneKey{g.Dev().Ordinal, k.Name(), rows, R}
+		key := rowTuneKey{g.Dev().Ordinal, l.name, l.rows, l.R}
 		if c, ok := s.tuned.Load(key); ok {
-			k.Threads, k.Persist = c.([2]int)[0], c.([2]int)[1]
+			c := c.(inductor.RowPlan)
+			l.k.Threads, l.k.Groups, l.k.Persist, l.k.Stash, l.k.Cluster = c.Threads, c.Groups, c.Persist, c.Stash, c.Cluster
 		} else {
 			q.Drain() // the search launches now
-			s.tuneGPU(g, &k, rows, R, a)
-			s.tuned.Store(key, [2]int{k.Threads, k.Persist})
+			s.tuneGPU(g, &l, a)
+			s.tuned.Store(key, inductor.RowPlan{Threads: l.k.Threads, Groups: l.k.Groups, Persist: l.k.Persist, Stash: l.k.Stash, Cluster: l.k.Cluster})
 		}
+		l.finish()
 	}
-	array.KernelOrQueue(q, g, s.cache, k.Name(), k.Source, func(fn *cuda.Function) { g.Launch(title, fn, min(rows, 1<<24), k.Threads, a) },
+	k := &l.k
+	array.KernelOrQueue(q, g, s.cache, l.name, k.Source, func(fn *cuda.Function) { launchRow(g, s.cache, title, fn, &l, a) },
 		append([]*array.Array{res}, args...)...)
 }
 
-// tuneGPU sets k's threads per block and persistence to the fastest of
-// the candidates for rows of R elements, timed with the arguments a
-// (MaxAutotune): every block size from 32 to 1024, each looped and, where
-// a thread holds at most 8 vectors of the row, persistent.
-func (s *rowStep) tuneGPU(g *array.GPU, k *inductor.RowKernel, rows, R int, a *cuda.Args) {
-	type cand struct{ threads, persist int }
-	var cands []cand
-	var names []string
-	vectors := (R + k.Vec - 1) / k.Vec
-	def := -1
+// tuneGPU sets l's kernel shape to the fastest of the candidates for its
+// rows (MaxAutotune), timed with the arguments a: the default, and every
+// block size from 32 to 1024, each looped, stashed where the row fits in
+// shared memory and, where a thread holds at most 8 vectors of the row,
+// persistent.
+func (s *rowStep) tuneGPU(g *array.GPU, l *rowLaunch, a *cuda.Args) {
+	k := &l.k
+	def := inductor.RowPlan{Threads: k.Threads, Groups: k.Groups, Persist: k.Persist, Stash: k.Stash, Cluster: k.Cluster}
+	cands := []inductor.RowPlan{def}
+	names := []string{"default"}
+	vectors := (l.R + k.Vec - 1) / k.Vec
+	stash := k.StashBytes(l.R) <= maxStash(g) // a block a row
 	for t := 32; t <= 1024; t *= 2 {
-		ps := []int{0}
+		ps := []inductor.RowPlan{{Threads: t, Groups: 1}}
+		if stash {
+			ps = append(ps, inductor.RowPlan{Threads: t, Groups: 1, Stash: true})
+		}
 		if per := (vectors + t - 1) / t; per <= 8 {
-			ps = append(ps, per)
+			ps = append(ps, inductor.RowPlan{Threads: t, Groups: 1, Persist: per})
 		}
 		for _, p := range ps {
-			if t == k.Threads && p == k.Persist {
-				def = len(cands)
+			if p != def {
+				cands = append(cands, p)
+				names = append(names, fmt.Sprintf("t%dp%ds%v", p.Threads, p.Persist, p.Stash))
 			}
-			cands = append(cands, cand{t, p})
-			names = append(names, fmt.Sprintf("t%dp%d", t, p))
 		}
 	}
-	kc := func(i int) inductor.RowKernel {
-		c := *k
-		c.Threads, c.Persist = cands[i].threads, cands[i].persist
+	lc := func(i int) rowLaunch {
+		c := *l
+		c.k.Threads, c.k.Groups, c.k.Persist, c.k.Stash, c.k.Cluster = cands[i].Threads, cands[i].Groups, cands[i].Persist, cands[i].Stash, cands[i].Cluster
+		c.finish()
 		return c
 	}
 	base := *k
-	base.Threads, base.Persist = 0, 0
-	key := fmt.Sprintf("%s rows%d R%d", base.Name(), rows, R)
-	best := array.Autotune(s.cache, g, "row", key, names, def,
-		func(i int) { c := kc(i); g.KernelIn(s.cache, c.Name(), c.Source) },
+	base.Threads, base.Groups, base.Persist, base.Stash, base.Cluster = 0, 0, 0, false, 0
+	key := fmt.Sprintf("%s rows%d R%d", base.Name(), l.rows, l.R)
+	best := array.Autotune(s.cache, g, "row", key, names, 0,
+		func(i int) { c := lc(i); g.KernelIn(s.cache, c.name, c.k.Source) },
 		func(i int) error {
-			c := kc(i)
-			return g.Stream().Launch(g.KernelIn(s.cache, c.Name(), c.Source), cuda.Dim3{X: uint32(min(rows, 1<<24)), Y: 1, Z: 1},
-				cuda.Dim3{X: uint32(c.Threads), Y: 1, Z: 1}, 0, a)
+			c := lc(i)
+			fn := g.KernelIn(s.cache, c.name, c.k.Source)
+			if c.shared > 48<<10 {
+				allowShared(g, fn)
+			}
+			return g.Stream().Launch(fn, cuda.Dim3{X: uint32(c.grid), Y: 1, Z: 1}, cuda.Dim3{X: uint32(c.block), Y: 1, Z: 1}, c.shared, a)
 		})
-	*k = kc(best)
+	*l = lc(best)
 }
 
 // splitGPU launches the split form of k: grid (rows, parts), each block
