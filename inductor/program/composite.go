@@ -246,8 +246,8 @@ func newCompositePlan(key compositeKey, op *ir.Op, a ir.Attrs, args []ir.Value) 
 	if len(regions) == 2 {
 		regions = mergeRowEpilogue(regions[0], regions[1])
 	}
-	if len(regions) != 1 || regions[0].Row == nil || regions[0].Root != g.Outputs[0] {
-		return p
+	if len(regions) != 1 || regions[0].Row == nil || regions[0].Row.Dims != nil || regions[0].Root != g.Outputs[0] {
+		return p // not one last-dim row region: the decomposition's kernels run
 	}
 	r := regions[0]
 	for _, in := range r.Inputs {
