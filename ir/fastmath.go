@@ -78,8 +78,12 @@ const (
 	exp7 = 0.00019742693
 )
 
-// expF32 sets d[i] = e^a[i] for i < len(d), with ar around it.
-func expF32(d, a []float32, ar around) {
+// expF32Go sets d[i] = e^a[i] for i < len(d), with ar around it: the
+// loop in Go, which expF32 runs where it has no vector loop (and for the
+// ends and edge inputs where it has one). Each product is converted to
+// float32 explicitly so that no platform fuses it into a multiply-add:
+// the vector loop rounds it the same way.
+func expF32Go(d, a []float32, ar around) {
 	a = a[:len(d)]
 	for i, x := range a {
 		x *= ar.pre
@@ -87,14 +91,15 @@ func expF32(d, a []float32, ar around) {
 		if !(x >= -87 && x <= 88) { // 2^k below is not a normal float32, or x is NaN
 			y = expEdge(x)
 		} else {
-			t := x*log2e + roundMag
+			t := float32(x*log2e) + roundMag
 			k := int32(math.Float32bits(t)) - int32(math.Float32bits(roundMag))
 			kf := t - roundMag
-			r := x - kf*ln2Hi
-			r -= kf * ln2Lo
+			r := x - float32(kf*ln2Hi)
+			r -= float32(kf * ln2Lo)
 			r2 := r * r
-			p := (exp2 + exp3*r) + r2*((exp4+exp5*r)+r2*(exp6+exp7*r)) // Estrin's scheme
-			y = (1 + (r + r2*p)) * math.Float32frombits(uint32(k+127)<<23)
+			// Estrin's scheme
+			p := (exp2 + float32(exp3*r)) + float32(r2*((exp4+float32(exp5*r))+float32(r2*(exp6+float32(exp7*r)))))
+			y = (1 + (r + float32(r2*p))) * math.Float32frombits(uint32(k+127)<<23)
 		}
 		y += ar.post
 		if ar.recip {
