@@ -245,3 +245,13 @@ func walkRuns(shape, strides []int, offset, start, n int, idxp *[]int, fn func(k
 		}
 	}
 }
+
+// HostVec is a Vec of kind k that aliases elements [lo, hi) of t's
+// storage, for a kernel to compute into directly; false unless t is a
+// contiguous CPU array stored in kind k.
+func (t *Array) HostVec(lo, hi int, k ir.Kind) (ir.Vec, bool) {
+	if t.st.dev != CPU || !t.IsContiguous() {
+		return ir.Vec{}, false
+	}
+	return aliasVec(t.st.data, t.dtype, k, t.offset+lo, t.offset+hi)
+}

@@ -297,6 +297,17 @@ func NewVec(k Kind, n int) Vec {
 	return Vec{I64: make([]int64, n)}
 }
 
+// Slice is values [lo, hi) of v, sharing its storage.
+func (v Vec) Slice(lo, hi int) Vec {
+	switch {
+	case v.F32 != nil:
+		return Vec{F32: v.F32[lo:hi]}
+	case v.F64 != nil:
+		return Vec{F64: v.F64[lo:hi]}
+	}
+	return Vec{I64: v.I64[lo:hi]}
+}
+
 // Fill sets every value of v, of kind k, to x (converted to the kind).
 func (v *Vec) Fill(k Kind, x float64) {
 	switch k {

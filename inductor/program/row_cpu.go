@@ -2,43 +2,202 @@ package program
 
 import (
 	"runtime"
+	"sync"
 
 	"gocompile/array"
+	"gocompile/fuse"
 	"gocompile/ir"
 )
 
 // The CPU half of row regions: block programs over chunks of each row.
+
+// cpuPlan is how a row region runs on the CPU when its rows are short
+// enough to keep: a reduction stage whose per-element value a later
+// program reads again (softmax's exp(x - max), summed, then divided) keeps
+// the values of the row it computes while folding them, and the later
+// programs read them back instead of computing them again.
+type cpuPlan struct {
+	stages []*ir.Block // each stage's program, reading kept values
+	root   *ir.Block
+	keep   []int // per stage, the kept-values operand it fills, or -1
+	kinds  []ir.Kind
+	nKept  int
+}
+
+// keepLimit is the longest row whose kept values a worker holds: a few
+// per row of 32K values stay within a core's L2 cache.
+const keepLimit = 1 << 15
+
+var cpuPlans sync.Map // *rowStep → *cpuPlan
+
+// keepValues turns kept values on; tests turn it off to compare.
+var keepValues = true
+
+// cpuPlan returns the step's plan with kept values, or nil when no later
+// program reads a stage's values again.
+func (s *rowStep) cpuPlan() *cpuPlan {
+	if p, ok := cpuPlans.Load(s); ok {
+		return p.(*cpuPlan)
+	}
+	p := newCPUPlan(s.r, s.kinds)
+	cpuPlans.Store(s, p)
+	return p
+}
+
+func newCPUPlan(r *fuse.Region, kinds []ir.Kind) *cpuPlan {
+	stages := r.Row.Stages
+	// uses counts how often each expression is read by the later programs.
+	exprs := make([]*ir.Expr, 0, len(stages)+1)
+	for _, st := range stages {
+		exprs = append(exprs, st.Expr)
+	}
+	if r.Expr != nil {
+		exprs = append(exprs, r.Expr)
+	}
+	p := &cpuPlan{keep: make([]int, len(stages)), kinds: append([]ir.Kind(nil), kinds...)}
+	from := map[*ir.Expr]*ir.Expr{}
+	for k, st := range stages {
+		p.keep[k] = -1
+		e := st.Expr
+		// The values must be typed alike wherever they are read: the same
+		// compute kind, and an expression that computes (not an operand).
+		if !st.Reduce || e.Prim == ir.PArg || e.Prim == ir.PConst || e.Prim == ir.PParam || st.Compute != r.Compute {
+			continue
+		}
+		read := false
+		for _, later := range exprs[k+1:] {
+			read = read || contains(later, e, map[*ir.Expr]bool{})
+		}
+		if !read {
+			continue
+		}
+		blk, err := compileFused(e, p.kinds, st.Compute)
+		if err != nil {
+			continue
+		}
+		p.keep[k] = p.nKept
+		p.nKept++
+		from[e] = ir.Arg(len(p.kinds))
+		p.kinds = append(p.kinds, blk.OutKind())
+	}
+	if p.nKept == 0 {
+		return nil
+	}
+	compile := func(e *ir.Expr, compute ir.Kind) *ir.Block {
+		blk, err := compileFused(e, p.kinds, compute)
+		if err != nil {
+			return nil
+		}
+		return blk
+	}
+	for _, st := range stages {
+		// A stage's own values are computed, then kept; what it reads of
+		// earlier stages is read back.
+		mine := map[*ir.Expr]*ir.Expr{}
+		for e, a := range from {
+			if e != st.Expr {
+				mine[e] = a
+			}
+		}
+		blk := compile(replace(st.Expr, mine, map[*ir.Expr]*ir.Expr{}), st.Compute)
+		if blk == nil {
+			return nil
+		}
+		p.stages = append(p.stages, blk)
+	}
+	if r.Expr != nil {
+		if p.root = compile(replace(r.Expr, from, map[*ir.Expr]*ir.Expr{}), r.Compute); p.root == nil {
+			return nil
+		}
+	}
+	return p
+}
+
+// contains reports whether e is x or has x among its operands, at any
+// depth (expressions share nodes, so x is found by identity).
+func contains(e, x *ir.Expr, seen map[*ir.Expr]bool) bool {
+	if e == x {
+		return true
+	}
+	if seen[e] {
+		return false
+	}
+	seen[e] = true
+	for _, a := range e.Args {
+		if contains(a, x, seen) {
+			return true
+		}
+	}
+	return false
+}
+
+// replace is e with every node in from replaced by its image, sharing
+// kept (memo holds the copies made).
+func replace(e *ir.Expr, from, memo map[*ir.Expr]*ir.Expr) *ir.Expr {
+	if to, ok := from[e]; ok {
+		return to
+	}
+	if c, ok := memo[e]; ok {
+		return c
+	}
+	c := *e
+	if len(e.Args) > 0 {
+		c.Args = make([]*ir.Expr, len(e.Args))
+		for i, a := range e.Args {
+			c.Args[i] = replace(a, from, memo)
+		}
+	}
+	memo[e] = &c
+	return &c
+}
 
 func (s *rowStep) runCPU(args []*array.Array, full []int, res *array.Array) {
 	last := len(full) - 1
 	R, outerShape := full[last], full[:last]
 	rows := ir.Numel(outerShape)
 	outer, inner := rowLayout(args, full)
-	nIn := len(args)
-	stages := s.r.Row.Stages
 	// Fewer rows than cores, and long: a lone reduction splits each row
 	// across the cores (opByOp took the other regions).
 	if rows < runtime.GOMAXPROCS(0) && R >= 2*array.MinParallel {
 		s.splitCPU(args, outerShape, outer, inner, R, res)
 		return
 	}
+	plan := &cpuPlan{stages: s.stages, root: s.root, keep: make([]int, len(s.stages))}
+	for k := range plan.keep {
+		plan.keep[k] = -1
+	}
+	if keepValues && R <= keepLimit {
+		if p := s.cpuPlan(); p != nil {
+			plan = p
+		}
+	}
+	s.rowsCPU(plan, args, outerShape, outer, inner, R, res)
+}
+
+// rowsCPU runs the region a row at a time, the rows split across the
+// cores.
+func (s *rowStep) rowsCPU(plan *cpuPlan, args []*array.Array, outerShape []int, outer [][]int, inner []int, R int, res *array.Array) {
+	rows := ir.Numel(outerShape)
+	nIn := len(args)
+	stages := s.r.Row.Stages
+	nKeep := nIn + len(stages) // the first kept-values operand
 	// A stage's value is repeated over a chunk only for the programs that
 	// read it.
 	needVec := make([]bool, len(stages))
 	for k := range stages {
-		for _, blk := range append(append([]*ir.Block(nil), s.stages[k+1:]...), s.root) {
+		for _, blk := range append(append([]*ir.Block(nil), plan.stages[k+1:]...), plan.root) {
 			needVec[k] = needVec[k] || (blk != nil && blk.Uses(nIn+k))
 		}
 	}
 	array.ParallelRows(rows, max(1, array.MinParallel/R), func(lo, hi int) {
 		chunk := min(array.BlockSize, R)
 		frames := make([]*ir.Frame, len(stages))
-		for k, blk := range s.stages {
+		for k, blk := range plan.stages {
 			frames[k] = blk.NewFrame(chunk, nil)
 		}
 		var rootFrame *ir.Frame
-		if s.root != nil {
-			rootFrame = s.root.NewFrame(chunk, nil)
+		if plan.root != nil {
+			rootFrame = plan.root.NewFrame(chunk, nil)
 		}
 		ops := make([]*array.Operand, nIn)
 		for i, t := range args {
@@ -54,9 +213,15 @@ func (s *rowStep) runCPU(args []*array.Array, full []int, res *array.Array) {
 			one[k] = ir.NewVec(st.Kind, 1)
 			rounders[k] = array.NewRounder(st.Node.DType, st.Kind)
 		}
+		kept := make([]ir.Vec, plan.nKept) // the kept values of the row
+		for _, c := range plan.keep {
+			if c >= 0 {
+				kept[c] = ir.NewVec(plan.kinds[nKeep+c], R)
+			}
+		}
 		idx := make([]int, len(outerShape))
-		// bind makes f read every input at [start, start+n) of the row and
-		// the stages computed so far.
+		// bind makes f read every input at [start, start+n) of the row,
+		// the stages computed so far, and the values kept so far.
 		bind := func(f *ir.Frame, blk *ir.Block, start, n, done int) {
 			for i, o := range ops {
 				if blk.Uses(i) {
@@ -65,6 +230,9 @@ func (s *rowStep) runCPU(args []*array.Array, full []int, res *array.Array) {
 			}
 			for k := range done {
 				f.SetArg(nIn+k, stageVecs[k])
+				if c := plan.keep[k]; c >= 0 {
+					f.SetArg(nKeep+c, kept[c].Slice(start, start+n))
+				}
 			}
 		}
 		for row := lo; row < hi; row++ {
@@ -77,10 +245,15 @@ func (s *rowStep) runCPU(args []*array.Array, full []int, res *array.Array) {
 			}
 			var val ir.Vec
 			for k, st := range stages {
-				f, blk := frames[k], s.stages[k]
+				f, blk := frames[k], plan.stages[k]
 				if st.Reduce {
+					c := plan.keep[k]
 					acc := array.FoldRange(st.Reducer, blk.OutKind(), 0, R, func(s0, m int) ir.Vec {
 						bind(f, blk, s0, m, k)
+						if c >= 0 { // compute into the kept values
+							dst := kept[c].Slice(s0, s0+m)
+							return f.Run(m, &dst)
+						}
 						return f.Run(m, nil)
 					})
 					rounders[k].Result(st.Reducer, acc, R, one[k])
@@ -93,14 +266,19 @@ func (s *rowStep) runCPU(args []*array.Array, full []int, res *array.Array) {
 				}
 				val = one[k]
 			}
-			if s.root == nil {
+			if plan.root == nil {
 				res.Store(row, val, stages[len(stages)-1].Kind, 1)
 				continue
 			}
+			k := plan.root.OutKind()
 			for s0 := 0; s0 < R; s0 += chunk {
 				m := min(chunk, R-s0)
-				bind(rootFrame, s.root, s0, m, len(stages))
-				res.Store(row*R+s0, rootFrame.Run(m, nil), s.root.OutKind(), m)
+				bind(rootFrame, plan.root, s0, m, len(stages))
+				if dst, ok := res.HostVec(row*R+s0, row*R+s0+m, k); ok && plan.root.Computes() {
+					rootFrame.Run(m, &dst) // straight into the result
+					continue
+				}
+				res.Store(row*R+s0, rootFrame.Run(m, nil), k, m)
 			}
 		}
 	})
