@@ -378,6 +378,9 @@ func (f *Frame) Run(n int, dst *Vec) Vec {
 			in.f32(d.F32[:n], f.regs[in.a].F32[:n], in.ar)
 			continue
 		}
+		if in.kind == F32 && isArith(in.p) && vecF32(in.p, d.F32[:n], f.regs[in.a].F32, b.F32) {
+			continue
+		}
 		evalPrim(in.p, in.kind, n, d, &f.regs[in.a], b, c)
 	}
 	if dst != nil {

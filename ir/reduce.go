@@ -78,6 +78,25 @@ func Accumulate[T number](r Reducer, acc *Acc, x []T, base int64) {
 			return
 		}
 		greater := r == RMax || r == RArgMax
+		if !isInt && !r.IsArg() {
+			// A value reduction: the index is not kept.
+			var best float64
+			var ok bool
+			switch any(zero).(type) {
+			case float32:
+				var b float32
+				b, ok = bestValue(asFloat[float32](x), greater)
+				best = float64(b)
+			case float64:
+				best, ok = bestValue(asFloat[float64](x), greater)
+			}
+			if ok {
+				if first || greater && best > acc.F || !greater && best < acc.F {
+					acc.F = best
+				}
+				return
+			}
+		}
 		if !isInt {
 			var best float64
 			var at int

@@ -8,6 +8,45 @@ func sumF32AVX2(x *float32, n int, s *[16]float64)
 //go:noescape
 func sumF64AVX2(x *float64, n int, s *[16]float64)
 
+//go:noescape
+func bestF32AVX2(x *float32, n int, greater bool, m *[32]float32) (nan bool)
+
+// bestValue is the greatest (greater) or least value of x for a value
+// reduction, whose index does not matter; ok is false when x holds a NaN
+// or the value is a zero (whose sign the first zero decides), which
+// bestFloat handles.
+func bestValue[T floating](x []T, greater bool) (best T, ok bool) {
+	var zero T
+	if _, is32 := any(zero).(float32); !hasAVX2 || !is32 || len(x) < 32 {
+		b, _, ok := bestFloat(x, greater)
+		return b, ok
+	}
+	x32 := asFloat[float32](x)
+	var m [32]float32
+	if bestF32AVX2(&x32[0], len(x32), greater, &m) {
+		return 0, false
+	}
+	b := m[0]
+	better := func(v float32) bool { return greater && v > b || !greater && v < b }
+	for _, v := range m[1:] {
+		if better(v) {
+			b = v
+		}
+	}
+	for _, v := range x32[len(x32)&^31:] {
+		if v != v {
+			return 0, false
+		}
+		if better(v) {
+			b = v
+		}
+	}
+	if b == 0 {
+		return 0, false
+	}
+	return T(b), true
+}
+
 // sumLanes adds x[i+j] into s[j] for every whole group of sixteen values
 // and returns how many values it added (see sumFloat).
 func sumLanes[T floating](x []T, s *[16]float64) int {

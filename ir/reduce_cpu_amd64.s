@@ -68,3 +68,85 @@ done:
 	VMOVUPD Y3, 96(DI)
 	VZEROUPPER
 	RET
+
+// func bestF32AVX2(x *float32, n int, greater bool, m *[32]float32) (nan bool)
+//
+// The greatest (greater) or least value of each of 32 lanes of x (lane j:
+// the x[i] with i%32 == j, for i < n&^31, n >= 32), keeping a lane's
+// earlier value on ties, and whether any of them is NaN (the lanes are
+// then meaningless).
+TEXT ·bestF32AVX2(SB), NOSPLIT, $0-33
+	MOVQ    x+0(FP), SI
+	MOVQ    n+8(FP), CX
+	MOVBLZX greater+16(FP), R9
+	MOVQ    m+24(FP), DI
+	ANDQ    $-32, CX
+	VMOVUPS 0(SI), Y0
+	VMOVUPS 32(SI), Y1
+	VMOVUPS 64(SI), Y2
+	VMOVUPS 96(SI), Y3
+	VCMPPS  $3, Y0, Y0, Y8 // unordered: NaN
+	VCMPPS  $3, Y1, Y1, Y9
+	VCMPPS  $3, Y2, Y2, Y10
+	VCMPPS  $3, Y3, Y3, Y11
+	MOVQ    $32, AX
+	TESTQ   R9, R9
+	JZ      minloop
+
+maxloop:
+	CMPQ    AX, CX
+	JGE     done
+	VMOVUPS 0(SI)(AX*4), Y4
+	VMOVUPS 32(SI)(AX*4), Y5
+	VMOVUPS 64(SI)(AX*4), Y6
+	VMOVUPS 96(SI)(AX*4), Y7
+	VMAXPS  Y0, Y4, Y0 // x > m ? x : m
+	VMAXPS  Y1, Y5, Y1
+	VMAXPS  Y2, Y6, Y2
+	VMAXPS  Y3, Y7, Y3
+	VCMPPS  $3, Y4, Y4, Y4
+	VCMPPS  $3, Y5, Y5, Y5
+	VCMPPS  $3, Y6, Y6, Y6
+	VCMPPS  $3, Y7, Y7, Y7
+	VORPS   Y4, Y8, Y8
+	VORPS   Y5, Y9, Y9
+	VORPS   Y6, Y10, Y10
+	VORPS   Y7, Y11, Y11
+	ADDQ    $32, AX
+	JMP     maxloop
+
+minloop:
+	CMPQ    AX, CX
+	JGE     done
+	VMOVUPS 0(SI)(AX*4), Y4
+	VMOVUPS 32(SI)(AX*4), Y5
+	VMOVUPS 64(SI)(AX*4), Y6
+	VMOVUPS 96(SI)(AX*4), Y7
+	VMINPS  Y0, Y4, Y0 // x < m ? x : m
+	VMINPS  Y1, Y5, Y1
+	VMINPS  Y2, Y6, Y2
+	VMINPS  Y3, Y7, Y3
+	VCMPPS  $3, Y4, Y4, Y4
+	VCMPPS  $3, Y5, Y5, Y5
+	VCMPPS  $3, Y6, Y6, Y6
+	VCMPPS  $3, Y7, Y7, Y7
+	VORPS   Y4, Y8, Y8
+	VORPS   Y5, Y9, Y9
+	VORPS   Y6, Y10, Y10
+	VORPS   Y7, Y11, Y11
+	ADDQ    $32, AX
+	JMP     minloop
+
+done:
+	VMOVUPS   Y0, 0(DI)
+	VMOVUPS   Y1, 32(DI)
+	VMOVUPS   Y2, 64(DI)
+	VMOVUPS   Y3, 96(DI)
+	VORPS     Y9, Y8, Y8
+	VORPS     Y11, Y10, Y10
+	VORPS     Y10, Y8, Y8
+	VMOVMSKPS Y8, AX
+	TESTL     AX, AX
+	SETNE     nan+32(FP)
+	VZEROUPPER
+	RET

@@ -5,3 +5,10 @@ package ir
 // sumLanes adds x[i+j] into s[j] for every whole group of sixteen values
 // and returns how many values it added (see sumFloat).
 func sumLanes[T floating](x []T, s *[16]float64) int { return sumLanesGo(x, s) }
+
+// bestValue is the greatest (greater) or least value of x for a value
+// reduction; ok is false when x holds a NaN.
+func bestValue[T floating](x []T, greater bool) (best T, ok bool) {
+	b, _, ok := bestFloat(x, greater)
+	return b, ok
+}
