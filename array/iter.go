@@ -161,6 +161,16 @@ func (o *Operand) Load(start, n int, k ir.Kind, buf ir.Vec) ir.Vec {
 	return buf
 }
 
+// Alias returns elements [start, start+n) of the operand as a Vec of kind
+// k that aliases storage, when the operand is dense and stored in kind k.
+func (o *Operand) Alias(start, n int, k ir.Kind) (ir.Vec, bool) {
+	if !o.dense || n <= 0 {
+		return ir.Vec{}, false
+	}
+	lo := o.offset + start
+	return aliasVec(o.data, o.dtype, k, lo, lo+n)
+}
+
 // Unravel writes the multi-index of flat (row-major over shape) into idx
 // and returns the storage offset it addresses.
 func Unravel(flat int, shape, strides, idx []int) int {

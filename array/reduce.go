@@ -54,6 +54,9 @@ func reduce(op *ir.Op, a ir.Attrs, x *Array) *Array {
 	// fold reduces flat range [lo, hi) of the reduced dims of the row at off.
 	fold := func(o *Operand, buf ir.Vec, off, lo, hi int) ir.Acc {
 		o.offset = off
+		if v, ok := o.Alias(lo, hi-lo, k); ok {
+			return FoldVec(r, k, lo, hi, v)
+		}
 		return FoldRange(r, k, lo, hi, func(s, m int) ir.Vec { return o.Load(s, m, k, buf) })
 	}
 	newRowOperand := func() (*Operand, ir.Vec) {
@@ -122,6 +125,25 @@ func FoldRange(r ir.Reducer, k ir.Kind, lo, hi int, block func(s, m int) ir.Vec)
 			ir.Accumulate(r, &acc, v.F64[:m], int64(s))
 		default:
 			ir.Accumulate(r, &acc, v.I64[:m], int64(s))
+		}
+	}
+	return acc
+}
+
+// FoldVec is FoldRange over values already in memory: v holds the values
+// of [lo, hi), folded in the same blocks, so with the same result, without
+// a call per block to load them.
+func FoldVec(r ir.Reducer, k ir.Kind, lo, hi int, v ir.Vec) ir.Acc {
+	acc := r.Init()
+	for s := lo; s < hi; s += BlockSize {
+		m := min(BlockSize, hi-s)
+		switch k {
+		case ir.F32:
+			ir.Accumulate(r, &acc, v.F32[s-lo:s-lo+m], int64(s))
+		case ir.F64:
+			ir.Accumulate(r, &acc, v.F64[s-lo:s-lo+m], int64(s))
+		default:
+			ir.Accumulate(r, &acc, v.I64[s-lo:s-lo+m], int64(s))
 		}
 	}
 	return acc

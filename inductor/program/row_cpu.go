@@ -248,14 +248,19 @@ func (s *rowStep) rowsCPU(plan *cpuPlan, args []*array.Array, outerShape []int, 
 				f, blk := frames[k], plan.stages[k]
 				if st.Reduce {
 					c := plan.keep[k]
-					acc := array.FoldRange(st.Reducer, blk.OutKind(), 0, R, func(s0, m int) ir.Vec {
-						bind(f, blk, s0, m, k)
-						if c >= 0 { // compute into the kept values
-							dst := kept[c].Slice(s0, s0+m)
-							return f.Run(m, &dst)
-						}
-						return f.Run(m, nil)
-					})
+					var acc ir.Acc
+					if v, ok := plainRow(blk, ops, 0, R); ok && c < 0 { // fold the row in place
+						acc = array.FoldVec(st.Reducer, blk.OutKind(), 0, R, v)
+					} else {
+						acc = array.FoldRange(st.Reducer, blk.OutKind(), 0, R, func(s0, m int) ir.Vec {
+							bind(f, blk, s0, m, k)
+							if c >= 0 { // compute into the kept values
+								dst := kept[c].Slice(s0, s0+m)
+								return f.Run(m, &dst)
+							}
+							return f.Run(m, nil)
+						})
+					}
 					rounders[k].Result(st.Reducer, acc, R, one[k])
 				} else {
 					bind(f, blk, 0, 1, k)
@@ -306,6 +311,9 @@ func (s *rowStep) splitCPU(args []*array.Array, outerShape []int, outer [][]int,
 				ops[i] = t.Operand([]int{R}, []int{inner[i]}, offsets[i])
 			}
 			return func(lo, hi int) ir.Acc {
+				if v, ok := plainRow(blk, ops, lo, hi); ok {
+					return array.FoldVec(st.Reducer, blk.OutKind(), lo, hi, v)
+				}
 				return array.FoldRange(st.Reducer, blk.OutKind(), lo, hi, func(s0, m int) ir.Vec {
 					for i, o := range ops {
 						if blk.Uses(i) {
@@ -319,6 +327,29 @@ func (s *rowStep) splitCPU(args []*array.Array, outerShape []int, outer [][]int,
 		round.Result(st.Reducer, acc, R, one)
 		res.Store(row, one, st.Kind, 1)
 	}
+}
+
+// plainRow is values [lo, hi) of the row of the input blk reads as it is,
+// in storage, when blk computes nothing else (a lone Sum(-1) reads its
+// input) and the input is contiguous along the row and stored in the kind
+// blk reads.
+func plainRow(blk *ir.Block, ops []*array.Operand, lo, hi int) (ir.Vec, bool) {
+	if blk.Computes() {
+		return ir.Vec{}, false
+	}
+	var in *array.Operand
+	for i, o := range ops {
+		if blk.Uses(i) {
+			if in != nil {
+				return ir.Vec{}, false
+			}
+			in = o
+		}
+	}
+	if in == nil {
+		return ir.Vec{}, false
+	}
+	return in.Alias(lo, hi-lo, blk.OutKind())
 }
 
 // kindAt is v[0] as a float64.
