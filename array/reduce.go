@@ -109,58 +109,66 @@ func writeResults(res *Array, r ir.Reducer, accs []ir.Acc, isInt bool, n int) {
 	storeFrom(res.st.data, res.dtype, 0, vals)
 }
 
+// FoldPart is the length of the parts a reduced range is folded in: each
+// part's blocks into a fresh accumulator, the parts merged in order. A
+// range's result depends on its length alone, not on how many cores fold
+// its parts (FoldSplit) or whether one folds them all (FoldRange).
+const FoldPart = 1 << 16
+
 // FoldRange folds [lo, hi) of a reduced range into a fresh accumulator a
-// block at a time: block(s, m) gives the m values from index s, in kind k.
-// Eager reductions and fused row reductions fold through it, so that both
-// add up the same blocks in the same order.
+// block at a time, in parts of FoldPart (lo is a multiple of FoldPart or
+// the range lies in one part): block(s, m) gives the m values from index
+// s, in kind k. Eager reductions and fused row reductions fold through it,
+// so that both add up the same blocks in the same order.
 func FoldRange(r ir.Reducer, k ir.Kind, lo, hi int, block func(s, m int) ir.Vec) ir.Acc {
 	acc := r.Init()
-	for s := lo; s < hi; s += BlockSize {
-		m := min(BlockSize, hi-s)
-		v := block(s, m)
-		switch k {
-		case ir.F32:
-			ir.Accumulate(r, &acc, v.F32[:m], int64(s))
-		case ir.F64:
-			ir.Accumulate(r, &acc, v.F64[:m], int64(s))
-		default:
-			ir.Accumulate(r, &acc, v.I64[:m], int64(s))
+	for p := lo; p < hi; p += FoldPart {
+		part := r.Init()
+		for s := p; s < min(p+FoldPart, hi); s += BlockSize {
+			m := min(BlockSize, hi-s)
+			v := block(s, m)
+			accumulate(r, k, &part, v, 0, m, s)
 		}
+		r.Merge(&acc, part, k == ir.I64)
 	}
 	return acc
+}
+
+func accumulate(r ir.Reducer, k ir.Kind, acc *ir.Acc, v ir.Vec, i, m, base int) {
+	switch k {
+	case ir.F32:
+		ir.Accumulate(r, acc, v.F32[i:i+m], int64(base))
+	case ir.F64:
+		ir.Accumulate(r, acc, v.F64[i:i+m], int64(base))
+	default:
+		ir.Accumulate(r, acc, v.I64[i:i+m], int64(base))
+	}
 }
 
 // FoldVec is FoldRange over values already in memory: v holds the values
-// of [lo, hi), folded in the same blocks, so with the same result, without
-// a call per block to load them.
+// of [lo, hi), folded in the same blocks and parts, so with the same
+// result, without a call per block to load them.
 func FoldVec(r ir.Reducer, k ir.Kind, lo, hi int, v ir.Vec) ir.Acc {
 	acc := r.Init()
-	for s := lo; s < hi; s += BlockSize {
-		m := min(BlockSize, hi-s)
-		switch k {
-		case ir.F32:
-			ir.Accumulate(r, &acc, v.F32[s-lo:s-lo+m], int64(s))
-		case ir.F64:
-			ir.Accumulate(r, &acc, v.F64[s-lo:s-lo+m], int64(s))
-		default:
-			ir.Accumulate(r, &acc, v.I64[s-lo:s-lo+m], int64(s))
+	for p := lo; p < hi; p += FoldPart {
+		part := r.Init()
+		for s := p; s < min(p+FoldPart, hi); s += BlockSize {
+			accumulate(r, k, &part, v, s-lo, min(BlockSize, hi-s), s)
 		}
+		r.Merge(&acc, part, k == ir.I64)
 	}
 	return acc
 }
 
-// FoldSplit reduces a long range of n values on all cores: parts of whole
-// blocks, each folded by a goroutine's fold (from newFold), merged in
-// order.
+// FoldSplit reduces a long range of n values on all cores: its parts of
+// FoldPart, each folded by a goroutine's fold (from newFold), merged in
+// order, as FoldRange merges them.
 func FoldSplit(r ir.Reducer, isInt bool, n int, newFold func() func(lo, hi int) ir.Acc) ir.Acc {
-	workers := runtime.GOMAXPROCS(0)
-	chunk := (n + workers - 1) / workers
-	chunk = (chunk + BlockSize - 1) / BlockSize * BlockSize
-	parts := make([]ir.Acc, (n+chunk-1)/chunk)
+	parts := make([]ir.Acc, (n+FoldPart-1)/FoldPart)
 	ParallelRows(len(parts), 1, func(plo, phi int) {
 		fold := newFold()
 		for p := plo; p < phi; p++ {
-			parts[p] = fold(p*chunk, min((p+1)*chunk, n))
+			parts[p] = fold(p*FoldPart, min((p+1)*FoldPart, n))
 		}
 	})
 	acc := r.Init()
