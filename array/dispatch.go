@@ -206,9 +206,9 @@ func RunBlocks(blks []*ir.Block, args []ir.Value, params []float64, res []*Array
 			if s, ok := v.(ir.Scalar); ok {
 				for j, f := range frames {
 					if blks[j].Uses(i) {
-						buf := f.ArgBuf(i)
-						buf.Fill(f.ArgKind(i), s.Value)
-						f.SetArg(i, buf)
+						one := ir.NewVec(f.ArgKind(i), 1)
+						one.Fill(f.ArgKind(i), s.Value)
+						f.SetUniform(i, one)
 					}
 				}
 				continue

@@ -181,14 +181,6 @@ func (s *rowStep) rowsCPU(plan *cpuPlan, args []*array.Array, outerShape []int, 
 	nIn := len(args)
 	stages := s.r.Row.Stages
 	nKeep := nIn + len(stages) // the first kept-values operand
-	// A stage's value is repeated over a chunk only for the programs that
-	// read it.
-	needVec := make([]bool, len(stages))
-	for k := range stages {
-		for _, blk := range append(append([]*ir.Block(nil), plan.stages[k+1:]...), plan.root) {
-			needVec[k] = needVec[k] || (blk != nil && blk.Uses(nIn+k))
-		}
-	}
 	array.ParallelRows(rows, max(1, array.MinParallel/R), func(lo, hi int) {
 		chunk := min(array.BlockSize, R)
 		frames := make([]*ir.Frame, len(stages))
@@ -202,10 +194,6 @@ func (s *rowStep) rowsCPU(plan *cpuPlan, args []*array.Array, outerShape []int, 
 		ops := make([]*array.Operand, nIn)
 		for i, t := range args {
 			ops[i] = t.Operand([]int{R}, []int{inner[i]}, 0)
-		}
-		stageVecs := make([]ir.Vec, len(stages)) // each stage's value, repeated over a chunk
-		for k, st := range stages {
-			stageVecs[k] = ir.NewVec(st.Kind, chunk)
 		}
 		one := make([]ir.Vec, len(stages)) // each stage's value
 		rounders := make([]*array.Rounder, len(stages))
@@ -229,7 +217,7 @@ func (s *rowStep) rowsCPU(plan *cpuPlan, args []*array.Array, outerShape []int, 
 				}
 			}
 			for k := range done {
-				f.SetArg(nIn+k, stageVecs[k])
+				f.SetUniform(nIn+k, one[k])
 				if c := plan.keep[k]; c >= 0 {
 					f.SetArg(nKeep+c, kept[c].Slice(start, start+n))
 				}
@@ -265,9 +253,6 @@ func (s *rowStep) rowsCPU(plan *cpuPlan, args []*array.Array, outerShape []int, 
 				} else {
 					bind(f, blk, 0, 1, k)
 					rounders[k].Value(f.Run(1, nil), blk.OutKind(), one[k])
-				}
-				if needVec[k] {
-					stageVecs[k].Fill(st.Kind, kindAt(one[k], st.Kind))
 				}
 				val = one[k]
 			}
@@ -350,15 +335,4 @@ func plainRow(blk *ir.Block, ops []*array.Operand, lo, hi int) (ir.Vec, bool) {
 		return ir.Vec{}, false
 	}
 	return in.Alias(lo, hi-lo, blk.OutKind())
-}
-
-// kindAt is v[0] as a float64.
-func kindAt(v ir.Vec, k ir.Kind) float64 {
-	switch k {
-	case ir.F32:
-		return float64(v.F32[0])
-	case ir.F64:
-		return v.F64[0]
-	}
-	return float64(v.I64[0])
 }
