@@ -156,8 +156,7 @@ func (s *rowStep) runCPU(args []*array.Array, full []int, res *array.Array) {
 	R, outerShape := full[last], full[:last]
 	rows := ir.Numel(outerShape)
 	outer, inner := rowLayout(args, full)
-	// Fewer rows than cores, and long: a lone reduction splits each row
-	// across the cores (opByOp took the other regions).
+	// Fewer rows than cores, and long: each row is split across the cores.
 	if rows < runtime.GOMAXPROCS(0) && R >= 2*array.MinParallel {
 		s.splitCPU(args, outerShape, outer, inner, R, res)
 		return
@@ -274,43 +273,99 @@ func (s *rowStep) rowsCPU(plan *cpuPlan, args []*array.Array, outerShape []int, 
 	})
 }
 
-// splitCPU runs a region whose one stage is a reduction and the root with
-// each row split across the cores, the parts merged in order.
+// splitCPU runs the region with each row split across the cores: a
+// reduction stage folds its parts on all of them (the parts and their
+// order are FoldRange's, so the values are those of rowsCPU), and the root
+// computes its chunks on all of them.
 func (s *rowStep) splitCPU(args []*array.Array, outerShape []int, outer [][]int, inner []int, R int, res *array.Array) {
-	st, blk := s.r.Row.Stages[0], s.stages[0]
+	nIn := len(args)
+	stages := s.r.Row.Stages
+	chunk := min(array.BlockSize, R)
 	idx := make([]int, len(outerShape))
-	one := ir.NewVec(st.Kind, 1)
-	round := array.NewRounder(st.Node.DType, st.Kind)
+	offsets := make([]int, nIn)
+	one := make([]ir.Vec, len(stages)) // each stage's value: read by all workers, written between
+	rounders := make([]*array.Rounder, len(stages))
+	for k, st := range stages {
+		one[k] = ir.NewVec(st.Kind, 1)
+		rounders[k] = array.NewRounder(st.Node.DType, st.Kind)
+	}
+	// worker is one goroutine's program k (len(stages) for the root)
+	// reading the row at offsets, with the stages before it bound.
+	type worker struct {
+		f   *ir.Frame
+		blk *ir.Block
+		ops []*array.Operand
+	}
+	newWorker := func(k int) *worker {
+		blk := s.root
+		if k < len(stages) {
+			blk = s.stages[k]
+		}
+		w := &worker{f: blk.NewFrame(chunk, nil), blk: blk, ops: make([]*array.Operand, nIn)}
+		for i, t := range args {
+			w.ops[i] = t.Operand([]int{R}, []int{inner[i]}, offsets[i])
+		}
+		for j := range k {
+			w.f.SetUniform(nIn+j, one[j])
+		}
+		return w
+	}
+	// run computes values [s0, s0+m) of the row.
+	run := func(w *worker, s0, m int, dst *ir.Vec) ir.Vec {
+		for i, o := range w.ops {
+			if w.blk.Uses(i) {
+				w.f.SetArg(i, o.Load(s0, m, w.f.ArgKind(i), w.f.ArgBuf(i)))
+			}
+		}
+		return w.f.Run(m, dst)
+	}
 	for row := range ir.Numel(outerShape) {
-		offsets := make([]int, len(args))
 		for i, t := range args {
 			offsets[i] = t.Offset()
 			if len(outerShape) > 0 {
 				offsets[i] += array.Unravel(row, outerShape, outer[i], idx)
 			}
 		}
-		acc := array.FoldSplit(st.Reducer, st.Compute == ir.I64, R, func() func(lo, hi int) ir.Acc {
-			f := blk.NewFrame(min(array.BlockSize, R), nil)
-			ops := make([]*array.Operand, len(args))
-			for i, t := range args {
-				ops[i] = t.Operand([]int{R}, []int{inner[i]}, offsets[i])
+		var val ir.Vec
+		for k, st := range stages {
+			if !st.Reduce {
+				w := newWorker(k)
+				rounders[k].Value(run(w, 0, 1, nil), w.blk.OutKind(), one[k])
+				val = one[k]
+				continue
 			}
-			return func(lo, hi int) ir.Acc {
-				if v, ok := plainRow(blk, ops, lo, hi); ok {
-					return array.FoldVec(st.Reducer, blk.OutKind(), lo, hi, v)
-				}
-				return array.FoldRange(st.Reducer, blk.OutKind(), lo, hi, func(s0, m int) ir.Vec {
-					for i, o := range ops {
-						if blk.Uses(i) {
-							f.SetArg(i, o.Load(s0, m, f.ArgKind(i), f.ArgBuf(i)))
-						}
+			kind := s.stages[k].OutKind()
+			acc := array.FoldSplit(st.Reducer, st.Compute == ir.I64, R, func() func(lo, hi int) ir.Acc {
+				w := newWorker(k)
+				return func(lo, hi int) ir.Acc {
+					if v, ok := plainRow(w.blk, w.ops, lo, hi); ok {
+						return array.FoldVec(st.Reducer, kind, lo, hi, v)
 					}
-					return f.Run(m, nil)
-				})
+					return array.FoldRange(st.Reducer, kind, lo, hi, func(s0, m int) ir.Vec { return run(w, s0, m, nil) })
+				}
+			})
+			rounders[k].Result(st.Reducer, acc, R, one[k])
+			val = one[k]
+		}
+		if s.root == nil {
+			res.Store(row, val, stages[len(stages)-1].Kind, 1)
+			continue
+		}
+		k := s.root.OutKind()
+		nChunks := (R + chunk - 1) / chunk
+		array.ParallelRows(nChunks, max(1, array.MinParallel/chunk), func(lo, hi int) {
+			w := newWorker(len(stages))
+			for c := lo; c < hi; c++ {
+				s0 := c * chunk
+				m := min(chunk, R-s0)
+				at := row*R + s0
+				if dst, ok := res.HostVec(at, at+m, k); ok && s.root.Computes() {
+					run(w, s0, m, &dst)
+					continue
+				}
+				res.Store(at, run(w, s0, m, nil), k, m)
 			}
 		})
-		round.Result(st.Reducer, acc, R, one)
-		res.Store(row, one, st.Kind, 1)
 	}
 }
 
