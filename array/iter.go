@@ -153,6 +153,19 @@ func (o *Operand) Load(start, n int, k ir.Kind, buf ir.Vec) ir.Vec {
 		fillFrom(buf, k, o.data, o.dtype, o.offset, n)
 		return buf
 	}
+	if r := len(o.shape); o.strides[r-1] == 1 && n > 0 && start/o.shape[r-1] == (start+n-1)/o.shape[r-1] {
+		// Within one contiguous run (a row of a broadcast or sliced
+		// operand): read it in place.
+		if len(o.idx) < r {
+			o.idx = make([]int, r)
+		}
+		lo := o.offset + Unravel(start, o.shape, o.strides, o.idx[:r])
+		if v, ok := aliasVec(o.data, o.dtype, k, lo, lo+n); ok {
+			return v
+		}
+		convert(buf, k, o.data, o.dtype, lo, n)
+		return buf
+	}
 	if o.raw == nil {
 		o.raw = allocData(o.dtype, min(BlockSize, ir.Numel(o.shape)))
 	}

@@ -74,3 +74,13 @@ func BenchmarkCPUSumAll16M(b *testing.B) {
 	x := Randn(1, Float32, 1<<24)
 	benchEagerCompiled(b, 4<<24, func(x *Tensor) *Tensor { return x.Sum() }, x)
 }
+
+func BenchmarkCPUSoftmax32x1024(b *testing.B) {
+	x := Randn(1, Float32, 32, 1024)
+	benchEagerCompiled(b, 2*4*32*1024, func(x *Tensor) *Tensor { return x.Softmax(-1) }, x)
+}
+
+func BenchmarkCPUBiasGELU2048x4096(b *testing.B) {
+	x, bias := Randn(1, Float32, 2048, 4096), Randn(2, Float32, 4096)
+	benchEagerCompiled(b, 2*4*2048*4096, func(x *Tensor) *Tensor { return x.Add(bias).GELU() }, x)
+}
