@@ -69,7 +69,9 @@ func reduce(op *ir.Op, a ir.Attrs, x *Array) *Array {
 		return x.offset + Unravel(o, keptShape, keptStrides, idx)
 	}
 	accs := make([]ir.Acc, nOut)
-	if nOut >= runtime.GOMAXPROCS(0) || nRed < 2*MinParallel {
+	if nOut >= runtime.GOMAXPROCS(0) && foldColumns(r, k, x, keptShape, keptStrides, rshape, rstride, accs) {
+		// Outputs side by side in memory: folded a tile at a time.
+	} else if nOut >= runtime.GOMAXPROCS(0) || nRed < 2*MinParallel {
 		// Many rows: each goroutine reduces whole rows.
 		ParallelRows(nOut, max(1, MinParallel/max(nRed, 1)), func(lo, hi int) {
 			o, buf := newRowOperand()

@@ -66,3 +66,48 @@ func TestReduceSameBitsWhateverTheCores(t *testing.T) {
 		}
 	}
 }
+
+// Reductions over an outer dim (folded a tile of outputs at a time) give
+// the bits of the same values reduced along a contiguous last dim.
+func TestReduceOuterDimSameBits(t *testing.T) {
+	rng := rand.New(rand.NewPCG(17, 18))
+	for _, sz := range [][3]int{{1, 5, 16}, {2, 1023, 17}, {1, 1025, 300}, {3, 40, 1100}, {1, array.FoldPart + 3, 19}} {
+		a, n, c := sz[0], sz[1], sz[2]
+		for _, dt := range []ir.DType{ir.Float32, ir.Float64, ir.BFloat16, ir.Int64} {
+			vals := make([]float64, a*n*c) // [a, n, c]
+			for i := range vals {
+				switch {
+				case dt == ir.Int64:
+					vals[i] = float64(rng.IntN(2000) - 1000)
+				case rng.IntN(5000) == 0:
+					vals[i] = math.NaN()
+				case rng.IntN(50) == 0:
+					vals[i] = 0 // ties
+				default:
+					vals[i] = rng.NormFloat64() * 10
+				}
+			}
+			tr := make([]float64, len(vals)) // [a, c, n]
+			for p := range a {
+				for i := range n {
+					for j := range c {
+						tr[(p*c+j)*n+i] = vals[(p*n+i)*c+j]
+					}
+				}
+			}
+			x, xt := array.FromFloat64s(vals, dt, a, n, c), array.FromFloat64s(tr, dt, a, c, n)
+			for _, op := range []*ir.Op{ir.OpSum, ir.OpMean, ir.OpAMax, ir.OpAMin, ir.OpArgMax, ir.OpArgMin} {
+				if op == ir.OpMean && dt == ir.Int64 {
+					continue
+				}
+				got := array.Apply(op, ir.Attrs{Dims: []int{1}}, x).Float64s()
+				want := array.Apply(op, ir.Attrs{Dims: []int{2}}, xt).Float64s()
+				for i := range want {
+					if math.Float64bits(got[i]) != math.Float64bits(want[i]) && !(math.IsNaN(got[i]) && math.IsNaN(want[i])) {
+						t.Fatalf("%s of %v [%d %d %d] over dim 1, output %d: %v, along the last dim %v", op.Name, dt, a, n, c, i, got[i], want[i])
+					}
+				}
+			}
+		}
+	}
+}

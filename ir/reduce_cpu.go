@@ -107,3 +107,12 @@ func bestFloat[T floating](x []T, greater bool) (best T, at int, ok bool) {
 func asFloat[F floating, T number](x []T) []F {
 	return unsafe.Slice((*F)(unsafe.Pointer(unsafe.SliceData(x))), len(x))
 }
+
+// AddWidened adds x[j], widened to float64, into l[j] for j < len(x): one
+// step of a sum's lane (see Accumulate) for many outputs side by side.
+func AddWidened[T floating](l []float64, x []T) {
+	l = l[:len(x)]
+	for j := addWidenedLanes(l, x); j < len(x); j++ {
+		l[j] += float64(x[j])
+	}
+}

@@ -6,6 +6,21 @@ package ir
 func sumF32AVX2(x *float32, n int, s *[16]float64)
 
 //go:noescape
+func addWidenedF32AVX2(l *float64, x *float32, n int)
+
+// addWidenedLanes adds x[j] into l[j] for j < len(x)&^7 where there is a
+// vector loop and returns how many it added.
+func addWidenedLanes[T floating](l []float64, x []T) int {
+	var zero T
+	if _, is32 := any(zero).(float32); !hasAVX2 || !is32 || len(x) < 8 {
+		return 0
+	}
+	x32 := asFloat[float32](x)
+	addWidenedF32AVX2(&l[:len(x32)][0], &x32[0], len(x32))
+	return len(x32) &^ 7
+}
+
+//go:noescape
 func sumF64AVX2(x *float64, n int, s *[16]float64)
 
 //go:noescape

@@ -150,3 +150,29 @@ done:
 	SETNE     nan+32(FP)
 	VZEROUPPER
 	RET
+
+// func addWidenedF32AVX2(l *float64, x *float32, n int)
+//
+// l[j] += float64(x[j]) for j < n&^7.
+TEXT ·addWidenedF32AVX2(SB), NOSPLIT, $0-24
+	MOVQ l+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ n+16(FP), CX
+	ANDQ $-8, CX
+	XORQ AX, AX
+
+loop:
+	CMPQ      AX, CX
+	JGE       done
+	VCVTPS2PD 0(SI)(AX*4), Y0
+	VCVTPS2PD 16(SI)(AX*4), Y1
+	VADDPD    0(DI)(AX*8), Y0, Y0
+	VADDPD    32(DI)(AX*8), Y1, Y1
+	VMOVUPD   Y0, 0(DI)(AX*8)
+	VMOVUPD   Y1, 32(DI)(AX*8)
+	ADDQ      $8, AX
+	JMP       loop
+
+done:
+	VZEROUPPER
+	RET

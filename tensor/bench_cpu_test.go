@@ -84,3 +84,8 @@ func BenchmarkCPUBiasGELU2048x4096(b *testing.B) {
 	x, bias := Randn(1, Float32, 2048, 4096), Randn(2, Float32, 4096)
 	benchEagerCompiled(b, 2*4*2048*4096, func(x *Tensor) *Tensor { return x.Add(bias).GELU() }, x)
 }
+
+func BenchmarkCPUSumCols4096x4096(b *testing.B) {
+	x := Randn(1, Float32, 4096, 4096)
+	benchEagerCompiled(b, 4*4096*4096, func(x *Tensor) *Tensor { return x.Sum(0) }, x)
+}
