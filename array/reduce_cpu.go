@@ -1,6 +1,10 @@
 package array
 
-import "gocompile/ir"
+import (
+	"runtime"
+
+	"gocompile/ir"
+)
 
 // Reductions whose neighbouring outputs read neighbouring values (a Sum(0)
 // of a matrix, a Mean over a middle dim): walking each output's values one
@@ -30,45 +34,73 @@ func foldColumns(r ir.Reducer, k ir.Kind, x *Array, keptShape, keptStrides, rsha
 	outerShape, outerStrides := keptShape[:last], keptStrides[:last]
 	perRow := (inner + colTile - 1) / colTile
 	tiles := len(accs) / inner * perRow
-	ParallelRows(tiles, max(1, MinParallel/(n*colTile)), func(lo, hi int) {
+	// Too few tiles for the cores: each also splits into its parts of
+	// FoldPart, folded apart and merged in order, as FoldSplit does.
+	nParts := (n + FoldPart - 1) / FoldPart
+	if tiles >= runtime.GOMAXPROCS(0) {
+		nParts = 1
+	}
+	var parts []ir.Acc // per tile and part, the part's accumulators
+	if nParts > 1 {
+		parts = make([]ir.Acc, tiles*nParts*colTile)
+	}
+	ParallelRows(tiles*nParts, max(1, MinParallel/(min(n, FoldPart)*colTile)), func(lo, hi int) {
 		o := newOperand(x.st.data, x.dtype, []int{colTile}, []int{1}, 0)
 		buf := ir.NewVec(k, colTile)
 		lanes := new([16][colTile]float64)
 		idx := make([]int, len(outerShape))
-		for t := lo; t < hi; t++ {
+		for item := lo; item < hi; item++ {
+			t, p := item/nParts, item%nParts
 			oi, j0 := t/perRow, t%perRow*colTile
 			w := min(colTile, inner-j0)
 			base := x.offset + j0
 			if len(outerShape) > 0 {
 				base += Unravel(oi, outerShape, outerStrides, idx)
 			}
-			out := accs[oi*inner+j0 : oi*inner+j0+w]
+			out, rlo, rhi := accs[oi*inner+j0:oi*inner+j0+w], 0, n
+			if nParts > 1 {
+				out, rlo, rhi = parts[item*colTile:item*colTile+w], p*FoldPart, min(n, (p+1)*FoldPart)
+			}
+			for j := range out {
+				out[j] = r.Init()
+			}
 			load := func(i int) ir.Vec {
 				o.offset = base + i*rs
 				return o.Load(0, w, k, buf)
 			}
 			switch {
 			case (r == ir.RSum || r == ir.RMean) && k != ir.I64:
-				sumColumns(r, k, n, out, lanes, load)
+				sumColumns(r, k, rlo, rhi, out, lanes, load)
 			default:
-				foldColumnsInOrder(r, k, n, out, load)
+				foldColumnsInOrder(r, k, rlo, rhi, out, load)
 			}
 		}
 	})
+	for t := range tiles * min(nParts-1, 1) { // merge the parts in order
+		oi, j0 := t/perRow, t%perRow*colTile
+		out := accs[oi*inner+j0 : oi*inner+j0+min(colTile, inner-j0)]
+		for j := range out {
+			out[j] = r.Init()
+		}
+		for p := range nParts {
+			part := parts[(t*nParts+p)*colTile:]
+			for j := range out {
+				r.Merge(&out[j], part[j], k == ir.I64)
+			}
+		}
+	}
 	return true
 }
 
-// sumColumns sums n values into each of out's accumulators as FoldRange
-// and ir.Accumulate would: parts of FoldPart, blocks of BlockSize, value i
-// of a block into lane i%16, the lanes combined pairwise.
-func sumColumns(r ir.Reducer, k ir.Kind, n int, out []ir.Acc, lanes *[16][colTile]float64, load func(i int) ir.Vec) {
+// sumColumns sums values [lo, hi) (lo a multiple of FoldPart) into each
+// of out's accumulators as FoldRange and ir.Accumulate would: parts of
+// FoldPart, blocks of BlockSize, value i of a block into lane i%16, the
+// lanes combined pairwise.
+func sumColumns(r ir.Reducer, k ir.Kind, lo, hi int, out []ir.Acc, lanes *[16][colTile]float64, load func(i int) ir.Vec) {
 	w := len(out)
-	for j := range out {
-		out[j] = r.Init()
-	}
 	var part [colTile]float64
-	for p := 0; p < n; p += FoldPart {
-		pe := min(p+FoldPart, n)
+	for p := lo; p < hi; p += FoldPart {
+		pe := min(p+FoldPart, hi)
 		clear(part[:w])
 		for b := p; b < pe; b += BlockSize {
 			for l := range lanes {
@@ -97,14 +129,11 @@ func sumColumns(r ir.Reducer, k ir.Kind, n int, out []ir.Acc, lanes *[16][colTil
 	}
 }
 
-// foldColumnsInOrder folds the values of each output in order, a row of
-// the tile at a time: integer sums (exact in any order), and max, min and
-// the arg reductions (the first NaN, else the first best value).
-func foldColumnsInOrder(r ir.Reducer, k ir.Kind, n int, out []ir.Acc, load func(i int) ir.Vec) {
-	for j := range out {
-		out[j] = r.Init()
-	}
-	for i := range n {
+// foldColumnsInOrder folds values [lo, hi) of each output in order, a row
+// of the tile at a time: integer sums (exact in any order), and max, min
+// and the arg reductions (the first NaN, else the first best value).
+func foldColumnsInOrder(r ir.Reducer, k ir.Kind, lo, hi int, out []ir.Acc, load func(i int) ir.Vec) {
+	for i := lo; i < hi; i++ {
 		v := load(i)
 		for j := range out {
 			switch k {

@@ -71,7 +71,7 @@ func TestReduceSameBitsWhateverTheCores(t *testing.T) {
 // the bits of the same values reduced along a contiguous last dim.
 func TestReduceOuterDimSameBits(t *testing.T) {
 	rng := rand.New(rand.NewPCG(17, 18))
-	for _, sz := range [][3]int{{1, 5, 16}, {2, 1023, 17}, {1, 1025, 300}, {3, 40, 1100}, {1, array.FoldPart + 3, 19}} {
+	for _, sz := range [][3]int{{1, 5, 16}, {2, 1023, 17}, {1, 1025, 300}, {3, 40, 1100}, {1, array.FoldPart + 3, 19}, {2, 2*array.FoldPart + 5, 20}} {
 		a, n, c := sz[0], sz[1], sz[2]
 		for _, dt := range []ir.DType{ir.Float32, ir.Float64, ir.BFloat16, ir.Int64} {
 			vals := make([]float64, a*n*c) // [a, n, c]
