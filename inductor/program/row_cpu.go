@@ -3,6 +3,7 @@ package program
 import (
 	"runtime"
 	"sync"
+	"weak"
 
 	"gocompile/array"
 	"gocompile/fuse"
@@ -24,11 +25,12 @@ type cpuPlan struct {
 	nKept  int
 }
 
-// keepLimit is the longest row whose kept values a worker holds: a few
-// per row of 32K values stay within a core's L2 cache.
+// keepLimit is the longest row whose values a worker keeps: a row or two
+// of 32K values (128 KB in float32) stays within a core's L2 cache.
 const keepLimit = 1 << 15
 
-var cpuPlans sync.Map // *rowStep → *cpuPlan
+// cpuPlans holds each step's plan (nil: none) while the step lives.
+var cpuPlans sync.Map // weak.Pointer[rowStep] → *cpuPlan
 
 // keepValues turns kept values on; tests turn it off to compare.
 var keepValues = true
@@ -36,17 +38,20 @@ var keepValues = true
 // cpuPlan returns the step's plan with kept values, or nil when no later
 // program reads a stage's values again.
 func (s *rowStep) cpuPlan() *cpuPlan {
-	if p, ok := cpuPlans.Load(s); ok {
+	key := weak.Make(s)
+	if p, ok := cpuPlans.Load(key); ok {
 		return p.(*cpuPlan)
 	}
-	p := newCPUPlan(s.r, s.kinds)
-	cpuPlans.Store(s, p)
-	return p
+	p, loaded := cpuPlans.LoadOrStore(key, newCPUPlan(s.r, s.kinds))
+	if !loaded {
+		runtime.AddCleanup(s, func(k weak.Pointer[rowStep]) { cpuPlans.Delete(k) }, key)
+	}
+	return p.(*cpuPlan)
 }
 
 func newCPUPlan(r *fuse.Region, kinds []ir.Kind) *cpuPlan {
 	stages := r.Row.Stages
-	// uses counts how often each expression is read by the later programs.
+	// exprs are the programs in order: the stages', then the root's.
 	exprs := make([]*ir.Expr, 0, len(stages)+1)
 	for _, st := range stages {
 		exprs = append(exprs, st.Expr)
