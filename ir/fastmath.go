@@ -241,8 +241,10 @@ func segment(ab uint32, n int) int32 {
 	return j - over&^(over>>31)
 }
 
-// erfF32 sets d[i] = erf(a[i]) for i < len(d), with ar around it.
-func erfF32(d, a []float32, ar around) {
+// erfF32Go sets d[i] = erf(a[i]) for i < len(d), with ar around it: the
+// loop in Go, which erfF32 runs where it has no vector loop (and for the
+// ends). Products are converted to float32 so that none is fused.
+func erfF32Go(d, a []float32, ar around) {
 	a = a[:len(d)]
 	for i, x := range a {
 		x *= ar.pre
@@ -254,12 +256,12 @@ func erfF32(d, a []float32, ar around) {
 		u := ax - c[0]
 		u2 := u * u
 		// Estrin's scheme: a shorter dependency chain than Horner's.
-		hi := (c[3] + c[4]*u) + u2*((c[5]+c[6]*u)+u2*c[7])
-		p := c[1] + (c[8]*u + (c[2]*u + u2*hi)) // c[8]·u: erf(u) - u on the first segment
+		hi := (c[3] + float32(c[4]*u)) + float32(u2*((c[5]+float32(c[6]*u))+float32(u2*c[7])))
+		p := c[1] + (float32(c[8]*u) + (float32(c[2]*u) + float32(u2*hi))) // c[8]·u: erf(u) - u on the first segment
 		if ax >= erfOne {
 			p = 1
 		}
-		y := p*sign + ar.post
+		y := float32(p*sign) + ar.post
 		if ar.recip {
 			y = 1 / y
 		}

@@ -15,6 +15,9 @@ func xgetbv0() (eax uint32)
 //go:noescape
 func expAVX2(d, a *float32, n int, c *[expRows][8]float32, pre, post float32, recip bool) int
 
+//go:noescape
+func erfAVX2(d, a *float32, n int, tab *[9][24]float32, c *[erfRows][8]float32, pre, post float32, recip bool) int
+
 var hasAVX2 = func() bool {
 	if max, _, _, _ := cpuid(0, 0); max < 7 {
 		return false
@@ -66,4 +69,43 @@ func expF32(d, a []float32, ar around) {
 			i += 8
 		}
 	}
+}
+
+// erfRows is the number of constant rows erfAVX2 reads.
+const erfRows = 9
+
+// erfConsts are erfAVX2's constants, each repeated over eight lanes.
+var erfConsts = func() (c [erfRows][8]float32) {
+	bits := [erfRows]uint32{
+		0x7fffffff, 1 << 31, 0x3f800000, // |x|, the sign, 1
+		0x3e800000, 1, uint32(len(erfTab) - 1), 7, // segment: bits of 1/4, 1, the last, 7
+		math.Float32bits(erfOne), math.Float32bits(1),
+	}
+	for i, b := range bits {
+		for j := range c[i] {
+			c[i][j] = math.Float32frombits(b)
+		}
+	}
+	return c
+}()
+
+// erfCols holds erfTab by coefficient: row q has coefficient q of segments
+// 0 to 7, of 8 to 15, then of 16 eight times, for lookups by permutes.
+var erfCols = func() (t [9][24]float32) {
+	for q := range t {
+		for seg := range 24 {
+			t[q][seg] = erfTab[min(seg, len(erfTab)-1)][q]
+		}
+	}
+	return t
+}()
+
+// erfF32 sets d[i] = erf(a[i]) for i < len(d), with ar around it.
+func erfF32(d, a []float32, ar around) {
+	a = a[:len(d)]
+	i := 0
+	if hasAVX2 && len(d) >= 8 {
+		i = erfAVX2(&d[0], &a[0], len(d), &erfCols, &erfConsts, ar.pre, ar.post, ar.recip)
+	}
+	erfF32Go(d[i:], a[i:], ar)
 }

@@ -98,3 +98,89 @@ done:
 	MOVQ AX, ret+48(FP)
 	VZEROUPPER
 	RET
+
+// COEF(q, dst): coefficient q of each lane's segment (Y3: the segment,
+// Y4: segment >= 8, Y5: segment == 16) from erfCols' row q at R8: three
+// groups of eight segments, the last the sixteenth repeated.
+#define COEF(q, dst) \
+	VPERMPS   (q*96)(R8), Y3, dst; \
+	VPERMPS   (q*96+32)(R8), Y3, Y6; \
+	VBLENDVPS Y4, Y6, dst, dst; \
+	VBLENDVPS Y5, (q*96+64)(R8), dst, dst
+
+// func erfAVX2(d, a *float32, n int, tab *[9][24]float32, c *[erfRows][8]float32, pre, post float32, recip bool) int
+//
+// erfF32's loop eight lanes at a time, with the same float32 operations in
+// the same order; it writes n&^7 values and returns how many.
+TEXT ·erfAVX2(SB), NOSPLIT, $0-64
+	MOVQ d+0(FP), DI
+	MOVQ a+8(FP), SI
+	MOVQ n+16(FP), CX
+	MOVQ tab+24(FP), R8
+	MOVQ c+32(FP), R10
+	VBROADCASTSS pre+40(FP), Y15
+	VBROADCASTSS post+44(FP), Y14
+	MOVBLZX recip+48(FP), R9
+	ANDQ $-8, CX
+	XORQ AX, AX
+
+loop:
+	CMPQ AX, CX
+	JGE  done
+	VMOVUPS (SI)(AX*4), Y0
+	VMULPS  Y15, Y0, Y0      // x *= pre
+	VANDPS  0(R10), Y0, Y1   // ab: |x|
+	VANDPS  32(R10), Y0, Y2  // the sign bit
+	VORPS   64(R10), Y2, Y2  // sign: ±1
+	VPSUBD  96(R10), Y1, Y3  // ab - bits(1/4)
+	VPSRAD  $21, Y3, Y3
+	VPADDD  128(R10), Y3, Y3 // + 1
+	VPXOR   Y6, Y6, Y6
+	VPMAXSD Y6, Y3, Y3       // 0 below 1/4
+	VPMINSD 160(R10), Y3, Y3 // the last segment for everything above
+	VPCMPGTD 192(R10), Y3, Y4 // segment > 7
+	VPCMPEQD 160(R10), Y3, Y5 // segment == 16
+
+	COEF(0, Y7)
+	VSUBPS Y7, Y1, Y7 // u = ax - c0
+	VMULPS Y7, Y7, Y8 // u2
+	COEF(3, Y9)
+	COEF(4, Y10)
+	VMULPS Y7, Y10, Y10
+	VADDPS Y10, Y9, Y9  // c3 + c4·u
+	COEF(5, Y10)
+	COEF(6, Y11)
+	VMULPS Y7, Y11, Y11
+	VADDPS Y11, Y10, Y10 // c5 + c6·u
+	COEF(7, Y11)
+	VMULPS Y11, Y8, Y11
+	VADDPS Y11, Y10, Y10 // (c5 + c6·u) + u2·c7
+	VMULPS Y10, Y8, Y10
+	VADDPS Y10, Y9, Y9   // hi
+	COEF(2, Y10)
+	VMULPS Y7, Y10, Y10  // c2·u
+	VMULPS Y9, Y8, Y9    // u2·hi
+	VADDPS Y9, Y10, Y10  // c2·u + u2·hi
+	COEF(8, Y11)
+	VMULPS Y7, Y11, Y11  // c8·u
+	VADDPS Y10, Y11, Y10
+	COEF(1, Y11)
+	VADDPS Y10, Y11, Y10 // p
+	VCMPPS    $0x0d, 224(R10), Y1, Y11 // ax >= erfOne
+	VBLENDVPS Y11, 256(R10), Y10, Y10  // p = 1 there
+	VMULPS Y2, Y10, Y10  // p·sign
+	VADDPS Y14, Y10, Y10 // + post
+	TESTQ  R9, R9
+	JZ     store
+	VMOVUPS 256(R10), Y12
+	VDIVPS  Y10, Y12, Y10 // 1/y
+
+store:
+	VMOVUPS Y10, (DI)(AX*4)
+	ADDQ    $8, AX
+	JMP     loop
+
+done:
+	MOVQ AX, ret+56(FP)
+	VZEROUPPER
+	RET

@@ -4,3 +4,6 @@ package ir
 
 // expF32 sets d[i] = e^a[i] for i < len(d), with ar around it.
 func expF32(d, a []float32, ar around) { expF32Go(d, a, ar) }
+
+// erfF32 sets d[i] = erf(a[i]) for i < len(d), with ar around it.
+func erfF32(d, a []float32, ar around) { erfF32Go(d, a, ar) }

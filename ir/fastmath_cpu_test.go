@@ -22,6 +22,7 @@ func TestFastMathVectorSameBits(t *testing.T) {
 		fast, ref func(d, a []float32, ar around)
 	}{
 		{"exp", expF32, expF32Go},
+		{"erf", erfF32, erfF32Go},
 	} {
 		for trial := range 400 {
 			n := rng.IntN(70)
