@@ -33,15 +33,15 @@ import "math"
 // (-0 stays -0) and ±1 at ±Inf and wherever the float32 result rounds to
 // ±1.
 //
-// On amd64 with AVX2, exp runs eight lanes at a time (fastmath_cpu_amd64.s)
-// with the same float32 operations in the same order as the Go loop, so
-// with the same bits; the Go loop converts each product to float32 so that
-// no platform fuses it into a multiply-add.
+// On amd64 with AVX2, exp, erf and tanh run eight lanes at a time
+// (fastmath_cpu_amd64.s) with the same float32 operations in the same
+// order as the Go loops, so with the same bits; the Go loops convert each
+// product to float32 so that no platform fuses it into a multiply-add.
 //
 // The bounds were found on amd64, where Go rounds every product before
 // adding it. On arm64, ppc64le, riscv64 and s390x the compiler may fuse
-// a*b+c into one rounding, which can change last bits there; TestFastMath
-// checks the bounds on every platform it runs on.
+// a*b+c into one rounding in log's loop, which can change last bits
+// there; TestFastMath checks the bounds on every platform it runs on.
 
 // around is what a FastMath loop computes around its function f: y =
 // f(x·pre) + post, then 1/y if recip, each step rounded to float32 as the
@@ -269,8 +269,10 @@ func erfF32Go(d, a []float32, ar around) {
 	}
 }
 
-// tanhF32 sets d[i] = tanh(a[i]) for i < len(d), with ar around it.
-func tanhF32(d, a []float32, ar around) {
+// tanhF32Go sets d[i] = tanh(a[i]) for i < len(d), with ar around it:
+// the loop in Go, which tanhF32 runs where it has no vector loop (and for
+// the ends). Products are converted to float32 so that none is fused.
+func tanhF32Go(d, a []float32, ar around) {
 	a = a[:len(d)]
 	for i, x := range a {
 		x *= ar.pre
@@ -281,12 +283,12 @@ func tanhF32(d, a []float32, ar around) {
 		c := &tanhTab[segment(ab, len(tanhTab))]
 		u := ax - c[0]
 		u2 := u * u
-		hi := (c[3] + c[4]*u) + u2*((c[5]+c[6]*u)+u2*c[7])
-		p := c[1] + (c[2]*u + u2*hi)
+		hi := (c[3] + float32(c[4]*u)) + float32(u2*((c[5]+float32(c[6]*u))+float32(u2*c[7])))
+		p := c[1] + (float32(c[2]*u) + float32(u2*hi))
 		if ax >= tanhOne {
 			p = 1
 		}
-		y := p*sign + ar.post
+		y := float32(p*sign) + ar.post
 		if ar.recip {
 			y = 1 / y
 		}

@@ -18,6 +18,9 @@ func expAVX2(d, a *float32, n int, c *[expRows][8]float32, pre, post float32, re
 //go:noescape
 func erfAVX2(d, a *float32, n int, tab *[9][24]float32, c *[erfRows][8]float32, pre, post float32, recip bool) int
 
+//go:noescape
+func tanhAVX2(d, a *float32, n int, tab *[8][24]float32, c *[tanhRows][8]float32, pre, post float32, recip bool) int
+
 var hasAVX2 = func() bool {
 	if max, _, _, _ := cpuid(0, 0); max < 7 {
 		return false
@@ -108,4 +111,43 @@ func erfF32(d, a []float32, ar around) {
 		i = erfAVX2(&d[0], &a[0], len(d), &erfCols, &erfConsts, ar.pre, ar.post, ar.recip)
 	}
 	erfF32Go(d[i:], a[i:], ar)
+}
+
+// tanhRows is the number of constant rows tanhAVX2 reads.
+const tanhRows = 10
+
+// tanhConsts are tanhAVX2's constants, each repeated over eight lanes.
+var tanhConsts = func() (c [tanhRows][8]float32) {
+	bits := [tanhRows]uint32{
+		0x7fffffff, 1 << 31, 0x3f800000, // |x|, the sign, 1
+		0x3e800000, 1, uint32(len(tanhTab) - 1), 7, // segment: bits of 1/4, 1, the last, 7
+		math.Float32bits(tanhOne), math.Float32bits(1), 15,
+	}
+	for i, b := range bits {
+		for j := range c[i] {
+			c[i][j] = math.Float32frombits(b)
+		}
+	}
+	return c
+}()
+
+// tanhCols holds tanhTab by coefficient: row q has coefficient q of
+// segments 0 to 23 (the last repeated past the table's end).
+var tanhCols = func() (t [8][24]float32) {
+	for q := range t {
+		for seg := range 24 {
+			t[q][seg] = tanhTab[min(seg, len(tanhTab)-1)][q]
+		}
+	}
+	return t
+}()
+
+// tanhF32 sets d[i] = tanh(a[i]) for i < len(d), with ar around it.
+func tanhF32(d, a []float32, ar around) {
+	a = a[:len(d)]
+	i := 0
+	if hasAVX2 && len(d) >= 8 {
+		i = tanhAVX2(&d[0], &a[0], len(d), &tanhCols, &tanhConsts, ar.pre, ar.post, ar.recip)
+	}
+	tanhF32Go(d[i:], a[i:], ar)
 }

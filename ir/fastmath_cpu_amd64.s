@@ -184,3 +184,87 @@ done:
 	MOVQ AX, ret+56(FP)
 	VZEROUPPER
 	RET
+
+// COEF3(q, dst): coefficient q of each lane's segment (Y3: the segment,
+// Y4: segment > 7, Y5: segment > 15) from tanhCols' row q at R8: three
+// groups of eight segments.
+#define COEF3(q, dst) \
+	VPERMPS   (q*96)(R8), Y3, dst; \
+	VPERMPS   (q*96+32)(R8), Y3, Y6; \
+	VBLENDVPS Y4, Y6, dst, dst; \
+	VPERMPS   (q*96+64)(R8), Y3, Y6; \
+	VBLENDVPS Y5, Y6, dst, dst
+
+// func tanhAVX2(d, a *float32, n int, tab *[8][24]float32, c *[tanhRows][8]float32, pre, post float32, recip bool) int
+//
+// tanhF32's loop eight lanes at a time, with the same float32 operations
+// in the same order; it writes n&^7 values and returns how many.
+TEXT ·tanhAVX2(SB), NOSPLIT, $0-64
+	MOVQ d+0(FP), DI
+	MOVQ a+8(FP), SI
+	MOVQ n+16(FP), CX
+	MOVQ tab+24(FP), R8
+	MOVQ c+32(FP), R10
+	VBROADCASTSS pre+40(FP), Y15
+	VBROADCASTSS post+44(FP), Y14
+	MOVBLZX recip+48(FP), R9
+	ANDQ $-8, CX
+	XORQ AX, AX
+
+tloop:
+	CMPQ AX, CX
+	JGE  tdone
+	VMOVUPS (SI)(AX*4), Y0
+	VMULPS  Y15, Y0, Y0      // x *= pre
+	VANDPS  0(R10), Y0, Y1   // ab: |x|
+	VANDPS  32(R10), Y0, Y2  // the sign bit
+	VORPS   64(R10), Y2, Y2  // sign: ±1
+	VPSUBD  96(R10), Y1, Y3  // ab - bits(1/4)
+	VPSRAD  $21, Y3, Y3
+	VPADDD  128(R10), Y3, Y3 // + 1
+	VPXOR   Y6, Y6, Y6
+	VPMAXSD Y6, Y3, Y3       // 0 below 1/4
+	VPMINSD 160(R10), Y3, Y3 // the last segment for everything above
+	VPCMPGTD 192(R10), Y3, Y4 // segment > 7
+	VPCMPGTD 288(R10), Y3, Y5 // segment > 15
+
+	COEF3(0, Y7)
+	VSUBPS Y7, Y1, Y7 // u = ax - c0
+	VMULPS Y7, Y7, Y8 // u2
+	COEF3(3, Y9)
+	COEF3(4, Y10)
+	VMULPS Y7, Y10, Y10
+	VADDPS Y10, Y9, Y9  // c3 + c4·u
+	COEF3(5, Y10)
+	COEF3(6, Y11)
+	VMULPS Y7, Y11, Y11
+	VADDPS Y11, Y10, Y10 // c5 + c6·u
+	COEF3(7, Y11)
+	VMULPS Y11, Y8, Y11
+	VADDPS Y11, Y10, Y10 // (c5 + c6·u) + u2·c7
+	VMULPS Y10, Y8, Y10
+	VADDPS Y10, Y9, Y9   // hi
+	COEF3(2, Y10)
+	VMULPS Y7, Y10, Y10  // c2·u
+	VMULPS Y9, Y8, Y9    // u2·hi
+	VADDPS Y9, Y10, Y10  // c2·u + u2·hi
+	COEF3(1, Y11)
+	VADDPS Y10, Y11, Y10 // p
+	VCMPPS    $0x0d, 224(R10), Y1, Y11 // ax >= tanhOne
+	VBLENDVPS Y11, 256(R10), Y10, Y10  // p = 1 there
+	VMULPS Y2, Y10, Y10  // p·sign
+	VADDPS Y14, Y10, Y10 // + post
+	TESTQ  R9, R9
+	JZ     tstore
+	VMOVUPS 256(R10), Y12
+	VDIVPS  Y10, Y12, Y10 // 1/y
+
+tstore:
+	VMOVUPS Y10, (DI)(AX*4)
+	ADDQ    $8, AX
+	JMP     tloop
+
+tdone:
+	MOVQ AX, ret+56(FP)
+	VZEROUPPER
+	RET

@@ -23,6 +23,7 @@ func TestFastMathVectorSameBits(t *testing.T) {
 	}{
 		{"exp", expF32, expF32Go},
 		{"erf", erfF32, erfF32Go},
+		{"tanh", tanhF32, tanhF32Go},
 	} {
 		for trial := range 400 {
 			n := rng.IntN(70)
