@@ -157,30 +157,28 @@ func replace(e *ir.Expr, from, memo map[*ir.Expr]*ir.Expr) *ir.Expr {
 }
 
 func (s *rowStep) runCPU(args []*array.Array, full []int, res *array.Array) {
-	last := len(full) - 1
-	R, outerShape := full[last], full[:last]
-	rows := ir.Numel(outerShape)
-	outer, inner := rowLayout(args, full)
+	l := s.cpuRows(args, full)
 	// Fewer rows than cores, and long: each row is split across the cores.
-	if rows < runtime.GOMAXPROCS(0) && R >= 2*array.MinParallel {
-		s.splitCPU(args, outerShape, outer, inner, R, res)
+	if ir.Numel(l.outerShape) < runtime.GOMAXPROCS(0) && l.R >= 2*array.MinParallel {
+		s.splitCPU(args, l, res)
 		return
 	}
 	plan := &cpuPlan{stages: s.stages, root: s.root, keep: make([]int, len(s.stages))}
 	for k := range plan.keep {
 		plan.keep[k] = -1
 	}
-	if keepValues && R <= keepLimit {
+	if keepValues && l.R <= keepLimit {
 		if p := s.cpuPlan(); p != nil {
 			plan = p
 		}
 	}
-	s.rowsCPU(plan, args, outerShape, outer, inner, R, res)
+	s.rowsCPU(plan, args, l, res)
 }
 
 // rowsCPU runs the region a row at a time, the rows split across the
 // cores.
-func (s *rowStep) rowsCPU(plan *cpuPlan, args []*array.Array, outerShape []int, outer [][]int, inner []int, R int, res *array.Array) {
+func (s *rowStep) rowsCPU(plan *cpuPlan, args []*array.Array, l cpuRows, res *array.Array) {
+	outerShape, outer, R := l.outerShape, l.outer, l.R
 	rows := ir.Numel(outerShape)
 	nIn := len(args)
 	stages := s.r.Row.Stages
@@ -197,7 +195,7 @@ func (s *rowStep) rowsCPU(plan *cpuPlan, args []*array.Array, outerShape []int, 
 		}
 		ops := make([]*array.Operand, nIn)
 		for i, t := range args {
-			ops[i] = t.Operand([]int{R}, []int{inner[i]}, 0)
+			ops[i] = t.Operand(l.redShape[i], l.red[i], 0)
 		}
 		one := make([]ir.Vec, len(stages)) // each stage's value
 		rounders := make([]*array.Rounder, len(stages))
@@ -282,7 +280,8 @@ func (s *rowStep) rowsCPU(plan *cpuPlan, args []*array.Array, outerShape []int, 
 // reduction stage folds its parts on all of them (the parts and their
 // order are FoldRange's, so the values are those of rowsCPU), and the root
 // computes its chunks on all of them.
-func (s *rowStep) splitCPU(args []*array.Array, outerShape []int, outer [][]int, inner []int, R int, res *array.Array) {
+func (s *rowStep) splitCPU(args []*array.Array, l cpuRows, res *array.Array) {
+	outerShape, outer, R := l.outerShape, l.outer, l.R
 	nIn := len(args)
 	stages := s.r.Row.Stages
 	chunk := min(array.BlockSize, R)
@@ -308,7 +307,7 @@ func (s *rowStep) splitCPU(args []*array.Array, outerShape []int, outer [][]int,
 		}
 		w := &worker{f: blk.NewFrame(chunk, nil), blk: blk, ops: make([]*array.Operand, nIn)}
 		for i, t := range args {
-			w.ops[i] = t.Operand([]int{R}, []int{inner[i]}, offsets[i])
+			w.ops[i] = t.Operand(l.redShape[i], l.red[i], offsets[i])
 		}
 		for j := range k {
 			w.f.SetUniform(nIn+j, one[j])

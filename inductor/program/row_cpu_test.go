@@ -183,13 +183,13 @@ func TestCPURowSplitSameBits(t *testing.T) {
 						shape = []int{rows}
 					}
 					split, whole := array.New(array.CPU, row.r.Root.DType, shape), array.New(array.CPU, row.r.Root.DType, shape)
-					outer, inner := rowLayout(args, full)
-					row.splitCPU(args, full[:1], outer, inner, r, split)
+					l := row.cpuRows(args, full)
+					row.splitCPU(args, l, split)
 					plan := &cpuPlan{stages: row.stages, root: row.root, keep: make([]int, len(row.stages))}
 					for k := range plan.keep {
 						plan.keep[k] = -1
 					}
-					row.rowsCPU(plan, args, full[:1], outer, inner, r, whole)
+					row.rowsCPU(plan, args, l, whole)
 					a, b := split.Float64s(), whole.Float64s()
 					for i := range a {
 						if math.Float64bits(a[i]) != math.Float64bits(b[i]) && !(math.IsNaN(a[i]) && math.IsNaN(b[i])) {
