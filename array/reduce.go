@@ -154,8 +154,16 @@ func FoldVec(r ir.Reducer, k ir.Kind, lo, hi int, v ir.Vec) ir.Acc {
 	acc := r.Init()
 	for p := lo; p < hi; p += FoldPart {
 		part := r.Init()
-		for s := p; s < min(p+FoldPart, hi); s += BlockSize {
-			accumulate(r, k, &part, v, s-lo, min(BlockSize, hi-s), s)
+		pe := min(p+FoldPart, hi)
+		switch {
+		case (r == ir.RSum || r == ir.RMean) && k == ir.F32:
+			ir.SumBlocks(r, &part, v.F32[p-lo:pe-lo], int64(p), BlockSize)
+		case (r == ir.RSum || r == ir.RMean) && k == ir.F64:
+			ir.SumBlocks(r, &part, v.F64[p-lo:pe-lo], int64(p), BlockSize)
+		default:
+			for s := p; s < pe; s += BlockSize {
+				accumulate(r, k, &part, v, s-lo, min(BlockSize, pe-s), s)
+			}
 		}
 		r.Merge(&acc, part, k == ir.I64)
 	}

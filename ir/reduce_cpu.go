@@ -116,3 +116,16 @@ func AddWidened[T floating](l []float64, x []T) {
 		l[j] += float64(x[j])
 	}
 }
+
+// SumBlocks folds the float sum of x into acc as Accumulate over its
+// blocks of size values would, one block after another (so with the same
+// result), in one call where there is a vector loop.
+func SumBlocks[T floating](r Reducer, acc *Acc, x []T, base int64, size int) {
+	f, done := sumBlocksVec(x, size, acc.F)
+	if done > 0 {
+		acc.F, acc.Count = f, acc.Count+int64(done)
+	}
+	for i := done; i < len(x); i += size {
+		Accumulate(r, acc, x[i:min(i+size, len(x))], base+int64(i))
+	}
+}

@@ -21,6 +21,30 @@ func addWidenedLanes[T floating](l []float64, x []T) int {
 }
 
 //go:noescape
+func sumBlocksF32AVX2(x *float32, blocks, size int, acc float64) float64
+
+//go:noescape
+func sumBlocksF64AVX2(x *float64, blocks, size int, acc float64) float64
+
+// sumBlocksVec adds to acc the sums of the whole blocks of size values in
+// x, in order, where there is a vector loop, and returns the new acc and
+// how many values it summed.
+func sumBlocksVec[T floating](x []T, size int, acc float64) (float64, int) {
+	blocks := len(x) / size
+	if !hasAVX2 || blocks == 0 || size%16 != 0 {
+		return acc, 0
+	}
+	var zero T
+	switch any(zero).(type) {
+	case float32:
+		acc = sumBlocksF32AVX2(&asFloat[float32](x)[0], blocks, size, acc)
+	case float64:
+		acc = sumBlocksF64AVX2(&asFloat[float64](x)[0], blocks, size, acc)
+	}
+	return acc, blocks * size
+}
+
+//go:noescape
 func sumF64AVX2(x *float64, n int, s *[16]float64)
 
 //go:noescape

@@ -176,3 +176,91 @@ loop:
 done:
 	VZEROUPPER
 	RET
+
+// BLOCKSTART clears the sixteen lanes Y0..Y3 and the index AX.
+#define BLOCKSTART \
+	VXORPD Y0, Y0, Y0; \
+	VXORPD Y1, Y1, Y1; \
+	VXORPD Y2, Y2, Y2; \
+	VXORPD Y3, Y3, Y3; \
+	XORQ   AX, AX
+
+// BLOCKEND combines the lanes as sumWith combines them ((0+8) ... then
+// (0+4) ... then (0+2)+(1+3)) and adds the block's sum to X8.
+#define BLOCKEND \
+	VADDPD       Y2, Y0, Y0; \
+	VADDPD       Y3, Y1, Y1; \
+	VADDPD       Y1, Y0, Y0; \
+	VEXTRACTF128 $1, Y0, X1; \
+	VADDPD       X1, X0, X0; \
+	VUNPCKHPD    X0, X0, X1; \
+	VADDSD       X1, X0, X0; \
+	VADDSD       X0, X8, X8
+
+// func sumBlocksF32AVX2(x *float32, blocks, size int, acc float64) float64
+//
+// acc plus the sums of blocks whole blocks of size values (a multiple of
+// 16), each summed as sumFloat sums it, added in order: the sum
+// FoldRange's blocks give, a call for many blocks.
+TEXT ·sumBlocksF32AVX2(SB), NOSPLIT, $0-40
+	MOVQ   x+0(FP), SI
+	MOVQ   blocks+8(FP), CX
+	MOVQ   size+16(FP), DX
+	VMOVSD acc+24(FP), X8
+
+f32block:
+	TESTQ CX, CX
+	JZ    f32done
+	BLOCKSTART
+
+f32lanes:
+	VCVTPS2PD 0(SI)(AX*4), Y4
+	VCVTPS2PD 16(SI)(AX*4), Y5
+	VCVTPS2PD 32(SI)(AX*4), Y6
+	VCVTPS2PD 48(SI)(AX*4), Y7
+	VADDPD    Y4, Y0, Y0
+	VADDPD    Y5, Y1, Y1
+	VADDPD    Y6, Y2, Y2
+	VADDPD    Y7, Y3, Y3
+	ADDQ      $16, AX
+	CMPQ      AX, DX
+	JLT       f32lanes
+	BLOCKEND
+	LEAQ (SI)(DX*4), SI
+	DECQ CX
+	JMP  f32block
+
+f32done:
+	VMOVSD X8, ret+32(FP)
+	VZEROUPPER
+	RET
+
+// func sumBlocksF64AVX2(x *float64, blocks, size int, acc float64) float64
+TEXT ·sumBlocksF64AVX2(SB), NOSPLIT, $0-40
+	MOVQ   x+0(FP), SI
+	MOVQ   blocks+8(FP), CX
+	MOVQ   size+16(FP), DX
+	VMOVSD acc+24(FP), X8
+
+f64block:
+	TESTQ CX, CX
+	JZ    f64done
+	BLOCKSTART
+
+f64lanes:
+	VADDPD 0(SI)(AX*8), Y0, Y0
+	VADDPD 32(SI)(AX*8), Y1, Y1
+	VADDPD 64(SI)(AX*8), Y2, Y2
+	VADDPD 96(SI)(AX*8), Y3, Y3
+	ADDQ   $16, AX
+	CMPQ   AX, DX
+	JLT    f64lanes
+	BLOCKEND
+	LEAQ (SI)(DX*8), SI
+	DECQ CX
+	JMP  f64block
+
+f64done:
+	VMOVSD X8, ret+32(FP)
+	VZEROUPPER
+	RET

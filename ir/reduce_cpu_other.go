@@ -14,3 +14,5 @@ func bestValue[T floating](x []T, greater bool) (best T, ok bool) {
 }
 
 func addWidenedLanes[T floating](l []float64, x []T) int { return 0 }
+
+func sumBlocksVec[T floating](x []T, size int, acc float64) (float64, int) { return acc, 0 }

@@ -113,3 +113,33 @@ func widen(x []float32) []float64 {
 
 // sumFloatGo is sumFloat without the vector loop.
 func sumFloatGo[T floating](x []T) float64 { return sumWith(x, false) }
+
+// SumBlocks gives what Accumulate gives block by block.
+func TestSumBlocksSameBits(t *testing.T) {
+	rng := rand.New(rand.NewPCG(19, 20))
+	for trial := range 300 {
+		size := 16 * (1 + rng.IntN(70))
+		n := rng.IntN(5 * size)
+		x := make([]float64, n)
+		for i := range x {
+			x[i] = rng.NormFloat64() * math.Pow(10, float64(rng.IntN(12)-6))
+		}
+		x32 := make([]float32, n)
+		for i, v := range x {
+			x32[i] = float32(v)
+		}
+		for _, r := range []Reducer{RSum, RMean} {
+			got, want := Acc{F: 0.5, Count: 3, Index: -1}, Acc{F: 0.5, Count: 3, Index: -1}
+			got32, want32 := got, want
+			SumBlocks(r, &got, x, 7, size)
+			SumBlocks(r, &got32, x32, 7, size)
+			for i := 0; i < n; i += size {
+				Accumulate(r, &want, x[i:min(i+size, n)], int64(7+i))
+				Accumulate(r, &want32, x32[i:min(i+size, n)], int64(7+i))
+			}
+			if got != want || got32 != want32 {
+				t.Fatalf("trial %d, %d values in blocks of %d: %+v and %+v, block by block %+v and %+v", trial, n, size, got, got32, want, want32)
+			}
+		}
+	}
+}
