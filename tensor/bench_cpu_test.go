@@ -89,3 +89,8 @@ func BenchmarkCPUSumCols4096x4096(b *testing.B) {
 	x := Randn(1, Float32, 4096, 4096)
 	benchEagerCompiled(b, 4*4096*4096, func(x *Tensor) *Tensor { return x.Sum(0) }, x)
 }
+
+func BenchmarkCPUSoftmax1x1M(b *testing.B) {
+	x := Randn(1, Float32, 1, 1<<20)
+	benchEagerCompiled(b, 2*4<<20, func(x *Tensor) *Tensor { return x.Softmax(-1) }, x)
+}
