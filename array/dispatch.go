@@ -232,7 +232,7 @@ func RunBlocks(blks []*ir.Block, args []ir.Value, params []float64, res []*Array
 					f.Run(m, &dst)
 					continue
 				}
-				store(res[j].st.data, out, s, f.Run(m, nil), k, m)
+				res[j].StoreBlock(s, f.Run(m, nil), k, m)
 			}
 		}
 	})

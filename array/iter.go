@@ -146,7 +146,9 @@ func (o *Operand) Load(start, n int, k ir.Kind, buf ir.Vec) ir.Vec {
 		if v, ok := aliasVec(o.data, o.dtype, k, lo, lo+n); ok {
 			return v
 		}
-		convert(buf, k, o.data, o.dtype, lo, n)
+		if !loadHalf(buf, k, o.data, o.dtype, lo, n) {
+			convert(buf, k, o.data, o.dtype, lo, n)
+		}
 		return buf
 	}
 	if len(o.shape) == 1 && o.strides[0] == 0 {
@@ -163,7 +165,9 @@ func (o *Operand) Load(start, n int, k ir.Kind, buf ir.Vec) ir.Vec {
 		if v, ok := aliasVec(o.data, o.dtype, k, lo, lo+n); ok {
 			return v
 		}
-		convert(buf, k, o.data, o.dtype, lo, n)
+		if !loadHalf(buf, k, o.data, o.dtype, lo, n) {
+			convert(buf, k, o.data, o.dtype, lo, n)
+		}
 		return buf
 	}
 	if o.raw == nil {

@@ -270,7 +270,7 @@ func (s *rowStep) rowsCPU(plan *cpuPlan, args []*array.Array, l cpuRows, res *ar
 					rootFrame.Run(m, &dst) // straight into the result
 					continue
 				}
-				res.Store(row*R+s0, rootFrame.Run(m, nil), k, m)
+				res.StoreBlock(row*R+s0, rootFrame.Run(m, nil), k, m)
 			}
 		}
 	})
@@ -367,7 +367,7 @@ func (s *rowStep) splitCPU(args []*array.Array, l cpuRows, res *array.Array) {
 					run(w, s0, m, &dst)
 					continue
 				}
-				res.Store(at, run(w, s0, m, nil), k, m)
+				res.StoreBlock(at, run(w, s0, m, nil), k, m)
 			}
 		})
 	}
