@@ -71,3 +71,47 @@ nloop:
 ndone:
 	VZEROUPPER
 	RET
+
+// func f16ToF32F16C(d *float32, s *uint16, n int)
+//
+// d[i] = F16ToF32(s[i]) for i < n&^7 (exact).
+TEXT ·f16ToF32F16C(SB), NOSPLIT, $0-24
+	MOVQ d+0(FP), DI
+	MOVQ s+8(FP), SI
+	MOVQ n+16(FP), CX
+	ANDQ $-8, CX
+	XORQ AX, AX
+
+hloop:
+	CMPQ      AX, CX
+	JGE       hdone
+	VCVTPH2PS (SI)(AX*2), Y0
+	VMOVUPS   Y0, (DI)(AX*4)
+	ADDQ      $8, AX
+	JMP       hloop
+
+hdone:
+	VZEROUPPER
+	RET
+
+// func f32ToF16F16C(d *uint16, s *float32, n int)
+//
+// d[i] = F32ToF16(s[i]) for i < n&^7, rounding to nearest even.
+TEXT ·f32ToF16F16C(SB), NOSPLIT, $0-24
+	MOVQ d+0(FP), DI
+	MOVQ s+8(FP), SI
+	MOVQ n+16(FP), CX
+	ANDQ $-8, CX
+	XORQ AX, AX
+
+gloop:
+	CMPQ      AX, CX
+	JGE       gdone
+	VMOVUPS   (SI)(AX*4), Y0
+	VCVTPS2PH $0, Y0, (DI)(AX*2)
+	ADDQ      $8, AX
+	JMP       gloop
+
+gdone:
+	VZEROUPPER
+	RET

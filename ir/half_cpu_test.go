@@ -40,3 +40,42 @@ func TestBF16SlicesSameBits(t *testing.T) {
 		}
 	}
 }
+
+// The same for float16, the widening of all 65536 values included.
+func TestF16SlicesSameBits(t *testing.T) {
+	all := make([]uint16, 1<<16)
+	for i := range all {
+		all[i] = uint16(i)
+	}
+	wide := make([]float32, len(all))
+	F16sToF32s(wide, all)
+	for i, h := range all {
+		if want := F16ToF32(h); math.Float32bits(wide[i]) != math.Float32bits(want) {
+			t.Fatalf("F16sToF32s of %#x is %#x, want %#x", h, math.Float32bits(wide[i]), math.Float32bits(want))
+		}
+	}
+	rng := rand.New(rand.NewPCG(23, 24))
+	for trial := range 300 {
+		n := rng.IntN(100)
+		f := make([]float32, n)
+		for i := range f {
+			switch rng.IntN(4) {
+			case 0:
+				f[i] = math.Float32frombits(rng.Uint32())
+			case 1:
+				f[i] = fastSpecials[rng.IntN(len(fastSpecials))]
+			case 2: // halfway cases and subnormal results
+				f[i] = math.Float32frombits(rng.Uint32()&^0x1fff | 0x1000)
+			default:
+				f[i] = float32(rng.NormFloat64() * math.Pow(2, float64(rng.IntN(40)-25)))
+			}
+		}
+		h := make([]uint16, n)
+		F32sToF16s(h, f)
+		for i := range f {
+			if want := F32ToF16(f[i]); h[i] != want {
+				t.Fatalf("trial %d: F32sToF16s of %#x is %#x, want %#x", trial, math.Float32bits(f[i]), h[i], want)
+			}
+		}
+	}
+}
