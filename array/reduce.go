@@ -96,19 +96,26 @@ func reduce(op *ir.Op, a ir.Attrs, x *Array) *Array {
 }
 
 func writeResults(res *Array, r ir.Reducer, accs []ir.Acc, isInt bool, n int) {
+	WriteResults(res, 0, r, accs, isInt, n)
+}
+
+// WriteResults stores the results of reductions over n values each, from
+// their accumulators accs, into res's storage from offset off, as eager
+// reductions store theirs.
+func WriteResults(res *Array, off int, r ir.Reducer, accs []ir.Acc, isInt bool, n int) {
 	if r.IsArg() || isInt {
 		vals := make([]int64, len(accs))
 		for i, acc := range accs {
 			vals[i] = r.ResultI(acc)
 		}
-		storeFrom(res.st.data, res.dtype, 0, vals)
+		storeFrom(res.st.data, res.dtype, off, vals)
 		return
 	}
 	vals := make([]float64, len(accs))
 	for i, acc := range accs {
 		vals[i] = r.ResultF(acc, n)
 	}
-	storeFrom(res.st.data, res.dtype, 0, vals)
+	storeFrom(res.st.data, res.dtype, off, vals)
 }
 
 // FoldPart is the length of the parts a reduced range is folded in: each

@@ -183,7 +183,14 @@ func (s *rowStep) rowsCPU(plan *cpuPlan, args []*array.Array, l cpuRows, res *ar
 	nIn := len(args)
 	stages := s.r.Row.Stages
 	nKeep := nIn + len(stages) // the first kept-values operand
+	// A lone reduction stores its rows' results together, as the eager
+	// reduction does (the same values: the result's dtype is the stage's).
+	lone := len(stages) == 1 && stages[0].Reduce && plan.root == nil && plan.keep[0] < 0
 	array.ParallelRows(rows, max(1, array.MinParallel/R), func(lo, hi int) {
+		var accs []ir.Acc
+		if lone {
+			accs = make([]ir.Acc, hi-lo)
+		}
 		chunk := min(array.BlockSize, R)
 		frames := make([]*ir.Frame, len(stages))
 		for k, blk := range plan.stages {
@@ -251,6 +258,10 @@ func (s *rowStep) rowsCPU(plan *cpuPlan, args []*array.Array, l cpuRows, res *ar
 							return f.Run(m, nil)
 						})
 					}
+					if lone {
+						accs[row-lo] = acc
+						continue
+					}
 					rounders[k].Result(st.Reducer, acc, R, one[k])
 				} else {
 					bind(f, blk, 0, 1, k)
@@ -258,20 +269,25 @@ func (s *rowStep) rowsCPU(plan *cpuPlan, args []*array.Array, l cpuRows, res *ar
 				}
 				val = one[k]
 			}
-			if plan.root == nil {
+			switch {
+			case lone:
+			case plan.root == nil:
 				res.Store(row, val, stages[len(stages)-1].Kind, 1)
-				continue
-			}
-			k := plan.root.OutKind()
-			for s0 := 0; s0 < R; s0 += chunk {
-				m := min(chunk, R-s0)
-				bind(rootFrame, plan.root, s0, m, len(stages))
-				if dst, ok := res.HostVec(row*R+s0, row*R+s0+m, k); ok && plan.root.Computes() {
-					rootFrame.Run(m, &dst) // straight into the result
-					continue
+			default:
+				k := plan.root.OutKind()
+				for s0 := 0; s0 < R; s0 += chunk {
+					m := min(chunk, R-s0)
+					bind(rootFrame, plan.root, s0, m, len(stages))
+					if dst, ok := res.HostVec(row*R+s0, row*R+s0+m, k); ok && plan.root.Computes() {
+						rootFrame.Run(m, &dst) // straight into the result
+						continue
+					}
+					res.StoreBlock(row*R+s0, rootFrame.Run(m, nil), k, m)
 				}
-				res.StoreBlock(row*R+s0, rootFrame.Run(m, nil), k, m)
 			}
+		}
+		if lone {
+			array.WriteResults(res, lo, stages[0].Reducer, accs, false, R)
 		}
 	})
 }
