@@ -68,54 +68,78 @@ func reduce(op *ir.Op, a ir.Attrs, x *Array) *Array {
 		}
 		return x.offset + Unravel(o, keptShape, keptStrides, idx)
 	}
-	accs := make([]ir.Acc, nOut)
-	if nOut >= runtime.GOMAXPROCS(0) && foldColumns(r, k, x, keptShape, keptStrides, rshape, rstride, accs) {
+	if nOut >= runtime.GOMAXPROCS(0) && columnLayout(keptShape, keptStrides, rshape, rstride) {
 		// Outputs side by side in memory: folded a tile at a time.
-	} else if nOut >= runtime.GOMAXPROCS(0) || nRed < 2*MinParallel {
+		accs := make([]ir.Acc, nOut)
+		foldColumns(r, k, x, keptShape, keptStrides, rshape, rstride, accs)
+		writeResults(res, r, accs, isInt, nRed)
+		return res
+	}
+	if nOut >= runtime.GOMAXPROCS(0) || nRed < 2*MinParallel {
 		// Many rows: each goroutine reduces whole rows.
 		ParallelRows(nOut, max(1, MinParallel/max(nRed, 1)), func(lo, hi int) {
 			o, buf := newRowOperand()
 			idx := make([]int, len(keptShape))
-			for i := lo; i < hi; i++ {
-				accs[i] = fold(o, buf, rowOffset(i, idx), 0, nRed)
-			}
-		})
-	} else {
-		// Few long rows: split each row across the cores.
-		idx := make([]int, len(keptShape))
-		for i := range nOut {
-			off := rowOffset(i, idx)
-			accs[i] = FoldSplit(r, isInt, nRed, func() func(lo, hi int) ir.Acc {
-				o, buf := newRowOperand()
-				return func(lo, hi int) ir.Acc { return fold(o, buf, off, lo, hi) }
+			StoreRowResults(res, r, isInt, nRed, lo, hi, func(i int) ir.Acc {
+				return fold(o, buf, rowOffset(i, idx), 0, nRed)
 			})
-		}
+		})
+		return res
+	}
+	// Few long rows: split each row across the cores.
+	accs := make([]ir.Acc, nOut)
+	idx := make([]int, len(keptShape))
+	for i := range nOut {
+		off := rowOffset(i, idx)
+		accs[i] = FoldSplit(r, isInt, nRed, func() func(lo, hi int) ir.Acc {
+			o, buf := newRowOperand()
+			return func(lo, hi int) ir.Acc { return fold(o, buf, off, lo, hi) }
+		})
 	}
 	writeResults(res, r, accs, isInt, nRed)
 	return res
 }
 
 func writeResults(res *Array, r ir.Reducer, accs []ir.Acc, isInt bool, n int) {
-	WriteResults(res, 0, r, accs, isInt, n)
+	for b := 0; b < len(accs); b += resultBatch {
+		writeBatch(res, b, r, accs[b:min(b+resultBatch, len(accs))], isInt, n)
+	}
 }
 
-// WriteResults stores the results of reductions over n values each, from
-// their accumulators accs, into res's storage from offset off, as eager
+// resultBatch is how many results a reduction stores at a time, from
+// buffers on the stack rather than one per output on the heap.
+const resultBatch = 256
+
+// StoreRowResults folds rows [lo, hi) with fold and stores their results,
+// each over n values, into res's storage from offset lo, as eager
 // reductions store theirs.
-func WriteResults(res *Array, off int, r ir.Reducer, accs []ir.Acc, isInt bool, n int) {
+func StoreRowResults(res *Array, r ir.Reducer, isInt bool, n, lo, hi int, fold func(row int) ir.Acc) {
+	var accs [resultBatch]ir.Acc
+	for b := lo; b < hi; b += resultBatch {
+		m := min(resultBatch, hi-b)
+		for i := range m {
+			accs[i] = fold(b + i)
+		}
+		writeBatch(res, b, r, accs[:m], isInt, n)
+	}
+}
+
+// writeBatch stores the results of up to resultBatch accumulators into
+// res's storage from offset off.
+func writeBatch(res *Array, off int, r ir.Reducer, accs []ir.Acc, isInt bool, n int) {
 	if r.IsArg() || isInt {
-		vals := make([]int64, len(accs))
+		var vals [resultBatch]int64
 		for i, acc := range accs {
 			vals[i] = r.ResultI(acc)
 		}
-		storeFrom(res.st.data, res.dtype, off, vals)
+		storeFrom(res.st.data, res.dtype, off, vals[:len(accs)])
 		return
 	}
-	vals := make([]float64, len(accs))
+	var vals [resultBatch]float64
 	for i, acc := range accs {
 		vals[i] = r.ResultF(acc, n)
 	}
-	storeFrom(res.st.data, res.dtype, off, vals)
+	storeFrom(res.st.data, res.dtype, off, vals[:len(accs)])
 }
 
 // FoldPart is the length of the parts a reduced range is folded in: each

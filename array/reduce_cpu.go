@@ -18,18 +18,22 @@ import (
 // ir.Accumulate), 128 KB, stay in a core's L2 cache.
 const colTile = 1024
 
-// foldColumns folds the reduction into accs when its layout suits tiles
-// (one reduced dim, not contiguous; the innermost kept dim contiguous and
-// at least a few values long) and reports whether it did.
-func foldColumns(r ir.Reducer, k ir.Kind, x *Array, keptShape, keptStrides, rshape, rstrides []int, accs []ir.Acc) bool {
+// columnLayout reports whether a reduction's layout suits tiles: one
+// reduced dim, not contiguous; the innermost kept dim contiguous and at
+// least a few values long.
+func columnLayout(keptShape, keptStrides, rshape, rstrides []int) bool {
 	if len(rshape) != 1 || len(keptShape) == 0 || rshape[0] == 0 || rstrides[0] == 1 {
 		return false
 	}
 	last := len(keptShape) - 1
+	return keptStrides[last] == 1 && keptShape[last] >= 16
+}
+
+// foldColumns folds a reduction whose layout suits tiles (columnLayout)
+// into accs.
+func foldColumns(r ir.Reducer, k ir.Kind, x *Array, keptShape, keptStrides, rshape, rstrides []int, accs []ir.Acc) {
+	last := len(keptShape) - 1
 	inner := keptShape[last]
-	if keptStrides[last] != 1 || inner < 16 {
-		return false
-	}
 	n, rs := rshape[0], rstrides[0]
 	outerShape, outerStrides := keptShape[:last], keptStrides[:last]
 	perRow := (inner + colTile - 1) / colTile
@@ -89,7 +93,6 @@ func foldColumns(r ir.Reducer, k ir.Kind, x *Array, keptShape, keptStrides, rsha
 			}
 		}
 	}
-	return true
 }
 
 // sumColumns sums values [lo, hi) (lo a multiple of FoldPart) into each

@@ -183,14 +183,11 @@ func (s *rowStep) rowsCPU(plan *cpuPlan, args []*array.Array, l cpuRows, res *ar
 	nIn := len(args)
 	stages := s.r.Row.Stages
 	nKeep := nIn + len(stages) // the first kept-values operand
-	// A lone reduction stores its rows' results together, as the eager
-	// reduction does (the same values: the result's dtype is the stage's).
-	lone := len(stages) == 1 && stages[0].Reduce && plan.root == nil && plan.keep[0] < 0
+	// A lone reduction of an input as it is stores its rows' results
+	// together, as the eager reduction does (the same values: the
+	// result's dtype is the stage's).
+	lone := len(stages) == 1 && stages[0].Reduce && plan.root == nil && !plan.stages[0].Computes()
 	array.ParallelRows(rows, max(1, array.MinParallel/R), func(lo, hi int) {
-		var accs []ir.Acc
-		if lone {
-			accs = make([]ir.Acc, hi-lo)
-		}
 		chunk := min(array.BlockSize, R)
 		frames := make([]*ir.Frame, len(stages))
 		for k, blk := range plan.stages {
@@ -232,6 +229,10 @@ func (s *rowStep) rowsCPU(plan *cpuPlan, args []*array.Array, l cpuRows, res *ar
 				}
 			}
 		}
+		if lone {
+			s.loneRows(plan.stages[0], args, l, res, lo, hi)
+			return
+		}
 		for row := lo; row < hi; row++ {
 			for i, t := range args {
 				off := t.Offset()
@@ -258,10 +259,6 @@ func (s *rowStep) rowsCPU(plan *cpuPlan, args []*array.Array, l cpuRows, res *ar
 							return f.Run(m, nil)
 						})
 					}
-					if lone {
-						accs[row-lo] = acc
-						continue
-					}
 					rounders[k].Result(st.Reducer, acc, R, one[k])
 				} else {
 					bind(f, blk, 0, 1, k)
@@ -270,7 +267,6 @@ func (s *rowStep) rowsCPU(plan *cpuPlan, args []*array.Array, l cpuRows, res *ar
 				val = one[k]
 			}
 			switch {
-			case lone:
 			case plan.root == nil:
 				res.Store(row, val, stages[len(stages)-1].Kind, 1)
 			default:
@@ -286,9 +282,39 @@ func (s *rowStep) rowsCPU(plan *cpuPlan, args []*array.Array, l cpuRows, res *ar
 				}
 			}
 		}
-		if lone {
-			array.WriteResults(res, lo, stages[0].Reducer, accs, false, R)
+	})
+}
+
+// loneRows folds rows [lo, hi) of a region that is one reduction of an
+// input as it is (a Sum(-1)) and stores the results, as the eager
+// reduction does.
+func (s *rowStep) loneRows(blk *ir.Block, args []*array.Array, l cpuRows, res *array.Array, lo, hi int) {
+	st := s.r.Row.Stages[0]
+	ops := make([]*array.Operand, len(args))
+	for i, t := range args {
+		ops[i] = t.Operand(l.redShape[i], l.red[i], 0)
+	}
+	f := blk.NewFrame(min(array.BlockSize, l.R), nil)
+	idx := make([]int, len(l.outerShape))
+	array.StoreRowResults(res, st.Reducer, false, l.R, lo, hi, func(row int) ir.Acc {
+		for i, t := range args {
+			off := t.Offset()
+			if len(l.outerShape) > 0 {
+				off += array.Unravel(row, l.outerShape, l.outer[i], idx)
+			}
+			ops[i].SetOffset(off)
 		}
+		if v, ok := plainRow(blk, ops, 0, l.R); ok {
+			return array.FoldVec(st.Reducer, blk.OutKind(), 0, l.R, v)
+		}
+		return array.FoldRange(st.Reducer, blk.OutKind(), 0, l.R, func(s0, m int) ir.Vec {
+			for i, o := range ops {
+				if blk.Uses(i) {
+					f.SetArg(i, o.Load(s0, m, f.ArgKind(i), f.ArgBuf(i)))
+				}
+			}
+			return f.Run(m, nil)
+		})
 	})
 }
 
