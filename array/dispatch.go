@@ -204,9 +204,9 @@ func RunBlocks(blks []*ir.Block, args []ir.Value, params []float64, res []*Array
 			if s, ok := v.(ir.Scalar); ok {
 				for j, f := range frames {
 					if blks[j].Uses(i) {
-						buf := f.ArgBuf(i)
-						buf.Fill(f.ArgKind(i), s.Value)
-						f.SetArg(i, buf)
+						one := ir.NewVec(f.ArgKind(i), 1)
+						one.Fill(f.ArgKind(i), s.Value)
+						f.SetUniform(i, one)
 					}
 				}
 				continue
@@ -230,7 +230,7 @@ func RunBlocks(blks []*ir.Block, args []ir.Value, params []float64, res []*Array
 					f.Run(m, &dst)
 					continue
 				}
-				store(res[j].st.data, out, s, f.Run(m, nil), k, m)
+				res[j].StoreBlock(s, f.Run(m, nil), k, m)
 			}
 		}
 	})

@@ -146,11 +146,28 @@ func (o *Operand) Load(start, n int, k ir.Kind, buf ir.Vec) ir.Vec {
 		if v, ok := aliasVec(o.data, o.dtype, k, lo, lo+n); ok {
 			return v
 		}
-		convert(buf, k, o.data, o.dtype, lo, n)
+		if !loadHalf(buf, k, o.data, o.dtype, lo, n) {
+			convert(buf, k, o.data, o.dtype, lo, n)
+		}
 		return buf
 	}
 	if len(o.shape) == 1 && o.strides[0] == 0 {
 		fillFrom(buf, k, o.data, o.dtype, o.offset, n)
+		return buf
+	}
+	if r := len(o.shape); o.strides[r-1] == 1 && n > 0 && start/o.shape[r-1] == (start+n-1)/o.shape[r-1] {
+		// Within one contiguous run (a row of a broadcast or sliced
+		// operand): read it in place.
+		if len(o.idx) < r {
+			o.idx = make([]int, r)
+		}
+		lo := o.offset + Unravel(start, o.shape, o.strides, o.idx[:r])
+		if v, ok := aliasVec(o.data, o.dtype, k, lo, lo+n); ok {
+			return v
+		}
+		if !loadHalf(buf, k, o.data, o.dtype, lo, n) {
+			convert(buf, k, o.data, o.dtype, lo, n)
+		}
 		return buf
 	}
 	if o.raw == nil {
@@ -159,6 +176,16 @@ func (o *Operand) Load(start, n int, k ir.Kind, buf ir.Vec) ir.Vec {
 	gatherAny(o.raw, o.data, o.shape, o.strides, o.offset, start, n, &o.idx)
 	convert(buf, k, o.raw, o.dtype, 0, n)
 	return buf
+}
+
+// Alias returns elements [start, start+n) of the operand as a Vec of kind
+// k that aliases storage, when the operand is dense and stored in kind k.
+func (o *Operand) Alias(start, n int, k ir.Kind) (ir.Vec, bool) {
+	if !o.dense || n <= 0 {
+		return ir.Vec{}, false
+	}
+	lo := o.offset + start
+	return aliasVec(o.data, o.dtype, k, lo, lo+n)
 }
 
 // Unravel writes the multi-index of flat (row-major over shape) into idx
@@ -244,4 +271,14 @@ func walkRuns(shape, strides []int, offset, start, n int, idxp *[]int, fn func(k
 			off += strides[d-1]
 		}
 	}
+}
+
+// HostVec is a Vec of kind k that aliases elements [lo, hi) of t's
+// storage, for a kernel to compute into directly; false unless t is a
+// contiguous CPU array stored in kind k.
+func (t *Array) HostVec(lo, hi int, k ir.Kind) (ir.Vec, bool) {
+	if t.st.dev != CPU || !t.IsContiguous() {
+		return ir.Vec{}, false
+	}
+	return aliasVec(t.st.data, t.dtype, k, t.offset+lo, t.offset+hi)
 }

@@ -255,12 +255,19 @@ type Frame struct {
 	regs []Vec
 	bufs []Vec // buffers owned by the frame, per register
 	Cap  int
+	// A uniform register holds one value, at index 0, that stands for
+	// every element (a literal, a value SetUniform gives, or what the
+	// program computes from such values alone); filled is how many copies
+	// of it its buffer holds.
+	uni    []bool
+	filled []int
 }
 
 // NewFrame allocates registers for blocks of up to capacity values and fills
 // literals and the scalar parameters params.
 func (b *Block) NewFrame(capacity int, params []float64) *Frame {
-	f := &Frame{b: b, regs: make([]Vec, b.nregs), bufs: make([]Vec, b.nregs), Cap: capacity}
+	f := &Frame{b: b, regs: make([]Vec, b.nregs), bufs: make([]Vec, b.nregs), Cap: capacity,
+		uni: make([]bool, b.nregs), filled: make([]int, b.nregs)}
 	isArg := make([]bool, b.nregs)
 	for _, r := range b.argReg {
 		if r >= 0 {
@@ -276,11 +283,13 @@ func (b *Block) NewFrame(capacity int, params []float64) *Frame {
 	for _, c := range b.consts {
 		if b.live[c.reg] {
 			f.regs[c.reg].Fill(b.kinds[c.reg], c.value)
+			f.uni[c.reg], f.filled[c.reg] = true, capacity
 		}
 	}
 	for _, p := range b.params {
 		if b.live[p.reg] {
 			f.regs[p.reg].Fill(b.kinds[p.reg], params[int(p.value)])
+			f.uni[p.reg], f.filled[p.reg] = true, capacity
 		}
 	}
 	return f
@@ -295,6 +304,17 @@ func NewVec(k Kind, n int) Vec {
 		return Vec{F64: make([]float64, n)}
 	}
 	return Vec{I64: make([]int64, n)}
+}
+
+// Slice is values [lo, hi) of v, sharing its storage.
+func (v Vec) Slice(lo, hi int) Vec {
+	switch {
+	case v.F32 != nil:
+		return Vec{F32: v.F32[lo:hi]}
+	case v.F64 != nil:
+		return Vec{F64: v.F64[lo:hi]}
+	}
+	return Vec{I64: v.I64[lo:hi]}
 }
 
 // Fill sets every value of v, of kind k, to x (converted to the kind).
@@ -323,7 +343,16 @@ func (f *Frame) ArgKind(i int) Kind { return f.b.kinds[f.b.argReg[i]] }
 // expression does not use are ignored.
 func (f *Frame) SetArg(i int, v Vec) {
 	if r := f.b.argReg[i]; r >= 0 {
-		f.regs[r] = v
+		f.regs[r], f.uni[r] = v, false
+	}
+}
+
+// SetUniform makes operand i read v[0] (v is the caller's) as every one of
+// its values for the next Runs: a row's statistic, say. The program then
+// computes with the one value where it can instead of a block of copies.
+func (f *Frame) SetUniform(i int, v Vec) {
+	if r := f.b.argReg[i]; r >= 0 {
+		f.regs[r], f.uni[r], f.filled[r] = v, true, 0
 	}
 }
 
@@ -344,35 +373,89 @@ func (f *Frame) ArgBuf(i int) Vec {
 func (f *Frame) Run(n int, dst *Vec) Vec {
 	code := f.b.code
 	if len(code) == 0 {
-		return f.regs[f.b.out]
+		return f.spread(f.b.out, n, nil)
 	}
 	for i := range code {
 		in := &code[i]
+		ua, ub, uc := f.isUniform(in.a), f.isUniform(in.b), f.isUniform(in.c)
+		if ua && (in.b < 0 || ub) && (in.c < 0 || uc) {
+			// Only uniform operands: the result is one value too.
+			d := &f.bufs[in.dst]
+			f.regs[in.dst], f.uni[in.dst], f.filled[in.dst] = *d, true, 1
+			f.exec(in, 1, d)
+			continue
+		}
 		d := &f.regs[in.dst]
 		if dst != nil && i == len(code)-1 {
 			d = dst
 		}
-		var b, c *Vec
-		if in.b >= 0 {
-			b = &f.regs[in.b]
-		}
-		if in.c >= 0 {
-			c = &f.regs[in.c]
-		}
-		if in.p == PCast {
-			castVec(d, in.to, &f.regs[in.a], in.kind, n)
+		f.uni[in.dst] = false
+		if (ua || ub) && f.arithUniform(in, n, d, ua) {
 			continue
 		}
-		if in.f32 != nil {
-			in.f32(d.F32[:n], f.regs[in.a].F32[:n], in.ar)
-			continue
+		for _, r := range [...]int{in.a, in.b, in.c} {
+			if f.isUniform(r) {
+				f.spread(r, n, nil)
+			}
 		}
-		evalPrim(in.p, in.kind, n, d, &f.regs[in.a], b, c)
+		f.exec(in, n, d)
+	}
+	if out := f.b.out; f.uni[out] {
+		return f.spread(out, n, dst)
 	}
 	if dst != nil {
 		return *dst
 	}
 	return f.regs[f.b.out]
+}
+
+// exec runs one instruction over n values into d.
+func (f *Frame) exec(in *instr, n int, d *Vec) {
+	var b, c *Vec
+	if in.b >= 0 {
+		b = &f.regs[in.b]
+	}
+	if in.c >= 0 {
+		c = &f.regs[in.c]
+	}
+	switch {
+	case in.p == PCast:
+		castVec(d, in.to, &f.regs[in.a], in.kind, n)
+	case in.f32 != nil:
+		in.f32(d.F32[:n], f.regs[in.a].F32[:n], in.ar)
+	case in.kind == F32 && isArith(in.p) && vecF32(in.p, d.F32[:n], f.regs[in.a].F32, b.F32, 0):
+	default:
+		evalPrim(in.p, in.kind, n, d, &f.regs[in.a], b, c)
+	}
+}
+
+func (f *Frame) isUniform(r int) bool { return r >= 0 && f.uni[r] }
+
+// spread makes uniform register r hold n copies of its value, in dst when
+// dst is not nil, else in its own buffer, and returns them.
+func (f *Frame) spread(r, n int, dst *Vec) Vec {
+	if !f.uni[r] {
+		return f.regs[r]
+	}
+	k := f.b.kinds[r]
+	x := f.regs[r].Slice(0, 1)
+	if dst != nil {
+		d := dst.Slice(0, n)
+		copyFirst(d, x, k)
+		spreadFirst(d, k)
+		return *dst
+	}
+	if f.filled[r] >= n {
+		return f.regs[r]
+	}
+	if f.bufs[r].F32 == nil && f.bufs[r].F64 == nil && f.bufs[r].I64 == nil {
+		f.bufs[r] = NewVec(k, f.Cap)
+	}
+	b := f.bufs[r]
+	copyFirst(b, x, k) // before the fill reads it: x may be b[0]
+	spreadFirst(b.Slice(0, n), k)
+	f.regs[r], f.filled[r] = b, n
+	return b
 }
 
 // Computes reports whether the block runs any primitive (an identity, such

@@ -33,10 +33,15 @@ import "math"
 // (-0 stays -0) and ±1 at ±Inf and wherever the float32 result rounds to
 // ±1.
 //
+// On amd64 with AVX2, exp, erf and tanh run eight lanes at a time
+// (fastmath_cpu_amd64.s) with the same float32 operations in the same
+// order as the Go loops, so with the same bits; the Go loops convert each
+// product to float32 so that no platform fuses it into a multiply-add.
+//
 // The bounds were found on amd64, where Go rounds every product before
 // adding it. On arm64, ppc64le, riscv64 and s390x the compiler may fuse
-// a*b+c into one rounding, which can change last bits there; TestFastMath
-// checks the bounds on every platform it runs on.
+// a*b+c into one rounding in log's loop, which can change last bits
+// there; TestFastMath checks the bounds on every platform it runs on.
 
 // around is what a FastMath loop computes around its function f: y =
 // f(x·pre) + post, then 1/y if recip, each step rounded to float32 as the
@@ -78,8 +83,12 @@ const (
 	exp7 = 0.00019742693
 )
 
-// expF32 sets d[i] = e^a[i] for i < len(d), with ar around it.
-func expF32(d, a []float32, ar around) {
+// expF32Go sets d[i] = e^a[i] for i < len(d), with ar around it: the
+// loop in Go, which expF32 runs where it has no vector loop (and for the
+// ends and edge inputs where it has one). Each product is converted to
+// float32 explicitly so that no platform fuses it into a multiply-add:
+// the vector loop rounds it the same way.
+func expF32Go(d, a []float32, ar around) {
 	a = a[:len(d)]
 	for i, x := range a {
 		x *= ar.pre
@@ -87,14 +96,15 @@ func expF32(d, a []float32, ar around) {
 		if !(x >= -87 && x <= 88) { // 2^k below is not a normal float32, or x is NaN
 			y = expEdge(x)
 		} else {
-			t := x*log2e + roundMag
+			t := float32(x*log2e) + roundMag
 			k := int32(math.Float32bits(t)) - int32(math.Float32bits(roundMag))
 			kf := t - roundMag
-			r := x - kf*ln2Hi
-			r -= kf * ln2Lo
+			r := x - float32(kf*ln2Hi)
+			r -= float32(kf * ln2Lo)
 			r2 := r * r
-			p := (exp2 + exp3*r) + r2*((exp4+exp5*r)+r2*(exp6+exp7*r)) // Estrin's scheme
-			y = (1 + (r + r2*p)) * math.Float32frombits(uint32(k+127)<<23)
+			// Estrin's scheme
+			p := (exp2 + float32(exp3*r)) + float32(r2*((exp4+float32(exp5*r))+float32(r2*(exp6+float32(exp7*r)))))
+			y = (1 + (r + float32(r2*p))) * math.Float32frombits(uint32(k+127)<<23)
 		}
 		y += ar.post
 		if ar.recip {
@@ -231,8 +241,10 @@ func segment(ab uint32, n int) int32 {
 	return j - over&^(over>>31)
 }
 
-// erfF32 sets d[i] = erf(a[i]) for i < len(d), with ar around it.
-func erfF32(d, a []float32, ar around) {
+// erfF32Go sets d[i] = erf(a[i]) for i < len(d), with ar around it: the
+// loop in Go, which erfF32 runs where it has no vector loop (and for the
+// ends). Products are converted to float32 so that none is fused.
+func erfF32Go(d, a []float32, ar around) {
 	a = a[:len(d)]
 	for i, x := range a {
 		x *= ar.pre
@@ -244,12 +256,12 @@ func erfF32(d, a []float32, ar around) {
 		u := ax - c[0]
 		u2 := u * u
 		// Estrin's scheme: a shorter dependency chain than Horner's.
-		hi := (c[3] + c[4]*u) + u2*((c[5]+c[6]*u)+u2*c[7])
-		p := c[1] + (c[8]*u + (c[2]*u + u2*hi)) // c[8]·u: erf(u) - u on the first segment
+		hi := (c[3] + float32(c[4]*u)) + float32(u2*((c[5]+float32(c[6]*u))+float32(u2*c[7])))
+		p := c[1] + (float32(c[8]*u) + (float32(c[2]*u) + float32(u2*hi))) // c[8]·u: erf(u) - u on the first segment
 		if ax >= erfOne {
 			p = 1
 		}
-		y := p*sign + ar.post
+		y := float32(p*sign) + ar.post
 		if ar.recip {
 			y = 1 / y
 		}
@@ -257,8 +269,10 @@ func erfF32(d, a []float32, ar around) {
 	}
 }
 
-// tanhF32 sets d[i] = tanh(a[i]) for i < len(d), with ar around it.
-func tanhF32(d, a []float32, ar around) {
+// tanhF32Go sets d[i] = tanh(a[i]) for i < len(d), with ar around it:
+// the loop in Go, which tanhF32 runs where it has no vector loop (and for
+// the ends). Products are converted to float32 so that none is fused.
+func tanhF32Go(d, a []float32, ar around) {
 	a = a[:len(d)]
 	for i, x := range a {
 		x *= ar.pre
@@ -269,12 +283,12 @@ func tanhF32(d, a []float32, ar around) {
 		c := &tanhTab[segment(ab, len(tanhTab))]
 		u := ax - c[0]
 		u2 := u * u
-		hi := (c[3] + c[4]*u) + u2*((c[5]+c[6]*u)+u2*c[7])
-		p := c[1] + (c[2]*u + u2*hi)
+		hi := (c[3] + float32(c[4]*u)) + float32(u2*((c[5]+float32(c[6]*u))+float32(u2*c[7])))
+		p := c[1] + (float32(c[2]*u) + float32(u2*hi))
 		if ax >= tanhOne {
 			p = 1
 		}
-		y := p*sign + ar.post
+		y := float32(p*sign) + ar.post
 		if ar.recip {
 			y = 1 / y
 		}

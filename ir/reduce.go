@@ -48,7 +48,9 @@ type Acc struct {
 func (r Reducer) Init() Acc { return Acc{Index: -1} }
 
 // Accumulate folds the block x, whose first value has index base within the
-// reduced range, into acc.
+// reduced range, into acc. A block of floats sums in sixteen float64 lanes
+// combined pairwise (the order vector units run fast, the same on every
+// platform); the block's sum is then added to acc.F.
 func Accumulate[T number](r Reducer, acc *Acc, x []T, base int64) {
 	if len(x) == 0 {
 		return
@@ -67,24 +69,55 @@ func Accumulate[T number](r Reducer, acc *Acc, x []T, base int64) {
 			acc.I += s
 			return
 		}
-		// Four partial sums: faster, and more accurate than one.
-		var s0, s1, s2, s3 float64
-		i := 0
-		for ; i+4 <= len(x); i += 4 {
-			s0 += float64(x[i])
-			s1 += float64(x[i+1])
-			s2 += float64(x[i+2])
-			s3 += float64(x[i+3])
+		switch any(zero).(type) { // any(x) would allocate
+		case float32:
+			acc.F += sumFloat(asFloat[float32](x))
+		case float64:
+			acc.F += sumFloat(asFloat[float64](x))
 		}
-		for ; i < len(x); i++ {
-			s0 += float64(x[i])
-		}
-		acc.F += (s0 + s1) + (s2 + s3)
 	case RMax, RArgMax, RMin, RArgMin:
 		if acc.NaN {
 			return
 		}
 		greater := r == RMax || r == RArgMax
+		if !isInt && !r.IsArg() {
+			// A value reduction: the index is not kept.
+			var best float64
+			var ok bool
+			switch any(zero).(type) {
+			case float32:
+				var b float32
+				b, ok = bestValue(asFloat[float32](x), greater)
+				best = float64(b)
+			case float64:
+				best, ok = bestValue(asFloat[float64](x), greater)
+			}
+			if ok {
+				if first || greater && best > acc.F || !greater && best < acc.F {
+					acc.F = best
+				}
+				return
+			}
+		}
+		if !isInt {
+			var best float64
+			var at int
+			var ok bool
+			switch any(zero).(type) {
+			case float32:
+				var b float32
+				b, at, ok = bestFloat(asFloat[float32](x), greater)
+				best = float64(b)
+			case float64:
+				best, at, ok = bestFloat(asFloat[float64](x), greater)
+			}
+			if ok {
+				if first || greater && best > acc.F || !greater && best < acc.F {
+					acc.F, acc.Index = best, base+int64(at)
+				}
+				return
+			}
+		}
 		if first {
 			acc.Index = base
 			if isInt {

@@ -2,51 +2,204 @@ package program
 
 import (
 	"runtime"
+	"sync"
+	"weak"
 
 	"gocompile/array"
+	"gocompile/fuse"
 	"gocompile/ir"
 )
 
 // The CPU half of row regions: block programs over chunks of each row.
 
+// cpuPlan is how a row region runs on the CPU when its rows are short
+// enough to keep: a reduction stage whose per-element value a later
+// program reads again (softmax's exp(x - max), summed, then divided) keeps
+// the values of the row it computes while folding them, and the later
+// programs read them back instead of computing them again.
+type cpuPlan struct {
+	stages []*ir.Block // each stage's program, reading kept values
+	root   *ir.Block
+	keep   []int // per stage, the kept-values operand it fills, or -1
+	kinds  []ir.Kind
+	nKept  int
+}
+
+// keepLimit is the longest row whose values a worker keeps: a row or two
+// of 32K values (128 KB in float32) stays within a core's L2 cache.
+const keepLimit = 1 << 15
+
+// cpuPlans holds each step's plan (nil: none) while the step lives.
+var cpuPlans sync.Map // weak.Pointer[rowStep] → *cpuPlan
+
+// keepValues turns kept values on; tests turn it off to compare.
+var keepValues = true
+
+// cpuPlan returns the step's plan with kept values, or nil when no later
+// program reads a stage's values again.
+func (s *rowStep) cpuPlan() *cpuPlan {
+	key := weak.Make(s)
+	if p, ok := cpuPlans.Load(key); ok {
+		return p.(*cpuPlan)
+	}
+	p, loaded := cpuPlans.LoadOrStore(key, newCPUPlan(s.r, s.kinds))
+	if !loaded {
+		runtime.AddCleanup(s, func(k weak.Pointer[rowStep]) { cpuPlans.Delete(k) }, key)
+	}
+	return p.(*cpuPlan)
+}
+
+func newCPUPlan(r *fuse.Region, kinds []ir.Kind) *cpuPlan {
+	stages := r.Row.Stages
+	// exprs are the programs in order: the stages', then the root's.
+	exprs := make([]*ir.Expr, 0, len(stages)+1)
+	for _, st := range stages {
+		exprs = append(exprs, st.Expr)
+	}
+	if r.Expr != nil {
+		exprs = append(exprs, r.Expr)
+	}
+	p := &cpuPlan{keep: make([]int, len(stages)), kinds: append([]ir.Kind(nil), kinds...)}
+	from := map[*ir.Expr]*ir.Expr{}
+	for k, st := range stages {
+		p.keep[k] = -1
+		e := st.Expr
+		// The values must be typed alike wherever they are read: the same
+		// compute kind, and an expression that computes (not an operand).
+		if !st.Reduce || e.Prim == ir.PArg || e.Prim == ir.PConst || e.Prim == ir.PParam || st.Compute != r.Compute {
+			continue
+		}
+		read := false
+		for _, later := range exprs[k+1:] {
+			read = read || contains(later, e, map[*ir.Expr]bool{})
+		}
+		if !read {
+			continue
+		}
+		blk, err := compileFused(e, p.kinds, st.Compute)
+		if err != nil {
+			continue
+		}
+		p.keep[k] = p.nKept
+		p.nKept++
+		from[e] = ir.Arg(len(p.kinds))
+		p.kinds = append(p.kinds, blk.OutKind())
+	}
+	if p.nKept == 0 {
+		return nil
+	}
+	compile := func(e *ir.Expr, compute ir.Kind) *ir.Block {
+		blk, err := compileFused(e, p.kinds, compute)
+		if err != nil {
+			return nil
+		}
+		return blk
+	}
+	for _, st := range stages {
+		// A stage's own values are computed, then kept; what it reads of
+		// earlier stages is read back.
+		mine := map[*ir.Expr]*ir.Expr{}
+		for e, a := range from {
+			if e != st.Expr {
+				mine[e] = a
+			}
+		}
+		blk := compile(replace(st.Expr, mine, map[*ir.Expr]*ir.Expr{}), st.Compute)
+		if blk == nil {
+			return nil
+		}
+		p.stages = append(p.stages, blk)
+	}
+	if r.Expr != nil {
+		if p.root = compile(replace(r.Expr, from, map[*ir.Expr]*ir.Expr{}), r.Compute); p.root == nil {
+			return nil
+		}
+	}
+	return p
+}
+
+// contains reports whether e is x or has x among its operands, at any
+// depth (expressions share nodes, so x is found by identity).
+func contains(e, x *ir.Expr, seen map[*ir.Expr]bool) bool {
+	if e == x {
+		return true
+	}
+	if seen[e] {
+		return false
+	}
+	seen[e] = true
+	for _, a := range e.Args {
+		if contains(a, x, seen) {
+			return true
+		}
+	}
+	return false
+}
+
+// replace is e with every node in from replaced by its image, sharing
+// kept (memo holds the copies made).
+func replace(e *ir.Expr, from, memo map[*ir.Expr]*ir.Expr) *ir.Expr {
+	if to, ok := from[e]; ok {
+		return to
+	}
+	if c, ok := memo[e]; ok {
+		return c
+	}
+	c := *e
+	if len(e.Args) > 0 {
+		c.Args = make([]*ir.Expr, len(e.Args))
+		for i, a := range e.Args {
+			c.Args[i] = replace(a, from, memo)
+		}
+	}
+	memo[e] = &c
+	return &c
+}
+
 func (s *rowStep) runCPU(args []*array.Array, full []int, res *array.Array) {
 	l := s.cpuRows(args, full)
-	R, outerShape := l.R, l.outerShape
-	rows := ir.Numel(outerShape)
-	outer := l.outer
-	nIn := len(args)
-	stages := s.r.Row.Stages
-	// Fewer rows than cores, and long: a lone reduction splits each row
-	// across the cores (opByOp took the other regions).
-	if rows < runtime.GOMAXPROCS(0) && R >= 2*array.MinParallel {
+	// Fewer rows than cores, and long: each row is split across the cores.
+	if ir.Numel(l.outerShape) < runtime.GOMAXPROCS(0) && l.R >= 2*array.MinParallel {
 		s.splitCPU(args, l, res)
 		return
 	}
-	// A stage's value is repeated over a chunk only for the programs that
-	// read it.
-	needVec := make([]bool, len(stages))
-	for k := range stages {
-		for _, blk := range append(append([]*ir.Block(nil), s.stages[k+1:]...), s.root) {
-			needVec[k] = needVec[k] || (blk != nil && blk.Uses(nIn+k))
+	plan := &cpuPlan{stages: s.stages, root: s.root, keep: make([]int, len(s.stages))}
+	for k := range plan.keep {
+		plan.keep[k] = -1
+	}
+	if keepValues && l.R <= keepLimit {
+		if p := s.cpuPlan(); p != nil {
+			plan = p
 		}
 	}
+	s.rowsCPU(plan, args, l, res)
+}
+
+// rowsCPU runs the region a row at a time, the rows split across the
+// cores.
+func (s *rowStep) rowsCPU(plan *cpuPlan, args []*array.Array, l cpuRows, res *array.Array) {
+	outerShape, outer, R := l.outerShape, l.outer, l.R
+	rows := ir.Numel(outerShape)
+	nIn := len(args)
+	stages := s.r.Row.Stages
+	nKeep := nIn + len(stages) // the first kept-values operand
+	// A lone reduction of an input as it is stores its rows' results
+	// together, as the eager reduction does (the same values: the
+	// result's dtype is the stage's).
+	lone := len(stages) == 1 && stages[0].Reduce && plan.root == nil && !plan.stages[0].Computes()
 	array.ParallelRows(rows, max(1, array.MinParallel/R), func(lo, hi int) {
 		chunk := min(array.BlockSize, R)
 		frames := make([]*ir.Frame, len(stages))
-		for k, blk := range s.stages {
+		for k, blk := range plan.stages {
 			frames[k] = blk.NewFrame(chunk, nil)
 		}
 		var rootFrame *ir.Frame
-		if s.root != nil {
-			rootFrame = s.root.NewFrame(chunk, nil)
+		if plan.root != nil {
+			rootFrame = plan.root.NewFrame(chunk, nil)
 		}
 		ops := make([]*array.Operand, nIn)
 		for i, t := range args {
 			ops[i] = t.Operand(l.redShape[i], l.red[i], 0)
-		}
-		stageVecs := make([]ir.Vec, len(stages)) // each stage's value, repeated over a chunk
-		for k, st := range stages {
-			stageVecs[k] = ir.NewVec(st.Kind, chunk)
 		}
 		one := make([]ir.Vec, len(stages)) // each stage's value
 		rounders := make([]*array.Rounder, len(stages))
@@ -54,9 +207,15 @@ func (s *rowStep) runCPU(args []*array.Array, full []int, res *array.Array) {
 			one[k] = ir.NewVec(st.Kind, 1)
 			rounders[k] = array.NewRounder(st.Node.DType, st.Kind)
 		}
+		kept := make([]ir.Vec, plan.nKept) // the kept values of the row
+		for _, c := range plan.keep {
+			if c >= 0 {
+				kept[c] = ir.NewVec(plan.kinds[nKeep+c], R)
+			}
+		}
 		idx := make([]int, len(outerShape))
-		// bind makes f read every input at [start, start+n) of the row and
-		// the stages computed so far.
+		// bind makes f read every input at [start, start+n) of the row,
+		// the stages computed so far, and the values kept so far.
 		bind := func(f *ir.Frame, blk *ir.Block, start, n, done int) {
 			for i, o := range ops {
 				if blk.Uses(i) {
@@ -64,8 +223,15 @@ func (s *rowStep) runCPU(args []*array.Array, full []int, res *array.Array) {
 				}
 			}
 			for k := range done {
-				f.SetArg(nIn+k, stageVecs[k])
+				f.SetUniform(nIn+k, one[k])
+				if c := plan.keep[k]; c >= 0 {
+					f.SetArg(nKeep+c, kept[c].Slice(start, start+n))
+				}
 			}
+		}
+		if lone {
+			s.loneRows(plan.stages[0], args, l, res, lo, hi)
+			return
 		}
 		for row := lo; row < hi; row++ {
 			for i, t := range args {
@@ -77,80 +243,197 @@ func (s *rowStep) runCPU(args []*array.Array, full []int, res *array.Array) {
 			}
 			var val ir.Vec
 			for k, st := range stages {
-				f, blk := frames[k], s.stages[k]
+				f, blk := frames[k], plan.stages[k]
 				if st.Reduce {
-					acc := array.FoldRange(st.Reducer, blk.OutKind(), 0, R, func(s0, m int) ir.Vec {
-						bind(f, blk, s0, m, k)
-						return f.Run(m, nil)
-					})
+					c := plan.keep[k]
+					var acc ir.Acc
+					if v, ok := plainRow(blk, ops, 0, R); ok && c < 0 { // fold the row in place
+						acc = array.FoldVec(st.Reducer, blk.OutKind(), 0, R, v)
+					} else {
+						acc = array.FoldRange(st.Reducer, blk.OutKind(), 0, R, func(s0, m int) ir.Vec {
+							bind(f, blk, s0, m, k)
+							if c >= 0 { // compute into the kept values
+								dst := kept[c].Slice(s0, s0+m)
+								return f.Run(m, &dst)
+							}
+							return f.Run(m, nil)
+						})
+					}
 					rounders[k].Result(st.Reducer, acc, R, one[k])
 				} else {
 					bind(f, blk, 0, 1, k)
 					rounders[k].Value(f.Run(1, nil), blk.OutKind(), one[k])
 				}
-				if needVec[k] {
-					stageVecs[k].Fill(st.Kind, kindAt(one[k], st.Kind))
-				}
 				val = one[k]
 			}
-			if s.root == nil {
+			switch {
+			case plan.root == nil:
 				res.Store(row, val, stages[len(stages)-1].Kind, 1)
-				continue
-			}
-			for s0 := 0; s0 < R; s0 += chunk {
-				m := min(chunk, R-s0)
-				bind(rootFrame, s.root, s0, m, len(stages))
-				res.Store(row*R+s0, rootFrame.Run(m, nil), s.root.OutKind(), m)
+			default:
+				k := plan.root.OutKind()
+				for s0 := 0; s0 < R; s0 += chunk {
+					m := min(chunk, R-s0)
+					bind(rootFrame, plan.root, s0, m, len(stages))
+					if dst, ok := res.HostVec(row*R+s0, row*R+s0+m, k); ok && plan.root.Computes() {
+						rootFrame.Run(m, &dst) // straight into the result
+						continue
+					}
+					res.StoreBlock(row*R+s0, rootFrame.Run(m, nil), k, m)
+				}
 			}
 		}
 	})
 }
 
-// splitCPU runs a region whose one stage is a reduction and the root with
-// each row split across the cores, the parts merged in order.
+// loneRows folds rows [lo, hi) of a region that is one reduction of an
+// input as it is (a Sum(-1)) and stores the results, as the eager
+// reduction does.
+func (s *rowStep) loneRows(blk *ir.Block, args []*array.Array, l cpuRows, res *array.Array, lo, hi int) {
+	st := s.r.Row.Stages[0]
+	ops := make([]*array.Operand, len(args))
+	for i, t := range args {
+		ops[i] = t.Operand(l.redShape[i], l.red[i], 0)
+	}
+	f := blk.NewFrame(min(array.BlockSize, l.R), nil)
+	idx := make([]int, len(l.outerShape))
+	array.StoreRowResults(res, st.Reducer, false, l.R, lo, hi, func(row int) ir.Acc {
+		for i, t := range args {
+			off := t.Offset()
+			if len(l.outerShape) > 0 {
+				off += array.Unravel(row, l.outerShape, l.outer[i], idx)
+			}
+			ops[i].SetOffset(off)
+		}
+		if v, ok := plainRow(blk, ops, 0, l.R); ok {
+			return array.FoldVec(st.Reducer, blk.OutKind(), 0, l.R, v)
+		}
+		return array.FoldRange(st.Reducer, blk.OutKind(), 0, l.R, func(s0, m int) ir.Vec {
+			for i, o := range ops {
+				if blk.Uses(i) {
+					f.SetArg(i, o.Load(s0, m, f.ArgKind(i), f.ArgBuf(i)))
+				}
+			}
+			return f.Run(m, nil)
+		})
+	})
+}
+
+// splitCPU runs the region with each row split across the cores: a
+// reduction stage folds its parts on all of them (the parts and their
+// order are FoldRange's, so the values are those of rowsCPU), and the root
+// computes its chunks on all of them.
 func (s *rowStep) splitCPU(args []*array.Array, l cpuRows, res *array.Array) {
 	outerShape, outer, R := l.outerShape, l.outer, l.R
-	st, blk := s.r.Row.Stages[0], s.stages[0]
+	nIn := len(args)
+	stages := s.r.Row.Stages
+	chunk := min(array.BlockSize, R)
 	idx := make([]int, len(outerShape))
-	one := ir.NewVec(st.Kind, 1)
-	round := array.NewRounder(st.Node.DType, st.Kind)
+	offsets := make([]int, nIn)
+	one := make([]ir.Vec, len(stages)) // each stage's value: read by all workers, written between
+	rounders := make([]*array.Rounder, len(stages))
+	for k, st := range stages {
+		one[k] = ir.NewVec(st.Kind, 1)
+		rounders[k] = array.NewRounder(st.Node.DType, st.Kind)
+	}
+	// worker is one goroutine's program k (len(stages) for the root)
+	// reading the row at offsets, with the stages before it bound.
+	type worker struct {
+		f   *ir.Frame
+		blk *ir.Block
+		ops []*array.Operand
+	}
+	newWorker := func(k int) *worker {
+		blk := s.root
+		if k < len(stages) {
+			blk = s.stages[k]
+		}
+		w := &worker{f: blk.NewFrame(chunk, nil), blk: blk, ops: make([]*array.Operand, nIn)}
+		for i, t := range args {
+			w.ops[i] = t.Operand(l.redShape[i], l.red[i], offsets[i])
+		}
+		for j := range k {
+			w.f.SetUniform(nIn+j, one[j])
+		}
+		return w
+	}
+	// run computes values [s0, s0+m) of the row.
+	run := func(w *worker, s0, m int, dst *ir.Vec) ir.Vec {
+		for i, o := range w.ops {
+			if w.blk.Uses(i) {
+				w.f.SetArg(i, o.Load(s0, m, w.f.ArgKind(i), w.f.ArgBuf(i)))
+			}
+		}
+		return w.f.Run(m, dst)
+	}
 	for row := range ir.Numel(outerShape) {
-		offsets := make([]int, len(args))
 		for i, t := range args {
 			offsets[i] = t.Offset()
 			if len(outerShape) > 0 {
 				offsets[i] += array.Unravel(row, outerShape, outer[i], idx)
 			}
 		}
-		acc := array.FoldSplit(st.Reducer, st.Compute == ir.I64, R, func() func(lo, hi int) ir.Acc {
-			f := blk.NewFrame(min(array.BlockSize, R), nil)
-			ops := make([]*array.Operand, len(args))
-			for i, t := range args {
-				ops[i] = t.Operand(l.redShape[i], l.red[i], offsets[i])
+		var val ir.Vec
+		for k, st := range stages {
+			if !st.Reduce {
+				w := newWorker(k)
+				rounders[k].Value(run(w, 0, 1, nil), w.blk.OutKind(), one[k])
+				val = one[k]
+				continue
 			}
-			return func(lo, hi int) ir.Acc {
-				return array.FoldRange(st.Reducer, blk.OutKind(), lo, hi, func(s0, m int) ir.Vec {
-					for i, o := range ops {
-						if blk.Uses(i) {
-							f.SetArg(i, o.Load(s0, m, f.ArgKind(i), f.ArgBuf(i)))
-						}
+			kind := s.stages[k].OutKind()
+			acc := array.FoldSplit(st.Reducer, st.Compute == ir.I64, R, func() func(lo, hi int) ir.Acc {
+				w := newWorker(k)
+				return func(lo, hi int) ir.Acc {
+					if v, ok := plainRow(w.blk, w.ops, lo, hi); ok {
+						return array.FoldVec(st.Reducer, kind, lo, hi, v)
 					}
-					return f.Run(m, nil)
-				})
+					return array.FoldRange(st.Reducer, kind, lo, hi, func(s0, m int) ir.Vec { return run(w, s0, m, nil) })
+				}
+			})
+			rounders[k].Result(st.Reducer, acc, R, one[k])
+			val = one[k]
+		}
+		if s.root == nil {
+			res.Store(row, val, stages[len(stages)-1].Kind, 1)
+			continue
+		}
+		k := s.root.OutKind()
+		nChunks := (R + chunk - 1) / chunk
+		array.ParallelRows(nChunks, max(1, array.MinParallel/chunk), func(lo, hi int) {
+			w := newWorker(len(stages))
+			for c := lo; c < hi; c++ {
+				s0 := c * chunk
+				m := min(chunk, R-s0)
+				at := row*R + s0
+				if dst, ok := res.HostVec(at, at+m, k); ok && s.root.Computes() {
+					run(w, s0, m, &dst)
+					continue
+				}
+				res.StoreBlock(at, run(w, s0, m, nil), k, m)
 			}
 		})
-		round.Result(st.Reducer, acc, R, one)
-		res.Store(row, one, st.Kind, 1)
 	}
 }
 
-// kindAt is v[0] as a float64.
-func kindAt(v ir.Vec, k ir.Kind) float64 {
-	switch k {
-	case ir.F32:
-		return float64(v.F32[0])
-	case ir.F64:
-		return v.F64[0]
+// plainRow is values [lo, hi) of the row of the input blk reads as it is,
+// in storage, when blk computes nothing else (a lone Sum(-1) reads its
+// input) and the input is contiguous along the row and stored in the kind
+// blk reads.
+func plainRow(blk *ir.Block, ops []*array.Operand, lo, hi int) (ir.Vec, bool) {
+	if blk.Computes() {
+		return ir.Vec{}, false
 	}
-	return float64(v.I64[0])
+	var in *array.Operand
+	for i, o := range ops {
+		if blk.Uses(i) {
+			if in != nil {
+				return ir.Vec{}, false
+			}
+			in = o
+		}
+	}
+	if in == nil {
+		return ir.Vec{}, false
+	}
+	return in.Alias(lo, hi-lo, blk.OutKind())
 }
