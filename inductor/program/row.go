@@ -2,7 +2,6 @@ package program
 
 import (
 	"fmt"
-	"runtime"
 	"sync"
 	"sync/atomic"
 
@@ -113,15 +112,16 @@ func (s *rowStep) shape(full []int) []int {
 }
 
 // opByOp reports whether the region runs better op by op with the eager
-// kernels: empty rows (their rules are the eager ops'), and few long rows
-// that only a lone reduction can split across the cores or SMs (the eager
-// reductions split rows themselves).
+// kernels: on a GPU, few long rows that neither a lone reduction's split
+// nor a cluster keeping the row on chip spreads over the SMs (the eager
+// reductions split rows themselves). On the CPU the region always runs
+// fused: splitCPU spreads few long rows over the cores.
 func (s *rowStep) opByOp(t *array.Array, rows, R int) bool {
 	if s.kernel.CanSplit() {
 		return false
 	}
 	if t.Device() == array.CPU {
-		return rows < runtime.GOMAXPROCS(0) && R >= 2*array.MinParallel
+		return false // splitCPU splits few long rows across the cores
 	}
 	g := t.GPU()
 	sms := g.Dev().SMCount
