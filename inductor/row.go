@@ -379,7 +379,9 @@ template <typename T, typename C> __device__ __forceinline__ T block_allreduce(T
   }
   return v;
 }
-`+clusterAllreduce(C), k.Threads, G, k.Vec, k.Persist, C, MaxRank, max(nIn, 1))
+`, k.Threads, G, k.Vec, k.Persist, C, MaxRank, max(nIn, 1))
+	// Not part of the format above: its inline PTX names operands %0, %1.
+	b.WriteString(clusterAllreduce(C))
 
 	b.WriteString(stageCombines(k.Stages))
 

@@ -167,3 +167,18 @@ func TestRowKernelNamesIdentifySources(t *testing.T) {
 		seen[c.k.Name()] = src
 	}
 }
+
+// No generated source carries a Go formatting error ("%!d(MISSING)" and
+// the like): text with its own % signs, such as inline PTX operands, must
+// not pass through a format string.
+func TestKernelSourcesHaveNoFormatErrors(t *testing.T) {
+	for _, s := range append(append(rowSources(t), allKernels(t)...), gemmSources(t)...) {
+		src, err := s.full()
+		if err != nil {
+			t.Fatalf("%s: %v", s.name, err)
+		}
+		if i := strings.Index(src, "%!"); i >= 0 {
+			t.Errorf("%s: formatting error in the source: %q", s.name, src[max(0, i-40):min(len(src), i+40)])
+		}
+	}
+}
