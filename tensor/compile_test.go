@@ -684,7 +684,7 @@ func TestCompileDynamicScalars(t *testing.T) {
 	}
 	// Integral values promote differently: one more compile, then shared.
 	for _, s := range []float64{2, 3, -4} {
-		sameValues(t, fmt.Sprint(s), cf(x, s, -1.5), f(x, s, -1.5))
+		fusedValues(t, fmt.Sprint(s), cf(x, s, -1.5), f(x, s, -1.5))
 	}
 	if st.Compiles.Load() != 2 {
 		t.Fatalf("integral scalars: %d compiles, want 2", st.Compiles.Load())

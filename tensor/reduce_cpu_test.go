@@ -25,9 +25,9 @@ func TestCPUCompiledReductionsEagerBits(t *testing.T) {
 			for _, sz := range [][2]int{{1, 3}, {7, 1023}, {3, 4097}, {1, 200003}, {2, 70001}} {
 				for _, transposed := range []bool{false, true} {
 					name := fmt.Sprintf("%s/%v/%dx%d/transposed %v", fn.name, dt, sz[0], sz[1], transposed)
-					x := Randn(3, Float64, sz[0], sz[1]).To(dt)
+					x := Randn(3, Float64, sz[0], sz[1]).ToDevice(CPU).To(dt)
 					if transposed {
-						x = Randn(3, Float64, sz[1], sz[0]).To(dt).T()
+						x = Randn(3, Float64, sz[1], sz[0]).ToDevice(CPU).To(dt).T()
 					}
 					got, want := Compile(fn.f, WithBackend("inductor"))(x).Float64s(), fn.f(x).Float64s()
 					for i := range want {
