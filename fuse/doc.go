@@ -15,11 +15,14 @@
 //     so nothing is copied or materialised. The region's value is one
 //     expression over the registry's primitives (Region.Expr), which CPU
 //     block loops and the CUDA code generator both run.
-//   - Row regions (reduction fusion): reductions over the last dim together
-//     with their pointwise prologue and epilogue: softmax, log-softmax,
-//     layer norm, RMS norm, means and variances over the last dim. See Row.
-//   - Every other node (matmul and other extern ops, reductions over other
-//     dims, views) is a region of its own.
+//   - Row regions (reduction fusion): reductions over a set of dims
+//     together with their pointwise prologue (over the full shape) and
+//     epilogue (at the reduced shape): softmax, log-softmax, layer norm, RMS
+//     norm, means and variances over the last dim, and the same over any
+//     other dims, such as Mean(0), Var([0, 2]) or Softmax(0). Row.Dims names
+//     the reduced dims (nil: the last). See Row.
+//   - Every other node (matmul and other extern ops, arg reductions,
+//     reductions over every dim, views) is a region of its own.
 //
 // PlanBuffers assigns the values regions write to buffers reused once the
 // values die, and reports the plan's peak memory next to eager
