@@ -106,6 +106,13 @@ func exactIntermediate(dt ir.DType) bool {
 	return dt == ir.Float32 || dt == ir.Float64 || dt == ir.Int64 || dt == ir.Bool
 }
 
+// roundedIntermediate reports whether a region keeps values of dt inside
+// its kernel by rounding them as a store would (ir.CastVia): float16 and
+// bfloat16, whose rounding is one instruction or two, so a chain of 16-bit
+// ops, or a reduction with 16-bit prologue and epilogue, runs as one
+// kernel and still gives eager's values.
+func roundedIntermediate(dt ir.DType) bool { return dt == ir.Float16 || dt == ir.BFloat16 }
+
 // Partition splits the graph's call nodes into regions, in an order in
 // which every region's inputs are computed before it.
 func Partition(g *ir.Graph) ([]*Region, error) {
@@ -214,7 +221,7 @@ func (p *partitioner) absorb(members map[*ir.Node]bool, ok func(*ir.Node) bool) 
 // its own shape or through a view (so the kernel computes each of its
 // elements once).
 func (p *partitioner) pointwiseAbsorbable(q, root *ir.Node, views bool) bool {
-	if q.Device != root.Device || !exactIntermediate(q.DType) {
+	if q.Device != root.Device || !exactIntermediate(q.DType) && !roundedIntermediate(q.DType) {
 		return false
 	}
 	if !views {
@@ -276,9 +283,13 @@ func (r *Region) build() error {
 				if members[a] {
 					v := vals[a]
 					e := v.e
-					if a.DType == ir.Bool { // a store as bool keeps only non-zero-ness
+					switch {
+					case a.DType == ir.Bool: // a store as bool keeps only non-zero-ness
 						e = ir.Ne(e, ir.Const(0))
 						v.kind = ir.I64
+					case roundedIntermediate(a.DType): // rounded as its store and load would be
+						e = ir.CastVia(e, a.DType, kinds[i])
+						v.kind = kinds[i]
 					}
 					if v.kind != kinds[i] {
 						e = ir.Cast(e, kinds[i])

@@ -111,11 +111,16 @@ func TestPartition(t *testing.T) {
 			a := call(t, g, ir.OpExp, ir.Attrs{}, x)
 			return []*ir.Node{a, call(t, g, ir.OpNeg, ir.Attrs{}, a)}
 		}, "fused exp -> v1; fused neg -> v2"},
-		{"float16 intermediates stay materialised", func(g *ir.Graph) []*ir.Node {
+		{"float16 intermediates fuse, rounded", func(g *ir.Graph) []*ir.Node {
 			x := g.Input([]int{3}, ir.Float16, ir.CPU, "")
 			a := call(t, g, ir.OpExp, ir.Attrs{}, x)
 			return []*ir.Node{call(t, g, ir.OpNeg, ir.Attrs{}, a)}
-		}, "fused exp -> v1; fused neg -> v2"},
+		}, "fused exp+neg -> v2"},
+		{"int32 intermediates stay materialised", func(g *ir.Graph) []*ir.Node {
+			x := g.Input([]int{3}, ir.Int32, ir.CPU, "")
+			a := call(t, g, ir.OpAbs, ir.Attrs{}, x)
+			return []*ir.Node{call(t, g, ir.OpNeg, ir.Attrs{}, a)}
+		}, "fused abs -> v1; fused neg -> v2"},
 		{"a broadcast producer stays separate", func(g *ir.Graph) []*ir.Node {
 			x := g.Input([]int{4, 8}, ir.Float32, ir.CPU, "")
 			y := g.Input([]int{8}, ir.Float32, ir.CPU, "")

@@ -139,6 +139,15 @@ func allKernels(t *testing.T) []source {
 			out = append(out, source{k.Name(), mustBody(t, k), k.Source})
 		}
 	}
+	// Fused 16-bit intermediates, rounded as their store would be.
+	for _, via := range []ir.DType{ir.Float16, ir.BFloat16} {
+		for _, kind := range []ir.Kind{ir.F32, ir.F64} {
+			dt := map[ir.Kind]ir.DType{ir.F32: ir.Float32, ir.F64: ir.Float64}[kind]
+			k := &PointwiseKernel{Expr: ir.Neg(ir.CastVia(ir.Exp(ir.Arg(0)), via, kind)), Label: fmt.Sprintf("rounded_%v_%v", via, kind),
+				Compute: kind, Out: via, Operands: []Operand{{DType: dt, Kind: kind, Access: Dense}}}
+			out = append(out, source{k.Name(), mustBody(t, k), k.Source})
+		}
+	}
 	return out
 }
 

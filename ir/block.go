@@ -21,8 +21,9 @@ type Block struct {
 
 type instr struct {
 	p            Prim
-	kind         Kind // operand kind (for a where: of its values)
-	to           Kind // a cast's target kind
+	kind         Kind  // operand kind (for a where: of its values)
+	to           Kind  // a cast's target kind
+	via          DType // a cast's 16-bit type it rounds through (Expr.Via)
 	dst, a, b, c int
 	f32          func(d, a []float32, ar around) // a FastMath loop for a float32 unary prim
 	ar           around                          // what f32 computes around the prim
@@ -129,6 +130,9 @@ func CompileBlock(e *Expr, args []Kind, compute Kind, opts ...BlockOption) (*Blo
 			in.kind = kinds[e.Args[1]]
 		}
 		in.to = e.To
+		if e.roundsVia() {
+			in.via = e.Via
+		}
 		if b.fast && in.kind == F32 {
 			in.f32, in.ar = fastLoops[e.Prim], noAround
 		}
@@ -421,6 +425,9 @@ func (f *Frame) exec(in *instr, n int, d *Vec) {
 	switch {
 	case in.p == PCast:
 		castVec(d, in.to, &f.regs[in.a], in.kind, n)
+		if in.via != 0 {
+			roundVia(d, in.to, in.via, n)
+		}
 	case in.f32 != nil:
 		in.f32(d.F32[:n], f.regs[in.a].F32[:n], in.ar)
 	case in.kind == F32 && isArith(in.p) && vecF32(in.p, d.F32[:n], f.regs[in.a].F32, b.F32, 0):
@@ -461,6 +468,30 @@ func (f *Frame) spread(r, n int, dst *Vec) Vec {
 // Computes reports whether the block runs any primitive (an identity, such
 // as a cast, only converts its operand).
 func (b *Block) Computes() bool { return len(b.code) > 0 }
+
+// roundVia rounds the n values of d (kind k) to the 16-bit floating type
+// via and back, as storing them in a tensor of that type (through float32,
+// to nearest even) and loading them would.
+func roundVia(d *Vec, k Kind, via DType, n int) {
+	round := func(f float32) float32 { return BF16ToF32(F32ToBF16(f)) }
+	if via == Float16 {
+		round = func(f float32) float32 { return F16ToF32(F32ToF16(f)) }
+	}
+	switch k {
+	case F32:
+		for i, v := range d.F32[:n] {
+			d.F32[i] = round(v)
+		}
+	case F64:
+		for i, v := range d.F64[:n] {
+			d.F64[i] = float64(round(float32(v)))
+		}
+	default: // integers: through float, as a store and load would
+		for i, v := range d.I64[:n] {
+			d.I64[i] = int64(round(float32(v)))
+		}
+	}
+}
 
 // castVec converts n values of src (kind from) into dst (kind to).
 func castVec(dst *Vec, to Kind, src *Vec, from Kind, n int) {

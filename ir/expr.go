@@ -52,7 +52,7 @@ const (
 	// ternary
 	PWhere // Args[0] ? Args[1] : Args[2]
 
-	PCast // Args[0] converted to kind To, as a store and reload would
+	PCast // Args[0] converted to kind To, as a store and reload would (through Via when set)
 
 	numPrims
 )
@@ -66,6 +66,11 @@ type Expr struct {
 	Index int     // PArg, PParam
 	Value float64 // PConst
 	To    Kind    // PCast
+	// Via, on a PCast, is a 16-bit floating storage type (Float16 or
+	// BFloat16) the value is rounded to on the way, as storing it in a
+	// tensor of that type and loading it back would: fused kernels round
+	// their float16 and bfloat16 intermediates so, giving eager's values.
+	Via DType
 }
 
 // Arg is operand i of the op.
@@ -111,6 +116,16 @@ func Where(c, a, b *Expr) *Expr { return call(PWhere, c, a, b) }
 
 // Cast converts a to kind k (floating to integer truncates toward zero).
 func Cast(a *Expr, k Kind) *Expr { return &Expr{Prim: PCast, Args: []*Expr{a}, To: k} }
+
+// CastVia converts a to kind k through the 16-bit floating type via: the
+// value is rounded to float32 and then to via (to nearest even), as a
+// store to a tensor of type via does, and widened to k, as a load does.
+func CastVia(a *Expr, via DType, k Kind) *Expr {
+	return &Expr{Prim: PCast, Args: []*Expr{a}, To: k, Via: via}
+}
+
+// roundsVia reports whether a cast rounds through a 16-bit type.
+func (e *Expr) roundsVia() bool { return e.Via == Float16 || e.Via == BFloat16 }
 func (p Prim) String() string {
 	if p >= numPrims {
 		return fmt.Sprintf("Prim(%d)", uint8(p))
@@ -137,6 +152,9 @@ func (e *Expr) String() string {
 	name := e.Prim.String()
 	if e.Prim == PCast { // the target matters: kernels are named by this string
 		name += "_" + e.To.String()
+		if e.roundsVia() {
+			name += "_via_" + e.Via.String()
+		}
 	}
 	return name + "(" + strings.Join(parts, ", ") + ")"
 }
@@ -290,6 +308,13 @@ func (e *Expr) C(arg, param func(i int) string, args []Kind, compute Kind) (stri
 			ops[i] = walk(a)
 		}
 		if e.Prim == PCast {
+			if e.roundsVia() { // a store to the 16-bit type and a load, as eager kernels do
+				ld, st := "gc_ld_bf16", "gc_st_bf16"
+				if e.Via == Float16 {
+					ld, st = "gc_ld_half", "gc_st_half"
+				}
+				return fmt.Sprintf("((%s)%s(%s((float)(%s))))", cType(e.To), ld, st, ops[0])
+			}
 			return fmt.Sprintf("((%s)(%s))", cType(e.To), ops[0])
 		}
 		info := prims[e.Prim]

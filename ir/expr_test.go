@@ -27,3 +27,53 @@ func TestCLiteralSpecialValues(t *testing.T) {
 		t.Errorf("NaN prints as %s", got)
 	}
 }
+
+// A cast through a 16-bit type rounds as a store and load would, on the
+// CPU, and prints as the same conversions in C.
+func TestCastViaRounds(t *testing.T) {
+	for _, c := range []struct {
+		via  DType
+		load func(uint16) float32
+		st   func(float32) uint16
+		c    string
+	}{
+		{Float16, F16ToF32, F32ToF16, "gc_ld_half(gc_st_half((float)("},
+		{BFloat16, BF16ToF32, F32ToBF16, "gc_ld_bf16(gc_st_bf16((float)("},
+	} {
+		for _, k := range []Kind{F32, F64} {
+			e := CastVia(Arg(0), c.via, k)
+			b, err := CompileBlock(e, []Kind{k}, k)
+			if err != nil {
+				t.Fatal(err)
+			}
+			in := []float64{1.0009765625, 3.14159265358979, -65519.9, 1e-8, 70000, math.Inf(-1)}
+			x := NewVec(k, len(in))
+			for i, v := range in {
+				if k == F32 {
+					x.F32[i] = float32(v)
+				} else {
+					x.F64[i] = v
+				}
+			}
+			f := b.NewFrame(len(in), nil)
+			f.SetArg(0, x)
+			got := f.Run(len(in), nil)
+			for i, v := range in {
+				want := float64(c.load(c.st(float32(v))))
+				g := float64(0)
+				if k == F32 {
+					g = float64(got.F32[i])
+				} else {
+					g = got.F64[i]
+				}
+				if math.Float64bits(g) != math.Float64bits(want) {
+					t.Errorf("%v via %v: %v became %v, want %v", k, c.via, v, g, want)
+				}
+			}
+			src, err := e.C(func(int) string { return "a" }, nil, []Kind{k}, k)
+			if err != nil || !strings.Contains(src, c.c) || !strings.Contains(e.String(), "via_"+c.via.String()) {
+				t.Errorf("%v via %v: C %q, string %q, err %v", k, c.via, src, e, err)
+			}
+		}
+	}
+}

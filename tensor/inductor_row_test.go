@@ -420,3 +420,76 @@ func TestInductorFusesThroughViews(t *testing.T) {
 		}
 	}
 }
+
+// Chains of float16 and bfloat16 ops, and reductions with 16-bit
+// prologues and epilogues, fuse into one kernel that rounds each
+// intermediate as its store would: on the CPU the compiled result has
+// eager's bits exactly, for contiguous, broadcast and transposed operands
+// and odd sizes; on a GPU it agrees to one rounding of the dtype (fused
+// float32 arithmetic there may contract a*b+c).
+func TestInductorHalfChainsFuseRounded(t *testing.T) {
+	prog := captureBackend("inductor-half", program.Config{})
+	chains := []struct {
+		name string
+		f    func(x, y *Tensor) *Tensor
+	}{
+		{"scale, silu, maximum, neg", func(x, y *Tensor) *Tensor { return y.Maximum(x.MulScalar(-0.25).SiLU()).Neg() }},
+		{"sigmoid, sub, sub, scale", func(x, y *Tensor) *Tensor { return y.Sub(y.Sub(x.Sigmoid())).MulScalar(1.5) }},
+		{"mul, tanh, add, abs", func(x, y *Tensor) *Tensor { return x.Mul(y).Tanh().AddScalar(-0.25).Abs() }},
+		{"exp, div, gelu", func(x, y *Tensor) *Tensor { return x.Exp().Div(x.Mul(y).Abs().AddScalar(1)).GELU() }},
+	}
+	for _, dt := range []DType{Float16, BFloat16} {
+		for _, c := range chains {
+			for _, sz := range [][2]int{{1, 1}, {3, 1023}, {7, 4097}} {
+				for _, layout := range []string{"contiguous", "broadcast", "transposed"} {
+					x := Randn(1, Float32, sz[0], sz[1]).To(dt)
+					y := Randn(2, Float32, sz[0], sz[1]).To(dt)
+					switch layout {
+					case "broadcast":
+						y = Randn(2, Float32, sz[1]).To(dt)
+					case "transposed":
+						x = Randn(1, Float32, sz[1], sz[0]).To(dt).T()
+					}
+					what := fmt.Sprintf("%s %v %dx%d %s", c.name, dt, sz[0], sz[1], layout)
+					got, want := Compile(c.f, WithBackend("inductor-half"))(x, y), c.f(x, y)
+					if got.Device() == CPU {
+						sameValues(t, what, got, want)
+					} else {
+						closeValues(t, what, got, want, map[DType]float64{Float16: 1e-3, BFloat16: 8e-3}[dt])
+					}
+					if s := prog.steps(); len(s) != 1 || s[0].Kind != program.GroupStep {
+						t.Fatalf("%s: %d steps, want one fused kernel", what, len(s))
+					}
+				}
+			}
+		}
+		// Reductions with 16-bit prologues and epilogues: one row region.
+		for _, c := range []struct {
+			name string
+			f    func(x, y *Tensor) *Tensor
+		}{
+			{"tanh, sum over the last dim", func(x, _ *Tensor) *Tensor { return x.Tanh().Sum(-1) }},
+			{"mul, max over dim 0, neg", func(x, y *Tensor) *Tensor { return x.Mul(y).Max(0).Neg() }},
+			{"scale, sum over dim 0, relu", func(x, _ *Tensor) *Tensor { return x.MulScalar(0.5).Sum(0).ReLU() }},
+		} {
+			for _, sz := range [][2]int{{3, 1023}, {7, 4097}} {
+				for _, transposed := range []bool{false, true} {
+					x, y := Randn(1, Float32, sz[0], sz[1]).To(dt), Randn(2, Float32, sz[0], sz[1]).To(dt)
+					if transposed {
+						x = Randn(1, Float32, sz[1], sz[0]).To(dt).T()
+					}
+					what := fmt.Sprintf("%s %v %dx%d transposed %v", c.name, dt, sz[0], sz[1], transposed)
+					got, want := Compile(c.f, WithBackend("inductor-half"))(x, y), c.f(x, y)
+					if got.Device() == CPU {
+						sameValues(t, what, got, want)
+					} else {
+						closeValues(t, what, got, want, map[DType]float64{Float16: 1e-3, BFloat16: 8e-3}[dt])
+					}
+					if s := prog.steps(); len(s) != 1 || s[0].Kind != program.RowStep {
+						t.Fatalf("%s: %d steps, want one row kernel", what, len(s))
+					}
+				}
+			}
+		}
+	}
+}
