@@ -128,13 +128,18 @@ func (p *partitioner) rowMembers(n *ir.Node, members map[*ir.Node]bool) ([]int, 
 	if n.Shape[len(n.Shape)-1] > 1 && p.growRow(n, n.Shape, members) {
 		return n.Shape, nil, true
 	}
-	// A pointwise root of a reduction over other dims: the first such
-	// reduction it reads (through pointwise ops) names the dims.
+	// A pointwise root at a reduced shape (or of a reduction over other
+	// dims): the first reduction it reads (through pointwise ops) names the
+	// dims. Over the last dim alone, such a region (Var(-1).Sigmoid(): the
+	// sum, then a division and the sigmoid once per row) is a row region
+	// like any other.
 	if q := p.firstReduction(n); q != nil {
 		full, dims, _ := reductionDims(q)
-		if !lastDimOnly(full, dims) {
-			return p.growDims(n, full, dims, members)
+		full, dims, ok := p.growDims(n, full, dims, members)
+		if ok && lastDimOnly(full, dims) {
+			dims = nil
 		}
+		return full, dims, ok
 	}
 	return nil, nil, false
 }

@@ -493,3 +493,31 @@ func TestInductorHalfChainsFuseRounded(t *testing.T) {
 		}
 	}
 }
+
+// A reduction over the last dim that drops it, followed by pointwise ops
+// at the reduced shape (Var(-1).Sigmoid(), Sum(-1).Exp()), is one row
+// region: the ops after the reduction run once per row in its kernel.
+func TestInductorRowEpilogueAtDroppedShape(t *testing.T) {
+	prog := captureBackend("inductor-dropped", program.Config{})
+	for _, c := range []struct {
+		name string
+		f    func(x *Tensor) *Tensor
+	}{
+		{"var, sigmoid", func(x *Tensor) *Tensor { return x.Var([]int{-1}, 1, false).Sigmoid() }},
+		{"sum, exp, scale", func(x *Tensor) *Tensor { return x.Sum(-1).Exp().MulScalar(0.5) }},
+		{"max, neg", func(x *Tensor) *Tensor { return x.Max(-1).Neg() }},
+	} {
+		for _, dt := range []DType{Float32, Float64, Float16, BFloat16} {
+			for _, shape := range [][]int{{3, 7}, {60, 25, 21, 10}, {5, 4097}} {
+				x := Randn(4, Float32, shape...).To(dt)
+				what := fmt.Sprintf("%s %v %v", c.name, dt, shape)
+				// Within a few ulps: fused CPU code computes exp and the
+				// sigmoid with ir.FastMath, GPU code may contract a*b+c.
+				nearValues(t, what, Compile(c.f, WithBackend("inductor-dropped"))(x), c.f(x))
+				if s := prog.steps(); len(s) != 1 || s[0].Kind != program.RowStep || s[0].Region.Row.Dims != nil {
+					t.Fatalf("%s: %d steps, want one last-dim row kernel", what, len(s))
+				}
+			}
+		}
+	}
+}

@@ -243,9 +243,6 @@ func newCompositePlan(key compositeKey, op *ir.Op, a ir.Attrs, args []ir.Value) 
 	if err != nil {
 		return p
 	}
-	if len(regions) == 2 {
-		regions = mergeRowEpilogue(regions[0], regions[1])
-	}
 	if len(regions) != 1 || regions[0].Row == nil || regions[0].Row.Dims != nil || regions[0].Root != g.Outputs[0] {
 		return p // not one last-dim row region: the decomposition's kernels run
 	}
@@ -390,64 +387,4 @@ func (p *compositePlan) prepare(ins []*array.Array) *compositeLaunch {
 	}
 	c.fn = g.KernelIn(s.cache, c.l.name, c.l.k.Source)
 	return c
-}
-
-// mergeRowEpilogue joins a row region whose root is row-level (a
-// reduction, like Var's sum of squares) and the pointwise region that
-// reads only that value (Var's division, and the cast back to a 16-bit
-// type) into one row region: the pointwise expression becomes the last
-// stage, computed once per row, and the region's value. Other regions
-// are returned as they are.
-func mergeRowEpilogue(row, epi *fuse.Region) []*fuse.Region {
-	regions := []*fuse.Region{row, epi}
-	if row.Row == nil || row.Expr != nil || !epi.Fused() || len(epi.Inputs) != 1 || epi.Inputs[0].Node != row.Root ||
-		epi.Inputs[0].Views != nil || !ir.SameShape(epi.Root.Shape, row.Root.Shape) {
-		return regions
-	}
-	stages := append([]fuse.Stage(nil), row.Row.Stages...)
-	last := stages[len(stages)-1]
-	kinds := make([]ir.Kind, 0, len(row.Inputs)+len(stages))
-	for _, in := range row.Inputs {
-		kinds = append(kinds, in.Kind)
-	}
-	for _, st := range stages {
-		kinds = append(kinds, st.Kind)
-	}
-	// The epilogue reads the row's value as its Arg(0), in its input's
-	// kind: it reads the last stage instead.
-	arg := ir.Arg(len(kinds) - 1)
-	if last.Kind != epi.Inputs[0].Kind {
-		arg = ir.Cast(arg, epi.Inputs[0].Kind)
-	}
-	e := remapArg0(epi.Expr, arg, map[*ir.Expr]*ir.Expr{})
-	_, kind, err := e.ParamKinds(kinds, epi.Compute)
-	if err != nil {
-		return regions
-	}
-	stages = append(stages, fuse.Stage{Node: epi.Root, Expr: e, Compute: epi.Compute, Kind: kind})
-	return []*fuse.Region{{
-		Root:    epi.Root,
-		Nodes:   append(append([]*ir.Node(nil), row.Nodes...), epi.Nodes...),
-		Inputs:  row.Inputs,
-		Compute: epi.Compute,
-		Row:     &fuse.Row{Full: row.Row.Full, Stages: stages},
-	}}
-}
-
-// remapArg0 is e with Arg(0) replaced by arg (shared subexpressions stay
-// shared).
-func remapArg0(e, arg *ir.Expr, done map[*ir.Expr]*ir.Expr) *ir.Expr {
-	if e.Prim == ir.PArg && e.Index == 0 {
-		return arg
-	}
-	if r, ok := done[e]; ok {
-		return r
-	}
-	c := *e
-	c.Args = make([]*ir.Expr, len(e.Args))
-	for i, a := range e.Args {
-		c.Args[i] = remapArg0(a, arg, done)
-	}
-	done[e] = &c
-	return &c
 }
