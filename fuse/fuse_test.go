@@ -111,11 +111,16 @@ func TestPartition(t *testing.T) {
 			a := call(t, g, ir.OpExp, ir.Attrs{}, x)
 			return []*ir.Node{a, call(t, g, ir.OpNeg, ir.Attrs{}, a)}
 		}, "fused exp -> v1; fused neg -> v2"},
-		{"float16 intermediates fuse, rounded", func(g *ir.Graph) []*ir.Node {
-			x := g.Input([]int{3}, ir.Float16, ir.CPU, "")
+		{"float16 intermediates fuse on a GPU, rounded", func(g *ir.Graph) []*ir.Node {
+			x := g.Input([]int{3}, ir.Float16, ir.Device{Type: ir.DeviceCUDA}, "")
 			a := call(t, g, ir.OpExp, ir.Attrs{}, x)
 			return []*ir.Node{call(t, g, ir.OpNeg, ir.Attrs{}, a)}
 		}, "fused exp+neg -> v2"},
+		{"bfloat16 intermediates stay materialised on the CPU", func(g *ir.Graph) []*ir.Node {
+			x := g.Input([]int{3}, ir.BFloat16, ir.CPU, "")
+			a := call(t, g, ir.OpExp, ir.Attrs{}, x)
+			return []*ir.Node{call(t, g, ir.OpNeg, ir.Attrs{}, a)}
+		}, "fused exp -> v1; fused neg -> v2"},
 		{"int32 intermediates stay materialised", func(g *ir.Graph) []*ir.Node {
 			x := g.Input([]int{3}, ir.Int32, ir.CPU, "")
 			a := call(t, g, ir.OpAbs, ir.Attrs{}, x)
@@ -244,6 +249,27 @@ func TestHorizontal(t *testing.T) {
 			if _, ok := p.Slot[o]; ok {
 				t.Errorf("%s: output %s was planned into a reused buffer", tc.name, o.Name())
 			}
+		}
+	}
+}
+
+// On a GPU a fused float16 or bfloat16 intermediate is read through a
+// cast that rounds it as its store would.
+func TestHalfIntermediatesRounded(t *testing.T) {
+	for _, dt := range []ir.DType{ir.Float16, ir.BFloat16} {
+		g := &ir.Graph{}
+		x := g.Input([]int{3}, dt, ir.Device{Type: ir.DeviceCUDA}, "")
+		a := call(t, g, ir.OpExp, ir.Attrs{}, x)
+		g.Outputs = []*ir.Node{call(t, g, ir.OpNeg, ir.Attrs{}, a)}
+		regions, err := Partition(g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(regions) != 1 {
+			t.Fatalf("%v: regions %v, want one", dt, regions)
+		}
+		if e := regions[0].Expr.String(); !strings.Contains(e, "_via_"+dt.String()) {
+			t.Fatalf("%v: expression %s does not round through %v", dt, e, dt)
 		}
 	}
 }

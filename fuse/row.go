@@ -150,7 +150,7 @@ func (p *partitioner) growRow(n *ir.Node, full []int, members map[*ir.Node]bool)
 	last := []int{len(full) - 1}
 	trial := map[*ir.Node]bool{n: true}
 	p.absorb(trial, func(q *ir.Node) bool {
-		if q.Device != n.Device || !exactIntermediate(q.DType) && !roundedIntermediate(q.DType) {
+		if q.Device != n.Device || !exactIntermediate(q.DType) && !roundedIntermediate(q) {
 			return false
 		}
 		switch q.Op.Kind {
@@ -220,7 +220,7 @@ func (p *partitioner) growDims(n *ir.Node, full, dims []int, members map[*ir.Nod
 	}
 	trial := map[*ir.Node]bool{n: true}
 	p.absorb(trial, func(q *ir.Node) bool {
-		if q.Device != n.Device || !exactIntermediate(q.DType) && !roundedIntermediate(q.DType) {
+		if q.Device != n.Device || !exactIntermediate(q.DType) && !roundedIntermediate(q) {
 			return false
 		}
 		switch q.Op.Kind {

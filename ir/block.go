@@ -423,6 +423,8 @@ func (f *Frame) exec(in *instr, n int, d *Vec) {
 		c = &f.regs[in.c]
 	}
 	switch {
+	case in.p == PCast && in.via != 0 && in.kind == F32 && in.to == F32:
+		roundF32Via(d.F32[:n], f.regs[in.a].F32[:n], in.via)
 	case in.p == PCast:
 		castVec(d, in.to, &f.regs[in.a], in.kind, n)
 		if in.via != 0 {
@@ -471,25 +473,61 @@ func (b *Block) Computes() bool { return len(b.code) > 0 }
 
 // roundVia rounds the n values of d (kind k) to the 16-bit floating type
 // via and back, as storing them in a tensor of that type (through float32,
-// to nearest even) and loading them would.
+// to nearest even) and loading them would. Float32 values go through the
+// slice conversions stores and loads use (vectorised where the processor
+// allows), a chunk at a time.
 func roundVia(d *Vec, k Kind, via DType, n int) {
-	round := func(f float32) float32 { return BF16ToF32(F32ToBF16(f)) }
+	var buf [256]uint16
+	var f32 [256]float32
+	to16, from16 := F32sToBF16s, BF16sToF32s
 	if via == Float16 {
-		round = func(f float32) float32 { return F16ToF32(F32ToF16(f)) }
+		to16, from16 = F32sToF16s, F16sToF32s
 	}
-	switch k {
-	case F32:
-		for i, v := range d.F32[:n] {
-			d.F32[i] = round(v)
+	for lo := 0; lo < n; lo += len(buf) {
+		m := min(len(buf), n-lo)
+		h := buf[:m]
+		switch k {
+		case F32:
+			v := d.F32[lo : lo+m]
+			to16(h, v)
+			from16(v, h)
+		case F64:
+			v, w := d.F64[lo:lo+m], f32[:m]
+			for i, x := range v {
+				w[i] = float32(x)
+			}
+			to16(h, w)
+			from16(w, h)
+			for i, x := range w {
+				v[i] = float64(x)
+			}
+		default: // integers: through float, as a store and load would
+			v, w := d.I64[lo:lo+m], f32[:m]
+			for i, x := range v {
+				w[i] = float32(x)
+			}
+			to16(h, w)
+			from16(w, h)
+			for i, x := range w {
+				v[i] = int64(x)
+			}
 		}
-	case F64:
-		for i, v := range d.F64[:n] {
-			d.F64[i] = float64(round(float32(v)))
-		}
-	default: // integers: through float, as a store and load would
-		for i, v := range d.I64[:n] {
-			d.I64[i] = int64(round(float32(v)))
-		}
+	}
+}
+
+// roundF32Via sets d to the float32 values of s rounded to the 16-bit
+// floating type via and back (the common case of roundVia, without a copy
+// first).
+func roundF32Via(d, s []float32, via DType) {
+	var buf [512]uint16
+	to16, from16 := F32sToBF16s, BF16sToF32s
+	if via == Float16 {
+		to16, from16 = F32sToF16s, F16sToF32s
+	}
+	for lo := 0; lo < len(s); lo += len(buf) {
+		h := buf[:min(len(buf), len(s)-lo)]
+		to16(h, s[lo:lo+len(h)])
+		from16(d[lo:lo+len(h)], h)
 	}
 }
 

@@ -41,7 +41,7 @@ func (s *rowStep) runDims(args []*array.Array, dst func(ir.Device, []int) *array
 		shape = ir.ReduceShape(full, dims, len(n.Shape) == len(full))
 	}
 	dev := args[0].Device()
-	if nRed == 0 || nOut == 0 || s.dimsOpByOp(args[0], nOut, nRed) {
+	if nRed == 0 || nOut == 0 || s.dimsOpByOp(args, full, nOut, nRed) {
 		q.Drain() // the eager ops launch now
 		return s.runNodes(args)
 	}
@@ -107,15 +107,24 @@ func complement(n int, dims []int) []int {
 // dimsOpByOp reports whether the region runs better op by op: few outputs
 // over long reduced ranges, which only a lone reduction splits across
 // blocks or cores (the eager reductions split them themselves); and on the
-// CPU a root per element over reduced dims that leave out the last (a
-// softmax over dim 0), which the row walk would compute with strided
-// loads where the eager pointwise ops read memory in order.
-func (s *rowStep) dimsOpByOp(t *array.Array, nOut, nRed int) bool {
+// CPU a region whose largest input is not contiguous along the innermost
+// reduced dim (a reduction over dim 0 or a middle dim of a row-major
+// tensor, a softmax over dim 0): the row walk would read it element by
+// element with a stride, where the eager reductions fold tiles of
+// neighbouring outputs and the eager pointwise ops read memory in order.
+func (s *rowStep) dimsOpByOp(args []*array.Array, full []int, nOut, nRed int) bool {
+	t := args[0]
 	if t.Device() != array.CPU {
 		return false // runDimsGPU decides, from its launch
 	}
 	dims := s.r.Row.ReducedDims()
-	if s.root != nil && dims[len(dims)-1] != len(s.r.Row.Full)-1 {
+	p := t
+	for _, a := range args {
+		if a.Numel() > p.Numel() {
+			p = a
+		}
+	}
+	if st := ir.BroadcastStrides(p.Shape(), p.Strides(), full); st[dims[len(dims)-1]] != 1 {
 		return true
 	}
 	return !s.kernel.CanSplit() && nOut < runtime.GOMAXPROCS(0) && nRed >= 2*array.MinParallel
