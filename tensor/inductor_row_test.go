@@ -515,6 +515,9 @@ func TestInductorRowEpilogueAtDroppedShape(t *testing.T) {
 				// Within a few ulps: fused CPU code computes exp and the
 				// sigmoid with ir.FastMath, GPU code may contract a*b+c.
 				nearValues(t, what, Compile(c.f, WithBackend("inductor-dropped"))(x), c.f(x))
+				if (dt == Float16 || dt == BFloat16) && x.Device() == CPU {
+					continue // 16-bit values between ops stay materialised on the CPU
+				}
 				if s := prog.steps(); len(s) != 1 || s[0].Kind != program.RowStep || s[0].Region.Row.Dims != nil {
 					t.Fatalf("%s: %d steps, want one last-dim row kernel", what, len(s))
 				}
