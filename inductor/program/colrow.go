@@ -111,11 +111,15 @@ func complement(n int, dims []int) []int {
 // reduced dim (a reduction over dim 0 or a middle dim of a row-major
 // tensor, a softmax over dim 0): the row walk would read it element by
 // element with a stride, where the eager reductions fold tiles of
-// neighbouring outputs and the eager pointwise ops read memory in order.
+// neighbouring outputs and the eager pointwise ops read memory in order;
+// and on the CPU a lone reduction, which is the eager kernel's own work.
 func (s *rowStep) dimsOpByOp(args []*array.Array, full []int, nOut, nRed int) bool {
 	t := args[0]
 	if t.Device() != array.CPU {
 		return false // runDimsGPU decides, from its launch
+	}
+	if len(s.r.Nodes) == 1 {
+		return true // a lone reduction: the eager kernel's own work
 	}
 	dims := s.r.Row.ReducedDims()
 	p := t

@@ -120,15 +120,17 @@ const cpuShortRow = 64
 // kernels: on a GPU, few long rows that neither a lone reduction's split
 // nor a cluster keeping the row on chip spreads over the SMs (the eager
 // reductions split rows themselves); on the CPU, rows shorter than
-// cpuShortRow.
+// cpuShortRow and lone reductions.
 func (s *rowStep) opByOp(t *array.Array, rows, R int) bool {
 	if t.Device() == array.CPU {
 		// Few long rows: splitCPU splits them across the cores. Short
 		// rows: the row walk's cost per row (binding and running each
 		// stage's program) outweighs one pass of each eager op over the
 		// whole tensor; measured on 2 cores, row regions of 3 to 32
-		// columns ran 0.3-0.9x eager, of 64 and more 0.9-5x.
-		return R < cpuShortRow
+		// columns ran 0.3-0.9x eager, of 64 and more 0.9-5x. A lone
+		// reduction is the eager reduction's own work, which its kernel
+		// does best.
+		return R < cpuShortRow || len(s.r.Nodes) == 1
 	}
 	if s.kernel.CanSplit() {
 		return false
