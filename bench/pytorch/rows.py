@@ -1,6 +1,10 @@
-"""PyTorch counterparts of inductor/program's row benchmarks: eager and
-torch.compile, queued calls and one synchronise, GB/s counting one read and
-one write (plus the norms' weights), as the Go benchmarks count."""
+"""PyTorch counterparts of inductor/program's row benchmarks
+(BenchmarkGPUEager* and BenchmarkGPURowLong in rows_bench_gpu_test.go):
+eager and torch.compile, queued calls and one synchronise, GB/s counting one
+read and one write (plus the norms' weights), as the Go benchmarks count.
+
+    python3 bench/pytorch/rows.py [--no-compile]
+"""
 import sys, time
 import torch
 import torch.nn.functional as F
