@@ -14,13 +14,13 @@ Copy bandwidth is dst.copy_(src) of 64M float32, as the Go side's dst.Copy(src).
 """
 import argparse
 import json
-import platform
-import statistics
 import sys
 import time
 
 import torch
 import torch.nn.functional as F
+
+from timing import copy_bandwidth, device_name, first_call, time_pair, timing_fields
 
 
 def parse():
@@ -35,41 +35,6 @@ def parse():
     if a.reps <= 0:
         a.reps = 5 if a.device.startswith("cuda") else 3
     return a
-
-
-def sync(dev):
-    if dev.startswith("cuda"):
-        torch.cuda.synchronize(dev)
-
-
-def time_calls(dev, n, f):
-    """Wall time per call of n queued calls, one synchronize at the end."""
-    sync(dev)
-    t0 = time.perf_counter()
-    for _ in range(n):
-        f()
-    sync(dev)
-    return (time.perf_counter() - t0) / n
-
-
-def choose_iters(args, f):
-    if args.iters > 0:
-        return args.iters
-    gpu = args.device.startswith("cuda")
-    target, max_n = (0.05, 20000) if gpu else (0.2, 2000)
-    per = time_calls(args.device, 1, f)
-    if per < target / 100:
-        per = time_calls(args.device, 20, f)
-    return int(min(max(target / max(per, 1e-9), 1), max_n))
-
-
-def measure(args, n, *fs):
-    """Median seconds per call of each f, the fs taking turns per repetition."""
-    reps = [[] for _ in fs]
-    for _ in range(args.reps):
-        for j, f in enumerate(fs):
-            reps[j].append(time_calls(args.device, n, f))
-    return [statistics.median_low(r) for r in reps], [[t * 1e6 for t in r] for r in reps]
 
 
 def suite(dev, quick):
@@ -107,21 +72,6 @@ def suite(dev, quick):
     ]
 
 
-def device_name(dev):
-    if dev.startswith("cuda"):
-        return torch.cuda.get_device_name(dev)
-    name = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    name = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    return f"{name} ({torch.get_num_threads()} threads)"
-
-
 def main():
     args = parse()
     dev = args.device
@@ -137,17 +87,7 @@ def main():
           + (", --quick (sizes /16)" if args.quick else ""), flush=True)
 
     with torch.no_grad():
-        n = (1 << 26) // (16 if args.quick else 1)
-        src = torch.randn(n, device=dev)
-        dst = torch.empty_like(src)
-        f = lambda: dst.copy_(src)
-        f(); f()
-        (d,), _ = measure(args, choose_iters(args, f), f)
-        res["copy_bytes"] = 2 * 4 * n
-        res["copy_us"] = d * 1e6
-        res["copy_GBs"] = res["copy_bytes"] / d / 1e9
-        res["copy_method"] = f"dst.copy_(src) float32 {n >> 20}M"
-        del src, dst
+        res.update(copy_bandwidth(args, args.quick))
         print(f"copy bandwidth: {res['copy_GBs']:.1f} GB/s ({res['copy_method']}, {res['copy_bytes'] >> 20} MB read + written, "
               f"{res['copy_us']:.1f} µs)", flush=True)
 
@@ -156,24 +96,12 @@ def main():
                 continue
             torch._dynamo.reset()
             cf = torch.compile(fn)
-            sync(dev)
-            t0 = time.perf_counter()
-            cout = cf(*fargs)
-            sync(dev)
-            first = time.perf_counter() - t0
+            cout, first = first_call(dev, lambda: cf(*fargs))
             eout = fn(*fargs)
             diff = (eout.float() - cout.float()).abs().max().item()
-            eager, comp = (lambda: fn(*fargs)), (lambda: cf(*fargs))
-            eager(); comp()
-            n = choose_iters(args, eager)
-            if args.iters == 0:
-                n = max(n, choose_iters(args, comp))
-            (e, c), (ereps, creps) = measure(args, n, eager, comp)
+            n, (e, c), (ereps, creps) = time_pair(args, lambda: fn(*fargs), lambda: cf(*fargs))
             r = {
-                "name": name, "shape": shape, "bytes": nbytes, "iters": n,
-                "eager_ms": e * 1e3, "compiled_ms": c * 1e3, "eager_us": e * 1e6, "compiled_us": c * 1e6,
-                "eager_GBs": nbytes / e / 1e9, "compiled_GBs": nbytes / c / 1e9,
-                "compiled_pct_of_copy": 100 * nbytes / c / 1e9 / res["copy_GBs"],
+                "name": name, "shape": shape, **timing_fields(nbytes, n, e, c, res["copy_GBs"]),
                 "speedup": e / c, "first_call_s": first, "max_abs_diff": diff,
                 "eager_reps_us": ereps, "compiled_reps_us": creps,
             }

@@ -38,14 +38,14 @@ timing pass with --shard and join the JSON files with compare_sweep.py's
 import argparse
 import json
 import math
-import os
-import platform
 import statistics
 import sys
 import time
 
 import torch
 import torch.nn.functional as F
+
+from timing import copy_bandwidth, device_name, first_call, sync, time_pair, timing_fields
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "float64": torch.float64}
 
@@ -69,41 +69,6 @@ def parse():
         p.error(f"--shard {a.shard}: want i/n with 0 <= i < n")
     a.shard_i, a.shard_n = i, n
     return a
-
-
-def sync(dev):
-    if dev.startswith("cuda"):
-        torch.cuda.synchronize(dev)
-
-
-def time_calls(dev, n, f):
-    """Wall time per call of n queued calls, one synchronize at the end."""
-    sync(dev)
-    t0 = time.perf_counter()
-    for _ in range(n):
-        f()
-    sync(dev)
-    return (time.perf_counter() - t0) / n
-
-
-def choose_iters(args, f):
-    if args.iters > 0:
-        return args.iters
-    gpu = args.device.startswith("cuda")
-    target, max_n = (0.05, 20000) if gpu else (0.2, 2000)
-    per = time_calls(args.device, 1, f)
-    if per < target / 100:
-        per = time_calls(args.device, 20, f)
-    return int(min(max(target / max(per, 1e-9), 1), max_n))
-
-
-def measure(args, n, *fs):
-    """Median seconds per call of each f, the fs taking turns per repetition."""
-    reps = [[] for _ in fs]
-    for _ in range(args.reps):
-        for j, f in enumerate(fs):
-            reps[j].append(time_calls(args.device, n, f))
-    return [statistics.median_low(r) for r in reps], [[t * 1e6 for t in r] for r in reps]
 
 
 def dims(s):
@@ -187,21 +152,6 @@ def inputs(case, dev, gen):
     return xs
 
 
-def device_name(dev):
-    if dev.startswith("cuda"):
-        return torch.cuda.get_device_name(dev)
-    name = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    name = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    return f"{name} ({torch.get_num_threads()} threads)"
-
-
 def geomean(v):
     return math.exp(sum(math.log(x) for x in v) / len(v)) if v else 0.0
 
@@ -265,17 +215,7 @@ def main():
           f"torch {torch.__version__}, eager vs torch.compile", flush=True)
 
     with torch.no_grad():
-        n = (1 << 26) // (16 if quick else 1)
-        src = torch.randn(n, device=dev)
-        dst = torch.empty_like(src)
-        f = lambda: dst.copy_(src)
-        f(); f()
-        (d,), _ = measure(args, choose_iters(args, f), f)
-        res["copy_bytes"] = 2 * 4 * n
-        res["copy_us"] = d * 1e6
-        res["copy_GBs"] = res["copy_bytes"] / d / 1e9
-        res["copy_method"] = f"dst.copy_(src) float32 {n >> 20}M"
-        del src, dst
+        res.update(copy_bandwidth(args, quick))
         print(f"copy bandwidth: {res['copy_GBs']:.1f} GB/s ({res['copy_method']})", flush=True)
 
         def write():
@@ -316,30 +256,18 @@ def run_case(args, c, gen, copy_gbs):
         torch.cuda.empty_cache()
     xs = inputs(c, dev, gen)
     cf = torch.compile(fn)
-    sync(dev)
-    t0 = time.perf_counter()
-    cout = cf(*xs)
-    sync(dev)
-    first = time.perf_counter() - t0
+    cout, first = first_call(dev, lambda: cf(*xs))
     eout = fn(*xs)
     diff = (eout.double() - cout.double()).abs().max().item() if eout.is_floating_point() else \
         float((eout != cout).sum().item())
     nbytes = sum(x.numel() * x.element_size() for x in xs) + cout.numel() * cout.element_size()
     del cout, eout
-    eager, comp = (lambda: fn(*xs)), (lambda: cf(*xs))
-    eager(); comp()
-    n = choose_iters(args, eager)
-    if args.iters == 0:
-        n = max(n, choose_iters(args, comp))
-    (e, cm), (ereps, creps) = measure(args, n, eager, comp)
+    n, (e, cm), (ereps, creps) = time_pair(args, lambda: fn(*xs), lambda: cf(*xs))
     shapes = ",".join(dims(i["shape"]) + (f"(perm{i['perm']})".replace(",", "") if i.get("perm") else "")
                       for i in c["inputs"])
     r = {
         "id": c["id"], "category": c["category"], "dtype": c["dtype"], "latency": c["latency"],
-        "shape": shapes, "desc": c["desc"], "source": src, "bytes": nbytes, "iters": n,
-        "eager_ms": e * 1e3, "compiled_ms": cm * 1e3, "eager_us": e * 1e6, "compiled_us": cm * 1e6,
-        "eager_GBs": nbytes / e / 1e9, "compiled_GBs": nbytes / cm / 1e9,
-        "compiled_pct_of_copy": 100 * nbytes / cm / 1e9 / copy_gbs,
+        "shape": shapes, "desc": c["desc"], "source": src, **timing_fields(nbytes, n, e, cm, copy_gbs),
         "eager_pct_of_copy": 100 * nbytes / e / 1e9 / copy_gbs,
         "speedup": e / cm, "first_call_s": first, "max_abs_diff": diff,
         "eager_reps_us": ereps, "compiled_reps_us": creps,
