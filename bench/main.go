@@ -70,17 +70,9 @@ type config struct {
 // and the anchor's rows (eager_ms, compiled_ms, eager_GBs, compiled_GBs,
 // first_call_s), with the µs figures and derived columns added.
 type Row struct {
-	Name        string    `json:"name"`
-	Shape       string    `json:"shape"`
-	Bytes       int64     `json:"bytes"`
-	Iters       int       `json:"iters"`
-	EagerMs     float64   `json:"eager_ms"`
-	CompiledMs  float64   `json:"compiled_ms"`
-	EagerUs     float64   `json:"eager_us"`
-	CompiledUs  float64   `json:"compiled_us"`
-	EagerGBs    float64   `json:"eager_GBs"`
-	CompiledGBs float64   `json:"compiled_GBs"`
-	PctOfCopy   float64   `json:"compiled_pct_of_copy"`
+	Name  string `json:"name"`
+	Shape string `json:"shape"`
+	Timing
 	Speedup     float64   `json:"speedup"`
 	FirstCallS  float64   `json:"first_call_s"`
 	MaxAbsDiff  float64   `json:"max_abs_diff"`
@@ -95,23 +87,43 @@ type Row struct {
 	EagerPeakBytes int64    `json:"eager_peak_bytes"`
 }
 
-// Result is the whole run, as written to -json.
-type Result struct {
-	Suite      string  `json:"suite"`
-	Library    string  `json:"library"`
-	Version    string  `json:"version"`
-	Device     string  `json:"device"`
-	DeviceKind string  `json:"device_kind"`
-	Backend    string  `json:"backend"`
-	Quick      bool    `json:"quick"`
-	Reps       int     `json:"reps"`
-	Threads    int     `json:"threads"`
+// Timing is the timing fields a suite Row and a SweepRow share, in the
+// order both write them.
+type Timing struct {
+	Bytes       int64   `json:"bytes"`
+	Iters       int     `json:"iters"`
+	EagerMs     float64 `json:"eager_ms"`
+	CompiledMs  float64 `json:"compiled_ms"`
+	EagerUs     float64 `json:"eager_us"`
+	CompiledUs  float64 `json:"compiled_us"`
+	EagerGBs    float64 `json:"eager_GBs"`
+	CompiledGBs float64 `json:"compiled_GBs"`
+	PctOfCopy   float64 `json:"compiled_pct_of_copy"`
+}
+
+// CopyBandwidth is the copy the rows' % of copy is over (measureCopy), in
+// the suite's Result and the sweep's.
+type CopyBandwidth struct {
 	CopyGBs    float64 `json:"copy_GBs"`
 	CopyUs     float64 `json:"copy_us"`
 	CopyBytes  int64   `json:"copy_bytes"`
 	CopyMethod string  `json:"copy_method"`
-	Rows       []Row   `json:"rows"`
-	Timestamp  string  `json:"timestamp"`
+}
+
+// Result is the whole run, as written to -json.
+type Result struct {
+	Suite      string `json:"suite"`
+	Library    string `json:"library"`
+	Version    string `json:"version"`
+	Device     string `json:"device"`
+	DeviceKind string `json:"device_kind"`
+	Backend    string `json:"backend"`
+	Quick      bool   `json:"quick"`
+	Reps       int    `json:"reps"`
+	Threads    int    `json:"threads"`
+	CopyBandwidth
+	Rows      []Row  `json:"rows"`
+	Timestamp string `json:"timestamp"`
 }
 
 func parseFlags(args []string, out io.Writer) (*config, error) {
@@ -209,7 +221,7 @@ func run(args []string, out io.Writer) (err error) {
 		runMLP(cfg, out)
 		return nil
 	}
-	measureCopy(cfg, res)
+	res.CopyBandwidth = measureCopy(cfg)
 	fmt.Fprintf(out, "copy bandwidth: %.1f GB/s (%s, %d MB read + written, %.1f µs)\n",
 		res.CopyGBs, res.CopyMethod, res.CopyBytes>>20, res.CopyUs)
 
@@ -425,36 +437,11 @@ func runWorkload(cfg *config, w workload) Row {
 	eager, compiled := cs.eager, cs.compiled
 	tensor.Synchronize(cfg.device)
 
-	// Compile (timed, as first_call_s), warm both, and check they agree.
-	t0 := time.Now()
-	cOut := compiled()
-	tensor.Synchronize(cfg.device)
-	first := time.Since(t0).Seconds()
-	eOut := eager()
-	diff := maxAbsDiff(eOut, cOut)
-	eager()
-	compiled()
-	tensor.Synchronize(cfg.device)
-
-	// Settle the heap first: the garbage of earlier workloads would
-	// otherwise be collected (and its device memory returned) while this
-	// one is timed.
-	runtime.GC()
-	tensor.Synchronize(cfg.device)
-	n := chooseIters(cfg, eager)
-	if nc := chooseIters(cfg, compiled); cfg.iters == 0 && nc > n {
-		n = nc // the same count for both, enough for the faster one
-	}
-	med, reps := measure(cfg, n, eager, compiled)
-	e, c, eReps, cReps := med[0], med[1], reps[0], reps[1]
-
-	r := Row{Name: w.name, Shape: w.shape, Bytes: w.bytes, Iters: n, FirstCallS: first, MaxAbsDiff: diff,
-		EagerRepsUs: eReps, CompRepsUs: cReps, WallPerCall: w.small}
-	r.EagerUs = float64(e.Nanoseconds()) / 1e3
-	r.CompiledUs = float64(c.Nanoseconds()) / 1e3
-	r.EagerMs, r.CompiledMs = r.EagerUs/1e3, r.CompiledUs/1e3
-	r.EagerGBs = float64(w.bytes) / r.EagerUs / 1e3
-	r.CompiledGBs = float64(w.bytes) / r.CompiledUs / 1e3
+	// Compile (timed, as first_call_s) and check the two agree.
+	cOut, first := firstCall(cfg.device, compiled)
+	r := Row{Name: w.name, Shape: w.shape, FirstCallS: first, MaxAbsDiff: maxAbsDiff(eager(), cOut), WallPerCall: w.small}
+	r.Bytes = w.bytes
+	r.EagerRepsUs, r.CompRepsUs = r.measurePair(cfg, eager, compiled)
 	r.Speedup = r.EagerUs / r.CompiledUs
 	if ex, err := cs.explain(); err == nil {
 		r.Kernels, r.Regions = len(ex.Regions), ex.Regions
@@ -479,11 +466,47 @@ func maxAbsDiff(a, b *tensor.Tensor) float64 {
 	return m
 }
 
+// firstCall is f's result and the seconds its first call took (Compile
+// traces and builds there).
+func firstCall(dev tensor.Device, f func() *tensor.Tensor) (*tensor.Tensor, float64) {
+	t0 := time.Now()
+	out := f()
+	tensor.Synchronize(dev)
+	return out, time.Since(t0).Seconds()
+}
+
+// measurePair warms eager and compiled, then times both with the same call
+// count (enough for the faster one) and fills t's fields from t.Bytes on,
+// but PctOfCopy; it returns each one's repetitions in µs.
+func (t *Timing) measurePair(cfg *config, eager, compiled func() *tensor.Tensor) (eagerRepsUs, compRepsUs []float64) {
+	eager()
+	compiled()
+	tensor.Synchronize(cfg.device)
+
+	// Settle the heap first: the garbage of earlier workloads would
+	// otherwise be collected (and its device memory returned) while this
+	// one is timed.
+	runtime.GC()
+	tensor.Synchronize(cfg.device)
+	n := chooseIters(cfg, eager)
+	if nc := chooseIters(cfg, compiled); cfg.iters == 0 && nc > n {
+		n = nc // the same count for both, enough for the faster one
+	}
+	med, reps := measure(cfg, n, eager, compiled)
+	t.Iters = n
+	t.EagerUs = float64(med[0].Nanoseconds()) / 1e3
+	t.CompiledUs = float64(med[1].Nanoseconds()) / 1e3
+	t.EagerMs, t.CompiledMs = t.EagerUs/1e3, t.CompiledUs/1e3
+	t.EagerGBs = float64(t.Bytes) / t.EagerUs / 1e3
+	t.CompiledGBs = float64(t.Bytes) / t.CompiledUs / 1e3
+	return reps[0], reps[1]
+}
+
 // measureCopy times dst.Copy(src) between two tensors of 64M float32
 // (4M with -quick) on the device: on a GPU that is the library's generated
 // copy kernel (cuMemcpyDtoD is not reachable from outside package tensor),
 // on the CPU its parallel block copy. Bytes: one read and one write.
-func measureCopy(cfg *config, res *Result) {
+func measureCopy(cfg *config) CopyBandwidth {
 	n := 1 << 26
 	if cfg.quick {
 		n /= 16
@@ -495,16 +518,17 @@ func measureCopy(cfg *config, res *Result) {
 	f()
 	iters := chooseIters(cfg, f)
 	med, _ := measure(cfg, iters, f)
-	d := med[0]
-	res.CopyBytes = 2 * 4 * int64(n)
-	res.CopyUs = float64(d.Nanoseconds()) / 1e3
-	res.CopyGBs = float64(res.CopyBytes) / res.CopyUs / 1e3
-	res.CopyMethod = "dst.Copy(src) float32 " + fmt.Sprint(n>>20) + "M"
+	var c CopyBandwidth
+	c.CopyBytes = 2 * 4 * int64(n)
+	c.CopyUs = float64(med[0].Nanoseconds()) / 1e3
+	c.CopyGBs = float64(c.CopyBytes) / c.CopyUs / 1e3
+	c.CopyMethod = "dst.Copy(src) float32 " + fmt.Sprint(n>>20) + "M"
 	if cfg.device != tensor.CPU {
-		res.CopyMethod += ", generated copy kernel"
+		c.CopyMethod += ", generated copy kernel"
 	} else {
-		res.CopyMethod += ", parallel Go copy"
+		c.CopyMethod += ", parallel Go copy"
 	}
+	return c
 }
 
 func printTable(out io.Writer, res *Result) {

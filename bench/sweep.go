@@ -27,21 +27,13 @@ import (
 // SweepRow is one case's result. The timing fields have the names of the
 // suite's Row (and of bench/pytorch/sweep.py's rows).
 type SweepRow struct {
-	ID          string    `json:"id"`
-	Category    string    `json:"category"`
-	DType       string    `json:"dtype"`
-	Latency     bool      `json:"latency"`
-	Shape       string    `json:"shape"`
-	Desc        string    `json:"desc"`
-	Bytes       int64     `json:"bytes"`
-	Iters       int       `json:"iters"`
-	EagerMs     float64   `json:"eager_ms"`
-	CompiledMs  float64   `json:"compiled_ms"`
-	EagerUs     float64   `json:"eager_us"`
-	CompiledUs  float64   `json:"compiled_us"`
-	EagerGBs    float64   `json:"eager_GBs"`
-	CompiledGBs float64   `json:"compiled_GBs"`
-	PctOfCopy   float64   `json:"compiled_pct_of_copy"`
+	ID       string `json:"id"`
+	Category string `json:"category"`
+	DType    string `json:"dtype"`
+	Latency  bool   `json:"latency"`
+	Shape    string `json:"shape"`
+	Desc     string `json:"desc"`
+	Timing
 	EagerPct    float64   `json:"eager_pct_of_copy"`
 	Speedup     float64   `json:"speedup"` // eager time over compiled time
 	FirstCallS  float64   `json:"first_call_s"`
@@ -76,20 +68,17 @@ type CategoryStat struct {
 // SweepResult is the sweep run as -json writes it: the cases, so that the
 // file alone reproduces them, and the results.
 type SweepResult struct {
-	Suite      string         `json:"suite"`
-	Library    string         `json:"library"`
-	Version    string         `json:"version"`
-	Device     string         `json:"device"`
-	DeviceKind string         `json:"device_kind"`
-	Backend    string         `json:"backend"`
-	Quick      bool           `json:"quick"`
-	Seed       uint64         `json:"seed"`
-	Reps       int            `json:"reps"`
-	Threads    int            `json:"threads"`
-	CopyGBs    float64        `json:"copy_GBs"`
-	CopyUs     float64        `json:"copy_us"`
-	CopyBytes  int64          `json:"copy_bytes"`
-	CopyMethod string         `json:"copy_method"`
+	Suite      string `json:"suite"`
+	Library    string `json:"library"`
+	Version    string `json:"version"`
+	Device     string `json:"device"`
+	DeviceKind string `json:"device_kind"`
+	Backend    string `json:"backend"`
+	Quick      bool   `json:"quick"`
+	Seed       uint64 `json:"seed"`
+	Reps       int    `json:"reps"`
+	Threads    int    `json:"threads"`
+	CopyBandwidth
 	Cases      []SweepCase    `json:"cases"`
 	Rows       []SweepRow     `json:"rows"`
 	Categories []CategoryStat `json:"categories"`
@@ -149,9 +138,7 @@ func runSweep(cfg *config, out io.Writer) error {
 	fmt.Fprintf(out, "sweep: seed %d, %d cases; device: %s (%s), GOMAXPROCS %d, %s, mode %s%s\n",
 		cfg.seed, len(cases), res.Device, res.DeviceKind, res.Threads, res.Version, cfg.mode,
 		map[bool]string{true: ", -quick (sizes /16)"}[cfg.quick])
-	var copyRes Result
-	measureCopy(cfg, &copyRes)
-	res.CopyGBs, res.CopyUs, res.CopyBytes, res.CopyMethod = copyRes.CopyGBs, copyRes.CopyUs, copyRes.CopyBytes, copyRes.CopyMethod
+	res.CopyBandwidth = measureCopy(cfg)
 	fmt.Fprintf(out, "copy bandwidth: %.1f GB/s (%s)\n", res.CopyGBs, res.CopyMethod)
 
 	// Warnings (a kernel that failed to build, the backend falling back to
@@ -389,10 +376,8 @@ func sweepCaseBody(cfg *config, c SweepCase, r *SweepRow) {
 	compiled := func() *tensor.Tensor { return cf(xs) }
 	tensor.Synchronize(cfg.device)
 
-	t0 := time.Now()
-	cOut := compiled()
-	tensor.Synchronize(cfg.device)
-	r.FirstCallS = time.Since(t0).Seconds()
+	var cOut *tensor.Tensor
+	cOut, r.FirstCallS = firstCall(cfg.device, compiled)
 	eOut := eager()
 	for _, in := range xs {
 		r.Bytes += int64(in.Numel() * in.DType().Size())
@@ -421,24 +406,7 @@ func sweepCaseBody(cfg *config, c SweepCase, r *SweepRow) {
 		}
 	}
 	want, cOut, eOut, xs64 = nil, nil, nil, nil
-	eager()
-	compiled()
-	tensor.Synchronize(cfg.device)
-
-	runtime.GC()
-	tensor.Synchronize(cfg.device)
-	n := chooseIters(cfg, eager)
-	if nc := chooseIters(cfg, compiled); cfg.iters == 0 && nc > n {
-		n = nc
-	}
-	med, reps := measure(cfg, n, eager, compiled)
-	r.Iters = n
-	r.EagerRepsUs, r.CompRepsUs = reps[0], reps[1]
-	r.EagerUs = float64(med[0].Nanoseconds()) / 1e3
-	r.CompiledUs = float64(med[1].Nanoseconds()) / 1e3
-	r.EagerMs, r.CompiledMs = r.EagerUs/1e3, r.CompiledUs/1e3
-	r.EagerGBs = float64(r.Bytes) / r.EagerUs / 1e3
-	r.CompiledGBs = float64(r.Bytes) / r.CompiledUs / 1e3
+	r.EagerRepsUs, r.CompRepsUs = r.measurePair(cfg, eager, compiled)
 	r.Speedup = r.EagerUs / r.CompiledUs
 	if ex, err := tensor.Explain(f, xs); err == nil {
 		r.Kernels, r.Regions = len(ex.Regions), ex.Regions
