@@ -430,6 +430,20 @@ func TestInductorFusesThroughViews(t *testing.T) {
 // contiguous, broadcast and transposed operands and odd sizes.
 func TestInductorHalfChainsFuseRoundedOnGPU(t *testing.T) {
 	prog := captureBackend("inductor-half", program.Config{})
+	// check compiles f, compares it with eager on (x, y) and, on a GPU,
+	// wants it run as one step of the kind.
+	check := func(what string, f func(x, y *Tensor) *Tensor, x, y *Tensor, kind program.StepKind, kindName string) {
+		t.Helper()
+		got, want := Compile(f, WithBackend("inductor-half"))(x, y), f(x, y)
+		if got.Device() == CPU {
+			sameValues(t, what, got, want)
+			return
+		}
+		closeValues(t, what, got, want, map[DType]float64{Float16: 1e-3, BFloat16: 8e-3}[x.DType()])
+		if s := prog.steps(); len(s) != 1 || s[0].Kind != kind {
+			t.Fatalf("%s: %d steps, want one %s kernel", what, len(s), kindName)
+		}
+	}
 	chains := []struct {
 		name string
 		f    func(x, y *Tensor) *Tensor
@@ -451,16 +465,7 @@ func TestInductorHalfChainsFuseRoundedOnGPU(t *testing.T) {
 					case "transposed":
 						x = Randn(1, Float32, sz[1], sz[0]).To(dt).T()
 					}
-					what := fmt.Sprintf("%s %v %dx%d %s", c.name, dt, sz[0], sz[1], layout)
-					got, want := Compile(c.f, WithBackend("inductor-half"))(x, y), c.f(x, y)
-					if got.Device() == CPU {
-						sameValues(t, what, got, want)
-						continue
-					}
-					closeValues(t, what, got, want, map[DType]float64{Float16: 1e-3, BFloat16: 8e-3}[dt])
-					if s := prog.steps(); len(s) != 1 || s[0].Kind != program.GroupStep {
-						t.Fatalf("%s: %d steps, want one fused kernel", what, len(s))
-					}
+					check(fmt.Sprintf("%s %v %dx%d %s", c.name, dt, sz[0], sz[1], layout), c.f, x, y, program.GroupStep, "fused")
 				}
 			}
 		}
@@ -479,16 +484,7 @@ func TestInductorHalfChainsFuseRoundedOnGPU(t *testing.T) {
 					if transposed {
 						x = Randn(1, Float32, sz[1], sz[0]).To(dt).T()
 					}
-					what := fmt.Sprintf("%s %v %dx%d transposed %v", c.name, dt, sz[0], sz[1], transposed)
-					got, want := Compile(c.f, WithBackend("inductor-half"))(x, y), c.f(x, y)
-					if got.Device() == CPU {
-						sameValues(t, what, got, want)
-						continue
-					}
-					closeValues(t, what, got, want, map[DType]float64{Float16: 1e-3, BFloat16: 8e-3}[dt])
-					if s := prog.steps(); len(s) != 1 || s[0].Kind != program.RowStep {
-						t.Fatalf("%s: %d steps, want one row kernel", what, len(s))
-					}
+					check(fmt.Sprintf("%s %v %dx%d transposed %v", c.name, dt, sz[0], sz[1], transposed), c.f, x, y, program.RowStep, "row")
 				}
 			}
 		}
