@@ -79,46 +79,42 @@ def tup(xs):
     return "(" + ", ".join(str(x) for x in xs) + ("," if len(xs) == 1 else "") + ")"
 
 
+# Each step op as a Python expression of its arguments a, dims d, scalar x
+# and dim k (the names bench/sweep_cases.go's SweepStep writes).
+SOURCE = {
+    "permute": lambda a, d, x, k: f"{a[0]}.permute{tup(d)}",
+    "t": lambda a, d, x, k: f"{a[0]}.transpose(-2, -1)",
+    "add": lambda a, d, x, k: f"{a[0]} + {a[1]}",
+    "sub": lambda a, d, x, k: f"{a[0]} - {a[1]}",
+    "mul": lambda a, d, x, k: f"{a[0]} * {a[1]}",
+    "maximum": lambda a, d, x, k: f"torch.maximum({a[0]}, {a[1]})",
+    **{op: (lambda op: lambda a, d, x, k: f"torch.{op}({a[0]})")(op) for op in ("relu", "sigmoid", "tanh", "neg", "abs")},
+    **{op: (lambda op: lambda a, d, x, k: f"F.{op}({a[0]})")(op) for op in ("gelu", "silu")},
+    "mul_scalar": lambda a, d, x, k: f"{a[0]} * {x!r}",
+    "add_scalar": lambda a, d, x, k: f"{a[0]} + {x!r}",
+    "sum": lambda a, d, x, k: f"torch.sum({a[0]}, dim={tup(d)})",
+    "mean": lambda a, d, x, k: f"torch.mean({a[0]}, dim={tup(d)})",
+    "max": lambda a, d, x, k: f"torch.amax({a[0]}, dim={tup(d)})",
+    "var": lambda a, d, x, k: f"torch.var({a[0]}, dim={tup(d)}, correction={x!r})",
+    "argmax": lambda a, d, x, k: f"torch.argmax({a[0]}, dim={k})",
+    "softmax": lambda a, d, x, k: f"torch.softmax({a[0]}, {k})",
+    "log_softmax": lambda a, d, x, k: f"torch.log_softmax({a[0]}, {k})",
+    "layer_norm": lambda a, d, x, k: f"F.layer_norm({a[0]}, {tup(d)}, {a[1]}, {a[2]}, {x!r})",
+    # F.rms_norm is newer than some torch 2.x: rms_norm below stands in for it
+    "rms_norm": lambda a, d, x, k: f"{'F.rms_norm' if hasattr(F, 'rms_norm') else 'rms_norm'}({a[0]}, {tup(d)}, {a[1]}, {x!r})",
+}
+
+
 def source(case):
     """The case's program as Python source: def f(a, b, …) with one line per step."""
     names = [inp["name"] for inp in case["inputs"]]
     lines = [f"def f({', '.join(names)}):"]
     for i, s in enumerate(case["steps"]):
         a = [names[j] for j in s["args"]]
-        op, d = s["op"], s.get("dims")
-        if op == "permute":
-            e = f"{a[0]}.permute{tup(d)}"
-        elif op == "t":
-            e = f"{a[0]}.transpose(-2, -1)"
-        elif op in ("add", "sub", "mul"):
-            e = f"{a[0]} {dict(add='+', sub='-', mul='*')[op]} {a[1]}"
-        elif op == "maximum":
-            e = f"torch.maximum({a[0]}, {a[1]})"
-        elif op in ("relu", "sigmoid", "tanh", "neg", "abs"):
-            e = f"torch.{op}({a[0]})"
-        elif op in ("gelu", "silu"):
-            e = f"F.{op}({a[0]})"
-        elif op == "mul_scalar":
-            e = f"{a[0]} * {s['scalar']!r}"
-        elif op == "add_scalar":
-            e = f"{a[0]} + {s['scalar']!r}"
-        elif op in ("sum", "mean"):
-            e = f"torch.{op}({a[0]}, dim={tup(d)})"
-        elif op == "max":
-            e = f"torch.amax({a[0]}, dim={tup(d)})"
-        elif op == "var":
-            e = f"torch.var({a[0]}, dim={tup(d)}, correction={s['scalar']!r})"
-        elif op == "argmax":
-            e = f"torch.argmax({a[0]}, dim={s['dim']})"
-        elif op in ("softmax", "log_softmax"):
-            e = f"torch.{op}({a[0]}, {s['dim']})"
-        elif op == "layer_norm":
-            e = f"F.layer_norm({a[0]}, {tup(d)}, {a[1]}, {a[2]}, {s['scalar']!r})"
-        elif op == "rms_norm":
-            rms = "F.rms_norm" if hasattr(F, "rms_norm") else "rms_norm"
-            e = f"{rms}({a[0]}, {tup(d)}, {a[1]}, {s['scalar']!r})"
-        else:
+        op = s["op"]
+        if op not in SOURCE:
             raise ValueError(f"case {case['id']}: unknown op {op!r}")
+        e = SOURCE[op](a, s.get("dims"), s.get("scalar"), s.get("dim"))
         name = f"v{i}"
         lines.append(f"    {name} = {e}")
         names.append(name)
