@@ -627,33 +627,13 @@ func (c *SweepCase) program() string {
 	}
 	var b strings.Builder
 	for i, s := range c.Steps {
-		a := func(j int) string { return names[s.Args[j]] }
-		var e string
-		switch s.Op {
-		case "permute":
-			e = fmt.Sprintf("%s.Permute(%s)", a(0), ints(s.Dims))
-		case "t":
-			e = a(0) + ".T()"
-		case "add", "sub", "mul", "maximum":
-			e = fmt.Sprintf("%s.%s(%s)", a(0), goOpName[s.Op], a(1))
-		case "relu", "gelu", "sigmoid", "tanh", "silu", "neg", "abs":
-			e = fmt.Sprintf("%s.%s()", a(0), goOpName[s.Op])
-		case "mul_scalar", "add_scalar":
-			e = fmt.Sprintf("%s.%s(%s)", a(0), goOpName[s.Op], strconv.FormatFloat(*s.Scalar, 'g', -1, 64))
-		case "sum", "mean", "max":
-			e = fmt.Sprintf("%s.%s(%s)", a(0), goOpName[s.Op], ints(s.Dims))
-		case "var":
-			e = fmt.Sprintf("%s.Var([]int{%s}, %g, false)", a(0), ints(s.Dims), *s.Scalar)
-		case "argmax":
-			e = fmt.Sprintf("%s.ArgMax(%d, false)", a(0), *s.Dim)
-		case "softmax", "log_softmax":
-			e = fmt.Sprintf("%s.%s(%d)", a(0), goOpName[s.Op], *s.Dim)
-		case "layer_norm":
-			e = fmt.Sprintf("%s.LayerNorm([]int{%s}, %s, %s, %g)", a(0), ints(s.Dims), a(1), a(2), *s.Scalar)
-		case "rms_norm":
-			e = fmt.Sprintf("%s.RMSNorm([]int{%s}, %s, %g)", a(0), ints(s.Dims), a(1), *s.Scalar)
-		default:
-			e = "?" + s.Op
+		e := "?" + s.Op
+		if op, ok := sweepOps[s.Op]; ok {
+			a := make([]string, len(s.Args))
+			for j, k := range s.Args {
+				a[j] = names[k]
+			}
+			e = op.src(s, a)
 		}
 		if i == len(c.Steps)-1 {
 			fmt.Fprintf(&b, "return %s", e)
@@ -666,11 +646,96 @@ func (c *SweepCase) program() string {
 	return b.String()
 }
 
-var goOpName = map[string]string{
-	"add": "Add", "sub": "Sub", "mul": "Mul", "maximum": "Maximum",
-	"relu": "ReLU", "gelu": "GELU", "sigmoid": "Sigmoid", "tanh": "Tanh", "silu": "SiLU", "neg": "Neg", "abs": "Abs",
-	"mul_scalar": "MulScalar", "add_scalar": "AddScalar",
-	"sum": "Sum", "mean": "Mean", "max": "Max", "softmax": "Softmax", "log_softmax": "LogSoftmax",
+// sweepOp is one step op: the tensor API call eval makes, and that call
+// as Go source for program.
+type sweepOp struct {
+	run func(s SweepStep, a []*tensor.Tensor) *tensor.Tensor
+	src func(s SweepStep, a []string) string
+}
+
+func unaryOp(name string, f func(*tensor.Tensor) *tensor.Tensor) sweepOp {
+	return sweepOp{
+		func(_ SweepStep, a []*tensor.Tensor) *tensor.Tensor { return f(a[0]) },
+		func(_ SweepStep, a []string) string { return a[0] + "." + name + "()" },
+	}
+}
+
+func binaryOp(name string, f func(x, y *tensor.Tensor) *tensor.Tensor) sweepOp {
+	return sweepOp{
+		func(_ SweepStep, a []*tensor.Tensor) *tensor.Tensor { return f(a[0], a[1]) },
+		func(_ SweepStep, a []string) string { return fmt.Sprintf("%s.%s(%s)", a[0], name, a[1]) },
+	}
+}
+
+func scalarOp(name string, f func(*tensor.Tensor, float64) *tensor.Tensor) sweepOp {
+	return sweepOp{
+		func(s SweepStep, a []*tensor.Tensor) *tensor.Tensor { return f(a[0], *s.Scalar) },
+		func(s SweepStep, a []string) string {
+			return fmt.Sprintf("%s.%s(%s)", a[0], name, strconv.FormatFloat(*s.Scalar, 'g', -1, 64))
+		},
+	}
+}
+
+func dimsOp(name string, f func(*tensor.Tensor, ...int) *tensor.Tensor) sweepOp {
+	return sweepOp{
+		func(s SweepStep, a []*tensor.Tensor) *tensor.Tensor { return f(a[0], s.Dims...) },
+		func(s SweepStep, a []string) string { return fmt.Sprintf("%s.%s(%s)", a[0], name, ints(s.Dims)) },
+	}
+}
+
+func dimOp(name string, f func(*tensor.Tensor, int) *tensor.Tensor) sweepOp {
+	return sweepOp{
+		func(s SweepStep, a []*tensor.Tensor) *tensor.Tensor { return f(a[0], *s.Dim) },
+		func(s SweepStep, a []string) string { return fmt.Sprintf("%s.%s(%d)", a[0], name, *s.Dim) },
+	}
+}
+
+// sweepOps is the ops a SweepStep may name.
+var sweepOps = map[string]sweepOp{
+	"permute":     dimsOp("Permute", (*tensor.Tensor).Permute),
+	"t":           unaryOp("T", (*tensor.Tensor).T),
+	"add":         binaryOp("Add", (*tensor.Tensor).Add),
+	"sub":         binaryOp("Sub", (*tensor.Tensor).Sub),
+	"mul":         binaryOp("Mul", (*tensor.Tensor).Mul),
+	"maximum":     binaryOp("Maximum", (*tensor.Tensor).Maximum),
+	"relu":        unaryOp("ReLU", (*tensor.Tensor).ReLU),
+	"gelu":        unaryOp("GELU", (*tensor.Tensor).GELU),
+	"sigmoid":     unaryOp("Sigmoid", (*tensor.Tensor).Sigmoid),
+	"tanh":        unaryOp("Tanh", (*tensor.Tensor).Tanh),
+	"silu":        unaryOp("SiLU", (*tensor.Tensor).SiLU),
+	"neg":         unaryOp("Neg", (*tensor.Tensor).Neg),
+	"abs":         unaryOp("Abs", (*tensor.Tensor).Abs),
+	"mul_scalar":  scalarOp("MulScalar", (*tensor.Tensor).MulScalar),
+	"add_scalar":  scalarOp("AddScalar", (*tensor.Tensor).AddScalar),
+	"sum":         dimsOp("Sum", (*tensor.Tensor).Sum),
+	"mean":        dimsOp("Mean", (*tensor.Tensor).Mean),
+	"max":         dimsOp("Max", (*tensor.Tensor).Max),
+	"softmax":     dimOp("Softmax", (*tensor.Tensor).Softmax),
+	"log_softmax": dimOp("LogSoftmax", (*tensor.Tensor).LogSoftmax),
+	"var": {
+		func(s SweepStep, a []*tensor.Tensor) *tensor.Tensor { return a[0].Var(s.Dims, *s.Scalar, false) },
+		func(s SweepStep, a []string) string {
+			return fmt.Sprintf("%s.Var([]int{%s}, %g, false)", a[0], ints(s.Dims), *s.Scalar)
+		},
+	},
+	"argmax": {
+		func(s SweepStep, a []*tensor.Tensor) *tensor.Tensor { return a[0].ArgMax(*s.Dim, false) },
+		func(s SweepStep, a []string) string { return fmt.Sprintf("%s.ArgMax(%d, false)", a[0], *s.Dim) },
+	},
+	"layer_norm": {
+		func(s SweepStep, a []*tensor.Tensor) *tensor.Tensor {
+			return a[0].LayerNorm(s.Dims, a[1], a[2], *s.Scalar)
+		},
+		func(s SweepStep, a []string) string {
+			return fmt.Sprintf("%s.LayerNorm([]int{%s}, %s, %s, %g)", a[0], ints(s.Dims), a[1], a[2], *s.Scalar)
+		},
+	},
+	"rms_norm": {
+		func(s SweepStep, a []*tensor.Tensor) *tensor.Tensor { return a[0].RMSNorm(s.Dims, a[1], *s.Scalar) },
+		func(s SweepStep, a []string) string {
+			return fmt.Sprintf("%s.RMSNorm([]int{%s}, %s, %g)", a[0], ints(s.Dims), a[1], *s.Scalar)
+		},
+	},
 }
 
 func ints(xs []int) string {
@@ -686,61 +751,15 @@ func ints(xs []int) string {
 func (c *SweepCase) eval(xs []*tensor.Tensor) *tensor.Tensor {
 	vals := slices.Clone(xs)
 	for _, s := range c.Steps {
-		a := func(j int) *tensor.Tensor { return vals[s.Args[j]] }
-		var v *tensor.Tensor
-		switch s.Op {
-		case "permute":
-			v = a(0).Permute(s.Dims...)
-		case "t":
-			v = a(0).T()
-		case "add":
-			v = a(0).Add(a(1))
-		case "sub":
-			v = a(0).Sub(a(1))
-		case "mul":
-			v = a(0).Mul(a(1))
-		case "maximum":
-			v = a(0).Maximum(a(1))
-		case "relu":
-			v = a(0).ReLU()
-		case "gelu":
-			v = a(0).GELU()
-		case "sigmoid":
-			v = a(0).Sigmoid()
-		case "tanh":
-			v = a(0).Tanh()
-		case "silu":
-			v = a(0).SiLU()
-		case "neg":
-			v = a(0).Neg()
-		case "abs":
-			v = a(0).Abs()
-		case "mul_scalar":
-			v = a(0).MulScalar(*s.Scalar)
-		case "add_scalar":
-			v = a(0).AddScalar(*s.Scalar)
-		case "sum":
-			v = a(0).Sum(s.Dims...)
-		case "mean":
-			v = a(0).Mean(s.Dims...)
-		case "max":
-			v = a(0).Max(s.Dims...)
-		case "var":
-			v = a(0).Var(s.Dims, *s.Scalar, false)
-		case "argmax":
-			v = a(0).ArgMax(*s.Dim, false)
-		case "softmax":
-			v = a(0).Softmax(*s.Dim)
-		case "log_softmax":
-			v = a(0).LogSoftmax(*s.Dim)
-		case "layer_norm":
-			v = a(0).LayerNorm(s.Dims, a(1), a(2), *s.Scalar)
-		case "rms_norm":
-			v = a(0).RMSNorm(s.Dims, a(1), *s.Scalar)
-		default:
+		op, ok := sweepOps[s.Op]
+		if !ok {
 			panic(fmt.Sprintf("sweep: unknown op %q", s.Op))
 		}
-		vals = append(vals, v)
+		a := make([]*tensor.Tensor, len(s.Args))
+		for j, k := range s.Args {
+			a[j] = vals[k]
+		}
+		vals = append(vals, op.run(s, a))
 	}
 	return vals[len(vals)-1]
 }
