@@ -439,10 +439,6 @@ func geomean(v []float64) float64 {
 // sweepCategoryStats summarises the rows per category, in the categories'
 // order, then over all cases.
 func sweepCategoryStats(rows []SweepRow) []CategoryStat {
-	var names []string
-	for _, c := range sweepCategories {
-		names = append(names, c.name)
-	}
 	stat := func(name string, keep func(SweepRow) bool) CategoryStat {
 		st := CategoryStat{Category: name}
 		var pct, epct, speed []float64
@@ -476,8 +472,8 @@ func sweepCategoryStats(rows []SweepRow) []CategoryStat {
 		return st
 	}
 	var out []CategoryStat
-	for _, n := range names {
-		if st := stat(n, func(r SweepRow) bool { return r.Category == n }); st.Cases > 0 {
+	for _, c := range sweepCategories {
+		if st := stat(c.name, func(r SweepRow) bool { return r.Category == c.name }); st.Cases > 0 {
 			out = append(out, st)
 		}
 	}
