@@ -36,13 +36,7 @@ func gpuReduce(r ir.Reducer, x *Array, k ir.Kind, keptShape, keptStrides, redSha
 		geo.InnerSize[d], geo.InnerStr[d] = int64(s), int64(rstr[0][d])
 	}
 	kern := &inductor.ReduceKernel{Reducer: r, In: x.dtype, Kind: k, Out: res.dtype, Unroll: reduceUnroll}
-	var src string
-	gen := func() (string, error) {
-		if src == "" {
-			src = kern.Source()
-		}
-		return src, nil
-	}
+	gen := reduceSource(kern)
 	fn := g.kernel(kern.Name(), gen)
 
 	// Long rows with few outputs are split across blocks so every SM works:
@@ -178,13 +172,7 @@ func gpuReduceColumns(r ir.Reducer, x *Array, k ir.Kind, keptShape, keptStrides,
 	}
 	tx, ty, vec := inductor.ColLaunch(column, kInner, nRed, vec4)
 	kern := &inductor.ReduceKernel{Reducer: r, In: x.dtype, Kind: k, Out: res.dtype, TX: tx, TY: ty, Vec: vec, Unroll: reduceColUnroll}
-	var src string
-	gen := func() (string, error) {
-		if src == "" {
-			src = kern.Source()
-		}
-		return src, nil
-	}
+	gen := reduceSource(kern)
 	fn := g.kernel(kern.Name(), gen)
 	tiles := (nOut + tx*vec - 1) / (tx * vec)
 	parts, chunk := inductor.ColParts(tiles, nRed, ty, reduceColTarget)
@@ -301,4 +289,16 @@ func ColLayout(shape []int, red []bool, strides [][]int, primary int, reorderRed
 	}
 	kl, rl := least(ksh, kst[primary]), least(rsh, rst[primary])
 	return geo, kl < rl || (kl == rl && ir.Numel(rsh) == 1), true
+}
+
+// reduceSource generates kern's source once for both the kernels compiled
+// from it (the reduction and its _final pass).
+func reduceSource(kern *inductor.ReduceKernel) func() (string, error) {
+	var src string
+	return func() (string, error) {
+		if src == "" {
+			src = kern.Source()
+		}
+		return src, nil
+	}
 }

@@ -19,14 +19,7 @@ import (
 // the last dim whose layout a column kernel reads better (columnOnGPU).
 func (s *rowStep) runDims(args []*array.Array, dst func(ir.Device, []int) *array.Array, q *array.LaunchQueue) *array.Array {
 	n := s.r.Root
-	shapes := make([][]int, len(args))
-	vals := make([]ir.Value, len(args))
-	for i, t := range args {
-		shapes[i], vals[i] = t.Shape(), t
-	}
-	array.CheckDevices(n.Op, vals)
-	full, err := ir.Broadcast(n.Op.Title, shapes...)
-	array.Check(err, n.Op.Title, args...)
+	full, _ := broadcastArgs(n.Op, args)
 	dims := s.r.Row.ReducedDims()
 	if len(full) != len(s.r.Row.Full) {
 		q.Drain()
