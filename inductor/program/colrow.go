@@ -188,7 +188,8 @@ func (s *rowStep) runDimsGPU(args []*array.Array, full []int, nOut, nRed int, re
 	if k.Row.CanSplit() {
 		k.TX, k.TY, k.Vec = inductor.ColLaunch(column, int(geo.KeptSize[kr]), nRed, vec4)
 	} else {
-		k.TX, k.TY, k.Vec = inductor.ColLaunchFused(column, int(geo.KeptSize[kr]), nOut, nRed)
+		k.TX, k.TY = inductor.ColLaunchFused(column, int(geo.KeptSize[kr]), nOut, nRed)
+		k.Vec = 1
 	}
 	if k.Vec != 4 {
 		for i, acc := range k.Access {
