@@ -173,7 +173,7 @@ func (p *partitioner) growRow(n *ir.Node, full []int, members map[*ir.Node]bool)
 func (p *partitioner) absorbRegion(n *ir.Node, pointwise, reduction func(*ir.Node) bool) map[*ir.Node]bool {
 	trial := map[*ir.Node]bool{n: true}
 	p.absorb(trial, func(q *ir.Node) bool {
-		if q.Device != n.Device || !exactIntermediate(q.DType) && !roundedIntermediate(q) {
+		if !intermediateOf(q, n) {
 			return false
 		}
 		switch q.Op.Kind {
