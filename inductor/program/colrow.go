@@ -174,14 +174,7 @@ func (s *rowStep) runDimsGPU(args []*array.Array, full []int, nOut, nRed int, re
 			acc = inductor.ColUniform
 		case geo.KeptStride[i][kr] == 1:
 			acc = inductor.ColVec
-			aligned := t.DevicePtr()%cuda.DevicePtr(4*t.DType().Size()) == 0
-			for d := range kr {
-				aligned = aligned && geo.KeptStride[i][d]%4 == 0
-			}
-			for d := range geo.RedRank {
-				aligned = aligned && geo.RedStride[i][d]%4 == 0
-			}
-			vec4 = vec4 && aligned
+			vec4 = vec4 && array.ColAligned(&geo, i, t)
 		}
 		k.Access = append(k.Access, acc)
 	}
