@@ -36,13 +36,7 @@ func gpuReduce(r ir.Reducer, x *Array, k ir.Kind, keptShape, keptStrides, redSha
 		geo.InnerSize[d], geo.InnerStr[d] = int64(s), int64(rstr[0][d])
 	}
 	kern := &inductor.ReduceKernel{Reducer: r, In: x.dtype, Kind: k, Out: res.dtype, Unroll: reduceUnroll}
-	var src string
-	gen := func() (string, error) {
-		if src == "" {
-			src = kern.Source()
-		}
-		return src, nil
-	}
+	gen := reduceSource(kern)
 	fn := g.kernel(kern.Name(), gen)
 
 	// Long rows with few outputs are split across blocks so every SM works:
@@ -169,22 +163,10 @@ func gpuReduceColumns(r ir.Reducer, x *Array, k ir.Kind, keptShape, keptStrides,
 	}
 	g := res.st.gpu.g
 	kInner := int(geo.KeptSize[geo.KeptRank-1])
-	vec4 := geo.KeptStride[0][geo.KeptRank-1] == 1 && x.DevicePtr()%cuda.DevicePtr(4*x.dtype.Size()) == 0
-	for d := range geo.KeptRank - 1 {
-		vec4 = vec4 && geo.KeptStride[0][d]%4 == 0
-	}
-	for d := range geo.RedRank {
-		vec4 = vec4 && geo.RedStride[0][d]%4 == 0
-	}
+	vec4 := geo.KeptStride[0][geo.KeptRank-1] == 1 && ColAligned(&geo, 0, x)
 	tx, ty, vec := inductor.ColLaunch(column, kInner, nRed, vec4)
 	kern := &inductor.ReduceKernel{Reducer: r, In: x.dtype, Kind: k, Out: res.dtype, TX: tx, TY: ty, Vec: vec, Unroll: reduceColUnroll}
-	var src string
-	gen := func() (string, error) {
-		if src == "" {
-			src = kern.Source()
-		}
-		return src, nil
-	}
+	gen := reduceSource(kern)
 	fn := g.kernel(kern.Name(), gen)
 	tiles := (nOut + tx*vec - 1) / (tx * vec)
 	parts, chunk := inductor.ColParts(tiles, nRed, ty, reduceColTarget)
@@ -301,4 +283,30 @@ func ColLayout(shape []int, red []bool, strides [][]int, primary int, reorderRed
 	}
 	kl, rl := least(ksh, kst[primary]), least(rsh, rst[primary])
 	return geo, kl < rl || (kl == rl && ir.Numel(rsh) == 1), true
+}
+
+// ColAligned reports whether tensor i of the column geometry geo, x, can
+// be read 4 outputs at a time along its unit-stride inner kept dim: its
+// address and every other stride are multiples of 4 elements.
+func ColAligned(geo *inductor.ColGeometry, i int, x *Array) bool {
+	ok := x.DevicePtr()%cuda.DevicePtr(4*x.dtype.Size()) == 0
+	for d := range geo.KeptRank - 1 {
+		ok = ok && geo.KeptStride[i][d]%4 == 0
+	}
+	for d := range geo.RedRank {
+		ok = ok && geo.RedStride[i][d]%4 == 0
+	}
+	return ok
+}
+
+// reduceSource generates kern's source once for both the kernels compiled
+// from it (the reduction and its _final pass).
+func reduceSource(kern *inductor.ReduceKernel) func() (string, error) {
+	var src string
+	return func() (string, error) {
+		if src == "" {
+			src = kern.Source()
+		}
+		return src, nil
+	}
 }

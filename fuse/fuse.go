@@ -118,6 +118,13 @@ func roundedIntermediate(n *ir.Node) bool {
 	return (n.DType == ir.Float16 || n.DType == ir.BFloat16) && n.Device != ir.CPU
 }
 
+// intermediateOf reports whether a region rooted at root may keep node
+// q's value inside its kernel: q is on root's device, of a dtype kept
+// exactly or rounded as a store would.
+func intermediateOf(q, root *ir.Node) bool {
+	return q.Device == root.Device && (exactIntermediate(q.DType) || roundedIntermediate(q))
+}
+
 // Partition splits the graph's call nodes into regions, in an order in
 // which every region's inputs are computed before it.
 func Partition(g *ir.Graph) ([]*Region, error) {
@@ -226,7 +233,7 @@ func (p *partitioner) absorb(members map[*ir.Node]bool, ok func(*ir.Node) bool) 
 // its own shape or through a view (so the kernel computes each of its
 // elements once).
 func (p *partitioner) pointwiseAbsorbable(q, root *ir.Node, views bool) bool {
-	if q.Device != root.Device || !exactIntermediate(q.DType) && !roundedIntermediate(q) {
+	if !intermediateOf(q, root) {
 		return false
 	}
 	if !views {

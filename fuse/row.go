@@ -148,19 +148,11 @@ func (p *partitioner) rowMembers(n *ir.Node, members map[*ir.Node]bool) ([]int, 
 // members, reporting whether it holds a reduction.
 func (p *partitioner) growRow(n *ir.Node, full []int, members map[*ir.Node]bool) bool {
 	last := []int{len(full) - 1}
-	trial := map[*ir.Node]bool{n: true}
-	p.absorb(trial, func(q *ir.Node) bool {
-		if q.Device != n.Device || !exactIntermediate(q.DType) && !roundedIntermediate(q) {
-			return false
-		}
-		switch q.Op.Kind {
-		case ir.Pointwise:
-			return ir.SameShape(q.Shape, full) || ir.SameShape(q.Shape, keptShape(full, last, true))
-		case ir.Reduction:
-			in, ok := rowReduction(q)
-			return ok && q.Attrs.KeepDim && ir.SameShape(in, full)
-		}
-		return false
+	trial := p.absorbRegion(n, func(q *ir.Node) bool {
+		return ir.SameShape(q.Shape, full) || ir.SameShape(q.Shape, keptShape(full, last, true))
+	}, func(q *ir.Node) bool {
+		in, ok := rowReduction(q)
+		return ok && q.Attrs.KeepDim && ir.SameShape(in, full)
 	})
 	reduces := false
 	for m := range trial {
@@ -173,6 +165,26 @@ func (p *partitioner) growRow(n *ir.Node, full []int, members map[*ir.Node]bool)
 		members[m] = true
 	}
 	return true
+}
+
+// absorbRegion grows a region rooted at n through the nodes it may hold:
+// on n's device, of a dtype a region keeps as an intermediate, pointwise
+// ops pointwise accepts and reductions reduction accepts.
+func (p *partitioner) absorbRegion(n *ir.Node, pointwise, reduction func(*ir.Node) bool) map[*ir.Node]bool {
+	trial := map[*ir.Node]bool{n: true}
+	p.absorb(trial, func(q *ir.Node) bool {
+		if !intermediateOf(q, n) {
+			return false
+		}
+		switch q.Op.Kind {
+		case ir.Pointwise:
+			return pointwise(q)
+		case ir.Reduction:
+			return reduction(q)
+		}
+		return false
+	})
+	return trial
 }
 
 // firstReduction finds, breadth first through the pointwise ops n reads,
@@ -218,19 +230,9 @@ func (p *partitioner) growDims(n *ir.Node, full, dims []int, members map[*ir.Nod
 	if !shaped(n) {
 		return nil, nil, false
 	}
-	trial := map[*ir.Node]bool{n: true}
-	p.absorb(trial, func(q *ir.Node) bool {
-		if q.Device != n.Device || !exactIntermediate(q.DType) && !roundedIntermediate(q) {
-			return false
-		}
-		switch q.Op.Kind {
-		case ir.Pointwise:
-			return shaped(q)
-		case ir.Reduction:
-			f, d, ok := reductionDims(q)
-			return ok && ir.SameShape(f, full) && slices.Equal(d, dims)
-		}
-		return false
+	trial := p.absorbRegion(n, shaped, func(q *ir.Node) bool {
+		f, d, ok := reductionDims(q)
+		return ok && ir.SameShape(f, full) && slices.Equal(d, dims)
 	})
 	reduces := false
 	for m := range trial {

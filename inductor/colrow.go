@@ -165,16 +165,6 @@ type ColKernel struct {
 	// reduced range into partial accumulators (CanSplit regions), combined
 	// by Name()+"_final".
 	Split bool
-	// Unroll is how many steps a thread loads before it folds any (0:
-	// ColUnroll).
-	Unroll int
-}
-
-func (k *ColKernel) unroll() int {
-	if k.Unroll > 0 {
-		return k.Unroll
-	}
-	return ColUnroll
 }
 
 // NewColKernel is the column kernel of the row region r.
@@ -190,9 +180,6 @@ func (k *ColKernel) Name() string {
 		fmt.Fprintf(&b, "_%s%c%s", in.DType, "vsu"[k.access(i)], in.Kind)
 	}
 	fmt.Fprintf(&b, "_%s_to_%s_x%dy%dv%d", k.Row.Compute, k.Row.Out, k.TX, k.TY, k.Vec)
-	if k.unroll() != ColUnroll {
-		fmt.Fprintf(&b, "u%d", k.unroll())
-	}
 	if k.Split {
 		b.WriteString("_split")
 	}
@@ -239,7 +226,7 @@ func (k *ColKernel) body() (string, error) {
 	outIdx := nIn // the output's operand index
 	outType := storageC(row.Out)
 	var b strings.Builder
-	fmt.Fprintf(&b, "\n#define TX %d\n#define TY %d\n#define VEC %d\n#define UNROLL %d\n", k.TX, k.TY, k.Vec, k.unroll())
+	fmt.Fprintf(&b, "\n#define TX %d\n#define TY %d\n#define VEC %d\n#define UNROLL %d\n", k.TX, k.TY, k.Vec, ColUnroll)
 	b.WriteString(colCommon(nIn+1, max(nwalk, 1)))
 	b.WriteString(stageCombines(row.Stages))
 
@@ -287,7 +274,6 @@ func (k *ColKernel) body() (string, error) {
 			return fmt.Sprintf("e%d[%s][v]", i, u)
 		}
 	}
-	noParam := func(int) string { return "0" }
 	// loads declares e<i>[n][VEC] for the walked inputs e reads and loads
 	// step u's elements at offsets off<u>[].
 	loads := func(indent string, n int, e *ir.Expr) string {
@@ -316,7 +302,7 @@ func (k *ColKernel) body() (string, error) {
 	walk := func(body string, e *ir.Expr) string {
 		var l strings.Builder
 		l.WriteString("  if (live) {\n    ColWalk w;\n    w.seek(g, rlo + threadIdx.y);\n    long long r = rlo + threadIdx.y;\n")
-		for _, n := range []int{k.unroll(), 1} {
+		for _, n := range []int{ColUnroll, 1} {
 			if n > 1 {
 				fmt.Fprintf(&l, "    for (; r + (long long)(%d - 1) * TY < rhi; r += %d * TY) {\n", n, n)
 			} else {
@@ -391,13 +377,9 @@ extern "C" __global__ void __launch_bounds__(TX * TY) %s_final(
 			outIdx, storeC(fmt.Sprintf("rv%d[v]", last), row.Stages[last].Kind, row.Out))
 		return b.String(), nil
 	}
-	_, outKind, err := row.Expr.ParamKinds(kinds, row.Compute)
+	e, outKind, err := row.rootC(elem("u"), kinds, "column kernel")
 	if err != nil {
 		return "", err
-	}
-	e, err := row.Expr.C(elem("u"), noParam, kinds, row.Compute)
-	if err != nil {
-		return "", fmt.Errorf("column kernel %s: root: %w", row.Label, err)
 	}
 	fmt.Fprintf(&b, "  // the root, per element: %s\n", row.exprDoc(row.Expr))
 	b.WriteString(walk(fmt.Sprintf("          out[kb[%d] + off[u][%[1]d] + v * g.kstride[%[1]d][g.krank - 1]] = %s;\n", outIdx, storeC(e, outKind, row.Out)), row.Expr))
@@ -458,19 +440,19 @@ const DefaultColTarget = 1024
 // ColLaunchFused picks the block of a fused column kernel that cannot
 // split its reduced range (several stages): one output a thread, and as
 // many threads down each column as it takes to fill a device of about
-// 256k resident threads, at most 1024 a block. (Launches that load 4
-// outputs a thread or 8 steps at once are possible, Vec and Unroll, but
-// untimed; this is the shape measured on an H200.)
-func ColLaunchFused(column bool, kInner, nOut, nRed int) (tx, ty, vec int) {
+// 256k resident threads, at most 1024 a block (Vec 1: 4 outputs a
+// thread is untimed for these kernels; this is the shape measured on an
+// H200).
+func ColLaunchFused(column bool, kInner, nOut, nRed int) (tx, ty int) {
 	tx, ty, _ = ColLaunch(column, kInner, nRed, false)
 	if !column {
-		return tx, ty, 1
+		return tx, ty
 	}
 	tiles := (nOut + tx - 1) / tx
 	for ty < 1024/tx && ty < pow2Ceil(nRed) && tiles*tx*ty < 1<<18 {
 		ty *= 2
 	}
-	return tx, ty, 1
+	return tx, ty
 }
 
 func pow2Ceil(n int) int {

@@ -469,7 +469,6 @@ template <typename T, typename C> __device__ __forceinline__ T block_allreduce(T
 			return fmt.Sprintf("e%d[v]", i)
 		}
 	}
-	noParam := func(int) string { return "0" }
 	// loads fills e<i>[...] of the inputs which selects with the VEC
 	// elements from column j0 (into slot base q).
 	loads := func(indent, q string, which func(int) bool) string {
@@ -596,13 +595,9 @@ extern "C" __global__ void __launch_bounds__(THREADS) %s_final(
 		fmt.Fprintf(&b, "    if (live && %s) out[row] = %s;\n  }\n}\n", first, storeC(fmt.Sprintf("rv%d", last), k.Stages[last].Kind, k.Out))
 		return b.String(), nil
 	}
-	_, outKind, err := k.Expr.ParamKinds(kinds, k.Compute)
+	e, outKind, err := k.rootC(elem("q"), kinds, "row kernel")
 	if err != nil {
 		return "", err
-	}
-	e, err := k.Expr.C(elem("q"), noParam, kinds, k.Compute)
-	if err != nil {
-		return "", fmt.Errorf("row kernel %s: root: %w", k.Label, err)
 	}
 	fmt.Fprintf(&b, "    // the root, per element: %s\n", k.exprDoc(k.Expr))
 	if k.Vec == 4 {
@@ -775,4 +770,23 @@ func (k *RowKernel) exprDoc(e *ir.Expr) string {
 		}
 		return m
 	})
+}
+
+// noParam is the C of an Expr's params in row and column kernels, which
+// have none.
+func noParam(int) string { return "0" }
+
+// rootC is the C of the region's root expression per element (elem names
+// an element of each leaf), and the kind it yields; kernel names the
+// kind of kernel in errors.
+func (k *RowKernel) rootC(elem func(int) string, kinds []ir.Kind, kernel string) (string, ir.Kind, error) {
+	_, outKind, err := k.Expr.ParamKinds(kinds, k.Compute)
+	if err != nil {
+		return "", 0, err
+	}
+	e, err := k.Expr.C(elem, noParam, kinds, k.Compute)
+	if err != nil {
+		return "", 0, fmt.Errorf("%s %s: root: %w", kernel, k.Label, err)
+	}
+	return e, outKind, nil
 }

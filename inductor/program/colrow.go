@@ -19,14 +19,7 @@ import (
 // the last dim whose layout a column kernel reads better (columnOnGPU).
 func (s *rowStep) runDims(args []*array.Array, dst func(ir.Device, []int) *array.Array, q *array.LaunchQueue) *array.Array {
 	n := s.r.Root
-	shapes := make([][]int, len(args))
-	vals := make([]ir.Value, len(args))
-	for i, t := range args {
-		shapes[i], vals[i] = t.Shape(), t
-	}
-	array.CheckDevices(n.Op, vals)
-	full, err := ir.Broadcast(n.Op.Title, shapes...)
-	array.Check(err, n.Op.Title, args...)
+	full, _ := broadcastArgs(n.Op, args)
 	dims := s.r.Row.ReducedDims()
 	if len(full) != len(s.r.Row.Full) {
 		q.Drain()
@@ -181,21 +174,15 @@ func (s *rowStep) runDimsGPU(args []*array.Array, full []int, nOut, nRed int, re
 			acc = inductor.ColUniform
 		case geo.KeptStride[i][kr] == 1:
 			acc = inductor.ColVec
-			aligned := t.DevicePtr()%cuda.DevicePtr(4*t.DType().Size()) == 0
-			for d := range kr {
-				aligned = aligned && geo.KeptStride[i][d]%4 == 0
-			}
-			for d := range geo.RedRank {
-				aligned = aligned && geo.RedStride[i][d]%4 == 0
-			}
-			vec4 = vec4 && aligned
+			vec4 = vec4 && array.ColAligned(&geo, i, t)
 		}
 		k.Access = append(k.Access, acc)
 	}
 	if k.Row.CanSplit() {
 		k.TX, k.TY, k.Vec = inductor.ColLaunch(column, int(geo.KeptSize[kr]), nRed, vec4)
 	} else {
-		k.TX, k.TY, k.Vec = inductor.ColLaunchFused(column, int(geo.KeptSize[kr]), nOut, nRed)
+		k.TX, k.TY = inductor.ColLaunchFused(column, int(geo.KeptSize[kr]), nOut, nRed)
+		k.Vec = 1
 	}
 	if k.Vec != 4 {
 		for i, acc := range k.Access {

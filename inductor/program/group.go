@@ -56,16 +56,9 @@ func newGroupStep(r *fuse.Region) (*groupStep, error) {
 // member m's result tensor (a planned buffer) or nil. On a GPU the launch
 // is queued on q when q is not nil.
 func (s *groupStep) run(args []*array.Array, dst func(m int, dev ir.Device, dt ir.DType, shape []int) *array.Array, q *array.LaunchQueue) []*array.Array {
-	vals := make([]ir.Value, len(args))
-	shapes := make([][]int, len(args))
-	for i, t := range args {
-		vals[i], shapes[i] = t, t.Shape()
-	}
 	members := s.r.Members()
 	lead := members[0].Root
-	array.CheckDevices(lead.Op, vals)
-	shape, err := ir.Broadcast(lead.Op.Title, shapes...)
-	array.Check(err, lead.Op.Title, args...)
+	shape, vals := broadcastArgs(lead.Op, args)
 	dev := args[0].Device()
 	res := make([]*array.Array, len(members))
 	for m, mem := range members {

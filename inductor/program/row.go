@@ -71,14 +71,7 @@ func (s *rowStep) run(args []*array.Array, dst func(ir.Device, []int) *array.Arr
 		return s.runDims(args, dst, q) // colrow.go
 	}
 	n := s.r.Root
-	shapes := make([][]int, len(args))
-	vals := make([]ir.Value, len(args))
-	for i, t := range args {
-		shapes[i], vals[i] = t.Shape(), t
-	}
-	array.CheckDevices(n.Op, vals)
-	full, err := ir.Broadcast(n.Op.Title, shapes...)
-	array.Check(err, n.Op.Title, args...)
+	full, _ := broadcastArgs(n.Op, args)
 	R := full[len(full)-1]
 	shape := s.shape(full)
 	dev := args[0].Device()
@@ -469,4 +462,19 @@ func (s *rowStep) splitGPU(g *array.GPU, k *inductor.RowKernel, args []*array.Ar
 	}
 	a.Reset().I64(int64(rows)).I64(int64(parts)).I64(int64(R)).Ptr(partial.DevicePtr()).Ptr(res.DevicePtr())
 	g.Launch(title, final, rows, k.Threads, a)
+}
+
+// broadcastArgs checks that a region's inputs share a device and returns
+// the shape they broadcast to (and the inputs as values), panicking as op
+// would otherwise.
+func broadcastArgs(op *ir.Op, args []*array.Array) ([]int, []ir.Value) {
+	shapes := make([][]int, len(args))
+	vals := make([]ir.Value, len(args))
+	for i, t := range args {
+		shapes[i], vals[i] = t.Shape(), t
+	}
+	array.CheckDevices(op, vals)
+	full, err := ir.Broadcast(op.Title, shapes...)
+	array.Check(err, op.Title, args...)
+	return full, vals
 }
