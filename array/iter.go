@@ -142,14 +142,7 @@ func (o *Operand) Clone() *Operand {
 // and already of kind k; otherwise it fills buf.
 func (o *Operand) Load(start, n int, k ir.Kind, buf ir.Vec) ir.Vec {
 	if o.dense {
-		lo := o.offset + start
-		if v, ok := aliasVec(o.data, o.dtype, k, lo, lo+n); ok {
-			return v
-		}
-		if !loadHalf(buf, k, o.data, o.dtype, lo, n) {
-			convert(buf, k, o.data, o.dtype, lo, n)
-		}
-		return buf
+		return o.loadRun(o.offset+start, n, k, buf)
 	}
 	if len(o.shape) == 1 && o.strides[0] == 0 {
 		fillFrom(buf, k, o.data, o.dtype, o.offset, n)
@@ -161,20 +154,26 @@ func (o *Operand) Load(start, n int, k ir.Kind, buf ir.Vec) ir.Vec {
 		if len(o.idx) < r {
 			o.idx = make([]int, r)
 		}
-		lo := o.offset + Unravel(start, o.shape, o.strides, o.idx[:r])
-		if v, ok := aliasVec(o.data, o.dtype, k, lo, lo+n); ok {
-			return v
-		}
-		if !loadHalf(buf, k, o.data, o.dtype, lo, n) {
-			convert(buf, k, o.data, o.dtype, lo, n)
-		}
-		return buf
+		return o.loadRun(o.offset+Unravel(start, o.shape, o.strides, o.idx[:r]), n, k, buf)
 	}
 	if o.raw == nil {
 		o.raw = allocData(o.dtype, min(BlockSize, ir.Numel(o.shape)))
 	}
 	gatherAny(o.raw, o.data, o.shape, o.strides, o.offset, start, n, &o.idx)
 	convert(buf, k, o.raw, o.dtype, 0, n)
+	return buf
+}
+
+// loadRun returns the n stored elements from lo on, contiguous in storage,
+// as kind k: aliasing storage where it is of kind k, else converted into
+// buf.
+func (o *Operand) loadRun(lo, n int, k ir.Kind, buf ir.Vec) ir.Vec {
+	if v, ok := aliasVec(o.data, o.dtype, k, lo, lo+n); ok {
+		return v
+	}
+	if !loadHalf(buf, k, o.data, o.dtype, lo, n) {
+		convert(buf, k, o.data, o.dtype, lo, n)
+	}
 	return buf
 }
 

@@ -477,47 +477,35 @@ func (b *Block) Computes() bool { return len(b.code) > 0 }
 // slice conversions stores and loads use (vectorised where the processor
 // allows), a chunk at a time.
 func roundVia(d *Vec, k Kind, via DType, n int) {
-	var buf [256]uint16
-	var f32 [256]float32
-	to16, from16 := F32sToBF16s, BF16sToF32s
-	if via == Float16 {
-		to16, from16 = F32sToF16s, F16sToF32s
+	switch k {
+	case F32:
+		roundF32Via(d.F32[:n], d.F32[:n], via)
+	case F64:
+		roundWideVia(d.F64[:n], via)
+	default: // integers: through float, as a store and load would
+		roundWideVia(d.I64[:n], via)
 	}
-	for lo := 0; lo < n; lo += len(buf) {
-		m := min(len(buf), n-lo)
-		h := buf[:m]
-		switch k {
-		case F32:
-			v := d.F32[lo : lo+m]
-			to16(h, v)
-			from16(v, h)
-		case F64:
-			v, w := d.F64[lo:lo+m], f32[:m]
-			for i, x := range v {
-				w[i] = float32(x)
-			}
-			to16(h, w)
-			from16(w, h)
-			for i, x := range w {
-				v[i] = float64(x)
-			}
-		default: // integers: through float, as a store and load would
-			v, w := d.I64[lo:lo+m], f32[:m]
-			for i, x := range v {
-				w[i] = float32(x)
-			}
-			to16(h, w)
-			from16(w, h)
-			for i, x := range w {
-				v[i] = int64(x)
-			}
+}
+
+// roundWideVia is roundVia of float64 or integer values: each chunk goes
+// to float32, through roundF32Via, and back.
+func roundWideVia[T float64 | int64](v []T, via DType) {
+	var f32 [256]float32
+	for lo := 0; lo < len(v); lo += len(f32) {
+		w := f32[:min(len(f32), len(v)-lo)]
+		for i := range w {
+			w[i] = float32(v[lo+i])
+		}
+		roundF32Via(w, w, via)
+		for i, x := range w {
+			v[lo+i] = T(x)
 		}
 	}
 }
 
 // roundF32Via sets d to the float32 values of s rounded to the 16-bit
 // floating type via and back (the common case of roundVia, without a copy
-// first).
+// first); d may be s.
 func roundF32Via(d, s []float32, via DType) {
 	var buf [512]uint16
 	to16, from16 := F32sToBF16s, BF16sToF32s

@@ -47,12 +47,31 @@ var expConsts = func() (c [expRows][8]float32) {
 		math.Float32frombits(127), // k + 127, added as an integer
 	}
 	for i, v := range rows {
-		for j := range c[i] {
-			c[i][j] = v
-		}
+		c[i] = splat(v)
 	}
 	return c
 }()
+
+// splat is v in each of eight lanes.
+func splat(v float32) [8]float32 { return [8]float32{v, v, v, v, v, v, v, v} }
+
+// splatBits is rows of lanes, row i holding the float32 of bits[i] in
+// each lane (the constants the assembly reads as integers or floats).
+func splatBits(rows [][8]float32, bits ...uint32) {
+	for i, b := range bits {
+		rows[i] = splat(math.Float32frombits(b))
+	}
+}
+
+// byCoef sets t[q][seg] to coefficient q of segment seg of tab, the last
+// segment repeated past the table's end, for lookups by permutes.
+func byCoef[Row [8]float32 | [9]float32](t [][24]float32, tab []Row) {
+	for q := range t {
+		for seg := range 24 {
+			t[q][seg] = tab[min(seg, len(tab)-1)][q]
+		}
+	}
+}
 
 // expF32 sets d[i] = e^a[i] for i < len(d), with ar around it.
 func expF32(d, a []float32, ar around) {
@@ -79,27 +98,17 @@ const erfRows = 9
 
 // erfConsts are erfAVX2's constants, each repeated over eight lanes.
 var erfConsts = func() (c [erfRows][8]float32) {
-	bits := [erfRows]uint32{
-		0x7fffffff, 1 << 31, 0x3f800000, // |x|, the sign, 1
-		0x3e800000, 1, uint32(len(erfTab) - 1), 7, // segment: bits of 1/4, 1, the last, 7
-		math.Float32bits(erfOne), math.Float32bits(1),
-	}
-	for i, b := range bits {
-		for j := range c[i] {
-			c[i][j] = math.Float32frombits(b)
-		}
-	}
+	splatBits(c[:],
+		0x7fffffff, 1<<31, 0x3f800000, // |x|, the sign, 1
+		0x3e800000, 1, uint32(len(erfTab)-1), 7, // segment: bits of 1/4, 1, the last, 7
+		math.Float32bits(erfOne), math.Float32bits(1))
 	return c
 }()
 
 // erfCols holds erfTab by coefficient: row q has coefficient q of segments
 // 0 to 7, of 8 to 15, then of 16 eight times, for lookups by permutes.
 var erfCols = func() (t [9][24]float32) {
-	for q := range t {
-		for seg := range 24 {
-			t[q][seg] = erfTab[min(seg, len(erfTab)-1)][q]
-		}
-	}
+	byCoef(t[:], erfTab[:])
 	return t
 }()
 
@@ -118,27 +127,17 @@ const tanhRows = 10
 
 // tanhConsts are tanhAVX2's constants, each repeated over eight lanes.
 var tanhConsts = func() (c [tanhRows][8]float32) {
-	bits := [tanhRows]uint32{
-		0x7fffffff, 1 << 31, 0x3f800000, // |x|, the sign, 1
-		0x3e800000, 1, uint32(len(tanhTab) - 1), 7, // segment: bits of 1/4, 1, the last, 7
-		math.Float32bits(tanhOne), math.Float32bits(1), 15,
-	}
-	for i, b := range bits {
-		for j := range c[i] {
-			c[i][j] = math.Float32frombits(b)
-		}
-	}
+	splatBits(c[:],
+		0x7fffffff, 1<<31, 0x3f800000, // |x|, the sign, 1
+		0x3e800000, 1, uint32(len(tanhTab)-1), 7, // segment: bits of 1/4, 1, the last, 7
+		math.Float32bits(tanhOne), math.Float32bits(1), 15)
 	return c
 }()
 
 // tanhCols holds tanhTab by coefficient: row q has coefficient q of
 // segments 0 to 23 (the last repeated past the table's end).
 var tanhCols = func() (t [8][24]float32) {
-	for q := range t {
-		for seg := range 24 {
-			t[q][seg] = tanhTab[min(seg, len(tanhTab)-1)][q]
-		}
-	}
+	byCoef(t[:], tanhTab[:])
 	return t
 }()
 

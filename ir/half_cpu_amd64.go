@@ -28,33 +28,24 @@ var bf16Consts = [3][8]uint32{
 }
 
 func bf16sToF32sVec(d []float32, s []uint16) int {
-	if !hasAVX2 || len(d) < 8 {
-		return 0
-	}
-	bf16ToF32AVX2(&d[0], &s[:len(d)][0], len(d))
-	return len(d) &^ 7
+	return vecPrefix(hasAVX2, 8, d, s, bf16ToF32AVX2)
 }
 
 func f32sToBF16sVec(d []uint16, s []float32) int {
-	if !hasAVX2 || len(d) < 16 {
-		return 0
-	}
-	f32ToBF16AVX2(&d[0], &s[:len(d)][0], len(d), &bf16Consts)
-	return len(d) &^ 15
+	return vecPrefix(hasAVX2, 16, d, s, func(d *uint16, s *float32, n int) { f32ToBF16AVX2(d, s, n, &bf16Consts) })
 }
 
-func f16sToF32sVec(d []float32, s []uint16) int {
-	if !hasF16C || len(d) < 8 {
-		return 0
-	}
-	f16ToF32F16C(&d[0], &s[:len(d)][0], len(d))
-	return len(d) &^ 7
-}
+func f16sToF32sVec(d []float32, s []uint16) int { return vecPrefix(hasF16C, 8, d, s, f16ToF32F16C) }
 
-func f32sToF16sVec(d []uint16, s []float32) int {
-	if !hasF16C || len(d) < 8 {
+func f32sToF16sVec(d []uint16, s []float32) int { return vecPrefix(hasF16C, 8, d, s, f32ToF16F16C) }
+
+// vecPrefix runs loop over the whole groups of group (a power of two)
+// values of s into d where ok (the processor has loop's instructions) and
+// returns how many values it converted.
+func vecPrefix[D, S any](ok bool, group int, d []D, s []S, loop func(d *D, s *S, n int)) int {
+	if !ok || len(d) < group {
 		return 0
 	}
-	f32ToF16F16C(&d[0], &s[:len(d)][0], len(d))
-	return len(d) &^ 7
+	loop(&d[0], &s[:len(d)][0], len(d))
+	return len(d) &^ (group - 1)
 }

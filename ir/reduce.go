@@ -47,6 +47,19 @@ type Acc struct {
 // Init returns the identity accumulator.
 func (r Reducer) Init() Acc { return Acc{Index: -1} }
 
+// bestIn is the best value of x and its index by the vector loops, or an
+// index of -1 when valueOnly and bestValue found the value without one;
+// ok is false where neither applies (the slow path decides).
+func bestIn[T floating](x []T, greater, valueOnly bool) (best float64, at int, ok bool) {
+	if valueOnly { // a value reduction: the index is not kept
+		if b, ok := bestValue(x, greater); ok {
+			return float64(b), -1, true
+		}
+	}
+	b, at, ok := bestFloat(x, greater)
+	return float64(b), at, ok
+}
+
 // Accumulate folds the block x, whose first value has index base within the
 // reduced range, into acc. A block of floats sums in sixteen float64 lanes
 // combined pairwise (the order vector units run fast, the same on every
@@ -80,40 +93,22 @@ func Accumulate[T number](r Reducer, acc *Acc, x []T, base int64) {
 			return
 		}
 		greater := r == RMax || r == RArgMax
-		if !isInt && !r.IsArg() {
-			// A value reduction: the index is not kept.
-			var best float64
-			var ok bool
-			switch any(zero).(type) {
-			case float32:
-				var b float32
-				b, ok = bestValue(asFloat[float32](x), greater)
-				best = float64(b)
-			case float64:
-				best, ok = bestValue(asFloat[float64](x), greater)
-			}
-			if ok {
-				if first || greater && best > acc.F || !greater && best < acc.F {
-					acc.F = best
-				}
-				return
-			}
-		}
 		if !isInt {
 			var best float64
 			var at int
 			var ok bool
 			switch any(zero).(type) {
 			case float32:
-				var b float32
-				b, at, ok = bestFloat(asFloat[float32](x), greater)
-				best = float64(b)
+				best, at, ok = bestIn(asFloat[float32](x), greater, !r.IsArg())
 			case float64:
-				best, at, ok = bestFloat(asFloat[float64](x), greater)
+				best, at, ok = bestIn(asFloat[float64](x), greater, !r.IsArg())
 			}
 			if ok {
 				if first || greater && best > acc.F || !greater && best < acc.F {
-					acc.F, acc.Index = best, base+int64(at)
+					acc.F = best
+					if at >= 0 {
+						acc.Index = base + int64(at)
+					}
 				}
 				return
 			}

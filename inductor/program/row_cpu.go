@@ -178,7 +178,7 @@ func (s *rowStep) runCPU(args []*array.Array, full []int, res *array.Array) {
 // rowsCPU runs the region a row at a time, the rows split across the
 // cores.
 func (s *rowStep) rowsCPU(plan *cpuPlan, args []*array.Array, l cpuRows, res *array.Array) {
-	outerShape, outer, R := l.outerShape, l.outer, l.R
+	outerShape, R := l.outerShape, l.R
 	rows := ir.Numel(outerShape)
 	nIn := len(args)
 	stages := s.r.Row.Stages
@@ -217,11 +217,7 @@ func (s *rowStep) rowsCPU(plan *cpuPlan, args []*array.Array, l cpuRows, res *ar
 		// bind makes f read every input at [start, start+n) of the row,
 		// the stages computed so far, and the values kept so far.
 		bind := func(f *ir.Frame, blk *ir.Block, start, n, done int) {
-			for i, o := range ops {
-				if blk.Uses(i) {
-					f.SetArg(i, o.Load(start, n, f.ArgKind(i), f.ArgBuf(i)))
-				}
-			}
+			loadArgs(f, blk, ops, start, n)
 			for k := range done {
 				f.SetUniform(nIn+k, one[k])
 				if c := plan.keep[k]; c >= 0 {
@@ -235,11 +231,7 @@ func (s *rowStep) rowsCPU(plan *cpuPlan, args []*array.Array, l cpuRows, res *ar
 		}
 		for row := lo; row < hi; row++ {
 			for i, t := range args {
-				off := t.Offset()
-				if len(outerShape) > 0 {
-					off += array.Unravel(row, outerShape, outer[i], idx)
-				}
-				ops[i].SetOffset(off)
+				ops[i].SetOffset(l.rowOffset(t, i, row, idx))
 			}
 			var val ir.Vec
 			for k, st := range stages {
@@ -247,16 +239,16 @@ func (s *rowStep) rowsCPU(plan *cpuPlan, args []*array.Array, l cpuRows, res *ar
 				if st.Reduce {
 					c := plan.keep[k]
 					var acc ir.Acc
-					if v, ok := plainRow(blk, ops, 0, R); ok && c < 0 { // fold the row in place
-						acc = array.FoldVec(st.Reducer, blk.OutKind(), 0, R, v)
+					if c < 0 {
+						acc = foldRow(st.Reducer, blk, ops, 0, R, func(s0, m int) ir.Vec {
+							bind(f, blk, s0, m, k)
+							return f.Run(m, nil)
+						})
 					} else {
 						acc = array.FoldRange(st.Reducer, blk.OutKind(), 0, R, func(s0, m int) ir.Vec {
 							bind(f, blk, s0, m, k)
-							if c >= 0 { // compute into the kept values
-								dst := kept[c].Slice(s0, s0+m)
-								return f.Run(m, &dst)
-							}
-							return f.Run(m, nil)
+							dst := kept[c].Slice(s0, s0+m) // compute into the kept values
+							return f.Run(m, &dst)
 						})
 					}
 					rounders[k].Result(st.Reducer, acc, R, one[k])
@@ -298,21 +290,10 @@ func (s *rowStep) loneRows(blk *ir.Block, args []*array.Array, l cpuRows, res *a
 	idx := make([]int, len(l.outerShape))
 	array.StoreRowResults(res, st.Reducer, false, l.R, lo, hi, func(row int) ir.Acc {
 		for i, t := range args {
-			off := t.Offset()
-			if len(l.outerShape) > 0 {
-				off += array.Unravel(row, l.outerShape, l.outer[i], idx)
-			}
-			ops[i].SetOffset(off)
+			ops[i].SetOffset(l.rowOffset(t, i, row, idx))
 		}
-		if v, ok := plainRow(blk, ops, 0, l.R); ok {
-			return array.FoldVec(st.Reducer, blk.OutKind(), 0, l.R, v)
-		}
-		return array.FoldRange(st.Reducer, blk.OutKind(), 0, l.R, func(s0, m int) ir.Vec {
-			for i, o := range ops {
-				if blk.Uses(i) {
-					f.SetArg(i, o.Load(s0, m, f.ArgKind(i), f.ArgBuf(i)))
-				}
-			}
+		return foldRow(st.Reducer, blk, ops, 0, l.R, func(s0, m int) ir.Vec {
+			loadArgs(f, blk, ops, s0, m)
 			return f.Run(m, nil)
 		})
 	})
@@ -323,7 +304,7 @@ func (s *rowStep) loneRows(blk *ir.Block, args []*array.Array, l cpuRows, res *a
 // order are FoldRange's, so the values are those of rowsCPU), and the root
 // computes its chunks on all of them.
 func (s *rowStep) splitCPU(args []*array.Array, l cpuRows, res *array.Array) {
-	outerShape, outer, R := l.outerShape, l.outer, l.R
+	outerShape, R := l.outerShape, l.R
 	nIn := len(args)
 	stages := s.r.Row.Stages
 	chunk := min(array.BlockSize, R)
@@ -358,19 +339,12 @@ func (s *rowStep) splitCPU(args []*array.Array, l cpuRows, res *array.Array) {
 	}
 	// run computes values [s0, s0+m) of the row.
 	run := func(w *worker, s0, m int, dst *ir.Vec) ir.Vec {
-		for i, o := range w.ops {
-			if w.blk.Uses(i) {
-				w.f.SetArg(i, o.Load(s0, m, w.f.ArgKind(i), w.f.ArgBuf(i)))
-			}
-		}
+		loadArgs(w.f, w.blk, w.ops, s0, m)
 		return w.f.Run(m, dst)
 	}
-	for row := range ir.Numel(outerShape) {
+	for row := range ir.Numel(l.outerShape) {
 		for i, t := range args {
-			offsets[i] = t.Offset()
-			if len(outerShape) > 0 {
-				offsets[i] += array.Unravel(row, outerShape, outer[i], idx)
-			}
+			offsets[i] = l.rowOffset(t, i, row, idx)
 		}
 		var val ir.Vec
 		for k, st := range stages {
@@ -380,14 +354,10 @@ func (s *rowStep) splitCPU(args []*array.Array, l cpuRows, res *array.Array) {
 				val = one[k]
 				continue
 			}
-			kind := s.stages[k].OutKind()
 			acc := array.FoldSplit(st.Reducer, st.Compute == ir.I64, R, func() func(lo, hi int) ir.Acc {
 				w := newWorker(k)
 				return func(lo, hi int) ir.Acc {
-					if v, ok := plainRow(w.blk, w.ops, lo, hi); ok {
-						return array.FoldVec(st.Reducer, kind, lo, hi, v)
-					}
-					return array.FoldRange(st.Reducer, kind, lo, hi, func(s0, m int) ir.Vec { return run(w, s0, m, nil) })
+					return foldRow(st.Reducer, w.blk, w.ops, lo, hi, func(s0, m int) ir.Vec { return run(w, s0, m, nil) })
 				}
 			})
 			rounders[k].Result(st.Reducer, acc, R, one[k])
@@ -413,6 +383,36 @@ func (s *rowStep) splitCPU(args []*array.Array, l cpuRows, res *array.Array) {
 			}
 		})
 	}
+}
+
+// rowOffset is where row (of the kept dims) of input i, t, starts in
+// its storage.
+func (l cpuRows) rowOffset(t *array.Array, i, row int, idx []int) int {
+	off := t.Offset()
+	if len(l.outerShape) > 0 {
+		off += array.Unravel(row, l.outerShape, l.outer[i], idx)
+	}
+	return off
+}
+
+// loadArgs binds f to values [start, start+n) of the row of each input blk
+// reads.
+func loadArgs(f *ir.Frame, blk *ir.Block, ops []*array.Operand, start, n int) {
+	for i, o := range ops {
+		if blk.Uses(i) {
+			f.SetArg(i, o.Load(start, n, f.ArgKind(i), f.ArgBuf(i)))
+		}
+	}
+}
+
+// foldRow folds values [lo, hi) of the row with blk's reducer r: in place
+// where plainRow allows, else through FoldRange with run(s0, m) computing
+// each block (the same blocks and order either way).
+func foldRow(r ir.Reducer, blk *ir.Block, ops []*array.Operand, lo, hi int, run func(s0, m int) ir.Vec) ir.Acc {
+	if v, ok := plainRow(blk, ops, lo, hi); ok {
+		return array.FoldVec(r, blk.OutKind(), lo, hi, v)
+	}
+	return array.FoldRange(r, blk.OutKind(), lo, hi, run)
 }
 
 // plainRow is values [lo, hi) of the row of the input blk reads as it is,
