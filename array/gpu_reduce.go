@@ -58,18 +58,10 @@ func gpuReduce(r ir.Reducer, x *Array, k ir.Kind, keptShape, keptStrides, redSha
 	// four times over.
 	warpRows := parts == 1 && (nRed <= reduceWarpRowsMax ||
 		nRed <= reduceWarpRowsLong && nOut >= 4*inductor.WarpRowsPerBlock*g.dev.SMCount)
-	var partial *Array
-	if parts > 1 {
-		partial = newGPUArray(res.st.dev, ir.Int64, []int{nOut * parts * kern.AccBytes() / 8})
-	}
+	partial := reducePartials(res, kern, nOut, parts)
 	args := g.GetArgs()
 	defer g.PutArgs(args)
-	args.I64(int64(nOut)).I64(int64(nRed)).I64(int64(chunk)).Ptr(x.DevicePtr()).Ptr(res.DevicePtr())
-	if partial != nil {
-		args.Ptr(partial.DevicePtr())
-	} else {
-		args.Ptr(0)
-	}
+	reduceArgs(args, nOut, nRed, chunk, x, res, partial)
 	grid := cuda.Dim3{X: uint32(nOut), Y: uint32(parts), Z: 1}
 	if warpRows {
 		args.I32(1)
@@ -170,19 +162,11 @@ func gpuReduceColumns(r ir.Reducer, x *Array, k ir.Kind, keptShape, keptStrides,
 	fn := g.kernel(kern.Name(), gen)
 	tiles := (nOut + tx*vec - 1) / (tx * vec)
 	parts, chunk := inductor.ColParts(tiles, nRed, ty, reduceColTarget)
-	var partial *Array
-	if parts > 1 {
-		partial = newGPUArray(res.st.dev, ir.Int64, []int{nOut * parts * kern.AccBytes() / 8})
-	}
+	partial := reducePartials(res, kern, nOut, parts)
 	geoBytes := geo.Bytes()
 	args := g.GetArgs()
 	defer g.PutArgs(args)
-	args.I64(int64(nOut)).I64(int64(nRed)).I64(int64(chunk)).Ptr(x.DevicePtr()).Ptr(res.DevicePtr())
-	if partial != nil {
-		args.Ptr(partial.DevicePtr())
-	} else {
-		args.Ptr(0)
-	}
+	reduceArgs(args, nOut, nRed, chunk, x, res, partial)
 	args.Bytes(geoBytes, 8)
 	block := cuda.Dim3{X: uint32(tx), Y: uint32(ty), Z: 1}
 	if err := g.stream.Launch(fn, cuda.Dim3{X: uint32(tiles), Y: uint32(parts), Z: 1}, block, 0, args); err != nil {
@@ -308,5 +292,25 @@ func reduceSource(kern *inductor.ReduceKernel) func() (string, error) {
 			src = kern.Source()
 		}
 		return src, nil
+	}
+}
+
+// reducePartials is the buffer of parts partial accumulators per output of
+// a split reduction, or nil when it is not split.
+func reducePartials(res *Array, kern *inductor.ReduceKernel, nOut, parts int) *Array {
+	if parts <= 1 {
+		return nil
+	}
+	return newGPUArray(res.st.dev, ir.Int64, []int{nOut * parts * kern.AccBytes() / 8})
+}
+
+// reduceArgs appends the parameters a reduction kernel's two forms share:
+// the counts, the input, the result and the partials (0 when unsplit).
+func reduceArgs(args *cuda.Args, nOut, nRed, chunk int, x, res, partial *Array) {
+	args.I64(int64(nOut)).I64(int64(nRed)).I64(int64(chunk)).Ptr(x.DevicePtr()).Ptr(res.DevicePtr())
+	if partial != nil {
+		args.Ptr(partial.DevicePtr())
+	} else {
+		args.Ptr(0)
 	}
 }

@@ -1,6 +1,7 @@
 package inductor
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -26,22 +27,10 @@ func dimsRegion(t *testing.T, op *ir.Op, a ir.Attrs, dt ir.DType, dims []int) *f
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rs) != 1 || rs[0].Row == nil || !equalInts(rs[0].Row.Dims, dims) {
+	if len(rs) != 1 || rs[0].Row == nil || !slices.Equal(rs[0].Row.Dims, dims) {
 		t.Fatalf("%s: regions %v, want one row region over dims %v", op.Name, rs, dims)
 	}
 	return rs[0]
-}
-
-func equalInts(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // Column kernels generate for every launch shape, access and dtype, name
