@@ -6,11 +6,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
 	"gocompile/cuda"
 	"gocompile/ir"
+
+	"golang.org/x/sync/errgroup"
 )
 
 // source is one generated kernel: its name and the part after the prelude.
@@ -304,29 +307,36 @@ func compileOnGPU(t *testing.T, ks []source) {
 		}
 		return nil
 	}
-	const perModule = 150
+	// NVRTC compiles one program on one thread: batches go to all cores.
+	const perModule = 40
+	var g errgroup.Group
+	g.SetLimit(runtime.GOMAXPROCS(0))
 	for lo := 0; lo < len(ks); lo += perModule {
 		batch := ks[lo:min(lo+perModule, len(ks))]
-		var b strings.Builder
-		b.WriteString(cudaPrelude)
-		var names []string
-		for i, k := range batch {
-			fmt.Fprintf(&b, "\nnamespace k%d {\n%s\n#undef THREADS\n#undef VEC\n#undef PERSIST\n}\n", i, k.body)
-			names = append(names, k.name)
-		}
-		if load(b.String(), fmt.Sprintf("batch%d", lo), names) == nil {
-			continue
-		}
-		for _, k := range batch {
-			src, err := k.full()
-			if err == nil {
-				err = load(src, k.name, []string{k.name})
+		g.Go(func() error {
+			var b strings.Builder
+			b.WriteString(cudaPrelude)
+			var names []string
+			for i, k := range batch {
+				fmt.Fprintf(&b, "\nnamespace k%d {\n%s\n#undef THREADS\n#undef VEC\n#undef PERSIST\n}\n", i, k.body)
+				names = append(names, k.name)
 			}
-			if err != nil {
-				t.Errorf("%s: %v", k.name, err)
+			if load(b.String(), fmt.Sprintf("batch%d", lo), names) == nil {
+				return nil
 			}
-		}
+			for _, k := range batch {
+				src, err := k.full()
+				if err == nil {
+					err = load(src, k.name, []string{k.name})
+				}
+				if err != nil {
+					t.Errorf("%s: %v", k.name, err)
+				}
+			}
+			return nil
+		})
 	}
+	g.Wait()
 }
 
 // Geometry parameters are laid out as the kernels' structs: long longs,
