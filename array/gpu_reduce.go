@@ -134,7 +134,51 @@ func (g *GPU) residentBlocks(fn *cuda.Function, block int) int {
 // 0 and 2) take it too, a block an output. It reports false, launching
 // nothing, for layouts the row form reads better.
 func gpuReduceColumns(r ir.Reducer, x *Array, k ir.Kind, keptShape, keptStrides, redShape, redStrides []int, res *Array) bool {
+	aligned := func(geo *inductor.ColGeometry) bool { return ColAligned(geo, 0, x) }
+	p, ok := planColReduce(r, x.dtype, k, res.dtype, keptShape, keptStrides, redShape, redStrides, aligned)
+	if !ok {
+		return false
+	}
+	g := res.st.gpu.g
 	nOut, nRed := res.Numel(), ir.Numel(redShape)
+	gen := reduceSource(p.kern)
+	fn := g.kernel(p.kern.Name(), gen)
+	partial := reducePartials(res, p.kern, nOut, p.parts)
+	geoBytes := p.geo.Bytes()
+	args := g.GetArgs()
+	defer g.PutArgs(args)
+	reduceArgs(args, nOut, nRed, p.chunk, x, res, partial)
+	args.Bytes(geoBytes, 8)
+	if err := g.stream.Launch(fn, cuda.Dim3{X: uint32(p.tiles), Y: uint32(p.parts), Z: 1}, p.block, 0, args); err != nil {
+		panic(fmt.Sprintf("array: %v: launch: %v", r, err))
+	}
+	if p.parts > 1 {
+		final := g.kernel(p.kern.Name()+"_final", gen)
+		args.Reset().I64(int64(nOut)).I64(int64(p.parts)).I64(int64(nRed)).Ptr(partial.DevicePtr()).Ptr(res.DevicePtr()).Bytes(geoBytes, 8)
+		if err := g.stream.Launch(final, cuda.Dim3{X: uint32(p.finalTiles), Y: 1, Z: 1}, p.block, 0, args); err != nil {
+			panic(fmt.Sprintf("array: %v: launch: %v", r, err))
+		}
+	}
+	return true
+}
+
+// colReducePlan is an eager reduction's column kernel and its launch:
+// grid (tiles, parts) of block, each part reducing chunk indices of the
+// range, then, with parts > 1, the final pass on finalTiles blocks.
+type colReducePlan struct {
+	kern                *inductor.ReduceKernel
+	geo                 inductor.ColGeometry
+	tiles, parts, chunk int
+	finalTiles          int
+	block               cuda.Dim3
+}
+
+// planColReduce plans gpuReduceColumns' kernel for an input of dtype in
+// laid out as the kept and reduced shapes and strides say; aligned reports
+// whether the input can be read 4 outputs at a time (ColAligned). ok is
+// false for layouts the row form reads better.
+func planColReduce(r ir.Reducer, in ir.DType, k ir.Kind, out ir.DType, keptShape, keptStrides, redShape, redStrides []int, aligned func(*inductor.ColGeometry) bool) (p colReducePlan, ok bool) {
+	nOut, nRed := ir.Numel(keptShape), ir.Numel(redShape)
 	shape := append(append([]int(nil), keptShape...), redShape...)
 	red := make([]bool, len(shape))
 	outStrides := make([]int, len(shape))
@@ -151,36 +195,28 @@ func gpuReduceColumns(r ir.Reducer, x *Array, k ir.Kind, keptShape, keptStrides,
 	// element: the column form's walk in its row layout (a block an
 	// output) steps through them without.
 	if !ok || !column && geo.RedRank < 2 || nRed <= 1 {
-		return false
+		return p, false
 	}
-	g := res.st.gpu.g
 	kInner := int(geo.KeptSize[geo.KeptRank-1])
-	vec4 := geo.KeptStride[0][geo.KeptRank-1] == 1 && ColAligned(&geo, 0, x)
-	tx, ty, vec := inductor.ColLaunch(column, kInner, nRed, vec4)
-	kern := &inductor.ReduceKernel{Reducer: r, In: x.dtype, Kind: k, Out: res.dtype, TX: tx, TY: ty, Vec: vec, Unroll: reduceColUnroll}
-	gen := reduceSource(kern)
-	fn := g.kernel(kern.Name(), gen)
-	tiles := (nOut + tx*vec - 1) / (tx * vec)
-	parts, chunk := inductor.ColParts(tiles, nRed, ty, reduceColTarget)
-	partial := reducePartials(res, kern, nOut, parts)
-	geoBytes := geo.Bytes()
-	args := g.GetArgs()
-	defer g.PutArgs(args)
-	reduceArgs(args, nOut, nRed, chunk, x, res, partial)
-	args.Bytes(geoBytes, 8)
-	block := cuda.Dim3{X: uint32(tx), Y: uint32(ty), Z: 1}
-	if err := g.stream.Launch(fn, cuda.Dim3{X: uint32(tiles), Y: uint32(parts), Z: 1}, block, 0, args); err != nil {
-		panic(fmt.Sprintf("array: %v: launch: %v", r, err))
+	vec4 := geo.KeptStride[0][geo.KeptRank-1] == 1 && aligned(&geo)
+	tx, ty, vec := inductor.ColLaunch(column, kInner, nOut, nRed, vec4)
+	p.kern = &inductor.ReduceKernel{Reducer: r, In: in, Kind: k, Out: out, TX: tx, TY: ty, Vec: vec, Rows: !column, Unroll: reduceColUnroll}
+	p.geo = geo
+	p.tiles = (nOut + tx*vec - 1) / (tx * vec)
+	p.parts, p.chunk = inductor.ColParts(p.tiles, nRed, ty, reduceColTarget)
+	p.finalTiles = (nOut + tx - 1) / tx
+	p.block = ColBlock(tx, ty, !column)
+	return p, true
+}
+
+// ColBlock is the block of a column kernel launch of tx outputs by ty
+// threads down each range: the row form (rows) puts the range's threads
+// along x.
+func ColBlock(tx, ty int, rows bool) cuda.Dim3 {
+	if rows {
+		tx, ty = ty, tx
 	}
-	if parts > 1 {
-		final := g.kernel(kern.Name()+"_final", gen)
-		args.Reset().I64(int64(nOut)).I64(int64(parts)).I64(int64(nRed)).Ptr(partial.DevicePtr()).Ptr(res.DevicePtr()).Bytes(geoBytes, 8)
-		grid := cuda.Dim3{X: uint32((nOut + tx - 1) / tx), Y: 1, Z: 1}
-		if err := g.stream.Launch(final, grid, block, 0, args); err != nil {
-			panic(fmt.Sprintf("array: %v: launch: %v", r, err))
-		}
-	}
-	return true
+	return cuda.Dim3{X: uint32(tx), Y: uint32(ty), Z: 1}
 }
 
 // ColLayout is the geometry of a column kernel (inductor.ColGeometry) over
@@ -266,8 +302,28 @@ func ColLayout(shape []int, red []bool, strides [][]int, primary int, reorderRed
 		return m
 	}
 	kl, rl := least(ksh, kst[primary]), least(rsh, rst[primary])
-	return geo, kl < rl || (kl == rl && ir.Numel(rsh) == 1), true
+	column = kl < rl || (kl == rl && ir.Numel(rsh) == 1)
+	if !column && rl == 1 && ir.Numel(ksh) >= colShortRunOutputs {
+		// A unit-stride reduced run this short would leave most of a
+		// warp idle in the row form; in the column form each thread
+		// reads its run whole, and a warp's runs share cache lines.
+		for d, n := range rsh {
+			if st := rst[primary][d]; (st == 1 || st == -1) && n <= colShortRun {
+				column = true
+			}
+		}
+	}
+	return geo, column, true
 }
+
+// A reduction whose primary operand's unit-stride reduced dim holds at
+// most colShortRun elements takes the column form when it has at least
+// colShortRunOutputs outputs (enough threads to fill a GPU with one
+// output each).
+var (
+	colShortRun        = 16
+	colShortRunOutputs = 1 << 14 // a variable for tests
+)
 
 // ColAligned reports whether tensor i of the column geometry geo, x, can
 // be read 4 outputs at a time along its unit-stride inner kept dim: its

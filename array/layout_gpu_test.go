@@ -123,6 +123,7 @@ const harnessStubs = `#include <cmath>
 #define __restrict__
 #define __align__(n) alignas(n)
 #define __shared__ static
+#define __launch_bounds__(n)
 struct gc_dim3 { unsigned x, y, z; };
 static thread_local gc_dim3 blockIdx, threadIdx;
 static gc_dim3 gridDim, blockDim;
@@ -165,6 +166,32 @@ template <class F> void launch(unsigned grid, unsigned block, bool sync, F f) {
     });
   for (auto& t : ts) t.join();
 }
+
+// launch2 runs f over a grid of gx×gy blocks of bx×by threads, the
+// threads of a block concurrently, in step at each __syncthreads.
+template <class F> void launch2(unsigned gx, unsigned gy, unsigned bx, unsigned by, F f) {
+  gridDim = {gx, gy, 1};
+  blockDim = {bx, by, 1};
+  const unsigned n = bx * by;
+  std::barrier<> bar(n);
+  gc_bar = &bar;
+  std::vector<std::thread> ts;
+  for (unsigned t = 0; t < n; t++)
+    ts.emplace_back([&, t] {
+      threadIdx = {t % bx, t / bx, 0};
+      for (unsigned y = 0; y < gy; y++)
+        for (unsigned x = 0; x < gx; x++) {
+          blockIdx = {x, y, 0};
+          f();
+          bar.arrive_and_wait();
+        }
+    });
+  for (auto& t : ts) t.join();
+}
+
+// Warp shuffles: compiled, never run (kernels that use them are not run
+// here).
+template <class T> T __shfl_down_sync(unsigned, T v, int) { std::abort(); return v; }
 
 // load reads a tensor's buffer from dir/name into memory aligned to 64
 // bytes.

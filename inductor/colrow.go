@@ -2,6 +2,7 @@ package inductor
 
 import (
 	"fmt"
+	"math/bits"
 	"strings"
 
 	"gocompile/fuse"
@@ -15,9 +16,10 @@ import (
 // range TY indices apart. When the kept dims hold the operands' stride-1
 // dim (a reduction over dim 0 of a row-major matrix), adjacent threads read
 // adjacent elements: loads coalesce. When the reduced dims hold it, the
-// launch takes TX = 1 and a block walks one output's range, as a row kernel
-// does. The threads of a column combine their parts through shared memory
-// in a fixed tree, so results depend on the shape and launch only.
+// row form swaps the roles of x and y: a warp walks one output's range, as
+// a row kernel does, and a block takes TX outputs. The threads of a column
+// combine their parts through shared memory in a fixed tree, so results
+// depend on the shape and launch only.
 
 // ColGeometry is the layout of a column kernel's operands: the kept and
 // reduced sizes (row-major, each at least one dim) and, per operand, its
@@ -55,6 +57,16 @@ func colCommon(nops, nwalk int) string {
 	return fmt.Sprintf(`
 #define NOPS %d
 #define NWALK %d
+// A block's T_OUT threads take adjacent outputs and its T_RED threads
+// share a range. The column form has them along x and y; the row form
+// (ROWS 1) swaps them, so that a warp walks one output's range.
+#if ROWS
+#define T_OUT threadIdx.y
+#define T_RED threadIdx.x
+#else
+#define T_OUT threadIdx.x
+#define T_RED threadIdx.y
+#endif
 struct ColGeometry {
   long long krank; long long ksize[%[3]d];
   long long rrank; long long rsize[%[3]d];
@@ -119,14 +131,14 @@ struct ColWalk {
 template <typename T, typename C> __device__ __forceinline__ T col_allreduce(T v, C c) {
   if (TY == 1) return v;
   __shared__ T part[TY][TX];
-  part[threadIdx.y][threadIdx.x] = v;
+  part[T_RED][T_OUT] = v;
   __syncthreads();
   #pragma unroll
   for (int s = TY / 2; s > 0; s >>= 1) {
-    if (threadIdx.y < s) part[threadIdx.y][threadIdx.x] = c(part[threadIdx.y][threadIdx.x], part[threadIdx.y + s][threadIdx.x]);
+    if (T_RED < s) part[T_RED][T_OUT] = c(part[T_RED][T_OUT], part[T_RED + s][T_OUT]);
     __syncthreads();
   }
-  v = part[0][threadIdx.x];
+  v = part[0][T_OUT];
   __syncthreads();
   return v;
 }
@@ -161,6 +173,10 @@ type ColKernel struct {
 	Access []ColAccess // per input
 	TX, TY int         // threads per block: TX outputs (powers of two)
 	Vec    int         // outputs per thread: 1, or 4 with ColVec inputs
+	// Rows is the row form, for inputs that are contiguous along the
+	// reduced dims: a block's TY threads of an output are its x threads
+	// (a warp walks one output's range) and the launch's block is TY×TX.
+	Rows bool
 	// Split makes each of grid.y blocks of a column reduce a chunk of the
 	// reduced range into partial accumulators (CanSplit regions), combined
 	// by Name()+"_final".
@@ -180,6 +196,9 @@ func (k *ColKernel) Name() string {
 		fmt.Fprintf(&b, "_%s%c%s", in.DType, "vsu"[k.access(i)], in.Kind)
 	}
 	fmt.Fprintf(&b, "_%s_to_%s_x%dy%dv%d", k.Row.Compute, k.Row.Out, k.TX, k.TY, k.Vec)
+	if k.Rows {
+		b.WriteString("r")
+	}
 	if k.Split {
 		b.WriteString("_split")
 	}
@@ -226,7 +245,7 @@ func (k *ColKernel) body() (string, error) {
 	outIdx := nIn // the output's operand index
 	outType := storageC(row.Out)
 	var b strings.Builder
-	fmt.Fprintf(&b, "\n#define TX %d\n#define TY %d\n#define VEC %d\n#define UNROLL %d\n", k.TX, k.TY, k.Vec, ColUnroll)
+	fmt.Fprintf(&b, "\n#define TX %d\n#define TY %d\n#define VEC %d\n#define UNROLL %d\n#define ROWS %d\n", k.TX, k.TY, k.Vec, ColUnroll, b2i(k.Rows))
 	b.WriteString(colCommon(nIn+1, max(nwalk, 1)))
 	b.WriteString(stageCombines(row.Stages))
 
@@ -244,7 +263,7 @@ func (k *ColKernel) body() (string, error) {
 	params = append(params, "ColGeometry g")
 	fmt.Fprintf(&b, "\nextern \"C\" __global__ void __launch_bounds__(TX * TY) %s(\n    %s) {\n", k.Name(), strings.Join(params, ",\n    "))
 	b.WriteString(`  // This thread's outputs: VEC of them from o0.
-  const long long o0 = ((long long)blockIdx.x * TX + threadIdx.x) * VEC;
+  const long long o0 = ((long long)blockIdx.x * TX + T_OUT) * VEC;
   const bool live = o0 < nOut;
   long long kb[NOPS];
   col_kept(g, live ? o0 : 0, kb);
@@ -301,7 +320,7 @@ func (k *ColKernel) body() (string, error) {
 	// and then one at a time.
 	walk := func(body string, e *ir.Expr) string {
 		var l strings.Builder
-		l.WriteString("  if (live) {\n    ColWalk w;\n    w.seek(g, rlo + threadIdx.y);\n    long long r = rlo + threadIdx.y;\n")
+		l.WriteString("  if (live) {\n    ColWalk w;\n    w.seek(g, rlo + T_RED);\n    long long r = rlo + T_RED;\n")
 		for _, n := range []int{ColUnroll, 1} {
 			if n > 1 {
 				fmt.Fprintf(&l, "    for (; r + (long long)(%d - 1) * TY < rhi; r += %d * TY) {\n", n, n)
@@ -344,18 +363,18 @@ func (k *ColKernel) body() (string, error) {
 		b.WriteString(walk(fmt.Sprintf("          acc%[1]d[v] = combine%[1]d()(acc%[1]d[v], (%[2]s)(%[3]s));\n", s, A, e), st.Expr))
 		fmt.Fprintf(&b, "  for (int v = 0; v < VEC; v++) acc%d[v] = col_allreduce(acc%[1]d[v], combine%[1]d());\n", s)
 		if k.Split {
-			fmt.Fprintf(&b, "  if (live && threadIdx.y == 0)\n    for (int v = 0; v < VEC; v++) partial[(long long)blockIdx.y * nOut + o0 + v] = acc%d[v];\n}\n", s)
+			fmt.Fprintf(&b, "  if (live && T_RED == 0)\n    for (int v = 0; v < VEC; v++) partial[(long long)blockIdx.y * nOut + o0 + v] = acc%d[v];\n}\n", s)
 			fmt.Fprintf(&b, `
 // The second pass: each output's partial accumulators, combined in a
 // fixed order.
 extern "C" __global__ void __launch_bounds__(TX * TY) %s_final(
     long long nOut, long long parts, long long nRed, const %s* __restrict__ partial, %s* __restrict__ out, ColGeometry g) {
-  const long long o = (long long)blockIdx.x * TX + threadIdx.x;
+  const long long o = (long long)blockIdx.x * TX + T_OUT;
   %s acc = %s;
   if (o < nOut)
-    for (long long p = threadIdx.y; p < parts; p += TY) acc = combine%d()(acc, partial[p * nOut + o]);
+    for (long long p = T_RED; p < parts; p += TY) acc = combine%d()(acc, partial[p * nOut + o]);
   acc = col_allreduce(acc, combine%[6]d());
-  if (o < nOut && threadIdx.y == 0) {
+  if (o < nOut && T_RED == 0) {
     long long kb[NOPS];
     col_kept(g, o, kb);
     out[kb[%[7]d]] = %[8]s;
@@ -373,7 +392,7 @@ extern "C" __global__ void __launch_bounds__(TX * TY) %s_final(
 			return "", fmt.Errorf("column kernel %s: no root", row.Label)
 		}
 		last := len(row.Stages) - 1
-		fmt.Fprintf(&b, "  if (live && threadIdx.y == 0)\n    for (int v = 0; v < VEC; v++) out[kb[%d] + v * g.kstride[%[1]d][g.krank - 1]] = %s;\n}\n",
+		fmt.Fprintf(&b, "  if (live && T_RED == 0)\n    for (int v = 0; v < VEC; v++) out[kb[%d] + v * g.kstride[%[1]d][g.krank - 1]] = %s;\n}\n",
 			outIdx, storeC(fmt.Sprintf("rv%d[v]", last), row.Stages[last].Kind, row.Out))
 		return b.String(), nil
 	}
@@ -396,25 +415,40 @@ func (k *ColKernel) finish(acc string, st RowStage) string {
 	return acc
 }
 
-// ColLaunch picks a column kernel's block for a reduced range of nRed
-// indices. In the column form (column set) a thread takes vec outputs (4
-// when vec4, the operands being aligned for it, and the innermost kept dim
-// of kInner elements divides by 4), TX threads take adjacent outputs (up
-// to 32, no more than the innermost kept dim holds) and TY threads share a
-// column, 256 threads a block unless the reduced range is short. In the
-// row form a block of up to 256 threads walks one output's range.
-func ColLaunch(column bool, kInner, nRed int, vec4 bool) (tx, ty, vec int) {
+// ColLaunch picks a column kernel's block for nOut outputs over reduced
+// ranges of nRed indices. Both forms aim each thread at ColSteps indices
+// of the range, so that short ranges still keep several loads in flight a
+// thread, and take 256 threads a block where the outputs fill them.
+//
+// In the column form (column set) a thread takes vec outputs (4 when
+// vec4, the operands being aligned for it, and the innermost kept dim of
+// kInner elements divides by 4), TX threads take adjacent outputs (at
+// least 32 where there are as many) and TY threads share a column.
+//
+// In the row form (the launch's Rows) TY threads, a warp at least, walk
+// each output's range and a block takes TX outputs.
+func ColLaunch(column bool, kInner, nOut, nRed int, vec4 bool) (tx, ty, vec int) {
 	if !column {
-		return 1, min(256, max(32, pow2Ceil(nRed))), 1
+		ty = min(colBlock, max(32, pow2Ceil((nRed+ColSteps-1)/ColSteps)))
+		return max(1, min(colBlock/ty, pow2Ceil(nOut))), ty, 1
 	}
 	vec = 1
 	if vec4 && kInner%4 == 0 {
 		vec = 4
 	}
-	tx = min(32, pow2Ceil((kInner+vec-1)/vec))
-	ty = max(1, min(256/tx, pow2Ceil(nRed)))
+	lanes := pow2Ceil((nOut + vec - 1) / vec)
+	ty = max(1, min(pow2Floor(nRed/ColSteps), colBlock/min(32, lanes)))
+	tx = max(1, min(colBlock/ty, lanes))
 	return tx, ty, vec
 }
+
+// ColSteps is how many indices of a reduced range a column kernel's
+// launch aims to give each thread.
+const ColSteps = 4 * ColUnroll
+
+// colBlock is the threads of a column kernel's block, unless the outputs
+// are too few to fill it.
+const colBlock = 256
 
 // ColParts splits the reduced range of a launch of tiles blocks across
 // grid.y parts of chunk indices each, so that about target blocks run
@@ -438,21 +472,34 @@ func ColParts(tiles, nRed, ty, target int) (parts, chunk int) {
 const DefaultColTarget = 1024
 
 // ColLaunchFused picks the block of a fused column kernel that cannot
-// split its reduced range (several stages): one output a thread, and as
-// many threads down each column as it takes to fill a device of about
-// 256k resident threads, at most 1024 a block (Vec 1: 4 outputs a
-// thread is untimed for these kernels; this is the shape measured on an
-// H200).
+// split its reduced range (several stages): ColLaunch's with one output a
+// thread, and as many more threads down each range as it takes to fill a
+// device of about 256k resident threads, at most 1024 a block (Vec 1: 4
+// outputs a thread is untimed for these kernels; this is the shape
+// measured on an H200).
 func ColLaunchFused(column bool, kInner, nOut, nRed int) (tx, ty int) {
-	tx, ty, _ = ColLaunch(column, kInner, nRed, false)
-	if !column {
-		return tx, ty
-	}
+	tx, ty, _ = ColLaunch(column, kInner, nOut, nRed, false)
 	tiles := (nOut + tx - 1) / tx
 	for ty < 1024/tx && ty < pow2Ceil(nRed) && tiles*tx*ty < 1<<18 {
 		ty *= 2
 	}
 	return tx, ty
+}
+
+// pow2Floor is the largest power of two at most n, or 0.
+func pow2Floor(n int) int {
+	if n < 1 {
+		return 0
+	}
+	return 1 << (bits.Len(uint(n)) - 1)
+}
+
+// b2i is 1 for true, for C macros.
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func pow2Ceil(n int) int {

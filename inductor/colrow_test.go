@@ -138,14 +138,24 @@ func TestColLaunchAndParts(t *testing.T) {
 	}
 	for _, column := range []bool{true, false} {
 		for _, kInner := range []int{1, 2, 4, 6, 64, 8192} {
-			for _, nRed := range []int{1, 3, 1000, 1 << 20} {
-				tx, ty, vec := ColLaunch(column, kInner, nRed, true)
-				pow2 := func(n int) bool { return n > 0 && n&(n-1) == 0 }
-				if !pow2(tx) || !pow2(ty) || tx*ty > 256 || tx > 32 || (vec == 4) != (column && kInner%4 == 0) {
-					t.Errorf("column %v, kInner %d, nRed %d: %dx%d vec %d", column, kInner, nRed, tx, ty, vec)
-				}
-				if !column && tx != 1 {
-					t.Errorf("row form with %d outputs a block", tx)
+			for _, nOut := range []int{1, 3, kInner, 1 << 20} {
+				for _, nRed := range []int{1, 3, 15, 16, 100, 1000, 1 << 20} {
+					tx, ty, vec := ColLaunch(column, kInner, max(nOut, kInner), nRed, true)
+					pow2 := func(n int) bool { return n > 0 && n&(n-1) == 0 }
+					if !pow2(tx) || !pow2(ty) || tx*ty > 256 || (vec == 4) != (column && kInner%4 == 0) {
+						t.Errorf("column %v, kInner %d, nOut %d, nRed %d: %dx%d vec %d", column, kInner, nOut, nRed, tx, ty, vec)
+					}
+					steps := (nRed + ty - 1) / ty // indices a thread walks
+					switch {
+					case !column && ty < 32:
+						t.Errorf("row form with %d threads an output: less than a warp", ty)
+					case column && ty > 1 && steps < ColSteps:
+						t.Errorf("column %v, nRed %d: %d threads down a column walk %d indices each", column, nRed, ty, steps)
+					case nOut >= 1<<20 && tx*ty != 256:
+						t.Errorf("column %v, nOut %d, nRed %d: a block of %dx%d", column, nOut, nRed, tx, ty)
+					case column && nOut >= 1<<20 && tx < 32:
+						t.Errorf("column %v, nRed %d: %d adjacent outputs a block", column, nRed, tx)
+					}
 				}
 			}
 		}

@@ -24,9 +24,10 @@ type ReduceKernel struct {
 	// contiguous reduced range before it accumulates any (0:
 	// DefaultReduceUnroll).
 	Unroll int
-	// TX > 0 selects the column form (see ColSource): blocks of TX×TY
-	// threads, Vec outputs a thread.
+	// TX > 0 selects the column kernel (see colSource): blocks of TX×TY
+	// threads, Vec outputs a thread; Rows, its row form (see ColKernel).
 	TX, TY, Vec int
+	Rows        bool
 }
 
 // DefaultReduceUnroll is the Unroll of reductions that set none.
@@ -47,6 +48,9 @@ func (k *ReduceKernel) Name() string {
 	}
 	if k.TX > 0 {
 		name += fmt.Sprintf("_col_x%dy%dv%d", k.TX, k.TY, k.Vec)
+		if k.Rows {
+			name += "r"
+		}
 	}
 	return name
 }
@@ -303,7 +307,7 @@ func (k *ReduceKernel) colSource() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "// gocompile eager column kernel for reduction %q of %v, accumulating in %v\n", k.Reducer.String(), k.In, kindC(k.Kind))
 	b.WriteString(cudaPrelude)
-	fmt.Fprintf(&b, "\n#define TX %d\n#define TY %d\n#define VEC %d\n#define UNROLL %d\n", k.TX, k.TY, k.Vec, k.unroll())
+	fmt.Fprintf(&b, "\n#define TX %d\n#define TY %d\n#define VEC %d\n#define UNROLL %d\n#define ROWS %d\n", k.TX, k.TY, k.Vec, k.unroll(), b2i(k.Rows))
 	b.WriteString(colCommon(2, 1))
 	b.WriteString(k.parts())
 	b.WriteString("struct PartMerge { __device__ __forceinline__ Part operator()(Part a, Part b) const { return part_merge(a, b); } };\n\n")
@@ -330,7 +334,7 @@ func (k *ReduceKernel) colSource() string {
     %[3]s* __restrict__ out, Acc* __restrict__ partial, ColGeometry g) {
   // This thread's outputs: VEC of them from o0, over part blockIdx.y of
   // the reduced range.
-  const long long o0 = ((long long)blockIdx.x * TX + threadIdx.x) * VEC;
+  const long long o0 = ((long long)blockIdx.x * TX + T_OUT) * VEC;
   const bool live = o0 < nOut;
   long long kb[NOPS];
   col_kept(g, live ? o0 : 0, kb);
@@ -342,8 +346,8 @@ func (k *ReduceKernel) colSource() string {
     const %[2]s* px = x + kb[0];
     const long long ks = g.kstride[0][g.krank - 1];
     ColWalk w;
-    w.seek(g, rlo + threadIdx.y);
-    long long r = rlo + threadIdx.y;
+    w.seek(g, rlo + T_RED);
+    long long r = rlo + T_RED;
     for (; r + (long long)(UNROLL - 1) * TY < rhi; r += UNROLL * TY) {
       long long off[UNROLL];
       #pragma unroll
@@ -358,7 +362,7 @@ func (k *ReduceKernel) colSource() string {
   }
   #pragma unroll
   for (int v = 0; v < VEC; v++) a[v] = col_allreduce(a[v], PartMerge());
-  if (live && threadIdx.y == 0) {
+  if (live && T_RED == 0) {
     #pragma unroll
     for (int v = 0; v < VEC; v++) {
       if (gridDim.y == 1) out[kb[1] + v * g.kstride[1][g.krank - 1]] = finish(part_acc(a[v]), nRed);
@@ -370,12 +374,12 @@ func (k *ReduceKernel) colSource() string {
 // The final pass merges each output's partials in a fixed order.
 extern "C" __global__ void __launch_bounds__(TX * TY) %[1]s_final(
     long long nOut, long long parts, long long nRed, const Acc* __restrict__ partial, %[3]s* __restrict__ out, ColGeometry g) {
-  const long long o = (long long)blockIdx.x * TX + threadIdx.x;
+  const long long o = (long long)blockIdx.x * TX + T_OUT;
   Part a = part_empty();
   if (o < nOut)
-    for (long long p = threadIdx.y; p < parts; p += TY) a = part_merge(a, part_of(partial[p * nOut + o]));
+    for (long long p = T_RED; p < parts; p += TY) a = part_merge(a, part_of(partial[p * nOut + o]));
   a = col_allreduce(a, PartMerge());
-  if (o < nOut && threadIdx.y == 0) {
+  if (o < nOut && T_RED == 0) {
     long long kb[NOPS];
     col_kept(g, o, kb);
     out[kb[1]] = finish(part_acc(a), nRed);

@@ -131,7 +131,8 @@ func (s *rowStep) dimsOpByOp(args []*array.Array, full []int, nOut, nRed int) bo
 // and then the output, laid out by array.ColLayout. It reports false,
 // launching nothing, when the region would run on too few blocks to fill
 // the device (few outputs over long reduced ranges in a region that cannot
-// split them): the eager ops split them.
+// split them: the eager ops split them), or would read a large input
+// uncoalesced (crossesLayout).
 func (s *rowStep) runDimsGPU(args []*array.Array, full []int, nOut, nRed int, res *array.Array, q *array.LaunchQueue) bool {
 	g := res.GPU()
 	red := make([]bool, len(full))
@@ -178,8 +179,9 @@ func (s *rowStep) runDimsGPU(args []*array.Array, full []int, nOut, nRed int, re
 		}
 		k.Access = append(k.Access, acc)
 	}
+	k.Rows = !column
 	if k.Row.CanSplit() {
-		k.TX, k.TY, k.Vec = inductor.ColLaunch(column, int(geo.KeptSize[kr]), nRed, vec4)
+		k.TX, k.TY, k.Vec = inductor.ColLaunch(column, int(geo.KeptSize[kr]), nOut, nRed, vec4)
 	} else {
 		k.TX, k.TY = inductor.ColLaunchFused(column, int(geo.KeptSize[kr]), nOut, nRed)
 		k.Vec = 1
@@ -191,6 +193,9 @@ func (s *rowStep) runDimsGPU(args []*array.Array, full []int, nOut, nRed int, re
 			}
 		}
 	}
+	if crossesLayout(&geo, args, primary) {
+		return false
+	}
 	tiles := (nOut + k.TX*k.Vec - 1) / (k.TX * k.Vec)
 	parts, chunk := 1, nRed
 	if k.Row.CanSplit() {
@@ -201,7 +206,7 @@ func (s *rowStep) runDimsGPU(args []*array.Array, full []int, nOut, nRed int, re
 	k.Split = parts > 1
 	title := "fused " + s.r.Root.Op.Title
 	grid := cuda.Dim3{X: uint32(tiles), Y: uint32(parts), Z: 1}
-	block := cuda.Dim3{X: uint32(k.TX), Y: uint32(k.TY), Z: 1}
+	block := array.ColBlock(k.TX, k.TY, k.Rows)
 	geoBytes := geo.Bytes()
 	if k.Split {
 		q.Drain()
@@ -242,4 +247,35 @@ func (s *rowStep) runDimsGPU(args []*array.Array, full []int, nOut, nRed int, re
 		}
 	}, append([]*array.Array{res}, args...)...)
 	return true
+}
+
+// crossesLayout reports whether an input of at least a quarter of the
+// primary input's size steps by one element along another dim than the
+// primary one (a permuted operand beside a contiguous one): one kernel
+// walks both in the primary's order and reads it uncoalesced, where the
+// eager ops lay each intermediate out for the next.
+func crossesLayout(geo *inductor.ColGeometry, args []*array.Array, primary int) bool {
+	unit := func(i int) int { // the dim of unit stride: kept d, or reduced d as MaxRank+d; -1 if none
+		for d := range geo.KeptRank {
+			if st := geo.KeptStride[i][d]; (st == 1 || st == -1) && geo.KeptSize[d] > 1 {
+				return d
+			}
+		}
+		for d := range geo.RedRank {
+			if st := geo.RedStride[i][d]; (st == 1 || st == -1) && geo.RedSize[d] > 1 {
+				return inductor.MaxRank + d
+			}
+		}
+		return -1
+	}
+	p := unit(primary)
+	for i, t := range args {
+		if i == primary || 4*t.Numel() < args[primary].Numel() {
+			continue
+		}
+		if u := unit(i); p >= 0 && u >= 0 && u != p {
+			return true
+		}
+	}
+	return false
 }
