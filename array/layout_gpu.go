@@ -216,10 +216,20 @@ func planLayout(k *inductor.PointwiseKernel, n int, shape []int, strides [][]int
 	// at a time starts its rows equally misaligned: the head peels that.
 	geo := &inductor.LayoutGeometry{Sizes: shape, Strides: strides}
 	if !k.Tile {
-		vec, head := true, -1
+		// Rows misaligned differently (outer strides not multiples of
+		// VectorWidth) take a head per row when every vector tensor's
+		// rows are misaligned as the first output's.
+		vec, head, rowHead := true, -1, false
 		check := func(st []int, lt layoutTensor) {
-			for _, s := range st[:r-1] {
-				vec = vec && s%inductor.VectorWidth == 0
+			for d, s := range st[:r-1] {
+				switch {
+				case !unitOut:
+					vec = vec && s%inductor.VectorWidth == 0
+				case (s-strides[0][d])%inductor.VectorWidth != 0:
+					vec = false
+				case s%inductor.VectorWidth != 0:
+					rowHead = true
+				}
 			}
 			if lt.ptr%uintptr(lt.size) != 0 {
 				vec = false
@@ -247,7 +257,7 @@ func planLayout(k *inductor.PointwiseKernel, n int, shape []int, strides [][]int
 			t++
 		}
 		if vec && head >= 0 {
-			geo.Vec, geo.Head = true, head
+			geo.Vec, geo.Head, geo.RowHead = true, head, rowHead
 		}
 	}
 	// 32-bit indices and offsets when every index and offset fits.

@@ -253,6 +253,11 @@ func TestPointwiseLayoutsOnCPU(t *testing.T) {
 		exec.Command(cxx, "-fsanitize=address", "-o", probe, probe+".cpp").Run() == nil {
 		flags = append(flags, "-fsanitize=address")
 	}
+	// UndefinedBehaviorSanitizer's alignment check catches a vector
+	// access the GPU would fault on.
+	if exec.Command(cxx, "-fsanitize=alignment", "-o", probe, probe+".cpp").Run() == nil {
+		flags = append(flags, "-fsanitize=alignment", "-fno-sanitize-recover=alignment")
+	}
 	edges, cases := []int{0, 64}, 160
 	if testing.Short() {
 		edges, cases = edges[:1], 60
@@ -391,6 +396,8 @@ func testLayoutsOnCPU(t *testing.T, cxx string, flags []string, seed uint64, nca
 		switch {
 		case k.Tile:
 			mode = "tile"
+		case k.Strided && geo.Vec && geo.RowHead:
+			mode = "nd-rowhead"
 		case k.Strided && geo.Vec && geo.Head > 0:
 			mode = "nd-head"
 		case k.Strided:
@@ -451,7 +458,7 @@ func testLayoutsOnCPU(t *testing.T, cxx string, flags []string, seed uint64, nca
 		c.call = call.String()
 		cases = append(cases, c)
 	}
-	for _, m := range []string{"dense", "nd", "nd-head", "tile"} {
+	for _, m := range []string{"dense", "nd", "nd-head", "nd-rowhead", "tile"} {
 		if modes[m] == 0 {
 			t.Errorf("no case ran a %s kernel: %v", m, modes)
 		}

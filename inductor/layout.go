@@ -102,6 +102,12 @@ type LayoutGeometry struct {
 	// are then aligned for vector access (N-d kernels only).
 	Head int
 	Vec  bool
+	// RowHead makes the head differ by row: each row's chunks start
+	// (Head + the first output's offset of the row) mod VectorWidth
+	// elements before it, for rows misaligned differently (a row length
+	// that is not a multiple of VectorWidth) but alike in every vector
+	// tensor.
+	RowHead bool
 }
 
 // Work is the number of work items of k over g: chunks of an N-d kernel,
@@ -126,7 +132,11 @@ func (k *PointwiseKernel) work(g *LayoutGeometry) (count, a, b int64) {
 		b = (int64(g.Sizes[r-2]) + t - 1) / t
 		return rows / int64(g.Sizes[r-2]) * a * b, a, b
 	}
-	a = (int64(g.Sizes[r-1]+g.Head) + VectorWidth - 1) / VectorWidth
+	head := g.Head
+	if g.RowHead {
+		head = VectorWidth - 1 // the most any row's head can be
+	}
+	a = (int64(g.Sizes[r-1]+head) + VectorWidth - 1) / VectorWidth
 	return rows * a, a, 1
 }
 
@@ -160,8 +170,11 @@ func (k *PointwiseKernel) Bytes(g *LayoutGeometry) []byte {
 			b = binary.LittleEndian.AppendUint64(b, uint64(s))
 		}
 	}
-	vec := int64(0)
-	if g.Vec {
+	vec := int64(0) // the kernel's g.vec: 1 aligned chunks, 2 with a head per row
+	switch {
+	case g.Vec && g.RowHead:
+		vec = 2
+	case g.Vec:
 		vec = 1
 	}
 	b = putInt64s(b, sizes...)
@@ -338,8 +351,10 @@ func (c *kernelCtx) ndBody(b *strings.Builder, geo map[int]int, offsets func(ind
 	fmt.Fprintf(b, "  for (%[1]s q = (%[1]s)blockIdx.x * blockDim.x + threadIdx.x; q < (%[1]s)g.count; q += (%[1]s)gridDim.x * blockDim.x) {\n", I)
 	if r > 1 {
 		fmt.Fprintf(b, "    %s row = %s;\n", I, div("q", r))
-		fmt.Fprintf(b, "    const %s c0 = (%s)((q - row * (%s)nchunk) * %d) - (%s)g.head;\n", O, O, I, VectorWidth, O)
+		fmt.Fprintf(b, "    const %s cq = (%s)(q - row * (%s)nchunk);\n", O, O, I)
 		offsets("    ", "row", r-2)
+		b.WriteString("    // The head: the same for every row, or (g.vec 2) by the first output's offset.\n")
+		fmt.Fprintf(b, "    const %s c0 = cq * %d - (g.vec == 2 ? (%s)((g.head + o0) & %d) : (%s)g.head);\n", O, VectorWidth, O, VectorWidth-1, O)
 	} else {
 		fmt.Fprintf(b, "    const %s c0 = (%s)(q * %d) - (%s)g.head;\n", O, O, VectorWidth, O)
 		offsets("    ", "q", -1)
