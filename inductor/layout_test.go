@@ -24,7 +24,7 @@ func TestLayoutKernelSources(t *testing.T) {
 			Operands: []Operand{f32(InnerContiguous), f32(InnerBroadcast)}},
 			[]string{"_nd4_i32", "gc_div(q, g.magic[4], g.shift[4])", "gc_div(row, g.magic[2], g.shift[2])",
 				"*(const V4<float>*)(x0 + o1)", "const float e1 = (float)(x1[o2]);", "*(V4<float>*)(out + o0) = r0;",
-				"- (int)g.head", "if (g.vec && c0 >= 0 && c0 + 4 <= S)", "if (c0 + j < 0 || c0 + j >= S) continue;",
+				"(int)((g.head + o0) & 3) : (int)g.head", "if (g.vec && c0 >= 0 && c0 + 4 <= S)", "if (c0 + j < 0 || c0 + j >= S) continue;",
 				"long long stride[3][4];"},
 			[]string{" / g.size", "%", "__shared__"}},
 		{"nd 64-bit strided output", &PointwiseKernel{Strided: true, Rank: 2, OutStrided: true,
