@@ -149,29 +149,38 @@ func gpuReduceColumns(r ir.Reducer, x *Array, k ir.Kind, keptShape, keptStrides,
 	defer g.PutArgs(args)
 	reduceArgs(args, nOut, nRed, p.chunk, x, res, partial)
 	args.Bytes(geoBytes, 8)
-	if err := g.stream.Launch(fn, cuda.Dim3{X: uint32(p.tiles), Y: uint32(p.parts), Z: 1}, p.block, 0, args); err != nil {
+	bx, by := p.kern.Block()
+	block := cuda.Dim3{X: uint32(bx), Y: uint32(by), Z: 1}
+	if err := g.stream.Launch(fn, cuda.Dim3{X: uint32(p.tiles()), Y: uint32(p.parts), Z: 1}, block, 0, args); err != nil {
 		panic(fmt.Sprintf("array: %v: launch: %v", r, err))
 	}
 	if p.parts > 1 {
 		final := g.kernel(p.kern.Name()+"_final", gen)
 		args.Reset().I64(int64(nOut)).I64(int64(p.parts)).I64(int64(nRed)).Ptr(partial.DevicePtr()).Ptr(res.DevicePtr()).Bytes(geoBytes, 8)
-		if err := g.stream.Launch(final, cuda.Dim3{X: uint32(p.finalTiles), Y: 1, Z: 1}, p.block, 0, args); err != nil {
+		if err := g.stream.Launch(final, cuda.Dim3{X: uint32(p.finalTiles()), Y: 1, Z: 1}, block, 0, args); err != nil {
 			panic(fmt.Sprintf("array: %v: launch: %v", r, err))
 		}
 	}
 	return true
 }
 
-// colReducePlan is an eager reduction's column kernel and its launch:
-// grid (tiles, parts) of block, each part reducing chunk indices of the
-// range, then, with parts > 1, the final pass on finalTiles blocks.
+// colReducePlan is an eager reduction's column kernel and its launch over
+// nOut outputs: tiles() by parts blocks of the kernel's Block, each part
+// reducing chunk indices of the range, then, with parts > 1, the final
+// pass on finalTiles() blocks.
 type colReducePlan struct {
-	kern                *inductor.ReduceKernel
-	geo                 inductor.ColGeometry
-	tiles, parts, chunk int
-	finalTiles          int
-	block               cuda.Dim3
+	kern               *inductor.ReduceKernel
+	geo                inductor.ColGeometry
+	nOut, parts, chunk int
 }
+
+// tiles is the grid's x: TX·Vec outputs a block.
+func (p *colReducePlan) tiles() int {
+	return (p.nOut + p.kern.TX*p.kern.Vec - 1) / (p.kern.TX * p.kern.Vec)
+}
+
+// finalTiles is the final pass's grid: TX outputs a block.
+func (p *colReducePlan) finalTiles() int { return (p.nOut + p.kern.TX - 1) / p.kern.TX }
 
 // planColReduce plans gpuReduceColumns' kernel for an input of dtype in
 // laid out as the kept and reduced shapes and strides say; aligned reports
@@ -201,22 +210,9 @@ func planColReduce(r ir.Reducer, in ir.DType, k ir.Kind, out ir.DType, keptShape
 	vec4 := geo.KeptStride[0][geo.KeptRank-1] == 1 && aligned(&geo)
 	tx, ty, vec := inductor.ColLaunch(column, kInner, nOut, nRed, vec4)
 	p.kern = &inductor.ReduceKernel{Reducer: r, In: in, Kind: k, Out: out, TX: tx, TY: ty, Vec: vec, Rows: !column, Unroll: reduceColUnroll}
-	p.geo = geo
-	p.tiles = (nOut + tx*vec - 1) / (tx * vec)
-	p.parts, p.chunk = inductor.ColParts(p.tiles, nRed, ty, reduceColTarget)
-	p.finalTiles = (nOut + tx - 1) / tx
-	p.block = ColBlock(tx, ty, !column)
+	p.geo, p.nOut = geo, nOut
+	p.parts, p.chunk = inductor.ColParts(p.tiles(), nRed, ty, reduceColTarget)
 	return p, true
-}
-
-// ColBlock is the block of a column kernel launch of tx outputs by ty
-// threads down each range: the row form (rows) puts the range's threads
-// along x.
-func ColBlock(tx, ty int, rows bool) cuda.Dim3 {
-	if rows {
-		tx, ty = ty, tx
-	}
-	return cuda.Dim3{X: uint32(tx), Y: uint32(ty), Z: 1}
 }
 
 // ColLayout is the geometry of a column kernel (inductor.ColGeometry) over

@@ -170,6 +170,7 @@ func TestColumnReductionsOnCPU(t *testing.T) {
 
 		p := c.plan
 		nOut, nRed := ir.Numel(c.keptShape), ir.Numel(c.redShape)
+		bx, by := p.kern.Block()
 		var lits []string
 		for _, x := range p.geo.Bytes() {
 			lits = append(lits, fmt.Sprint(x))
@@ -180,10 +181,10 @@ func TestColumnReductionsOnCPU(t *testing.T) {
 		fmt.Fprintf(&call, "    std::vector<%s> out(%d);\n    std::vector<Acc> partial(%d);\n", elem[c.out], nOut, nOut*p.parts)
 		fmt.Fprintf(&call, "    static const unsigned char gb[] = {%s};\n    ColGeometry g;\n    static_assert(sizeof g == sizeof gb);\n    std::memcpy(&g, gb, sizeof g);\n", strings.Join(lits, ","))
 		fmt.Fprintf(&call, "    launch2(%d, %d, %d, %d, [&] { %s(%d, %d, %d, (const %s*)(x + %d), out.data(), partial.data(), g); });\n",
-			p.tiles, p.parts, p.block.X, p.block.Y, p.kern.Name(), nOut, nRed, p.chunk, elem[c.in.dt], c.in.offset*c.in.dt.Size())
+			p.tiles(), p.parts, bx, by, p.kern.Name(), nOut, nRed, p.chunk, elem[c.in.dt], c.in.offset*c.in.dt.Size())
 		if p.parts > 1 {
 			fmt.Fprintf(&call, "    launch2(%d, 1, %d, %d, [&] { %s_final(%d, %d, %d, partial.data(), out.data(), g); });\n",
-				p.finalTiles, p.block.X, p.block.Y, p.kern.Name(), nOut, p.parts, nRed)
+				p.finalTiles(), bx, by, p.kern.Name(), nOut, p.parts, nRed)
 		}
 		fmt.Fprintf(&call, "    save(dir, %q, (const char*)out.data(), %d);\n  }\n", c.name+"_out.bin", nOut*c.out.Size())
 		fmt.Fprintf(&prog, "\nnamespace %s {\n%s\n}\n", c.name, c.src)
@@ -216,8 +217,8 @@ func TestColumnReductionsOnCPU(t *testing.T) {
 		for o := range w {
 			got := decode(c.out, b[o*es:])
 			if math.Abs(got-w[o]) > 1e-6*math.Max(1, math.Abs(w[o])) {
-				t.Errorf("%s: %v over dims %v of %v (strides %v, %v): %s launch %v×(%d,%d): output %d is %v, want %v",
-					c.name, c.r, c.red, c.shape, c.in.strides, c.in.dt, c.plan.kern.Name(), c.plan.block, c.plan.tiles, c.plan.parts, o, got, w[o])
+				t.Errorf("%s: %v over dims %v of %v (strides %v, %v): %s (rows %v) on (%d,%d) blocks: output %d is %v, want %v",
+					c.name, c.r, c.red, c.shape, c.in.strides, c.in.dt, c.plan.kern.Name(), c.plan.kern.Rows, c.plan.tiles(), c.plan.parts, o, got, w[o])
 				break
 			}
 		}

@@ -49,6 +49,30 @@ func (g *ColGeometry) Bytes() []byte {
 	return b
 }
 
+// colMacros defines a column kernel's launch for the C of colCommon: its
+// block of TX outputs by TY threads down each range, VEC outputs a thread,
+// UNROLL steps in flight, and the form (ROWS).
+func colMacros(tx, ty, vec, unroll int, rows bool) string {
+	r := 0
+	if rows {
+		r = 1
+	}
+	return fmt.Sprintf("\n#define TX %d\n#define TY %d\n#define VEC %d\n#define UNROLL %d\n#define ROWS %d\n", tx, ty, vec, unroll, r)
+}
+
+// colBlockDims is the block of a column kernel launch of tx outputs by ty
+// threads down each range: the row form puts the range's threads along x
+// (see T_OUT and T_RED in colCommon).
+func colBlockDims(tx, ty int, rows bool) (x, y int) {
+	if rows {
+		return ty, tx
+	}
+	return tx, ty
+}
+
+// Block is the kernel's block, x by y threads.
+func (k *ColKernel) Block() (x, y int) { return colBlockDims(k.TX, k.TY, k.Rows) }
+
 // colCommon is the C both column kernels share, for nops operands of which
 // the first nwalk are read along the reduced dims: the geometry, the kept
 // offsets of an output, the walk over the reduced range, and the combine
@@ -245,7 +269,7 @@ func (k *ColKernel) body() (string, error) {
 	outIdx := nIn // the output's operand index
 	outType := storageC(row.Out)
 	var b strings.Builder
-	fmt.Fprintf(&b, "\n#define TX %d\n#define TY %d\n#define VEC %d\n#define UNROLL %d\n#define ROWS %d\n", k.TX, k.TY, k.Vec, ColUnroll, b2i(k.Rows))
+	b.WriteString(colMacros(k.TX, k.TY, k.Vec, ColUnroll, k.Rows))
 	b.WriteString(colCommon(nIn+1, max(nwalk, 1)))
 	b.WriteString(stageCombines(row.Stages))
 
@@ -492,14 +516,6 @@ func pow2Floor(n int) int {
 		return 0
 	}
 	return 1 << (bits.Len(uint(n)) - 1)
-}
-
-// b2i is 1 for true, for C macros.
-func b2i(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 func pow2Ceil(n int) int {

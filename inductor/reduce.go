@@ -55,6 +55,9 @@ func (k *ReduceKernel) Name() string {
 	return name
 }
 
+// Block is the column form's block, x by y threads.
+func (k *ReduceKernel) Block() (x, y int) { return colBlockDims(k.TX, k.TY, k.Rows) }
+
 // AccBytes is the size of one partial accumulator.
 func (k *ReduceKernel) AccBytes() int { return 16 }
 
@@ -307,7 +310,7 @@ func (k *ReduceKernel) colSource() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "// gocompile eager column kernel for reduction %q of %v, accumulating in %v\n", k.Reducer.String(), k.In, kindC(k.Kind))
 	b.WriteString(cudaPrelude)
-	fmt.Fprintf(&b, "\n#define TX %d\n#define TY %d\n#define VEC %d\n#define UNROLL %d\n#define ROWS %d\n", k.TX, k.TY, k.Vec, k.unroll(), b2i(k.Rows))
+	b.WriteString(colMacros(k.TX, k.TY, k.Vec, k.unroll(), k.Rows))
 	b.WriteString(colCommon(2, 1))
 	b.WriteString(k.parts())
 	b.WriteString("struct PartMerge { __device__ __forceinline__ Part operator()(Part a, Part b) const { return part_merge(a, b); } };\n\n")

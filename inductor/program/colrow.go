@@ -206,7 +206,8 @@ func (s *rowStep) runDimsGPU(args []*array.Array, full []int, nOut, nRed int, re
 	k.Split = parts > 1
 	title := "fused " + s.r.Root.Op.Title
 	grid := cuda.Dim3{X: uint32(tiles), Y: uint32(parts), Z: 1}
-	block := array.ColBlock(k.TX, k.TY, k.Rows)
+	bx, by := k.Block()
+	block := cuda.Dim3{X: uint32(bx), Y: uint32(by), Z: 1}
 	geoBytes := geo.Bytes()
 	if k.Split {
 		q.Drain()
