@@ -137,10 +137,7 @@ func TestColumnReductionsOnCPU(t *testing.T) {
 			form += "-vec4"
 		}
 		forms[form]++
-		src := p.kern.Source()
-		src = strings.ReplaceAll(src, `asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));`, "f = gc_h2f(h);")
-		src = strings.ReplaceAll(src, `asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));`, "h = gc_f2h(f);")
-		c.src = strings.ReplaceAll(src, `extern "C" `, "")
+		c.src = harnessSource(p.kern.Source())
 		cases = append(cases, c)
 	}
 	for _, f := range []string{"column", "rows", "column-split", "rows-split"} {
@@ -195,18 +192,7 @@ func TestColumnReductionsOnCPU(t *testing.T) {
 		prog.WriteString(c.call)
 	}
 	prog.WriteString("  return 0;\n}\n")
-	cpp := filepath.Join(dir, "kernels.cpp")
-	if err := os.WriteFile(cpp, []byte(prog.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(dir, "kernels")
-	if out, err := exec.Command(cxx, "-std=c++20", "-O1", "-w", "-pthread", "-o", bin, cpp).CombinedOutput(); err != nil {
-		lines := strings.Split(string(out), "\n")
-		t.Fatalf("generated kernels do not compile:\n%s", strings.Join(lines[:min(len(lines), 40)], "\n"))
-	}
-	if out, err := exec.Command(bin, dir).CombinedOutput(); err != nil {
-		t.Fatalf("kernels failed: %v\n%s", err, out)
-	}
+	runHarness(t, cxx, []string{"-std=c++20", "-O1", "-w", "-pthread"}, dir, prog.String())
 	for _, c := range cases {
 		b, err := os.ReadFile(filepath.Join(dir, c.name+"_out.bin"))
 		if err != nil {

@@ -214,6 +214,35 @@ static void save(const char* dir, const char* name, const char* p, size_t bytes)
 }
 `
 
+// harnessSource is a generated kernel's source as the harness compiles it:
+// the prelude's inline PTX half conversions replaced by the stubs', and
+// entry points in C++ linkage (each case's kernels sit in a namespace).
+func harnessSource(src string) string {
+	src = strings.ReplaceAll(src, `asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));`, "f = gc_h2f(h);")
+	src = strings.ReplaceAll(src, `asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));`, "h = gc_f2h(f);")
+	return strings.ReplaceAll(src, `extern "C" `, "")
+}
+
+// runHarness compiles the harness program prog with cxx and flags and
+// runs it with dir, where it reads its inputs and writes its outputs.
+func runHarness(t *testing.T, cxx string, flags []string, dir, prog string) {
+	t.Helper()
+	cpp := filepath.Join(dir, "kernels.cpp")
+	if err := os.WriteFile(cpp, []byte(prog), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "kernels")
+	if out, err := exec.Command(cxx, append(flags, "-o", bin, cpp)...).CombinedOutput(); err != nil {
+		lines := strings.Split(string(out), "\n")
+		t.Fatalf("generated kernels do not compile:\n%s", strings.Join(lines[:min(len(lines), 40)], "\n"))
+	}
+	run := exec.Command(bin, dir)
+	run.Env = append(os.Environ(), "ASAN_OPTIONS=detect_leaks=0")
+	if out, err := run.CombinedOutput(); err != nil {
+		t.Fatalf("kernels failed: %v\n%s", err, out)
+	}
+}
+
 // layoutCase is one kernel run of TestPointwiseLayoutsOnCPU.
 type layoutCase struct {
 	name    string
@@ -389,9 +418,7 @@ func testLayoutsOnCPU(t *testing.T, cxx string, flags []string, seed uint64, nca
 		if err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
-		src = strings.ReplaceAll(src, `asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));`, "f = gc_h2f(h);")
-		src = strings.ReplaceAll(src, `asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));`, "h = gc_f2h(f);")
-		c.src = strings.ReplaceAll(src, `extern "C" `, "")
+		c.src = harnessSource(src)
 		mode := "dense"
 		switch {
 		case k.Tile:
@@ -525,20 +552,7 @@ func testLayoutsOnCPU(t *testing.T, cxx string, flags []string, seed uint64, nca
 		prog.WriteString(c.call)
 	}
 	prog.WriteString("  return 0;\n}\n")
-	cpp := filepath.Join(dir, "kernels.cpp")
-	if err := os.WriteFile(cpp, []byte(prog.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(dir, "kernels")
-	if out, err := exec.Command(cxx, append(flags, "-o", bin, cpp)...).CombinedOutput(); err != nil {
-		lines := strings.Split(string(out), "\n")
-		t.Fatalf("generated kernels do not compile:\n%s", strings.Join(lines[:min(len(lines), 40)], "\n"))
-	}
-	run := exec.Command(bin, dir)
-	run.Env = append(os.Environ(), "ASAN_OPTIONS=detect_leaks=0")
-	if out, err := run.CombinedOutput(); err != nil {
-		t.Fatalf("kernels failed: %v\n%s", err, out)
-	}
+	runHarness(t, cxx, flags, dir, prog.String())
 	for _, c := range cases {
 		for m := range c.nout {
 			name := fmt.Sprintf("%s_out%d.bin", c.name, m)
