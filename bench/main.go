@@ -110,8 +110,9 @@ type CopyBandwidth struct {
 	CopyMethod string  `json:"copy_method"`
 }
 
-// Result is the whole run, as written to -json.
-type Result struct {
+// RunInfo says what a run of the suite or the sweep ran on and how, as
+// the head of its -json file.
+type RunInfo struct {
 	Suite      string `json:"suite"`
 	Library    string `json:"library"`
 	Version    string `json:"version"`
@@ -121,9 +122,24 @@ type Result struct {
 	Quick      bool   `json:"quick"`
 	Reps       int    `json:"reps"`
 	Threads    int    `json:"threads"`
+	Timestamp  string `json:"timestamp"`
+}
+
+// newRunInfo describes a run of suite with cfg, starting now.
+func newRunInfo(cfg *config, suite string) RunInfo {
+	return RunInfo{
+		Suite: suite, Library: "gocompile", Version: runtime.Version(),
+		Device: deviceName(cfg.device), DeviceKind: cfg.device.String(), Backend: "inductor",
+		Quick: cfg.quick, Reps: cfg.reps, Threads: runtime.GOMAXPROCS(0),
+		Timestamp: time.Now().UTC().Format(time.RFC3339),
+	}
+}
+
+// Result is the whole run, as written to -json.
+type Result struct {
+	RunInfo
 	CopyBandwidth
-	Rows      []Row  `json:"rows"`
-	Timestamp string `json:"timestamp"`
+	Rows []Row `json:"rows"`
 }
 
 func parseFlags(args []string, out io.Writer) (*config, error) {
@@ -208,12 +224,7 @@ func run(args []string, out io.Writer) (err error) {
 	if cfg.sweep {
 		return runSweep(cfg, out)
 	}
-	res := &Result{
-		Suite: "gocompile-bench", Library: "gocompile", Version: runtime.Version(),
-		Device: deviceName(cfg.device), DeviceKind: cfg.device.String(), Backend: "inductor",
-		Quick: cfg.quick, Reps: cfg.reps, Threads: runtime.GOMAXPROCS(0),
-		Timestamp: time.Now().UTC().Format(time.RFC3339),
-	}
+	res := &Result{RunInfo: newRunInfo(cfg, "gocompile-bench")}
 	fmt.Fprintf(out, "device: %s (%s), GOMAXPROCS %d, %s, eager vs Compile(WithBackend(\"inductor\")), mode %s%s\n",
 		res.Device, res.DeviceKind, res.Threads, res.Version, cfg.mode, map[bool]string{true: ", -quick (sizes /16)"}[cfg.quick])
 

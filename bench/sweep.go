@@ -14,7 +14,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"time"
 
 	"gocompile/tensor"
 )
@@ -68,21 +67,12 @@ type CategoryStat struct {
 // SweepResult is the sweep run as -json writes it: the cases, so that the
 // file alone reproduces them, and the results.
 type SweepResult struct {
-	Suite      string `json:"suite"`
-	Library    string `json:"library"`
-	Version    string `json:"version"`
-	Device     string `json:"device"`
-	DeviceKind string `json:"device_kind"`
-	Backend    string `json:"backend"`
-	Quick      bool   `json:"quick"`
-	Seed       uint64 `json:"seed"`
-	Reps       int    `json:"reps"`
-	Threads    int    `json:"threads"`
+	RunInfo
+	Seed uint64 `json:"seed"`
 	CopyBandwidth
 	Cases      []SweepCase    `json:"cases"`
 	Rows       []SweepRow     `json:"rows"`
 	Categories []CategoryStat `json:"categories"`
-	Timestamp  string         `json:"timestamp"`
 }
 
 // SweepCaseList is what -cases-json writes: the cases only.
@@ -129,12 +119,7 @@ func runSweep(cfg *config, out io.Writer) error {
 			return nil
 		}
 	}
-	res := &SweepResult{
-		Suite: "gocompile-sweep", Library: "gocompile", Version: runtime.Version(),
-		Device: deviceName(cfg.device), DeviceKind: cfg.device.String(), Backend: "inductor",
-		Quick: cfg.quick, Seed: cfg.seed, Reps: cfg.reps, Threads: runtime.GOMAXPROCS(0),
-		Timestamp: time.Now().UTC().Format(time.RFC3339), Cases: cases,
-	}
+	res := &SweepResult{RunInfo: newRunInfo(cfg, "gocompile-sweep"), Seed: cfg.seed, Cases: cases}
 	fmt.Fprintf(out, "sweep: seed %d, %d cases; device: %s (%s), GOMAXPROCS %d, %s, mode %s%s\n",
 		cfg.seed, len(cases), res.Device, res.DeviceKind, res.Threads, res.Version, cfg.mode,
 		map[bool]string{true: ", -quick (sizes /16)"}[cfg.quick])
