@@ -106,35 +106,42 @@ func softmaxRow(out, v []float64) {
 // ascending), in the kept dims' row-major order, the values in the reduced
 // dims' row-major order.
 func reduceRef(vals []float64, shape, dims []int) [][]float64 {
+	nOut := 1
+	for d, n := range shape {
+		if !slices.Contains(dims, d) {
+			nOut *= n
+		}
+	}
+	outOf := keptIndex(shape, dims)
+	rows := make([][]float64, nOut)
+	for i, v := range vals {
+		o := outOf(i)
+		rows[o] = append(rows[o], v)
+	}
+	return rows
+}
+
+// keptIndex returns the function from an element's row-major index in
+// shape to its output's: its index over the dims not in dims, row-major.
+func keptIndex(shape, dims []int) func(i int) int {
 	red := make([]bool, len(shape))
 	for _, d := range dims {
 		red[d] = true
 	}
-	var kept []int
-	for d := range shape {
-		if !red[d] {
-			kept = append(kept, d)
-		}
-	}
-	nOut := 1
-	for _, d := range kept {
-		nOut *= shape[d]
-	}
-	rows := make([][]float64, nOut)
 	idx := make([]int, len(shape))
-	for i, v := range vals {
-		rem := i
+	return func(i int) int {
 		for d := len(shape) - 1; d >= 0; d-- {
-			idx[d] = rem % shape[d]
-			rem /= shape[d]
+			idx[d] = i % shape[d]
+			i /= shape[d]
 		}
 		o := 0
-		for _, d := range kept {
-			o = o*shape[d] + idx[d]
+		for d := range shape {
+			if !red[d] {
+				o = o*shape[d] + idx[d]
+			}
 		}
-		rows[o] = append(rows[o], v)
+		return o
 	}
-	return rows
 }
 
 // randomShape is a shape of rank 1 to 5 with sizes 1, 3, odd lengths and
@@ -344,29 +351,15 @@ func checkColReductions(t *testing.T, dev tensor.Device, cases int) {
 // centreInto writes x - mean(x over dims) into out and returns each
 // element's tolerance scale (the mean's magnitude).
 func centreInto(out, vals []float64, shape, dims []int) []float64 {
-	red := make([]bool, len(shape))
-	for _, d := range dims {
-		red[d] = true
-	}
 	rows := reduceRef(vals, shape, dims)
 	means := make([]float64, len(rows))
 	for o, r := range rows {
 		means[o], _ = meanRef(r, len(r))
 	}
 	mag := make([]float64, len(vals))
-	idx := make([]int, len(shape))
+	outOf := keptIndex(shape, dims)
 	for i, v := range vals {
-		rem := i
-		for d := len(shape) - 1; d >= 0; d-- {
-			idx[d] = rem % shape[d]
-			rem /= shape[d]
-		}
-		o := 0
-		for d := range shape {
-			if !red[d] {
-				o = o*shape[d] + idx[d]
-			}
-		}
+		o := outOf(i)
 		out[i], mag[i] = v-means[o], math.Abs(v)+math.Abs(means[o])
 	}
 	return mag
