@@ -31,7 +31,7 @@ func benchInput(b *testing.B, shape ...int) *tensor.Tensor {
 	return x
 }
 
-// benchReduce times f on x, eagerly and compiled.
+// benchReduce times f on x, eagerly and compiled, on x's device.
 func benchReduce(b *testing.B, x *tensor.Tensor, f func(*tensor.Tensor) *tensor.Tensor) {
 	for _, mode := range []string{"eager", "compiled"} {
 		b.Run(mode, func(b *testing.B) {
@@ -105,21 +105,7 @@ func BenchmarkGPUReduceSumPermuted_8192x8192(b *testing.B) {
 // CPU benchmarks of the same reductions at a size this machine's caches
 // hold a part of, eager and compiled.
 func benchReduceCPU(b *testing.B, shape []int, f func(*tensor.Tensor) *tensor.Tensor) {
-	x := tensor.NewGenerator(1).Rand(tensor.Float32, shape...).ToDevice(tensor.CPU)
-	for _, mode := range []string{"eager", "compiled"} {
-		b.Run(mode, func(b *testing.B) {
-			fn := f
-			if mode == "compiled" {
-				fn = tensor.Compile(f)
-			}
-			fn(x)
-			b.SetBytes(int64(4 * x.Numel()))
-			b.ResetTimer()
-			for range b.N {
-				fn(x)
-			}
-		})
-	}
+	benchReduce(b, tensor.NewGenerator(1).Rand(tensor.Float32, shape...).ToDevice(tensor.CPU), f)
 }
 
 func BenchmarkCPUReduceMean0_2048x2048(b *testing.B) {
