@@ -15,7 +15,9 @@ import (
 // masked (-Inf) and NaN inputs and odd row lengths.
 func TestCPURowKeptValuesSameBits(t *testing.T) {
 	type build func(g *ir.Graph, x *ir.Node) *ir.Node
-	call := func(g *ir.Graph, op *ir.Op, a ir.Attrs, args ...ir.Value) *ir.Node { return mustCall(t, g, op, a, args...) }
+	call := func(g *ir.Graph, op *ir.Op, a ir.Attrs, args ...ir.Value) *ir.Node {
+		return mustCall(t, g, op, a, args...)
+	}
 	cases := []struct {
 		name string
 		kept bool // whether a stage's values are kept
@@ -89,7 +91,9 @@ func TestCPURowKeptValuesSameBits(t *testing.T) {
 // same rows folded one per core (rowsCPU), for every kind of row region,
 // dtype and layout.
 func TestCPURowSplitSameBits(t *testing.T) {
-	call := func(g *ir.Graph, op *ir.Op, a ir.Attrs, args ...ir.Value) *ir.Node { return mustCall(t, g, op, a, args...) }
+	call := func(g *ir.Graph, op *ir.Op, a ir.Attrs, args ...ir.Value) *ir.Node {
+		return mustCall(t, g, op, a, args...)
+	}
 	cases := []struct {
 		name string
 		f    func(g *ir.Graph, x, w *ir.Node, r int) *ir.Node
