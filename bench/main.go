@@ -31,6 +31,7 @@ import (
 	"math"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"time"
@@ -64,6 +65,8 @@ type config struct {
 	cases     int    // -cases
 	casesJSON string // -cases-json
 	listOnly  bool   // -list: write -cases-json and stop
+
+	cpuProfile string // -cpuprofile
 }
 
 // Row is one workload's result. The JSON names match bench/pytorch/bench.py
@@ -159,6 +162,7 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	cases := fs.Int("cases", defaultSweepCases, "-sweep: how many cases, spread over the categories")
 	casesJSON := fs.String("cases-json", "", "-sweep: write the case list (for bench/pytorch/sweep.py) to this file")
 	listOnly := fs.Bool("list", false, "-sweep: write -cases-json and stop, timing nothing")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run (the host side: tracing, planning, launches) to this file")
 	mode := fs.String("mode", "default", "compilation mode of the suite's compiled functions: default, reduce-overhead or max-autotune")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -167,7 +171,7 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	c := &config{jsonPath: *jsonPath, chartPath: *chart, iters: *iters, reps: *reps, quick: *quick, only: *only, warmstart: *warm, mlp: *mlp,
-		sweep: *sweep, seed: *seed, cases: *cases, casesJSON: *casesJSON, listOnly: *listOnly}
+		sweep: *sweep, seed: *seed, cases: *cases, casesJSON: *casesJSON, listOnly: *listOnly, cpuProfile: *cpuProfile}
 	if c.sweep && c.cases < 1 {
 		return nil, errors.New("-cases must be >= 1")
 	}
@@ -211,6 +215,17 @@ func run(args []string, out io.Writer) (err error) {
 	}
 	if cfg.warmstart {
 		return warmStartParent(cfg, out)
+	}
+	if cfg.cpuProfile != "" {
+		f, err := os.Create(cfg.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	defer func() { // the library reports misuse and device failures by panicking with *tensor.Error
 		if r := recover(); r != nil {
