@@ -134,8 +134,8 @@ func (g *GPU) residentBlocks(fn *cuda.Function, block int) int {
 // 0 and 2) take it too, a block an output. It reports false, launching
 // nothing, for layouts the row form reads better.
 func gpuReduceColumns(r ir.Reducer, x *Array, k ir.Kind, keptShape, keptStrides, redShape, redStrides []int, res *Array) bool {
-	aligned := func(geo *inductor.ColGeometry) bool { return ColAligned(geo, 0, x) }
-	p, ok := planColReduce(r, x.dtype, k, res.dtype, keptShape, keptStrides, redShape, redStrides, aligned)
+	vector := func(geo *inductor.ColGeometry) int { return ColVector(geo, 0, x) }
+	p, ok := planColReduce(r, x.dtype, k, res.dtype, keptShape, keptStrides, redShape, redStrides, vector)
 	if !ok {
 		return false
 	}
@@ -184,9 +184,9 @@ func (p *colReducePlan) finalTiles() int { return (p.nOut + p.kern.TX - 1) / p.k
 
 // planColReduce plans gpuReduceColumns' kernel for an input of dtype in
 // laid out as the kept and reduced shapes and strides say; aligned reports
-// whether the input can be read 4 outputs at a time (ColAligned). ok is
+// the widest vector the input can be read in along the outputs (ColVector). ok is
 // false for layouts the row form reads better.
-func planColReduce(r ir.Reducer, in ir.DType, k ir.Kind, out ir.DType, keptShape, keptStrides, redShape, redStrides []int, aligned func(*inductor.ColGeometry) bool) (p colReducePlan, ok bool) {
+func planColReduce(r ir.Reducer, in ir.DType, k ir.Kind, out ir.DType, keptShape, keptStrides, redShape, redStrides []int, vector func(*inductor.ColGeometry) int) (p colReducePlan, ok bool) {
 	nOut, nRed := ir.Numel(keptShape), ir.Numel(redShape)
 	shape := append(append([]int(nil), keptShape...), redShape...)
 	red := make([]bool, len(shape))
@@ -207,8 +207,11 @@ func planColReduce(r ir.Reducer, in ir.DType, k ir.Kind, out ir.DType, keptShape
 		return p, false
 	}
 	kInner := int(geo.KeptSize[geo.KeptRank-1])
-	vec4 := geo.KeptStride[0][geo.KeptRank-1] == 1 && aligned(&geo)
-	tx, ty, vec := inductor.ColLaunch(column, kInner, nOut, nRed, vec4)
+	maxVec := 1
+	if geo.KeptStride[0][geo.KeptRank-1] == 1 {
+		maxVec = vector(&geo)
+	}
+	tx, ty, vec := inductor.ColLaunch(column, kInner, nOut, nRed, maxVec)
 	p.kern = &inductor.ReduceKernel{Reducer: r, In: in, Kind: k, Out: out, TX: tx, TY: ty, Vec: vec, Rows: !column, Unroll: reduceColUnroll}
 	p.geo, p.nOut = geo, nOut
 	p.parts, p.chunk = inductor.ColParts(p.tiles(), nRed, ty, reduceColTarget)
@@ -321,18 +324,36 @@ var (
 	colShortRunOutputs = 1 << 14 // a variable for tests
 )
 
-// ColAligned reports whether tensor i of the column geometry geo, x, can
-// be read 4 outputs at a time along its unit-stride inner kept dim: its
-// address and every other stride are multiples of 4 elements.
-func ColAligned(geo *inductor.ColGeometry, i int, x *Array) bool {
-	ok := x.DevicePtr()%cuda.DevicePtr(4*x.dtype.Size()) == 0
-	for d := range geo.KeptRank - 1 {
-		ok = ok && geo.KeptStride[i][d]%4 == 0
+// ColVector is the widest vector, of up to 16 bytes and 8 elements, in
+// which tensor i of the column geometry geo, x, can be read along its
+// unit-stride inner kept dim: its address and every other stride are
+// multiples of its elements.
+func ColVector(geo *inductor.ColGeometry, i int, x *Array) int {
+	p, size := x.DevicePtr(), cuda.DevicePtr(x.dtype.Size())
+	if p%size != 0 {
+		return 1
 	}
-	for d := range geo.RedRank {
-		ok = ok && geo.RedStride[i][d]%4 == 0
+	widest := max(1, min(8, 16/x.dtype.Size()))
+	return colVector(geo, i, int(p/size%cuda.DevicePtr(widest)), widest)
+}
+
+// colVector is ColVector for a tensor whose first element lies elem
+// elements past an address aligned for widest, the widest vector its
+// elements allow.
+func colVector(geo *inductor.ColGeometry, i, elem, widest int) int {
+	for w := widest; w > 1; w /= 2 {
+		ok := elem%w == 0
+		for d := range geo.KeptRank - 1 {
+			ok = ok && geo.KeptStride[i][d]%int64(w) == 0
+		}
+		for d := range geo.RedRank {
+			ok = ok && geo.RedStride[i][d]%int64(w) == 0
+		}
+		if ok {
+			return w
+		}
 	}
-	return ok
+	return 1
 }
 
 // reduceSource generates kern's source once for both the kernels compiled

@@ -111,17 +111,11 @@ func TestColumnReductionsOnCPU(t *testing.T) {
 				c.keptSt = append(c.keptSt, c.in.strides[d])
 			}
 		}
-		aligned := func(geo *inductor.ColGeometry) bool {
-			ok := c.in.offset%4 == 0
-			for d := range geo.KeptRank - 1 {
-				ok = ok && geo.KeptStride[0][d]%4 == 0
-			}
-			for d := range geo.RedRank {
-				ok = ok && geo.RedStride[0][d]%4 == 0
-			}
-			return ok
+		vector := func(geo *inductor.ColGeometry) int {
+			widest := max(1, min(8, 16/dt.Size()))
+			return colVector(geo, 0, c.in.offset, widest)
 		}
-		p, ok := planColReduce(c.r, dt, k, c.out, c.keptShape, c.keptSt, c.redShape, c.redSt, aligned)
+		p, ok := planColReduce(c.r, dt, k, c.out, c.keptShape, c.keptSt, c.redShape, c.redSt, vector)
 		if !ok {
 			continue // the row form's kernel: not a column kernel
 		}
@@ -133,14 +127,14 @@ func TestColumnReductionsOnCPU(t *testing.T) {
 		if p.parts > 1 {
 			form += "-split"
 		}
-		if p.kern.Vec == 4 {
-			form += "-vec4"
+		if p.kern.Vec > 1 {
+			form += fmt.Sprintf("-vec%d", p.kern.Vec)
 		}
 		forms[form]++
 		c.src = harnessSource(p.kern.Source())
 		cases = append(cases, c)
 	}
-	for _, f := range []string{"column", "rows", "column-split", "rows-split"} {
+	for _, f := range []string{"column", "rows", "column-split", "rows-split", "column-vec2", "column-vec4", "column-vec8"} {
 		if forms[f] == 0 {
 			t.Errorf("no case ran the %s form: %v", f, forms)
 		}

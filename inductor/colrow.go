@@ -196,7 +196,7 @@ type ColKernel struct {
 	Row    RowKernel   // inputs, stages and root; its launch fields are unused
 	Access []ColAccess // per input
 	TX, TY int         // threads per block: TX outputs (powers of two)
-	Vec    int         // outputs per thread: 1, or 4 with ColVec inputs
+	Vec    int         // outputs per thread: 1, or 2, 4 or 8 with ColVec inputs
 	// Rows is the row form, for inputs that are contiguous along the
 	// reduced dims: a block's TY threads of an output are its x threads
 	// (a warp walks one output's range) and the launch's block is TY×TX.
@@ -254,7 +254,7 @@ func (k *ColKernel) Source() (string, error) {
 func (k *ColKernel) body() (string, error) {
 	row := &k.Row
 	nIn := len(row.Inputs)
-	if k.Vec != 1 && k.Vec != 4 || k.TX < 1 || k.TY < 1 || k.TX&(k.TX-1) != 0 || k.TY&(k.TY-1) != 0 {
+	if k.Vec != 1 && k.Vec != 2 && k.Vec != 4 && k.Vec != 8 || k.TX < 1 || k.TY < 1 || k.TX&(k.TX-1) != 0 || k.TY&(k.TY-1) != 0 {
 		return "", fmt.Errorf("column kernel %s: launch %dx%d, vector %d", row.Label, k.TX, k.TY, k.Vec)
 	}
 	if k.Split && !row.CanSplit() {
@@ -318,19 +318,23 @@ func (k *ColKernel) body() (string, error) {
 		}
 	}
 	// loads declares e<i>[n][VEC] for the walked inputs e reads and loads
-	// step u's elements at offsets off<u>[].
-	loads := func(indent string, n int, e *ir.Expr) string {
+	// step u's elements at offsets off<u>[], for the steps guard (a C
+	// condition on u; "" for all) holds.
+	loads := func(indent string, n int, guard string, e *ir.Expr) string {
 		var l strings.Builder
 		for i, in := range row.Inputs {
 			if k.access(i) == ColUniform || !uses(e, i) {
 				continue
 			}
 			fmt.Fprintf(&l, "%s%s e%d[%d][VEC];\n", indent, kindC(in.Kind), i, n)
-			fmt.Fprintf(&l, "%sfor (int u = 0; u < %d; u++) {\n", indent, n)
+			fmt.Fprintf(&l, "%s#pragma unroll\n%sfor (int u = 0; u < %d; u++) {\n", indent, indent, n)
+			if guard != "" {
+				fmt.Fprintf(&l, "%s  if (!(%s)) continue;\n", indent, guard)
+			}
 			x := fmt.Sprintf("x%d + kb[%d] + off[u][%d]", i, i, i)
-			if k.access(i) == ColVec && k.Vec == 4 {
-				fmt.Fprintf(&l, "%s  const V4<%s> q = *(const V4<%[2]s>*)(%s);\n", indent, storageC(in.DType), x)
-				fmt.Fprintf(&l, "%s  for (int v = 0; v < 4; v++) e%d[u][v] = %s;\n", indent, i, loadC("q.v[v]", in.DType, in.Kind))
+			if k.access(i) == ColVec && k.Vec > 1 {
+				fmt.Fprintf(&l, "%s  const VN<%s, VEC> q = *(const VN<%[2]s, VEC>*)(%s);\n", indent, storageC(in.DType), x)
+				fmt.Fprintf(&l, "%s  for (int v = 0; v < VEC; v++) e%d[u][v] = %s;\n", indent, i, loadC("q.v[v]", in.DType, in.Kind))
 			} else {
 				fmt.Fprintf(&l, "%s  for (int v = 0; v < VEC; v++) e%d[u][v] = %s;\n", indent, i,
 					loadC(fmt.Sprintf("(%s)[v * g.kstride[%d][g.krank - 1]]", x, i), in.DType, in.Kind))
@@ -340,25 +344,25 @@ func (k *ColKernel) body() (string, error) {
 		return l.String()
 	}
 	// walk wraps body (code for the elements of step u, outputs v) in the
-	// loop over this thread's part of [rlo, rhi), UNROLL steps at a time
-	// and then one at a time.
+	// loop over this thread's part of [rlo, rhi), UNROLL steps at a time;
+	// the last steps, fewer than UNROLL, are still loaded together.
 	walk := func(body string, e *ir.Expr) string {
 		var l strings.Builder
 		l.WriteString("  if (live) {\n    ColWalk w;\n    w.seek(g, rlo + T_RED);\n    long long r = rlo + T_RED;\n")
-		for _, n := range []int{ColUnroll, 1} {
-			if n > 1 {
-				fmt.Fprintf(&l, "    for (; r + (long long)(%d - 1) * TY < rhi; r += %d * TY) {\n", n, n)
-			} else {
-				l.WriteString("    for (; r < rhi; r += TY) {\n")
-			}
-			fmt.Fprintf(&l, "      long long off[%d][NWALK];\n", n)
-			fmt.Fprintf(&l, "      for (int u = 0; u < %d; u++) {\n        for (int i = 0; i < NWALK; i++) off[u][i] = w.off[i];\n        w.step(g);\n      }\n", n)
-			l.WriteString(loads("      ", n, e))
-			fmt.Fprintf(&l, "      #pragma unroll\n      for (int u = 0; u < %d; u++) {\n        #pragma unroll\n        for (int v = 0; v < VEC; v++) {\n", n)
-			l.WriteString(body)
-			l.WriteString("        }\n      }\n    }\n")
-		}
-		l.WriteString("  }\n")
+		fmt.Fprintf(&l, "    for (; r + (long long)(%d - 1) * TY < rhi; r += %[1]d * TY) {\n", ColUnroll)
+		fmt.Fprintf(&l, "      long long off[%d][NWALK];\n", ColUnroll)
+		fmt.Fprintf(&l, "      for (int u = 0; u < %d; u++) {\n        for (int i = 0; i < NWALK; i++) off[u][i] = w.off[i];\n        w.step(g);\n      }\n", ColUnroll)
+		l.WriteString(loads("      ", ColUnroll, "", e))
+		fmt.Fprintf(&l, "      #pragma unroll\n      for (int u = 0; u < %d; u++) {\n        #pragma unroll\n        for (int v = 0; v < VEC; v++) {\n", ColUnroll)
+		l.WriteString(body)
+		l.WriteString("        }\n      }\n    }\n")
+		l.WriteString("    if (r < rhi) {  // the last steps\n")
+		fmt.Fprintf(&l, "      const int left = (int)((rhi - r + TY - 1) / TY);\n      long long off[%d][NWALK];\n", ColUnroll-1)
+		fmt.Fprintf(&l, "      for (int u = 0; u < %d; u++) {\n        if (u >= left) break;\n        for (int i = 0; i < NWALK; i++) off[u][i] = w.off[i];\n        w.step(g);\n      }\n", ColUnroll-1)
+		l.WriteString(loads("      ", ColUnroll-1, "u < left", e))
+		fmt.Fprintf(&l, "      #pragma unroll\n      for (int u = 0; u < %d; u++) {\n        if (u >= left) break;\n        #pragma unroll\n        for (int v = 0; v < VEC; v++) {\n", ColUnroll-1)
+		l.WriteString(body)
+		l.WriteString("        }\n      }\n    }\n  }\n")
 		return l.String()
 	}
 
@@ -444,21 +448,22 @@ func (k *ColKernel) finish(acc string, st RowStage) string {
 // of the range, so that short ranges still keep several loads in flight a
 // thread, and take 256 threads a block where the outputs fill them.
 //
-// In the column form (column set) a thread takes vec outputs (4 when
-// vec4, the operands being aligned for it, and the innermost kept dim of
-// kInner elements divides by 4), TX threads take adjacent outputs (at
-// least 32 where there are as many) and TY threads share a column.
+// In the column form (column set) a thread takes vec outputs: 8, 4 or 2
+// where the operands are aligned for maxVec elements at a time and the
+// innermost kept dim of kInner elements divides by it, so that a thread's
+// loads are vectors, else 1. TX threads take adjacent outputs (at least
+// 32 where there are as many) and TY threads share a column.
 //
 // In the row form (the launch's Rows) TY threads, a warp at least, walk
 // each output's range and a block takes TX outputs.
-func ColLaunch(column bool, kInner, nOut, nRed int, vec4 bool) (tx, ty, vec int) {
+func ColLaunch(column bool, kInner, nOut, nRed int, maxVec int) (tx, ty, vec int) {
 	if !column {
 		ty = min(colBlock, max(32, pow2Ceil((nRed+ColSteps-1)/ColSteps)))
 		return max(1, min(colBlock/ty, pow2Ceil(nOut))), ty, 1
 	}
-	vec = 1
-	if vec4 && kInner%4 == 0 {
-		vec = 4
+	vec = 8
+	for vec > 1 && (vec > maxVec || kInner%vec != 0) {
+		vec /= 2
 	}
 	lanes := pow2Ceil((nOut + vec - 1) / vec)
 	ty = max(1, min(pow2Floor(nRed/ColSteps), colBlock/min(32, lanes)))
@@ -502,7 +507,7 @@ const DefaultColTarget = 1024
 // outputs a thread is untimed for these kernels; this is the shape
 // measured on an H200).
 func ColLaunchFused(column bool, kInner, nOut, nRed int) (tx, ty int) {
-	tx, ty, _ = ColLaunch(column, kInner, nOut, nRed, false)
+	tx, ty, _ = ColLaunch(column, kInner, nOut, nRed, 1)
 	tiles := (nOut + tx - 1) / tx
 	for ty < 1024/tx && ty < pow2Ceil(nRed) && tiles*tx*ty < 1<<18 {
 		ty *= 2

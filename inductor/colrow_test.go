@@ -53,7 +53,7 @@ func TestColKernelSource(t *testing.T) {
 	for _, c := range cases {
 		for _, dt := range []ir.DType{ir.Float32, ir.Float64, ir.Float16, ir.BFloat16} {
 			r := dimsRegion(t, c.op, c.a, dt, c.dims)
-			for _, launch := range [][3]int{{32, 8, 4}, {32, 32, 1}, {1, 256, 1}, {4, 64, 1}} {
+			for _, launch := range [][3]int{{32, 8, 4}, {64, 4, 2}, {32, 8, 8}, {32, 32, 1}, {1, 256, 1}, {4, 64, 1}} {
 				for _, acc := range []ColAccess{ColVec, ColStrided, ColUniform} {
 					for _, split := range []bool{false, true} {
 						k := NewColKernel(r)
@@ -89,7 +89,7 @@ func TestColKernelSource(t *testing.T) {
 		}
 	}
 	k := NewColKernel(dimsRegion(t, ir.OpMean, ir.Attrs{Dims: []int{0}}, ir.Float32, []int{0}))
-	for _, bad := range [][3]int{{3, 8, 1}, {32, 6, 1}, {32, 8, 2}, {0, 8, 1}} {
+	for _, bad := range [][3]int{{3, 8, 1}, {32, 6, 1}, {32, 8, 3}, {0, 8, 1}} {
 		k.TX, k.TY, k.Vec = bad[0], bad[1], bad[2]
 		if _, err := k.Source(); err == nil {
 			t.Errorf("launch %v generated", bad)
@@ -140,11 +140,20 @@ func TestColLaunchAndParts(t *testing.T) {
 		for _, kInner := range []int{1, 2, 4, 6, 64, 8192} {
 			for _, nOut := range []int{1, 3, kInner, 1 << 20} {
 				for _, nRed := range []int{1, 3, 15, 16, 100, 1000, 1 << 20} {
-					tx, ty, vec := ColLaunch(column, kInner, max(nOut, kInner), nRed, true)
-					pow2 := func(n int) bool { return n > 0 && n&(n-1) == 0 }
-					if !pow2(tx) || !pow2(ty) || tx*ty > 256 || (vec == 4) != (column && kInner%4 == 0) {
-						t.Errorf("column %v, kInner %d, nOut %d, nRed %d: %dx%d vec %d", column, kInner, nOut, nRed, tx, ty, vec)
+					for _, maxVec := range []int{1, 2, 4, 8} {
+						tx, ty, vec := ColLaunch(column, kInner, max(nOut, kInner), nRed, maxVec)
+						pow2 := func(n int) bool { return n > 0 && n&(n-1) == 0 }
+						want := 1 // the widest vector within maxVec that divides kInner
+						for w := maxVec; column && w > 1 && want == 1; w /= 2 {
+							if kInner%w == 0 {
+								want = w
+							}
+						}
+						if !pow2(tx) || !pow2(ty) || tx*ty > 256 || vec != want {
+							t.Errorf("column %v, kInner %d, nOut %d, nRed %d, maxVec %d: %dx%d vec %d, want vec %d", column, kInner, nOut, nRed, maxVec, tx, ty, vec, want)
+						}
 					}
+					tx, ty, _ := ColLaunch(column, kInner, max(nOut, kInner), nRed, 4)
 					steps := (nRed + ty - 1) / ty // indices a thread walks
 					switch {
 					case !column && ty < 32:

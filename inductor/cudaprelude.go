@@ -17,6 +17,10 @@ const cudaPrelude = `typedef unsigned char gc_bool;
 // V4 is four values loaded or stored with one vector instruction.
 template <typename T> struct __align__(4 * sizeof(T)) V4 { T v[4]; };
 
+// VN is N values (1, 2, 4 or 8, at most 16 bytes) loaded with one vector
+// instruction.
+template <typename T, int N> struct __align__(N * sizeof(T)) VN { T v[N]; };
+
 // gc_row_v4 loads the vector at flat index i0 (a multiple of 4) of a
 // row-broadcast operand, which repeats every inner elements: element i is
 // x[i % inner]. When inner is a multiple of 4 the vector lies within one

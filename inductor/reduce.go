@@ -315,22 +315,30 @@ func (k *ReduceKernel) colSource() string {
 	b.WriteString(k.parts())
 	b.WriteString("struct PartMerge { __device__ __forceinline__ Part operator()(Part a, Part b) const { return part_merge(a, b); } };\n\n")
 	b.WriteString(k.finishC())
-	load := fmt.Sprintf(`      %[1]s q[UNROLL];
+	// load reads steps [0, n) of a batch (those guard holds, a condition
+	// on u) and folds them.
+	load := func(n, guard string) string {
+		if k.Vec > 1 {
+			return fmt.Sprintf(`      VN<%[1]s, VEC> q[%[3]s];
       #pragma unroll
-      for (int u = 0; u < UNROLL; u++) q[u] = px[off[u]];
+      for (int u = 0; u < %[3]s; u++) if (%[4]s) q[u] = *(const VN<%[1]s, VEC>*)(px + off[u]);
       #pragma unroll
-      for (int u = 0; u < UNROLL; u++) add(a[0], %[2]s, r + u * TY);
-`, In, ld("q[u]"))
-	if k.Vec == 4 {
-		load = fmt.Sprintf(`      V4<%[1]s> q[UNROLL];
-      #pragma unroll
-      for (int u = 0; u < UNROLL; u++) q[u] = *(const V4<%[1]s>*)(px + off[u]);
-      #pragma unroll
-      for (int u = 0; u < UNROLL; u++) {
+      for (int u = 0; u < %[3]s; u++) {
+        if (!(%[4]s)) break;
         #pragma unroll
-        for (int v = 0; v < 4; v++) add(a[v], %[2]s, r + u * TY);
+        for (int v = 0; v < VEC; v++) add(a[v], %[2]s, r + u * TY);
       }
-`, In, ld("q[u].v[v]"))
+`, In, ld("q[u].v[v]"), n, guard)
+		}
+		return fmt.Sprintf(`      %[1]s q[%[3]s];
+      #pragma unroll
+      for (int u = 0; u < %[3]s; u++) if (%[4]s) q[u] = px[off[u]];
+      #pragma unroll
+      for (int u = 0; u < %[3]s; u++) {
+        if (!(%[4]s)) break;
+        add(a[0], %[2]s, r + u * TY);
+      }
+`, In, ld("q[u]"), n, guard)
 	}
 	fmt.Fprintf(&b, `extern "C" __global__ void __launch_bounds__(TX * TY) %[1]s(
     long long nOut, long long nRed, long long chunk, const %[2]s* __restrict__ x,
@@ -347,7 +355,6 @@ func (k *ReduceKernel) colSource() string {
   for (int v = 0; v < VEC; v++) a[v] = part_empty();
   if (live) {
     const %[2]s* px = x + kb[0];
-    const long long ks = g.kstride[0][g.krank - 1];
     ColWalk w;
     w.seek(g, rlo + T_RED);
     long long r = rlo + T_RED;
@@ -356,12 +363,18 @@ func (k *ReduceKernel) colSource() string {
       #pragma unroll
       for (int u = 0; u < UNROLL; u++) { off[u] = w.off[0]; w.step(g); }
 %[4]s    }
-    for (; r < rhi; r += TY) {
-      const long long o = w.off[0];
-      w.step(g);
+#if UNROLL > 1
+    if (r < rhi) {  // the last steps, fewer than UNROLL, loaded together
+      const int left = (int)((rhi - r + TY - 1) / TY);
+      long long off[UNROLL - 1];
       #pragma unroll
-      for (int v = 0; v < VEC; v++) add(a[v], %[5]s, r);
-    }
+      for (int u = 0; u < UNROLL - 1; u++) {
+        if (u >= left) break;
+        off[u] = w.off[0];
+        w.step(g);
+      }
+%[5]s    }
+#endif
   }
   #pragma unroll
   for (int v = 0; v < VEC; v++) a[v] = col_allreduce(a[v], PartMerge());
@@ -388,6 +401,6 @@ extern "C" __global__ void __launch_bounds__(TX * TY) %[1]s_final(
     out[kb[1]] = finish(part_acc(a), nRed);
   }
 }
-`, k.Name(), In, storageC(k.Out), load, ld("px[o + v * ks]"))
+`, k.Name(), In, storageC(k.Out), load("UNROLL", "true"), load("UNROLL - 1", "u < left"))
 	return b.String()
 }

@@ -163,7 +163,10 @@ func (s *rowStep) runDimsGPU(args []*array.Array, full []int, nOut, nRed int, re
 	}
 	k := inductor.ColKernel{Row: s.kernel}
 	kr := geo.KeptRank - 1
-	vec4 := column
+	maxVec := 1 // the widest vector every ColVec input can be read in
+	if column {
+		maxVec = 8
+	}
 	for i, t := range args {
 		uniform := true
 		for d := range geo.RedRank {
@@ -175,18 +178,18 @@ func (s *rowStep) runDimsGPU(args []*array.Array, full []int, nOut, nRed int, re
 			acc = inductor.ColUniform
 		case geo.KeptStride[i][kr] == 1:
 			acc = inductor.ColVec
-			vec4 = vec4 && array.ColAligned(&geo, i, t)
+			maxVec = min(maxVec, array.ColVector(&geo, i, t))
 		}
 		k.Access = append(k.Access, acc)
 	}
 	k.Rows = !column
 	if k.Row.CanSplit() {
-		k.TX, k.TY, k.Vec = inductor.ColLaunch(column, int(geo.KeptSize[kr]), nOut, nRed, vec4)
+		k.TX, k.TY, k.Vec = inductor.ColLaunch(column, int(geo.KeptSize[kr]), nOut, nRed, maxVec)
 	} else {
 		k.TX, k.TY = inductor.ColLaunchFused(column, int(geo.KeptSize[kr]), nOut, nRed)
 		k.Vec = 1
 	}
-	if k.Vec != 4 {
+	if k.Vec == 1 {
 		for i, acc := range k.Access {
 			if acc == inductor.ColVec {
 				k.Access[i] = inductor.ColStrided
