@@ -326,12 +326,17 @@ func testLayoutsOnCPU(t *testing.T, cxx string, flags []string, seed uint64, nca
 			shape, rank = []int{1023 + 2*r.IntN(3000)}, 1
 			n = shape[0]
 		}
+		oddBroadcasts := ci%8 == 3 // a dense kernel whose row and column broadcasts repeat every odd number of elements
+		if oddBroadcasts {
+			shape, rank = []int{2 + r.IntN(40), 5 + 2*r.IntN(31)}, 2
+			n = ir.Numel(shape)
+		}
 		c := &layoutCase{name: fmt.Sprintf("case%d", ci), shape: shape, scalar: ci%5 == 4}
 		noB := make([]bool, rank)
 		// The output: contiguous, or a permuted or narrowed view.
 		outDT := dtypes[r.IntN(len(dtypes))]
 		c.views = append(c.views, randomView(r, shape, outDT, noB, ci%3 == 0))
-		if ci%4 == 2 && r.IntN(2) == 0 { // a contiguous output
+		if ci%4 == 2 && r.IntN(2) == 0 || oddBroadcasts { // a contiguous output
 			c.views[0] = layoutView{dt: outDT, storage: n, strides: ir.ContiguousStrides(shape)}
 		}
 		if ci%4 == 1 {
@@ -377,6 +382,15 @@ func testLayoutsOnCPU(t *testing.T, cxx string, flags []string, seed uint64, nca
 					}
 				}
 				v.strides = append([]int(nil), v.strides...)
+			}
+			if oddBroadcasts { // dense, a row broadcast, a column broadcast
+				v = layoutView{dt: dt, storage: n, strides: ir.ContiguousStrides(shape)}
+				switch i {
+				case 1:
+					v.strides, v.storage = []int{1, 0}, shape[0]
+				case 2:
+					v.strides, v.storage = []int{0, 1}, shape[1]
+				}
 			}
 			c.views = append(c.views, v)
 			operands = append(operands, inductor.Operand{DType: dt, Access: inductor.Strided})
@@ -429,6 +443,12 @@ func testLayoutsOnCPU(t *testing.T, cxx string, flags []string, seed uint64, nca
 			mode = "nd-head"
 		case k.Strided:
 			mode = "nd"
+		default:
+			for _, in := range inners {
+				if in >= 4 && in%4 != 0 { // a broadcast whose vectors cross runs
+					mode = "dense-odd-broadcast"
+				}
+			}
 		}
 		modes[mode]++
 		c.name += "_" + strings.ReplaceAll(mode, "-", "_")
@@ -485,7 +505,7 @@ func testLayoutsOnCPU(t *testing.T, cxx string, flags []string, seed uint64, nca
 		c.call = call.String()
 		cases = append(cases, c)
 	}
-	for _, m := range []string{"dense", "nd", "nd-head", "nd-rowhead", "tile"} {
+	for _, m := range []string{"dense", "dense-odd-broadcast", "nd", "nd-head", "nd-rowhead", "tile"} {
 		if modes[m] == 0 {
 			t.Errorf("no case ran a %s kernel: %v", m, modes)
 		}

@@ -24,11 +24,17 @@ template <typename T, int N> struct __align__(N * sizeof(T)) VN { T v[N]; };
 // gc_row_v4 loads the vector at flat index i0 (a multiple of 4) of a
 // row-broadcast operand, which repeats every inner elements: element i is
 // x[i % inner]. When inner is a multiple of 4 the vector lies within one
-// repeat, and x aligned makes it one vector load.
+// repeat, and x aligned makes it one vector load. Otherwise one division
+// places the vector, and its elements wrap at most once (inner >= 4).
 template <typename T, typename I> __device__ __forceinline__ V4<T> gc_row_v4(const T* x, I i0, I inner) {
   const I r = i0 % inner;
   if ((inner & 3) == 0 && ((unsigned long long)x & (sizeof(V4<T>) - 1)) == 0) return *(const V4<T>*)(x + r);
   V4<T> v;
+  if (inner >= 4) {
+    #pragma unroll
+    for (int j = 0; j < 4; j++) v.v[j] = x[r + j < inner ? r + j : r + j - inner];
+    return v;
+  }
   #pragma unroll
   for (int j = 0; j < 4; j++) v.v[j] = x[(i0 + j) % inner];
   return v;
@@ -37,12 +43,21 @@ template <typename T, typename I> __device__ __forceinline__ V4<T> gc_row_v4(con
 // gc_col_v4 loads the vector at flat index i0 (a multiple of 4) of a
 // column-broadcast operand, which holds one element per run of inner
 // elements: element i is x[i / inner]. When inner is a multiple of 4 the
-// vector lies within one run: one element, read once.
+// vector lies within one run: one element, read once. Otherwise one
+// division places the vector, which crosses at most one run's end
+// (inner >= 4).
 template <typename T, typename I> __device__ __forceinline__ V4<T> gc_col_v4(const T* x, I i0, I inner) {
   V4<T> v;
+  const I q = i0 / inner;
   if ((inner & 3) == 0) {
-    const T e = x[i0 / inner];
+    const T e = x[q];
     v.v[0] = e; v.v[1] = e; v.v[2] = e; v.v[3] = e;
+    return v;
+  }
+  if (inner >= 4) {
+    const I r = i0 - q * inner;
+    #pragma unroll
+    for (int j = 0; j < 4; j++) v.v[j] = x[r + j < inner ? q : q + 1];
     return v;
   }
   #pragma unroll
