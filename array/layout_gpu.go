@@ -1,6 +1,7 @@
 package array
 
 import (
+	"slices"
 	"sort"
 
 	"gocompile/inductor"
@@ -119,6 +120,75 @@ func orderDims(shape []int, strides [][]int) ([]int, [][]int) {
 // second innermost dim once rows are this short, coalesces as well.
 const minTile = 16
 
+// tileGroup is how many elements planLayout gathers into each group of a
+// grouped tiled kernel where it can: a tile edge of 64 or more.
+const tileGroup = 64
+
+// tileGroups returns a grouped tiled kernel's groups of dims, each fastest
+// first: B, the output's innermost dims (the last dims of the ordered
+// shape) until they hold tileGroup elements or reach the dim across; A,
+// the dims operand op's contiguous run spans from across, its unit-stride
+// dim, until the run ends or reaches B. A takes the whole run, as the
+// longer a group, the less its last, partial tile wastes.
+func tileGroups(shape []int, strides [][]int, across, op int) (a, b []int) {
+	r := len(shape)
+	n := 1
+	for d := r - 1; d >= 0 && d != across && n < tileGroup; d-- {
+		b = append(b, d)
+		n *= shape[d]
+	}
+	inB := func(d int) bool { return slices.Contains(b, d) }
+	st := strides[op]
+	a, n = []int{across}, shape[across]
+	for {
+		next := -1
+		for d := range r {
+			if st[d] == n && shape[d] > 1 && !inB(d) && !slices.Contains(a, d) {
+				next = d
+				break
+			}
+		}
+		if next < 0 {
+			break
+		}
+		a = append(a, next)
+		n *= shape[next]
+	}
+	return a, b
+}
+
+// runsThrough reports whether a tensor of strides st steps through the
+// dims of a tile group (fastest first) as one run: by one along the
+// first, and along each next by the elements of those before.
+func runsThrough(shape, st, dims []int) bool {
+	n := 1
+	for _, d := range dims {
+		if st[d] != n && shape[d] > 1 {
+			return false
+		}
+		n *= shape[d]
+	}
+	return true
+}
+
+// groupSize is the number of elements the dims of a tile group span.
+func groupSize(shape, dims []int) int {
+	n := 1
+	for _, d := range dims {
+		n *= shape[d]
+	}
+	return n
+}
+
+// permuted is s with its entries in order.
+func permuted(s, order []int) []int {
+	p := make([]int, len(order))
+	for j, d := range order {
+		p[j] = s[d]
+	}
+	return p
+}
+
 // layoutTensor is what planLayout needs of a tensor beyond its strides:
 // its address and element size.
 type layoutTensor struct {
@@ -152,7 +222,7 @@ func planLayout(k *inductor.PointwiseKernel, n int, shape []int, strides [][]int
 		unitOut = unitOut && strides[m][r-1] == 1
 	}
 	across := -1 // the dim to move next to the innermost
-	best := 0
+	best, bestOperand := 0, -1
 	for t := nout; t < len(strides) && r >= 2; t++ {
 		st := strides[t]
 		if st[r-1] == 0 || st[r-1] == 1 {
@@ -166,12 +236,55 @@ func planLayout(k *inductor.PointwiseKernel, n int, shape []int, strides [][]int
 		}
 		for d := r - 2; d >= 0; d-- {
 			if st[d] == 1 && foot > best {
-				across, best = d, foot
+				across, best, bestOperand = d, foot, t
 				break
 			}
 		}
 	}
-	if across >= 0 && across != r-2 {
+	// Where the output's innermost dim or the operand's contiguous dim is
+	// short, tile groups of dims instead (see inductor's grouped tiled
+	// kernels): B, the output's innermost dims, and A, the dims the
+	// operand's contiguous run spans, each of up to tileGroup elements.
+	// Only where a plain tile cannot be had: reading through the offset
+	// tables costs a plain tile's speed about a tenth (H100).
+	var groupA, groupB []int // fastest first
+	if across >= 0 && unitOut && (shape[across] < minTile || shape[r-1] < minTile) {
+		groupA, groupB = tileGroups(shape, strides, across, bestOperand)
+	}
+	grouped := len(groupA)+len(groupB) > 2 && groupSize(shape, groupA) >= minTile && groupSize(shape, groupB) >= minTile
+	// A grouped kernel writes its outputs along B as one run.
+	for m := range nout {
+		grouped = grouped && runsThrough(shape, strides[m], groupB)
+	}
+	switch {
+	case grouped:
+		// The dims in the order rest, A, B, each group's fastest last.
+		in := map[int]bool{}
+		var order []int
+		for _, d := range append(append([]int(nil), groupA...), groupB...) {
+			in[d] = true
+		}
+		for d := range r {
+			if !in[d] {
+				order = append(order, d)
+			}
+		}
+		for _, g := range [][]int{groupA, groupB} {
+			for j := len(g) - 1; j >= 0; j-- {
+				order = append(order, g[j])
+			}
+		}
+		shape = permuted(shape, order)
+		for t := range strides {
+			strides[t] = permuted(strides[t], order)
+		}
+		for j := range groupB { // the groups' dims in the new order
+			groupB[j] = r - 1 - j
+		}
+		for j := range groupA {
+			groupA[j] = r - len(groupB) - 1 - j
+		}
+	case across >= 0 && across != r-2:
 		move := func(s []int) {
 			v := s[across]
 			copy(s[across:r-2], s[across+1:r-1])
@@ -186,9 +299,24 @@ func planLayout(k *inductor.PointwiseKernel, n int, shape []int, strides [][]int
 	}
 	k.Rank = r
 	k.TileEdge = pointwiseTileEdge
-	k.Tile = across >= 0 && unitOut && shape[r-2] >= minTile && shape[r-1] >= minTile
+	k.Tile = grouped || across >= 0 && unitOut && shape[r-2] >= minTile && shape[r-1] >= minTile
+	k.TileA, k.TileB = 0, 0
+	if grouped {
+		k.TileA, k.TileB = len(groupA), len(groupB)
+	}
 	k.Strided = !k.Tile
 	k.OutStrided = !unitOut
+	// A grouped kernel stages the operands that run through the A dims
+	// as the chosen one does, and reads the others through its tables.
+	nA, nB := len(groupA), len(groupB)
+	runsLikeBest := func(st []int) bool {
+		for d := r - nB - nA; d < r-nB; d++ {
+			if st[d] != strides[bestOperand][d] {
+				return false
+			}
+		}
+		return true
+	}
 	t, staged := nout, 0
 	for i, o := range k.Operands {
 		if o.Access == inductor.ScalarArg {
@@ -199,6 +327,13 @@ func planLayout(k *inductor.PointwiseKernel, n int, shape []int, strides [][]int
 		switch {
 		case allZero(st):
 			o.Access = inductor.Uniform
+		case grouped && runsLikeBest(st) && staged < inductor.MaxTiled:
+			o.Access = inductor.Tiled
+			staged++
+		case grouped && st[r-1] == 1 && runsThrough(shape, st, groupB):
+			o.Access = inductor.InnerContiguous // one run along B, as the outputs
+		case grouped:
+			o.Access = inductor.Strided
 		case k.Tile && st[r-2] == 1 && st[r-1] != 0 && st[r-1] != 1 && staged < inductor.MaxTiled:
 			o.Access = inductor.Tiled
 			staged++

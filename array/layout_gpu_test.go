@@ -327,6 +327,11 @@ func testLayoutsOnCPU(t *testing.T, cxx string, flags []string, seed uint64, nca
 			n = shape[0]
 		}
 		oddBroadcasts := ci%8 == 3 // a dense kernel whose row and column broadcasts repeat every odd number of elements
+		groupedTile := ci%8 == 5   // a permuted operand whose contiguous run spans two short dims, an output whose inner dims are short
+		if groupedTile {
+			shape, rank = []int{3 + r.IntN(5), 6 + r.IntN(7), 8 + r.IntN(9), 8 + r.IntN(9)}, 4
+			n = ir.Numel(shape)
+		}
 		if oddBroadcasts {
 			shape, rank = []int{2 + r.IntN(40), 5 + 2*r.IntN(31)}, 2
 			n = ir.Numel(shape)
@@ -336,7 +341,7 @@ func testLayoutsOnCPU(t *testing.T, cxx string, flags []string, seed uint64, nca
 		// The output: contiguous, or a permuted or narrowed view.
 		outDT := dtypes[r.IntN(len(dtypes))]
 		c.views = append(c.views, randomView(r, shape, outDT, noB, ci%3 == 0))
-		if ci%4 == 2 && r.IntN(2) == 0 || oddBroadcasts { // a contiguous output
+		if ci%4 == 2 && r.IntN(2) == 0 || oddBroadcasts || groupedTile { // a contiguous output
 			c.views[0] = layoutView{dt: outDT, storage: n, strides: ir.ContiguousStrides(shape)}
 		}
 		if ci%4 == 1 {
@@ -382,6 +387,9 @@ func testLayoutsOnCPU(t *testing.T, cxx string, flags []string, seed uint64, nca
 					}
 				}
 				v.strides = append([]int(nil), v.strides...)
+			}
+			if groupedTile && i == 0 {
+				v = orderedView(r, shape, dt, bcast, []int{3, 2, 1, 0}, 2*r.IntN(2))
 			}
 			if oddBroadcasts { // dense, a row broadcast, a column broadcast
 				v = layoutView{dt: dt, storage: n, strides: ir.ContiguousStrides(shape)}
@@ -435,6 +443,8 @@ func testLayoutsOnCPU(t *testing.T, cxx string, flags []string, seed uint64, nca
 		c.src = harnessSource(src)
 		mode := "dense"
 		switch {
+		case k.Tile && (k.TileA > 1 || k.TileB > 1):
+			mode = "tile-grouped"
 		case k.Tile:
 			mode = "tile"
 		case k.Strided && geo.Vec && geo.RowHead:
@@ -505,7 +515,7 @@ func testLayoutsOnCPU(t *testing.T, cxx string, flags []string, seed uint64, nca
 		c.call = call.String()
 		cases = append(cases, c)
 	}
-	for _, m := range []string{"dense", "dense-odd-broadcast", "nd", "nd-head", "nd-rowhead", "tile"} {
+	for _, m := range []string{"dense", "dense-odd-broadcast", "nd", "nd-head", "nd-rowhead", "tile", "tile-grouped"} {
 		if modes[m] == 0 {
 			t.Errorf("no case ran a %s kernel: %v", m, modes)
 		}

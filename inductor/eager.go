@@ -42,9 +42,9 @@ const (
 	// innermost dim (stride 0): read once per vector.
 	InnerBroadcast
 	// Tiled operands (of tiled kernels) step by one element along the
-	// second innermost dim, across the output's order: staged through
-	// shared memory so that both their loads and the output's stores
-	// coalesce.
+	// second innermost dim (grouped kernels: along their A dims, as one
+	// run), across the output's order: staged through shared memory so
+	// that both their loads and the output's stores coalesce.
 	Tiled
 )
 
@@ -84,6 +84,11 @@ type PointwiseKernel struct {
 	// TileEdge is the edge of a tiled kernel's tiles, 32 or 64 (0: chosen
 	// by TileSize).
 	TileEdge int
+	// TileA and TileB make a tiled kernel a grouped one (either above 1):
+	// its tiles span the last TileB dims (the output's contiguous ones),
+	// flattened, and the TileA dims before them (the staged operands'
+	// contiguous ones), flattened; 0 counts as 1.
+	TileA, TileB int
 	// Rank is the number of dims of an N-d or tiled kernel, 1 to MaxRank
 	// (0: MaxRank). The kernel's loops over dims are unrolled for it.
 	Rank int
@@ -224,6 +229,9 @@ func (k *PointwiseKernel) Name() string {
 	switch {
 	case k.Tile:
 		fmt.Fprintf(&b, "_tile%dr%d", k.TileSize(), k.rank())
+		if k.grouped() {
+			fmt.Fprintf(&b, "a%db%d", k.tileA(), k.tileB())
+		}
 		if k.Index32 {
 			b.WriteString("_i32")
 		}

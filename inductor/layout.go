@@ -34,6 +34,19 @@ import (
 // warp along that dim (coalesced), keeps it in shared memory, then computes
 // with the warp along the innermost dim, so that the output's stores (and
 // the other operands' loads) coalesce too.
+//
+// Grouped tiled kernels (TileA or TileB above 1) tile two groups of dims
+// instead of two dims: the last TileB dims, which the output walks in
+// memory order, and the TileA dims before them, which the staged operands
+// do, each flattened into one index. A permuted operand whose contiguous
+// run spans several short dims (a [5, 91] run of a 4-d permute) thus still
+// loads whole runs, and an output whose innermost dim is short still
+// stores whole lines. Each tensor's offset is additive over the groups: a
+// block first tabulates, in shared memory, every tensor's offset at each
+// of its tile's A and B indices (one division chain per entry), then
+// reads and writes through the tables, but along a group a tensor runs
+// through as one: the staged operands along A; the outputs, and
+// InnerContiguous operands, along B.
 
 // tileThreads is the block size of tiled kernels: 32 columns by 8 rows.
 const tileThreads = 256
@@ -51,6 +64,10 @@ const tileShared = 40 << 10
 // tiles (kept in their compute kind) would not fit in tileShared.
 func (k *PointwiseKernel) TileSize() int {
 	staged := 0 // bytes per element across the staged operands
+	tables := 0 // bytes per unit of tile edge of a grouped kernel's offset tables
+	if k.grouped() {
+		tables = 2 * 8 * k.tables()
+	}
 	small := true
 	for _, o := range k.Operands {
 		if o.Access == Tiled {
@@ -69,7 +86,7 @@ func (k *PointwiseKernel) TileSize() int {
 	} else if small {
 		t = 64
 	}
-	if t*(t+1)*staged > tileShared {
+	if t*(t+1)*staged+t*tables > tileShared {
 		return 32
 	}
 	return t
@@ -81,6 +98,25 @@ func kindSize(k ir.Kind) int {
 		return 4
 	}
 	return 8
+}
+
+// grouped reports whether k is a grouped tiled kernel.
+func (k *PointwiseKernel) grouped() bool { return k.Tile && (k.tileA() > 1 || k.tileB() > 1) }
+
+func (k *PointwiseKernel) tileA() int { return max(k.TileA, 1) }
+func (k *PointwiseKernel) tileB() int { return max(k.TileB, 1) }
+
+// tables is how many tensors a grouped kernel indexes through offset
+// tables: the outputs and the operands that are neither uniform nor
+// scalars.
+func (k *PointwiseKernel) tables() int {
+	n := len(k.outputs())
+	for _, o := range k.Operands {
+		if o.Access != ScalarArg && o.Access != Uniform {
+			n++
+		}
+	}
+	return n
 }
 
 func (k *PointwiseKernel) rank() int {
@@ -127,10 +163,19 @@ func (k *PointwiseKernel) work(g *LayoutGeometry) (count, a, b int64) {
 		rows *= int64(s)
 	}
 	if k.Tile {
+		// The B group (the innermost dim, or the last TileB) and the A
+		// group before it, each flattened.
 		t := int64(k.TileSize())
-		a = (int64(g.Sizes[r-1]) + t - 1) / t
-		b = (int64(g.Sizes[r-2]) + t - 1) / t
-		return rows / int64(g.Sizes[r-2]) * a * b, a, b
+		nb, na := int64(1), int64(1)
+		for _, s := range g.Sizes[r-k.tileB():] {
+			nb *= int64(s)
+		}
+		for _, s := range g.Sizes[r-k.tileB()-k.tileA() : r-k.tileB()] {
+			na *= int64(s)
+		}
+		a = (nb + t - 1) / t
+		b = (na + t - 1) / t
+		return rows * int64(g.Sizes[r-1]) / (na * nb) * a * b, a, b
 	}
 	head := g.Head
 	if g.RowHead {
@@ -247,6 +292,9 @@ func (c *kernelCtx) layoutBody(b *strings.Builder, params []string) error {
 	if k.Tile && (r < 2 || k.OutStrided) {
 		return fmt.Errorf("a tiled kernel needs rank 2 or more and unit-stride outputs")
 	}
+	if k.grouped() && k.tileA()+k.tileB() > r {
+		return fmt.Errorf("tile groups of %d and %d dims in a kernel of rank %d", k.tileA(), k.tileB(), r)
+	}
 	outs := k.outputs()
 	// geo is each tensor's row of the geometry's strides: the outputs, then
 	// the tensor operands.
@@ -332,9 +380,12 @@ struct GcGeo {
 			}
 		}
 	}
-	if k.Tile {
+	switch {
+	case k.grouped():
+		c.groupedTileBody(b, geo, offsets, tensors, I, O, div)
+	case k.Tile:
 		c.tileBody(b, geo, offsets, I, O, div)
-	} else {
+	default:
 		c.ndBody(b, geo, offsets, I, O, div)
 	}
 	b.WriteString("}\n")
@@ -513,6 +564,120 @@ func (c *kernelCtx) tileBody(b *strings.Builder, geo map[int]int, offsets func(i
 		b.WriteString("    __syncthreads(); // the tiles are reused\n")
 	}
 	b.WriteString("  }\n")
+}
+
+// groupedTileBody is the loop of a grouped tiled kernel (see the doc at
+// the top of this file): tensors are the geometry rows of the outputs and
+// indexed operands, each given offset tables along the tile's A and B
+// indices.
+func (c *kernelCtx) groupedTileBody(b *strings.Builder, geo map[int]int, offsets func(indent, v string, from int), tensors []int, I, O string, div func(string, int) string) {
+	k := c.k
+	r := k.rank()
+	t := k.TileSize()
+	outs := k.outputs()
+	rows := tileThreads / 32
+	nb, na := k.tileB(), k.tileA()
+	loB, loA := r-nb, r-nb-na // the first dim of each group
+	slot := map[int]int{}      // each tensor's row of the tables
+	for j, g := range tensors {
+		slot[g] = j
+	}
+	fmt.Fprintf(b, "  // Offsets of each indexed tensor at the tile's A (dims %d..%d) and B (dims %d..%d) indices.\n", loA, loB-1, loB, r-1)
+	fmt.Fprintf(b, "  __shared__ %s tabA[%d][%d], tabB[%[2]d][%[3]d];\n", O, len(tensors), t)
+	for i, o := range k.Operands {
+		if o.Access == Tiled {
+			fmt.Fprintf(b, "  // x%d's tile, loaded along its contiguous run (the A dims).\n", i)
+			fmt.Fprintf(b, "  __shared__ %s sh%d[%d][%d];\n", kindC(o.Kind), i, t, t+1)
+		}
+	}
+	b.WriteString("  const int tx = threadIdx.x & 31, ty = threadIdx.x >> 5;\n")
+	prod := func(lo, hi int) string {
+		var f []string
+		for d := lo; d < hi; d++ {
+			f = append(f, fmt.Sprintf("(%s)g.size[%d]", I, d))
+		}
+		return strings.Join(f, " * ")
+	}
+	fmt.Fprintf(b, "  const %[1]s NA = %[2]s, NB = %[3]s, ntb = (%[1]s)g.size[%[4]d];\n", I, prod(loA, loB), prod(loB, r), r)
+	fmt.Fprintf(b, "  for (%[1]s tile = blockIdx.x; tile < (%[1]s)g.count; tile += gridDim.x) {\n", I)
+	fmt.Fprintf(b, "    %s rest = %s;\n", I, div("tile", r))
+	fmt.Fprintf(b, "    const %s b0 = (tile - rest * ntb) * %d;\n", I, t)
+	fmt.Fprintf(b, "    %s batch = %s;\n", I, div("rest", r+1))
+	fmt.Fprintf(b, "    const %s a0 = (rest - batch * (%s)g.size[%d]) * %d;\n", I, I, r+1, t)
+	offsets("    ", "batch", loA-1)
+	fmt.Fprintf(b, "    const int na = (int)min((%[1]s)%d, NA - a0), nb = (int)min((%[1]s)%d, NB - b0);\n", I, t, t)
+	// table fills entry e of tab with every tensor's offset at index v of
+	// the group of dims lo..hi-1 (the last fastest).
+	table := func(tab, v string, lo, hi int) {
+		fmt.Fprintf(b, "      %s q = %s;\n", I, v)
+		for _, g := range tensors {
+			fmt.Fprintf(b, "      %s e%d = 0;\n", O, g)
+		}
+		for d := hi - 1; d >= lo; d-- {
+			cd := "q"
+			if d > lo {
+				fmt.Fprintf(b, "      {\n        const %s next = %s, cd = q - next * (%s)g.size[%d];\n", I, div("q", d), I, d)
+				cd = "cd"
+			}
+			for _, g := range tensors {
+				fmt.Fprintf(b, "        e%d += (%s)%s * (%s)g.stride[%d][%d];\n", g, O, cd, O, g, d)
+			}
+			if d > lo {
+				b.WriteString("        q = next;\n      }\n")
+			}
+		}
+		for _, g := range tensors {
+			fmt.Fprintf(b, "      %s[%d][e] = e%d;\n", tab, slot[g], g)
+		}
+	}
+	fmt.Fprintf(b, "    if (threadIdx.x < %d) {\n      const int e = threadIdx.x;\n", t)
+	table("tabA", "a0 + (e < na ? e : 0)", loA, loB)
+	fmt.Fprintf(b, "    } else if (threadIdx.x < %d) {\n      const int e = threadIdx.x - %d;\n", 2*t, t)
+	table("tabB", "b0 + (e < nb ? e : 0)", loB, r)
+	b.WriteString("    }\n    __syncthreads();\n")
+	// at is tensor g's element at A index ra and B index rb of the tile:
+	// through the tables, but for a group the tensor runs through as one
+	// (acc Tiled: A; InnerContiguous or an output: B).
+	at := func(g int, acc Access, ra, rb string) string {
+		offA := fmt.Sprintf("tabA[%d][%s]", slot[g], ra)
+		if acc == Tiled {
+			offA = fmt.Sprintf("(%s)(a0 + %s)", O, ra)
+		}
+		offB := fmt.Sprintf("tabB[%d][%s]", slot[g], rb)
+		if acc == InnerContiguous {
+			offB = fmt.Sprintf("(%s)(b0 + %s)", O, rb)
+		}
+		return fmt.Sprintf("o%d + %s + %s", g, offA, offB)
+	}
+	if k.hasTiled() {
+		b.WriteString("    // Stage: r along B, c (the warp) along A, the tiled operands' contiguous run.\n")
+		fmt.Fprintf(b, "    #pragma unroll\n    for (int rr = 0; rr < %d; rr++) {\n      const int r = ty + %d * rr;\n", t/rows, rows)
+		fmt.Fprintf(b, "      #pragma unroll\n      for (int cc = 0; cc < %d; cc++) {\n        const int c = tx + 32 * cc;\n", t/32)
+		b.WriteString("        if (r < nb && c < na) {\n")
+		for i, o := range k.Operands {
+			if o.Access == Tiled {
+				fmt.Fprintf(b, "          sh%d[r][c] = %s;\n", i, loadC(fmt.Sprintf("x%d[%s]", i, at(geo[i], Tiled, "c", "r")), o.DType, o.Kind))
+			}
+		}
+		b.WriteString("        }\n      }\n    }\n    __syncthreads();\n")
+	}
+	b.WriteString("    // Compute: r along A, c (the warp) along B, the output's contiguous run: stores coalesce.\n")
+	fmt.Fprintf(b, "    #pragma unroll\n    for (int rr = 0; rr < %d; rr++) {\n      const int r = ty + %d * rr;\n", t/rows, rows)
+	fmt.Fprintf(b, "      #pragma unroll\n      for (int cc = 0; cc < %d; cc++) {\n        const int c = tx + 32 * cc;\n", t/32)
+	b.WriteString("        if (r < na && c < nb) {\n")
+	for m, o := range outs {
+		fmt.Fprintf(b, "          %s[%s] = %s;\n", o.ptr, at(m, InnerContiguous, "r", "c"), c.store(m, func(i int, o Operand) string {
+			if s, ok := c.fixed(i, o); ok {
+				return s
+			}
+			if o.Access == Tiled {
+				return fmt.Sprintf("sh%d[c][r]", i)
+			}
+			return loadC(fmt.Sprintf("x%d[%s]", i, at(geo[i], o.Access, "r", "c")), o.DType, o.Kind)
+		}))
+	}
+	b.WriteString("        }\n      }\n    }\n")
+	b.WriteString("    __syncthreads(); // the tables and tiles are reused\n  }\n")
 }
 
 func (k *PointwiseKernel) hasTiled() bool {
