@@ -578,7 +578,7 @@ func (c *kernelCtx) groupedTileBody(b *strings.Builder, geo map[int]int, offsets
 	rows := tileThreads / 32
 	nb, na := k.tileB(), k.tileA()
 	loB, loA := r-nb, r-nb-na // the first dim of each group
-	slot := map[int]int{}      // each tensor's row of the tables
+	slot := map[int]int{}     // each tensor's row of the tables
 	for j, g := range tensors {
 		slot[g] = j
 	}
