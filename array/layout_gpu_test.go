@@ -326,8 +326,8 @@ func testLayoutsOnCPU(t *testing.T, cxx string, flags []string, seed uint64, nca
 			shape, rank = []int{1023 + 2*r.IntN(3000)}, 1
 			n = shape[0]
 		}
-		oddBroadcasts := ci%8 == 3 // a dense kernel whose row and column broadcasts repeat every odd number of elements
-		groupedTile := ci%8 == 5   // a permuted operand whose contiguous run spans two short dims, an output whose inner dims are short
+		oddBroadcasts := ci%8 == 3             // a dense kernel whose row and column broadcasts repeat every odd number of elements
+		groupedTile := ci%8 == 5               // a permuted operand whose contiguous run spans two short dims, an output whose inner dims are short
 		shortRun := groupedTile && ci%16 == 13 // the permuted run shorter than a tile: [short, long] transposed
 		if groupedTile {
 			shape, rank = []int{3 + r.IntN(5), 6 + r.IntN(7), 8 + r.IntN(9), 8 + r.IntN(9)}, 4
