@@ -251,10 +251,7 @@ func planLayout(k *inductor.PointwiseKernel, n int, shape []int, strides [][]int
 	if across >= 0 && unitOut && (shape[across] < minTile || shape[r-1] < minTile) {
 		groupA, groupB = tileGroups(shape, strides, across, bestOperand)
 	}
-	// A run shorter than a tile is staged a whole run at a time, several
-	// a warp: worth it where the tile still holds a few hundred elements.
-	sizeA, sizeB := groupSize(shape, groupA), groupSize(shape, groupB)
-	grouped := (len(groupA)+len(groupB) > 2 || sizeA < minTile) && sizeA >= 2 && sizeB >= minTile && min(sizeA, 64)*min(sizeB, 64) >= 8*32
+	grouped := len(groupA)+len(groupB) > 2 && groupSize(shape, groupA) >= minTile && groupSize(shape, groupB) >= minTile
 	// A grouped kernel writes its outputs along B as one run.
 	for m := range nout {
 		grouped = grouped && runsThrough(shape, strides[m], groupB)

@@ -84,8 +84,8 @@ type PointwiseKernel struct {
 	// TileEdge is the edge of a tiled kernel's tiles, 32 or 64 (0: chosen
 	// by TileSize).
 	TileEdge int
-	// TileA and TileB make a tiled kernel a grouped one (either set): its
-	// tiles span the last TileB dims (the output's contiguous ones),
+	// TileA and TileB make a tiled kernel a grouped one (either above 1):
+	// its tiles span the last TileB dims (the output's contiguous ones),
 	// flattened, and the TileA dims before them (the staged operands'
 	// contiguous ones), flattened; 0 counts as 1.
 	TileA, TileB int

@@ -35,7 +35,7 @@ import (
 // with the warp along the innermost dim, so that the output's stores (and
 // the other operands' loads) coalesce too.
 //
-// Grouped tiled kernels (TileA and TileB set) tile two groups of dims
+// Grouped tiled kernels (TileA or TileB above 1) tile two groups of dims
 // instead of two dims: the last TileB dims, which the output walks in
 // memory order, and the TileA dims before them, which the staged operands
 // do, each flattened into one index. A permuted operand whose contiguous
@@ -101,7 +101,7 @@ func kindSize(k ir.Kind) int {
 }
 
 // grouped reports whether k is a grouped tiled kernel.
-func (k *PointwiseKernel) grouped() bool { return k.Tile && (k.TileA > 0 || k.TileB > 0) }
+func (k *PointwiseKernel) grouped() bool { return k.Tile && (k.tileA() > 1 || k.tileB() > 1) }
 
 func (k *PointwiseKernel) tileA() int { return max(k.TileA, 1) }
 func (k *PointwiseKernel) tileB() int { return max(k.TileB, 1) }
@@ -650,25 +650,16 @@ func (c *kernelCtx) groupedTileBody(b *strings.Builder, geo map[int]int, offsets
 		return fmt.Sprintf("o%d + %s + %s", g, offA, offB)
 	}
 	if k.hasTiled() {
-		stage := func(indent string) {
-			for i, o := range k.Operands {
-				if o.Access == Tiled {
-					fmt.Fprintf(b, "%ssh%d[r][c] = %s;\n", indent, i, loadC(fmt.Sprintf("x%d[%s]", i, at(geo[i], Tiled, "c", "r")), o.DType, o.Kind))
-				}
+		b.WriteString("    // Stage: r along B, c (the warp) along A, the tiled operands' contiguous run.\n")
+		fmt.Fprintf(b, "    #pragma unroll\n    for (int rr = 0; rr < %d; rr++) {\n      const int r = ty + %d * rr;\n", t/rows, rows)
+		fmt.Fprintf(b, "      #pragma unroll\n      for (int cc = 0; cc < %d; cc++) {\n        const int c = tx + 32 * cc;\n", t/32)
+		b.WriteString("        if (r < nb && c < na) {\n")
+		for i, o := range k.Operands {
+			if o.Access == Tiled {
+				fmt.Fprintf(b, "          sh%d[r][c] = %s;\n", i, loadC(fmt.Sprintf("x%d[%s]", i, at(geo[i], Tiled, "c", "r")), o.DType, o.Kind))
 			}
 		}
-		b.WriteString("    if (na < 32) {\n")
-		b.WriteString("      // Stage a short run: the block's threads walk the tile A fastest,\n")
-		b.WriteString("      // several runs a warp (consecutive in memory where B steps by the run).\n")
-		fmt.Fprintf(b, "      for (int e = threadIdx.x; e < na * nb; e += %d) {\n        const int r = e / na, c = e - r * na;\n", tileThreads)
-		stage("        ")
-		b.WriteString("      }\n    } else {\n")
-		b.WriteString("      // Stage: r along B, c (the warp) along A, the tiled operands' contiguous run.\n")
-		fmt.Fprintf(b, "      #pragma unroll\n      for (int rr = 0; rr < %d; rr++) {\n        const int r = ty + %d * rr;\n", t/rows, rows)
-		fmt.Fprintf(b, "        #pragma unroll\n        for (int cc = 0; cc < %d; cc++) {\n          const int c = tx + 32 * cc;\n", t/32)
-		b.WriteString("          if (r < nb && c < na) {\n")
-		stage("            ")
-		b.WriteString("          }\n        }\n      }\n    }\n    __syncthreads();\n")
+		b.WriteString("        }\n      }\n    }\n    __syncthreads();\n")
 	}
 	b.WriteString("    // Compute: r along A, c (the warp) along B, the output's contiguous run: stores coalesce.\n")
 	fmt.Fprintf(b, "    #pragma unroll\n    for (int rr = 0; rr < %d; rr++) {\n      const int r = ty + %d * rr;\n", t/rows, rows)
