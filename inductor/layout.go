@@ -499,7 +499,6 @@ func (c *kernelCtx) tileBody(b *strings.Builder, geo map[int]int, offsets func(i
 	r := k.rank()
 	t := k.TileSize()
 	outs := k.outputs()
-	rows := tileThreads / 32
 	for i, o := range k.Operands {
 		if o.Access == Tiled {
 			fmt.Fprintf(b, "  // x%d's tile, loaded along its contiguous dim (the second innermost).\n", i)
@@ -522,22 +521,16 @@ func (c *kernelCtx) tileBody(b *strings.Builder, geo map[int]int, offsets func(i
 	fmt.Fprintf(b, "    const int ni = (int)min((%[1]s)%d, SI - bi), no = (int)min((%[1]s)%d, SO - bo);\n", I, t, t)
 	if k.hasTiled() {
 		b.WriteString("    // Stage: r along the innermost dim, c (the warp) along the tiled operands' contiguous one.\n")
-		fmt.Fprintf(b, "    #pragma unroll\n    for (int rr = 0; rr < %d; rr++) {\n      const int r = ty + %d * rr;\n", t/rows, rows)
-		fmt.Fprintf(b, "      #pragma unroll\n      for (int cc = 0; cc < %d; cc++) {\n        const int c = tx + 32 * cc;\n", t/32)
-		b.WriteString("        if (r < no && c < ni) {\n")
-		for i, o := range k.Operands {
-			if o.Access == Tiled {
-				g := geo[i]
-				fmt.Fprintf(b, "          sh%d[r][c] = %s;\n", i, loadC(fmt.Sprintf("x%d[o%d + (%s)(bi + c) + (%s)(bo + r) * (%s)g.stride[%d][%d]]", i, g, O, O, O, g, r-1), o.DType, o.Kind))
+		tileLoop(b, t, "r < no && c < ni", func(indent string) {
+			for i, o := range k.Operands {
+				if o.Access == Tiled {
+					g := geo[i]
+					fmt.Fprintf(b, "%ssh%d[r][c] = %s;\n", indent, i, loadC(fmt.Sprintf("x%d[o%d + (%s)(bi + c) + (%s)(bo + r) * (%s)g.stride[%d][%d]]", i, g, O, O, O, g, r-1), o.DType, o.Kind))
+				}
 			}
-		}
-		b.WriteString("        }\n      }\n    }\n    __syncthreads();\n")
+		})
+		b.WriteString("    __syncthreads();\n")
 	}
-	b.WriteString("    // Compute: r along the second innermost dim, c (the warp) along the innermost: stores coalesce.\n")
-	fmt.Fprintf(b, "    #pragma unroll\n    for (int rr = 0; rr < %d; rr++) {\n      const int r = ty + %d * rr;\n", t/rows, rows)
-	fmt.Fprintf(b, "      #pragma unroll\n      for (int cc = 0; cc < %d; cc++) {\n        const int c = tx + 32 * cc;\n", t/32)
-	b.WriteString("        if (r < ni && c < no) {\n")
-	fmt.Fprintf(b, "          const %[1]s ri = (%[1]s)(bi + r), ci = (%[1]s)(bo + c);\n", O)
 	at := func(t int, acc Access) string {
 		row := fmt.Sprintf("o%d + ri * (%s)g.stride[%d][%d]", t, O, t, r-2)
 		switch acc {
@@ -548,18 +541,21 @@ func (c *kernelCtx) tileBody(b *strings.Builder, geo map[int]int, offsets func(i
 		}
 		return fmt.Sprintf("%s + ci * (%s)g.stride[%d][%d]", row, O, t, r-1)
 	}
-	for m, o := range outs {
-		fmt.Fprintf(b, "          %s[%s] = %s;\n", o.ptr, at(m, InnerContiguous), c.store(m, func(i int, o Operand) string {
-			if s, ok := c.fixed(i, o); ok {
-				return s
-			}
-			if o.Access == Tiled {
-				return fmt.Sprintf("sh%d[c][r]", i)
-			}
-			return loadC(fmt.Sprintf("x%d[%s]", i, at(geo[i], o.Access)), o.DType, o.Kind)
-		}))
-	}
-	b.WriteString("        }\n      }\n    }\n")
+	b.WriteString("    // Compute: r along the second innermost dim, c (the warp) along the innermost: stores coalesce.\n")
+	tileLoop(b, t, "r < ni && c < no", func(indent string) {
+		fmt.Fprintf(b, "%sconst %[2]s ri = (%[2]s)(bi + r), ci = (%[2]s)(bo + c);\n", indent, O)
+		for m, o := range outs {
+			fmt.Fprintf(b, "%s%s[%s] = %s;\n", indent, o.ptr, at(m, InnerContiguous), c.store(m, func(i int, o Operand) string {
+				if s, ok := c.fixed(i, o); ok {
+					return s
+				}
+				if o.Access == Tiled {
+					return fmt.Sprintf("sh%d[c][r]", i)
+				}
+				return loadC(fmt.Sprintf("x%d[%s]", i, at(geo[i], o.Access)), o.DType, o.Kind)
+			}))
+		}
+	})
 	if k.hasTiled() {
 		b.WriteString("    __syncthreads(); // the tiles are reused\n")
 	}
@@ -575,7 +571,6 @@ func (c *kernelCtx) groupedTileBody(b *strings.Builder, geo map[int]int, offsets
 	r := k.rank()
 	t := k.TileSize()
 	outs := k.outputs()
-	rows := tileThreads / 32
 	nb, na := k.tileB(), k.tileA()
 	loB, loA := r-nb, r-nb-na // the first dim of each group
 	slot := map[int]int{}     // each tensor's row of the tables
@@ -651,33 +646,42 @@ func (c *kernelCtx) groupedTileBody(b *strings.Builder, geo map[int]int, offsets
 	}
 	if k.hasTiled() {
 		b.WriteString("    // Stage: r along B, c (the warp) along A, the tiled operands' contiguous run.\n")
-		fmt.Fprintf(b, "    #pragma unroll\n    for (int rr = 0; rr < %d; rr++) {\n      const int r = ty + %d * rr;\n", t/rows, rows)
-		fmt.Fprintf(b, "      #pragma unroll\n      for (int cc = 0; cc < %d; cc++) {\n        const int c = tx + 32 * cc;\n", t/32)
-		b.WriteString("        if (r < nb && c < na) {\n")
-		for i, o := range k.Operands {
-			if o.Access == Tiled {
-				fmt.Fprintf(b, "          sh%d[r][c] = %s;\n", i, loadC(fmt.Sprintf("x%d[%s]", i, at(geo[i], Tiled, "c", "r")), o.DType, o.Kind))
+		tileLoop(b, t, "r < nb && c < na", func(indent string) {
+			for i, o := range k.Operands {
+				if o.Access == Tiled {
+					fmt.Fprintf(b, "%ssh%d[r][c] = %s;\n", indent, i, loadC(fmt.Sprintf("x%d[%s]", i, at(geo[i], Tiled, "c", "r")), o.DType, o.Kind))
+				}
 			}
-		}
-		b.WriteString("        }\n      }\n    }\n    __syncthreads();\n")
+		})
+		b.WriteString("    __syncthreads();\n")
 	}
 	b.WriteString("    // Compute: r along A, c (the warp) along B, the output's contiguous run: stores coalesce.\n")
+	tileLoop(b, t, "r < na && c < nb", func(indent string) {
+		for m, o := range outs {
+			fmt.Fprintf(b, "%s%s[%s] = %s;\n", indent, o.ptr, at(m, InnerContiguous, "r", "c"), c.store(m, func(i int, o Operand) string {
+				if s, ok := c.fixed(i, o); ok {
+					return s
+				}
+				if o.Access == Tiled {
+					return fmt.Sprintf("sh%d[c][r]", i)
+				}
+				return loadC(fmt.Sprintf("x%d[%s]", i, at(geo[i], o.Access, "r", "c")), o.DType, o.Kind)
+			}))
+		}
+	})
+	b.WriteString("    __syncthreads(); // the tables and tiles are reused\n  }\n")
+}
+
+// tileLoop writes the loops over a tile's t×t elements by a block of
+// tileThreads: r by the warps, c by the lanes (the coalesced dim), each
+// element where cond holds; body writes its statements at indent.
+func tileLoop(b *strings.Builder, t int, cond string, body func(indent string)) {
+	rows := tileThreads / 32
 	fmt.Fprintf(b, "    #pragma unroll\n    for (int rr = 0; rr < %d; rr++) {\n      const int r = ty + %d * rr;\n", t/rows, rows)
 	fmt.Fprintf(b, "      #pragma unroll\n      for (int cc = 0; cc < %d; cc++) {\n        const int c = tx + 32 * cc;\n", t/32)
-	b.WriteString("        if (r < na && c < nb) {\n")
-	for m, o := range outs {
-		fmt.Fprintf(b, "          %s[%s] = %s;\n", o.ptr, at(m, InnerContiguous, "r", "c"), c.store(m, func(i int, o Operand) string {
-			if s, ok := c.fixed(i, o); ok {
-				return s
-			}
-			if o.Access == Tiled {
-				return fmt.Sprintf("sh%d[c][r]", i)
-			}
-			return loadC(fmt.Sprintf("x%d[%s]", i, at(geo[i], o.Access, "r", "c")), o.DType, o.Kind)
-		}))
-	}
+	fmt.Fprintf(b, "        if (%s) {\n", cond)
+	body("          ")
 	b.WriteString("        }\n      }\n    }\n")
-	b.WriteString("    __syncthreads(); // the tables and tiles are reused\n  }\n")
 }
 
 func (k *PointwiseKernel) hasTiled() bool {
