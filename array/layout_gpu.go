@@ -120,7 +120,7 @@ func orderDims(shape []int, strides [][]int) ([]int, [][]int) {
 // second innermost dim once rows are this short, coalesces as well.
 const minTile = 16
 
-// tileGroup is how many elements planLayout gathers into each group of a
+// tileGroup is how many elements planLayout gathers into the B group of a
 // grouped tiled kernel where it can: a tile edge of 64 or more.
 const tileGroup = 64
 
@@ -205,7 +205,10 @@ type layoutTensor struct {
 // An operand whose unit stride lies along a dim other than the outputs'
 // innermost one (a transposed or permuted view) is read through shared
 // memory tiles when both dims are long enough; that dim is moved next to
-// the innermost so the tile's dims are the kernel's two innermost.
+// the innermost so the tile's dims are the kernel's two innermost. When
+// either is short, a grouped tiled kernel tiles the operand's contiguous
+// run and the output's innermost dims instead, each flattened, where both
+// span a tile.
 func planLayout(k *inductor.PointwiseKernel, n int, shape []int, strides [][]int, nout int, ts []layoutTensor) *inductor.LayoutGeometry {
 	r := len(shape)
 	if r == 0 { // one element
@@ -244,9 +247,9 @@ func planLayout(k *inductor.PointwiseKernel, n int, shape []int, strides [][]int
 	// Where the output's innermost dim or the operand's contiguous dim is
 	// short, tile groups of dims instead (see inductor's grouped tiled
 	// kernels): B, the output's innermost dims, and A, the dims the
-	// operand's contiguous run spans, each of up to tileGroup elements.
-	// Only where a plain tile cannot be had: reading through the offset
-	// tables costs a plain tile's speed about a tenth (H100).
+	// operand's contiguous run spans (tileGroups). Only where a plain tile
+	// cannot be had: reading through the offset tables costs a plain
+	// tile's speed about a tenth (H100).
 	var groupA, groupB []int // fastest first
 	if across >= 0 && unitOut && (shape[across] < minTile || shape[r-1] < minTile) {
 		groupA, groupB = tileGroups(shape, strides, across, bestOperand)
