@@ -190,8 +190,19 @@ template <class F> void launch2(unsigned gx, unsigned gy, unsigned bx, unsigned 
   for (auto& t : ts) t.join();
 }
 
-// Warp shuffles: compiled, never run (kernels that use them are not run
-// here).
+// Warp shuffles: __shfl_xor_sync exchanges through a block-wide buffer
+// between two barriers, so every thread of the block must call it, as
+// row kernels' block_allreduce does; __shfl_down_sync is compiled, never
+// run.
+template <class T> T __shfl_xor_sync(unsigned, T v, int lane) {
+  static T slot[1024];
+  const unsigned t = threadIdx.x + threadIdx.y * blockDim.x;
+  slot[t] = v;
+  __syncthreads();
+  const T w = slot[t ^ (unsigned)lane];
+  __syncthreads();
+  return w;
+}
 template <class T> T __shfl_down_sync(unsigned, T v, int) { std::abort(); return v; }
 
 // load reads a tensor's buffer from dir/name into memory aligned to 64

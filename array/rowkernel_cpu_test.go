@@ -1,0 +1,324 @@
+package array
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"gocompile/fuse"
+	"gocompile/inductor"
+	"gocompile/ir"
+)
+
+// rowKernelCase is one region of TestRowKernelsOnCPU.
+type rowKernelCase struct {
+	name, program string
+	rows, R       int
+	outer         []int // the rows' shape
+	ins           []layoutView
+	inShapes      [][]int
+	kern          *inductor.RowKernel
+	geo           inductor.RowGeometry
+	parts, chunk  int
+	dt            ir.DType
+	outLen        int
+	want          []float64
+	tol           float64
+}
+
+// Fused row kernels (inductor.RowKernel, the compiled form of row regions
+// over the last dim) compute what their region means, for every launch:
+// persistent, looped, stashed and split kernels, several rows a block or
+// one, vector or scalar access, over random row counts and lengths (odd
+// ones included), rows laid out with gaps or outer dims permuted, in every
+// floating dtype. The regions: softmax, log-softmax, layer norm (weight
+// and bias), RMS norm (weight), variance and a sum. Each kernel's CUDA C
+// runs on the CPU (g++, one thread per GPU thread, warp shuffles through
+// shared memory) against the eager float64 ops.
+func TestRowKernelsOnCPU(t *testing.T) {
+	cxx, err := exec.LookPath("g++")
+	if err != nil {
+		t.Skip("no g++ on this machine")
+	}
+	ncases := 96
+	if testing.Short() {
+		ncases = 24
+	}
+	r := rand.New(rand.NewPCG(19, 2026))
+	dtypes := []ir.DType{ir.Float32, ir.Float64, ir.Float16, ir.BFloat16}
+	programs := []string{"softmax", "logsoftmax", "layernorm", "rmsnorm", "var", "sum"}
+	forms := map[string]int{}
+	var cases []*rowKernelCase
+	for ci := range ncases {
+		c := &rowKernelCase{name: fmt.Sprintf("case%d", ci), program: programs[ci%len(programs)], dt: dtypes[r.IntN(len(dtypes))]}
+		lengths := []int{3, 4, 17, 64, 129, 1000, 1023, 2048, 3001} // a row of 1 is no row region
+		c.R = lengths[r.IntN(len(lengths))]
+		c.outer = []int{1 + r.IntN(12)}
+		if r.IntN(2) == 0 {
+			c.outer = []int{1 + r.IntN(4), 1 + r.IntN(5)}
+		}
+		c.rows = ir.Numel(c.outer)
+		shape := append(append([]int(nil), c.outer...), c.R)
+		region, nin := rowKernelRegion(t, c.program, shape, c.dt)
+		k := inductor.NewRowKernel(region)
+
+		// x: rows in order or the outer dims permuted, sometimes with a gap
+		// after each row; weights and biases: one row, broadcast.
+		x := randomView(r, shape, c.dt, make([]bool, len(shape)), false)
+		if len(c.outer) == 2 && r.IntN(2) == 0 {
+			x = orderedView(r, shape, c.dt, make([]bool, len(shape)), []int{1, 0, 2}, r.IntN(4))
+		}
+		c.ins, c.inShapes = []layoutView{x}, [][]int{shape}
+		for range nin - 1 {
+			c.ins = append(c.ins, layoutView{dt: c.dt, storage: c.R, strides: []int{1}})
+			c.inShapes = append(c.inShapes, []int{c.R})
+		}
+		c.geo = inductor.RowGeometry{OuterRank: len(c.outer)}
+		for d, s := range c.outer {
+			c.geo.OuterSize[d] = int64(s)
+		}
+		aligned := c.R%4 == 0
+		for i, v := range c.ins {
+			var os [inductor.MaxRank]int64
+			if i == 0 {
+				for d := range c.outer {
+					os[d] = int64(v.strides[d])
+					aligned = aligned && v.strides[d]%4 == 0
+				}
+				aligned = aligned && v.offset%4 == 0
+			}
+			c.geo.OuterStride = append(c.geo.OuterStride, os)
+			c.geo.InnerStride = append(c.geo.InnerStride, int64(v.strides[len(v.strides)-1]))
+			k.Inputs[i].Access = inductor.RowContig
+		}
+
+		// A launch picked at random among the valid ones.
+		k.Vec = 1
+		if aligned {
+			k.Vec = 4
+		}
+		k.Index32 = true
+		vectors := (c.R + k.Vec - 1) / k.Vec
+		pick := ci / len(programs) % 4 // every program meets every launch form
+		switch {
+		case pick == 0 && vectors <= 64: // short rows: several a block
+			k.Threads = 1 << r.IntN(6)
+			k.Groups = 128 / k.Threads
+			k.Persist = (vectors + k.Threads - 1) / k.Threads
+		case pick == 1 && vectors <= 8*1024: // persistent
+			k.Threads = 32 << r.IntN(6)
+			k.Persist = (vectors + k.Threads - 1) / k.Threads
+			if k.Persist > 8 {
+				k.Threads, k.Persist = 1024, (vectors+1023)/1024
+			}
+		case pick == 2: // stashed
+			k.Threads, k.Stash = 32<<r.IntN(4), true
+		default: // looped, split where it can
+			k.Threads = 32 << r.IntN(4)
+			if k.CanSplit() {
+				c.parts = 2 + r.IntN(3)
+				c.chunk = ((c.R+c.parts-1)/c.parts + k.Vec - 1) / k.Vec * k.Vec
+				c.parts = (c.R + c.chunk - 1) / c.chunk
+				k.Split = c.parts > 1
+			}
+		}
+		if k.Persist > 8 {
+			k.Persist = 0
+		}
+		c.kern = k
+		if _, err := k.Source(); err != nil {
+			t.Fatalf("%s: %s: %v", c.name, c.program, err)
+		}
+		c.outLen = c.rows
+		if k.Expr != nil {
+			c.outLen = c.rows * c.R
+		}
+		form := "looped"
+		switch {
+		case k.Stash:
+			form = "stash"
+		case k.Split:
+			form = "split"
+		case k.Persist > 0 && k.Groups > 1:
+			form = "groups"
+		case k.Persist > 0:
+			form = "persistent"
+		}
+		if k.Vec == 4 {
+			form += "-vec"
+		}
+		forms[form]++
+		c.tol = map[ir.DType]float64{ir.Float32: 2e-5, ir.Float64: 1e-12, ir.Float16: 4e-3, ir.BFloat16: 2e-2}[c.dt]
+		cases = append(cases, c)
+	}
+	for _, f := range []string{"looped", "stash", "split", "groups", "persistent", "persistent-vec"} {
+		if forms[f] == 0 && !testing.Short() {
+			t.Errorf("no case ran a %s kernel: %v", f, forms)
+		}
+	}
+	t.Logf("forms: %v", forms)
+
+	dir := t.TempDir()
+	elem := map[ir.DType]string{ir.Float32: "float", ir.Float64: "double", ir.Float16: "unsigned short", ir.BFloat16: "unsigned short"}
+	var prog, calls strings.Builder
+	prog.WriteString(harnessStubs)
+	prog.WriteString("#define GC_EXTERN_SHARED extern  // each case's stash_raw, defined in its namespace\n")
+	for _, c := range cases {
+		var logical []*Array
+		for i, v := range c.ins {
+			data := make([]float64, v.storage)
+			var buf []byte
+			for e := range data {
+				data[e] = float64(r.IntN(33)-16) / 8
+				buf = append(buf, encode(v.dt, data[e])...)
+			}
+			if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("%s_in%d.bin", c.name, i)), buf, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			shape := c.inShapes[i]
+			vals := make([]float64, ir.Numel(shape))
+			idx := make([]int, len(shape))
+			for e := range vals {
+				rem := e
+				for d := len(shape) - 1; d >= 0; d-- {
+					idx[d] = rem % shape[d]
+					rem /= shape[d]
+				}
+				vals[e] = data[v.at(idx)]
+			}
+			logical = append(logical, FromFloat64s(vals, ir.Float64, shape...))
+		}
+		c.want = rowKernelReference(c.program, logical)
+
+		k := c.kern
+		src, err := k.Source()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var lits []string
+		for _, x := range c.geo.Bytes() {
+			lits = append(lits, fmt.Sprint(x))
+		}
+		acc := "float"
+		if k.Stages[0].Compute == ir.F64 {
+			acc = "double"
+		}
+		fmt.Fprintf(&prog, "\nnamespace %s {\nalignas(16) unsigned char stash_raw[%d];\n%s\n}\n", c.name, max(k.StashBytes(c.R), 16), harnessSource(src))
+		fmt.Fprintf(&calls, "  {\n    using namespace %s;\n", c.name)
+		args := []string{fmt.Sprint(c.rows), fmt.Sprint(c.R)}
+		if k.Split {
+			args = append(args, fmt.Sprint(c.chunk))
+		}
+		for i, v := range c.ins {
+			fmt.Fprintf(&calls, "    char* x%d = load(dir, \"%s_in%d.bin\", %d);\n", i, c.name, i, v.storage*v.dt.Size())
+			args = append(args, fmt.Sprintf("(const %s*)(x%d + %d)", elem[v.dt], i, v.offset*v.dt.Size()))
+		}
+		fmt.Fprintf(&calls, "    std::vector<%s> out(%d);\n    std::vector<%s> partial(%d);\n", elem[c.dt], c.outLen, acc, c.rows*max(c.parts, 1))
+		args = append(args, "out.data()")
+		if k.Split {
+			args = append(args, "partial.data()")
+		}
+		args = append(args, "g")
+		fmt.Fprintf(&calls, "    static const unsigned char gb[] = {%s};\n    RowGeometry g;\n    static_assert(sizeof g == sizeof gb);\n    std::memcpy(&g, gb, sizeof g);\n", strings.Join(lits, ","))
+		groups := max(k.Groups, 1)
+		grid, parts := (c.rows+groups-1)/groups, max(c.parts, 1)
+		fmt.Fprintf(&calls, "    launch2(%d, %d, %d, 1, [&] { %s(%s); });\n", grid, parts, k.Threads*groups, k.Name(), strings.Join(args, ", "))
+		if k.Split {
+			fmt.Fprintf(&calls, "    launch2(%d, 1, %d, 1, [&] { %s_final(%d, %d, %d, partial.data(), out.data()); });\n", c.rows, k.Threads, k.Name(), c.rows, c.parts, c.R)
+		}
+		fmt.Fprintf(&calls, "    save(dir, \"%s_out.bin\", (const char*)out.data(), %d);\n  }\n", c.name, c.outLen*c.dt.Size())
+	}
+	prog.WriteString("\nint main(int argc, char** argv) {\n  const char* dir = argv[1];\n")
+	prog.WriteString(calls.String())
+	prog.WriteString("  return 0;\n}\n")
+	runHarness(t, cxx, []string{"-std=c++20", "-O1", "-w", "-pthread"}, dir, prog.String())
+	for _, c := range cases {
+		b, err := os.ReadFile(filepath.Join(dir, c.name+"_out.bin"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		es := c.dt.Size()
+		for o, w := range c.want {
+			got := decode(c.dt, b[o*es:])
+			if math.Abs(got-w) > c.tol*math.Max(1, math.Abs(w)) {
+				t.Errorf("%s: %s of %d rows of %d (%v, x strides %v at %d): %s on %d parts: element %d is %v, want %v",
+					c.name, c.program, c.rows, c.R, c.dt, c.ins[0].strides, c.ins[0].offset, c.kern.Name(), c.parts, o, got, w)
+				break
+			}
+		}
+	}
+}
+
+// rowKernelRegion is the one row region of program over the last dim of
+// an input of shape and dtype dt (with a weight and bias where the program
+// takes them), and its number of inputs.
+func rowKernelRegion(t *testing.T, program string, shape []int, dt ir.DType) (*fuse.Region, int) {
+	t.Helper()
+	g := &ir.Graph{}
+	x := g.Input(shape, dt, ir.CPU, "")
+	last := len(shape) - 1
+	R := shape[last]
+	var y *ir.Node
+	var err error
+	nin := 1
+	switch program {
+	case "softmax":
+		y, err = g.Call(ir.OpSoftmax, ir.Attrs{Dim: last}, "", x)
+	case "logsoftmax":
+		y, err = g.Call(ir.OpLogSoftmax, ir.Attrs{Dim: last}, "", x)
+	case "layernorm":
+		w, b := g.Input([]int{R}, dt, ir.CPU, ""), g.Input([]int{R}, dt, ir.CPU, "")
+		y, err = g.Call(ir.OpLayerNorm, ir.Attrs{Dims: []int{R}, Scalars: []float64{1e-5}}, "", x, w, b)
+		nin = 3
+	case "rmsnorm":
+		w := g.Input([]int{R}, dt, ir.CPU, "")
+		y, err = g.Call(ir.OpRMSNorm, ir.Attrs{Dims: []int{R}, Scalars: []float64{1e-6}}, "", x, w)
+		nin = 2
+	case "var":
+		y, err = g.Call(ir.OpVar, ir.Attrs{Dims: []int{last}, Scalars: []float64{1}}, "", x)
+	case "sum":
+		y, err = g.Call(ir.OpSum, ir.Attrs{Dims: []int{last}}, "", x)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.Outputs = []*ir.Node{y}
+	if _, err := ir.Decompose(g); err != nil {
+		t.Fatal(err)
+	}
+	rs, err := fuse.Partition(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rs) != 1 || rs[0].Row == nil || len(rs[0].Inputs) != nin {
+		t.Fatalf("%s of %v %v: %d regions, want one row region of %d inputs", program, shape, dt, len(rs), nin)
+	}
+	return rs[0], nin
+}
+
+// rowKernelReference is the program by the eager float64 ops.
+func rowKernelReference(program string, in []*Array) []float64 {
+	last := len(in[0].Shape()) - 1
+	R := in[0].Shape()[last]
+	var y *Array
+	switch program {
+	case "softmax":
+		y = Apply(ir.OpSoftmax, ir.Attrs{Dim: last}, in[0])
+	case "logsoftmax":
+		y = Apply(ir.OpLogSoftmax, ir.Attrs{Dim: last}, in[0])
+	case "layernorm":
+		y = Apply(ir.OpLayerNorm, ir.Attrs{Dims: []int{R}, Scalars: []float64{1e-5}}, in[0], in[1], in[2])
+	case "rmsnorm":
+		y = Apply(ir.OpRMSNorm, ir.Attrs{Dims: []int{R}, Scalars: []float64{1e-6}}, in[0], in[1])
+	case "var":
+		y = Apply(ir.OpVar, ir.Attrs{Dims: []int{last}, Scalars: []float64{1}}, in[0])
+	case "sum":
+		y = Apply(ir.OpSum, ir.Attrs{Dims: []int{last}}, in[0])
+	}
+	return y.Float64s()
+}
