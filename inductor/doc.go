@@ -11,7 +11,9 @@
 //     split by fast divisors in 32-bit arithmetic where it fits, a peeled
 //     head for views misaligned alike) or, for an operand whose contiguous
 //     dim is not the output's, tiled kernels that transpose through shared
-//     memory (layout.go).
+//     memory: two dims, or two groups of short dims flattened (a permuted
+//     run over [5, 91], an output whose innermost dim is 2) through per-tile
+//     offset tables (layout.go).
 //   - RowKernel: a row region of package fuse (softmax, layer norm, RMS
 //     norm, reductions with prologues) as one kernel with a block (or, for
 //     short rows, part of a warp) per row: persistent (the row in
@@ -19,6 +21,11 @@
 //     thread block cluster's), looped, or a lone reduction split across
 //     blocks for few long rows, chosen from the shape and the device
 //     (ChooseRowPlan).
+//   - ColKernel: a row region over any dims (a reduction over dim 0 or
+//     middle dims, a softmax over a leading dim): adjacent threads take
+//     adjacent outputs and read vectors of up to 16 bytes along them, or,
+//     in the row form, a warp walks each output's range; a lone reduction
+//     splits its range across blocks for few outputs (colrow.go).
 //   - GemmKernel: a float32 matrix product of few rows (inference at small
 //     batch) with the pointwise epilogue of the product (bias add,
 //     activation, residual) applied before its only store: a warp kernel
