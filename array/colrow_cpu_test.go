@@ -219,28 +219,9 @@ func TestFusedColumnKernelsOnCPU(t *testing.T) {
 		// over their logical values.
 		var logical []*Array
 		for i, v := range c.ins {
-			data := make([]float64, v.storage)
-			var buf []byte
-			for e := range data {
-				data[e] = float64(r.IntN(33)-16) / 8
-				buf = append(buf, encode(v.dt, data[e])...)
-			}
 			name := fmt.Sprintf("%s_in%d.bin", c.name, i)
-			if err := os.WriteFile(filepath.Join(dir, name), buf, 0o644); err != nil {
-				t.Fatal(err)
-			}
+			logical = append(logical, writeHarnessInput(t, r, dir, name, v, c.shape))
 			c.inBufs = append(c.inBufs, name)
-			vals := make([]float64, ir.Numel(c.shape))
-			idx := make([]int, len(c.shape))
-			for e := range vals {
-				rem := e
-				for d := len(c.shape) - 1; d >= 0; d-- {
-					idx[d] = rem % c.shape[d]
-					rem /= c.shape[d]
-				}
-				vals[e] = data[v.at(idx)]
-			}
-			logical = append(logical, FromFloat64s(vals, ir.Float64, c.shape...))
 		}
 		c.want = fusedColReference(c, logical)
 
@@ -285,20 +266,74 @@ func TestFusedColumnKernelsOnCPU(t *testing.T) {
 	prog.WriteString("  return 0;\n}\n")
 	runHarness(t, cxx, []string{"-std=c++20", "-O1", "-w", "-pthread"}, dir, prog.String())
 	for _, c := range cases {
-		b, err := os.ReadFile(filepath.Join(dir, c.name+"_out.bin"))
-		if err != nil {
-			t.Fatal(err)
+		checkHarnessOutput(t, dir, c.name, c.outDT, c.want, c.tol, func() string {
+			return fmt.Sprintf("%s: %s over %v of %v (%v, inputs %v): %s on %d parts", c.name, c.program, c.red, c.shape, c.outDT, c.ins, c.kern.Name(), c.parts)
+		})
+	}
+}
+
+// writeHarnessInput fills the storage of view v, a tensor of the given
+// shape, with small values (multiples of 1/8, exact in every dtype),
+// writes it to dir/name for the harness, and returns its logical values
+// as a float64 array.
+func writeHarnessInput(t *testing.T, r *rand.Rand, dir, name string, v layoutView, shape []int) *Array {
+	t.Helper()
+	data := make([]float64, v.storage)
+	var buf []byte
+	for e := range data {
+		data[e] = float64(r.IntN(33)-16) / 8
+		buf = append(buf, encode(v.dt, data[e])...)
+	}
+	if err := os.WriteFile(filepath.Join(dir, name), buf, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	vals := make([]float64, ir.Numel(shape))
+	idx := make([]int, len(shape))
+	for e := range vals {
+		rem := e
+		for d := len(shape) - 1; d >= 0; d-- {
+			idx[d] = rem % shape[d]
+			rem /= shape[d]
 		}
-		es := c.outDT.Size()
-		for o, w := range c.want {
-			got := decode(c.outDT, b[o*es:])
-			if math.Abs(got-w) > c.tol*math.Max(1, math.Abs(w)) {
-				t.Errorf("%s: %s over %v of %v (%v, inputs %v): %s on %d parts: element %d is %v, want %v",
-					c.name, c.program, c.red, c.shape, c.outDT, c.ins, c.kern.Name(), c.parts, o, got, w)
-				break
-			}
+		vals[e] = data[v.at(idx)]
+	}
+	return FromFloat64s(vals, ir.Float64, shape...)
+}
+
+// checkHarnessOutput compares the harness's output dir/name_out.bin, of
+// dtype dt, with want, each element within tol relative (absolute below
+// 1); describe names the case in the first mismatch reported.
+func checkHarnessOutput(t *testing.T, dir, name string, dt ir.DType, want []float64, tol float64, describe func() string) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, name+"_out.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	es := dt.Size()
+	for o, w := range want {
+		if got := decode(dt, b[o*es:]); math.Abs(got-w) > tol*math.Max(1, math.Abs(w)) {
+			t.Errorf("%s: element %d is %v, want %v", describe(), o, got, w)
+			return
 		}
 	}
+}
+
+// oneRegion decomposes g, whose output is y, and returns its one fused
+// region, which must be a row region of nin inputs.
+func oneRegion(t *testing.T, g *ir.Graph, y *ir.Node, nin int, what string) *fuse.Region {
+	t.Helper()
+	g.Outputs = []*ir.Node{y}
+	if _, err := ir.Decompose(g); err != nil {
+		t.Fatal(err)
+	}
+	rs, err := fuse.Partition(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rs) != 1 || rs[0].Row == nil || len(rs[0].Inputs) != nin {
+		t.Fatalf("%s: %d regions, want one row region of %d inputs", what, len(rs), nin)
+	}
+	return rs[0]
 }
 
 // fusedColRegion is the one row region of program over dims of an input
@@ -331,21 +366,7 @@ func fusedColRegion(t *testing.T, program string, shape, dims []int, dt ir.DType
 	case "meanabs":
 		y = call(ir.OpMean, ir.Attrs{Dims: dims}, call(ir.OpAbs, ir.Attrs{}, x))
 	}
-	g.Outputs = []*ir.Node{y}
-	if _, err := ir.Decompose(g); err != nil {
-		t.Fatal(err)
-	}
-	rs, err := fuse.Partition(g)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(rs) != 1 {
-		t.Fatalf("%s over %v of %v: %d regions", program, dims, shape, len(rs))
-	}
-	if len(rs[0].Inputs) != nin {
-		t.Fatalf("%s: a region of %d inputs, want %d", program, len(rs[0].Inputs), nin)
-	}
-	return rs[0], nin
+	return oneRegion(t, g, y, nin, fmt.Sprintf("%s over %v of %v %v", program, dims, shape, dt)), nin
 }
 
 // fusedColReference is the case's program by the eager float64 ops over

@@ -2,11 +2,8 @@ package array
 
 import (
 	"fmt"
-	"math"
 	"math/rand/v2"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -171,27 +168,7 @@ func TestRowKernelsOnCPU(t *testing.T) {
 	for _, c := range cases {
 		var logical []*Array
 		for i, v := range c.ins {
-			data := make([]float64, v.storage)
-			var buf []byte
-			for e := range data {
-				data[e] = float64(r.IntN(33)-16) / 8
-				buf = append(buf, encode(v.dt, data[e])...)
-			}
-			if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("%s_in%d.bin", c.name, i)), buf, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			shape := c.inShapes[i]
-			vals := make([]float64, ir.Numel(shape))
-			idx := make([]int, len(shape))
-			for e := range vals {
-				rem := e
-				for d := len(shape) - 1; d >= 0; d-- {
-					idx[d] = rem % shape[d]
-					rem /= shape[d]
-				}
-				vals[e] = data[v.at(idx)]
-			}
-			logical = append(logical, FromFloat64s(vals, ir.Float64, shape...))
+			logical = append(logical, writeHarnessInput(t, r, dir, fmt.Sprintf("%s_in%d.bin", c.name, i), v, c.inShapes[i]))
 		}
 		c.want = rowKernelReference(c.program, logical)
 
@@ -238,19 +215,10 @@ func TestRowKernelsOnCPU(t *testing.T) {
 	prog.WriteString("  return 0;\n}\n")
 	runHarness(t, cxx, []string{"-std=c++20", "-O1", "-w", "-pthread"}, dir, prog.String())
 	for _, c := range cases {
-		b, err := os.ReadFile(filepath.Join(dir, c.name+"_out.bin"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		es := c.dt.Size()
-		for o, w := range c.want {
-			got := decode(c.dt, b[o*es:])
-			if math.Abs(got-w) > c.tol*math.Max(1, math.Abs(w)) {
-				t.Errorf("%s: %s of %d rows of %d (%v, x strides %v at %d): %s on %d parts: element %d is %v, want %v",
-					c.name, c.program, c.rows, c.R, c.dt, c.ins[0].strides, c.ins[0].offset, c.kern.Name(), c.parts, o, got, w)
-				break
-			}
-		}
+		checkHarnessOutput(t, dir, c.name, c.dt, c.want, c.tol, func() string {
+			return fmt.Sprintf("%s: %s of %d rows of %d (%v, x strides %v at %d): %s on %d parts",
+				c.name, c.program, c.rows, c.R, c.dt, c.ins[0].strides, c.ins[0].offset, c.kern.Name(), c.parts)
+		})
 	}
 }
 
@@ -287,18 +255,7 @@ func rowKernelRegion(t *testing.T, program string, shape []int, dt ir.DType) (*f
 	if err != nil {
 		t.Fatal(err)
 	}
-	g.Outputs = []*ir.Node{y}
-	if _, err := ir.Decompose(g); err != nil {
-		t.Fatal(err)
-	}
-	rs, err := fuse.Partition(g)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(rs) != 1 || rs[0].Row == nil || len(rs[0].Inputs) != nin {
-		t.Fatalf("%s of %v %v: %d regions, want one row region of %d inputs", program, shape, dt, len(rs), nin)
-	}
-	return rs[0], nin
+	return oneRegion(t, g, y, nin, fmt.Sprintf("%s of %v %v", program, shape, dt)), nin
 }
 
 // rowKernelReference is the program by the eager float64 ops.
