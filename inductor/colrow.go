@@ -349,34 +349,35 @@ func (k *ColKernel) body() (string, error) {
 	// tensor is walked.
 	walk := func(body string, e *ir.Expr) string {
 		var l strings.Builder
+		// batch writes n steps' offsets, loads and folds; with partial,
+		// only the first left of them (left, a C count, is set).
+		batch := func(n int, partial bool) {
+			stop, guard := "", ""
+			if partial {
+				stop, guard = "        if (u >= left) break;\n", "u < left"
+			}
+			fmt.Fprintf(&l, "      long long off[%d][NWALK];\n", n)
+			fmt.Fprintf(&l, "      for (int u = 0; u < %d; u++) {\n%s        for (int i = 0; i < NWALK; i++) off[u][i] = w.off[i];\n        w.step(g);\n      }\n", n, stop)
+			l.WriteString(loads("      ", n, guard, e))
+			fmt.Fprintf(&l, "      #pragma unroll\n      for (int u = 0; u < %d; u++) {\n%s        #pragma unroll\n        for (int v = 0; v < VEC; v++) {\n", n, stop)
+			l.WriteString(body)
+			l.WriteString("        }\n      }\n    }\n")
+		}
 		l.WriteString("  if (live) {\n    ColWalk w;\n    w.seek(g, rlo + T_RED);\n    long long r = rlo + T_RED;\n")
 		fmt.Fprintf(&l, "    for (; r + (long long)(%d - 1) * TY < rhi; r += %[1]d * TY) {\n", ColUnroll)
-		fmt.Fprintf(&l, "      long long off[%d][NWALK];\n", ColUnroll)
-		fmt.Fprintf(&l, "      for (int u = 0; u < %d; u++) {\n        for (int i = 0; i < NWALK; i++) off[u][i] = w.off[i];\n        w.step(g);\n      }\n", ColUnroll)
-		l.WriteString(loads("      ", ColUnroll, "", e))
-		fmt.Fprintf(&l, "      #pragma unroll\n      for (int u = 0; u < %d; u++) {\n        #pragma unroll\n        for (int v = 0; v < VEC; v++) {\n", ColUnroll)
-		l.WriteString(body)
-		l.WriteString("        }\n      }\n    }\n")
+		batch(ColUnroll, false)
 		if nwalk > 1 {
 			// Several walked tensors: the last steps one at a time. Their
 			// loads batched too measured slower on an H200 (2-input
 			// fused reductions, 1.2x), where one walked input gained
 			// (1.1x).
-			l.WriteString("    for (; r < rhi; r += TY) {\n      long long off[1][NWALK];\n")
-			l.WriteString("      for (int i = 0; i < NWALK; i++) off[0][i] = w.off[i];\n      w.step(g);\n")
-			l.WriteString(loads("      ", 1, "", e))
-			l.WriteString("      {\n        const int u = 0;\n        #pragma unroll\n        for (int v = 0; v < VEC; v++) {\n")
-			l.WriteString(body)
-			l.WriteString("        }\n      }\n    }\n  }\n")
-			return l.String()
+			l.WriteString("    for (; r < rhi; r += TY) {\n")
+			batch(1, false)
+		} else {
+			l.WriteString("    if (r < rhi) {  // the last steps\n      const int left = (int)((rhi - r + TY - 1) / TY);\n")
+			batch(ColUnroll-1, true)
 		}
-		l.WriteString("    if (r < rhi) {  // the last steps\n")
-		fmt.Fprintf(&l, "      const int left = (int)((rhi - r + TY - 1) / TY);\n      long long off[%d][NWALK];\n", ColUnroll-1)
-		fmt.Fprintf(&l, "      for (int u = 0; u < %d; u++) {\n        if (u >= left) break;\n        for (int i = 0; i < NWALK; i++) off[u][i] = w.off[i];\n        w.step(g);\n      }\n", ColUnroll-1)
-		l.WriteString(loads("      ", ColUnroll-1, "u < left", e))
-		fmt.Fprintf(&l, "      #pragma unroll\n      for (int u = 0; u < %d; u++) {\n        if (u >= left) break;\n        #pragma unroll\n        for (int v = 0; v < VEC; v++) {\n", ColUnroll-1)
-		l.WriteString(body)
-		l.WriteString("        }\n      }\n    }\n  }\n")
+		l.WriteString("  }\n")
 		return l.String()
 	}
 
