@@ -183,9 +183,9 @@ func (p *colReducePlan) tiles() int {
 func (p *colReducePlan) finalTiles() int { return (p.nOut + p.kern.TX - 1) / p.kern.TX }
 
 // planColReduce plans gpuReduceColumns' kernel for an input of dtype in
-// laid out as the kept and reduced shapes and strides say; aligned reports
-// the widest vector the input can be read in along the outputs (ColVector). ok is
-// false for layouts the row form reads better.
+// laid out as the kept and reduced shapes and strides say; vector reports
+// the widest vector the input can be read in along the outputs
+// (ColVector). ok is false for layouts the row form reads better.
 func planColReduce(r ir.Reducer, in ir.DType, k ir.Kind, out ir.DType, keptShape, keptStrides, redShape, redStrides []int, vector func(*inductor.ColGeometry) int) (p colReducePlan, ok bool) {
 	nOut, nRed := ir.Numel(keptShape), ir.Numel(redShape)
 	shape := append(append([]int(nil), keptShape...), redShape...)

@@ -315,30 +315,32 @@ func (k *ReduceKernel) colSource() string {
 	b.WriteString(k.parts())
 	b.WriteString("struct PartMerge { __device__ __forceinline__ Part operator()(Part a, Part b) const { return part_merge(a, b); } };\n\n")
 	b.WriteString(k.finishC())
-	// load reads steps [0, n) of a batch (those guard holds, a condition
-	// on u) and folds them.
-	load := func(n, guard string) string {
+	// load reads steps [0, n) of a batch and folds them; with partial,
+	// only the first left of them.
+	load := func(n string, partial bool) string {
+		when, stop := "", ""
+		if partial {
+			when, stop = "if (u < left) ", "        if (u >= left) break;\n"
+		}
 		if k.Vec > 1 {
 			return fmt.Sprintf(`      VN<%[1]s, VEC> q[%[3]s];
       #pragma unroll
-      for (int u = 0; u < %[3]s; u++) if (%[4]s) q[u] = *(const VN<%[1]s, VEC>*)(px + off[u]);
+      for (int u = 0; u < %[3]s; u++) %[4]sq[u] = *(const VN<%[1]s, VEC>*)(px + off[u]);
       #pragma unroll
       for (int u = 0; u < %[3]s; u++) {
-        if (!(%[4]s)) break;
-        #pragma unroll
+%[5]s        #pragma unroll
         for (int v = 0; v < VEC; v++) add(a[v], %[2]s, r + u * TY);
       }
-`, In, ld("q[u].v[v]"), n, guard)
+`, In, ld("q[u].v[v]"), n, when, stop)
 		}
 		return fmt.Sprintf(`      %[1]s q[%[3]s];
       #pragma unroll
-      for (int u = 0; u < %[3]s; u++) if (%[4]s) q[u] = px[off[u]];
+      for (int u = 0; u < %[3]s; u++) %[4]sq[u] = px[off[u]];
       #pragma unroll
       for (int u = 0; u < %[3]s; u++) {
-        if (!(%[4]s)) break;
-        add(a[0], %[2]s, r + u * TY);
+%[5]s        add(a[0], %[2]s, r + u * TY);
       }
-`, In, ld("q[u]"), n, guard)
+`, In, ld("q[u]"), n, when, stop)
 	}
 	fmt.Fprintf(&b, `extern "C" __global__ void __launch_bounds__(TX * TY) %[1]s(
     long long nOut, long long nRed, long long chunk, const %[2]s* __restrict__ x,
@@ -401,6 +403,6 @@ extern "C" __global__ void __launch_bounds__(TX * TY) %[1]s_final(
     out[kb[1]] = finish(part_acc(a), nRed);
   }
 }
-`, k.Name(), In, storageC(k.Out), load("UNROLL", "true"), load("UNROLL - 1", "u < left"))
+`, k.Name(), In, storageC(k.Out), load("UNROLL", false), load("UNROLL - 1", true))
 	return b.String()
 }
