@@ -259,24 +259,27 @@ func planLayout(k *inductor.PointwiseKernel, n int, shape []int, strides [][]int
 	for m := range nout {
 		grouped = grouped && runsThrough(shape, strides[m], groupB)
 	}
+	// The dims in the order rest, then the tiled ones: grouped, A then B,
+	// each group's fastest last; else across next to the innermost.
+	var tiled []int // slowest first
 	switch {
 	case grouped:
-		// The dims in the order rest, A, B, each group's fastest last.
-		in := map[int]bool{}
-		var order []int
-		for _, d := range append(append([]int(nil), groupA...), groupB...) {
-			in[d] = true
+		for _, g := range [][]int{groupA, groupB} {
+			for j := len(g) - 1; j >= 0; j-- {
+				tiled = append(tiled, g[j])
+			}
 		}
+	case across >= 0 && across != r-2:
+		tiled = []int{across, r - 1}
+	}
+	if tiled != nil {
+		var order []int
 		for d := range r {
-			if !in[d] {
+			if !slices.Contains(tiled, d) {
 				order = append(order, d)
 			}
 		}
-		for _, g := range [][]int{groupA, groupB} {
-			for j := len(g) - 1; j >= 0; j-- {
-				order = append(order, g[j])
-			}
-		}
+		order = append(order, tiled...)
 		shape = permuted(shape, order)
 		for t := range strides {
 			strides[t] = permuted(strides[t], order)
@@ -286,18 +289,6 @@ func planLayout(k *inductor.PointwiseKernel, n int, shape []int, strides [][]int
 		}
 		for j := range groupA {
 			groupA[j] = r - len(groupB) - 1 - j
-		}
-	case across >= 0 && across != r-2:
-		move := func(s []int) {
-			v := s[across]
-			copy(s[across:r-2], s[across+1:r-1])
-			s[r-2] = v
-		}
-		shape = append([]int(nil), shape...)
-		move(shape)
-		for t := range strides {
-			strides[t] = append([]int(nil), strides[t]...)
-			move(strides[t])
 		}
 	}
 	k.Rank = r

@@ -161,6 +161,9 @@ func (s *rowStep) runDimsGPU(args []*array.Array, full []int, nOut, nRed int, re
 		array.Throw(s.r.Root.Op.Title, args, "make the inputs contiguous first",
 			"the kept or reduced dims have more dims that cannot be merged than GPU kernels index (%d)", inductor.MaxRank)
 	}
+	if crossesLayout(&geo, args, primary) {
+		return false
+	}
 	k := inductor.ColKernel{Row: s.kernel}
 	kr := geo.KeptRank - 1
 	maxVec := 1 // the widest vector every ColVec input can be read in
@@ -195,9 +198,6 @@ func (s *rowStep) runDimsGPU(args []*array.Array, full []int, nOut, nRed int, re
 				k.Access[i] = inductor.ColStrided
 			}
 		}
-	}
-	if crossesLayout(&geo, args, primary) {
-		return false
 	}
 	tiles := (nOut + k.TX*k.Vec - 1) / (k.TX * k.Vec)
 	parts, chunk := 1, nRed
