@@ -245,7 +245,8 @@ func GPUKernelIn(c *Artifacts, q *LaunchQueue, tune bool, k *inductor.PointwiseK
 		if tune && !g.stream.CapturingHere() {
 			k.Unroll, block = tunePointwise(c, q, g, k, n, true, args2)
 		}
-		grid = min((n+k.TileElems(block)-1)/k.TileElems(block), 1<<31-1)
+		tile := k.TileElems(block)
+		grid = min((n+tile-1)/tile, 1<<31-1)
 		if pointwiseBlocksPerSM > 0 {
 			grid = min(grid, pointwiseBlocksPerSM*g.dev.SMCount)
 		}

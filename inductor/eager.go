@@ -163,8 +163,9 @@ func (k *PointwiseKernel) AutoUnroll() int {
 			widest = max(widest, o.DType.Size())
 		}
 	}
-	for _, o := range k.outputs() {
-		widest = max(widest, o.out.Size())
+	widest = max(widest, k.Out.Size())
+	for _, x := range k.Extra {
+		widest = max(widest, x.Out.Size())
 	}
 	if widest > 0 {
 		u = max(u, 16/(VectorWidth*widest))
