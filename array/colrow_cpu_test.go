@@ -210,7 +210,6 @@ func TestFusedColumnKernelsOnCPU(t *testing.T) {
 	t.Logf("forms: %v", forms)
 
 	dir := t.TempDir()
-	elem := map[ir.DType]string{ir.Float32: "float", ir.Float64: "double", ir.Float16: "unsigned short", ir.BFloat16: "unsigned short"}
 	var prog strings.Builder
 	prog.WriteString(harnessStubs)
 	var calls strings.Builder
@@ -243,9 +242,9 @@ func TestFusedColumnKernelsOnCPU(t *testing.T) {
 		}
 		for i, v := range c.ins {
 			fmt.Fprintf(&calls, "    char* x%d = load(dir, %q, %d);\n", i, c.inBufs[i], v.storage*v.dt.Size())
-			args = append(args, fmt.Sprintf("(const %s*)(x%d + %d)", elem[v.dt], i, v.offset*v.dt.Size()))
+			args = append(args, fmt.Sprintf("(const %s*)(x%d + %d)", harnessElem[v.dt], i, v.offset*v.dt.Size()))
 		}
-		fmt.Fprintf(&calls, "    std::vector<%s> out(%d);\n    std::vector<%s> partial(%d);\n", elem[c.outDT], nOutElems, acc, c.nOut*c.parts)
+		fmt.Fprintf(&calls, "    std::vector<%s> out(%d);\n    std::vector<%s> partial(%d);\n", harnessElem[c.outDT], nOutElems, acc, c.nOut*c.parts)
 		args = append(args, "out.data()")
 		if k.Split {
 			args = append(args, "partial.data()")

@@ -146,7 +146,6 @@ func TestColumnReductionsOnCPU(t *testing.T) {
 	t.Logf("forms: %v", forms)
 
 	dir := t.TempDir()
-	elem := map[ir.DType]string{ir.Float32: "float", ir.Float64: "double", ir.Float16: "unsigned short", ir.BFloat16: "unsigned short", ir.Int64: "long long"}
 	var prog strings.Builder
 	prog.WriteString(harnessStubs)
 	want := map[string][]float64{}
@@ -173,10 +172,10 @@ func TestColumnReductionsOnCPU(t *testing.T) {
 		var call strings.Builder
 		fmt.Fprintf(&call, "  {\n    using namespace %s;\n", c.name)
 		fmt.Fprintf(&call, "    char* x = load(dir, %q, %d);\n", c.inBuf, c.in.storage*c.in.dt.Size())
-		fmt.Fprintf(&call, "    std::vector<%s> out(%d);\n    std::vector<Acc> partial(%d);\n", elem[c.out], nOut, nOut*p.parts)
+		fmt.Fprintf(&call, "    std::vector<%s> out(%d);\n    std::vector<Acc> partial(%d);\n", harnessElem[c.out], nOut, nOut*p.parts)
 		fmt.Fprintf(&call, "    static const unsigned char gb[] = {%s};\n    ColGeometry g;\n    static_assert(sizeof g == sizeof gb);\n    std::memcpy(&g, gb, sizeof g);\n", strings.Join(lits, ","))
 		fmt.Fprintf(&call, "    launch2(%d, %d, %d, %d, [&] { %s(%d, %d, %d, (const %s*)(x + %d), out.data(), partial.data(), g); });\n",
-			p.tiles(), p.parts, bx, by, p.kern.Name(), nOut, nRed, p.chunk, elem[c.in.dt], c.in.offset*c.in.dt.Size())
+			p.tiles(), p.parts, bx, by, p.kern.Name(), nOut, nRed, p.chunk, harnessElem[c.in.dt], c.in.offset*c.in.dt.Size())
 		if p.parts > 1 {
 			fmt.Fprintf(&call, "    launch2(%d, 1, %d, %d, [&] { %s_final(%d, %d, %d, partial.data(), out.data(), g); });\n",
 				p.finalTiles(), bx, by, p.kern.Name(), nOut, p.parts, nRed)

@@ -226,6 +226,11 @@ static void save(const char* dir, const char* name, const char* p, size_t bytes)
 }
 `
 
+// harnessElem is the C type the harness reads and writes each storage
+// dtype as.
+var harnessElem = map[ir.DType]string{ir.Float32: "float", ir.Float64: "double", ir.Float16: "unsigned short", ir.BFloat16: "unsigned short",
+	ir.Int32: "int", ir.Int64: "long long"}
+
 // harnessSource is a generated kernel's source as the harness compiles it:
 // the prelude's inline PTX half conversions replaced by the stubs', and
 // entry points in C++ linkage (each case's kernels sit in a namespace).
@@ -484,18 +489,14 @@ func testLayoutsOnCPU(t *testing.T, cxx string, flags []string, seed uint64, nca
 			c.buffers = append(c.buffers, name)
 			fmt.Fprintf(&call, "    char* b%d = load(dir, %q, %d);\n", ti, name, v.storage*v.dt.Size())
 		}
-		elem := func(dt ir.DType) string {
-			return map[ir.DType]string{ir.Float32: "float", ir.Float64: "double", ir.Float16: "unsigned short", ir.BFloat16: "unsigned short",
-				ir.Int32: "int", ir.Int64: "long long"}[dt]
-		}
 		args := []string{fmt.Sprint(n)}
 		for ti := c.nout; ti < len(c.views); ti++ {
 			v := c.views[ti]
-			args = append(args, fmt.Sprintf("(const %s*)(b%d + %d)", elem(v.dt), ti, v.offset*v.dt.Size()))
+			args = append(args, fmt.Sprintf("(const %s*)(b%d + %d)", harnessElem[v.dt], ti, v.offset*v.dt.Size()))
 		}
 		for ti := range c.nout {
 			v := c.views[ti]
-			args = append(args, fmt.Sprintf("(%s*)(b%d + %d)", elem(v.dt), ti, v.offset*v.dt.Size()))
+			args = append(args, fmt.Sprintf("(%s*)(b%d + %d)", harnessElem[v.dt], ti, v.offset*v.dt.Size()))
 		}
 		if c.scalar {
 			args = append(args, "7")

@@ -161,7 +161,6 @@ func TestRowKernelsOnCPU(t *testing.T) {
 	t.Logf("forms: %v", forms)
 
 	dir := t.TempDir()
-	elem := map[ir.DType]string{ir.Float32: "float", ir.Float64: "double", ir.Float16: "unsigned short", ir.BFloat16: "unsigned short"}
 	var prog, calls strings.Builder
 	prog.WriteString(harnessStubs)
 	prog.WriteString("#define GC_EXTERN_SHARED extern  // each case's stash_raw, defined in its namespace\n")
@@ -193,9 +192,9 @@ func TestRowKernelsOnCPU(t *testing.T) {
 		}
 		for i, v := range c.ins {
 			fmt.Fprintf(&calls, "    char* x%d = load(dir, \"%s_in%d.bin\", %d);\n", i, c.name, i, v.storage*v.dt.Size())
-			args = append(args, fmt.Sprintf("(const %s*)(x%d + %d)", elem[v.dt], i, v.offset*v.dt.Size()))
+			args = append(args, fmt.Sprintf("(const %s*)(x%d + %d)", harnessElem[v.dt], i, v.offset*v.dt.Size()))
 		}
-		fmt.Fprintf(&calls, "    std::vector<%s> out(%d);\n    std::vector<%s> partial(%d);\n", elem[c.dt], c.outLen, acc, c.rows*max(c.parts, 1))
+		fmt.Fprintf(&calls, "    std::vector<%s> out(%d);\n    std::vector<%s> partial(%d);\n", harnessElem[c.dt], c.outLen, acc, c.rows*max(c.parts, 1))
 		args = append(args, "out.data()")
 		if k.Split {
 			args = append(args, "partial.data()")
