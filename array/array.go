@@ -2,7 +2,6 @@ package array
 
 import (
 	"fmt"
-	"runtime"
 	"sync"
 	"unsafe"
 
@@ -175,11 +174,4 @@ func hostPointer(t *Array) unsafe.Pointer {
 		return unsafe.Pointer(unsafe.SliceData(d[t.offset:]))
 	}
 	return nil
-}
-
-// freeWhenUnreachable returns buf to its allocator once st is unreachable.
-// Work queued on the stream may still use the memory: reuse is ordered on
-// the same stream, so that is safe.
-func freeWhenUnreachable(st *storage, buf *gpuBuffer) {
-	runtime.AddCleanup(st, func(b *gpuBuffer) { b.g.alloc.Free(b.block) }, buf)
 }

@@ -6,7 +6,6 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"gocompile/cuda"
 	"gocompile/ir"
@@ -27,7 +26,8 @@ type GPU struct {
 	// known to be flat (library kernels may pass pointers inside structs).
 	generated sync.Map
 	alloc     *cuda.Allocator
-	kernels   sync.Map // kernel name → *kernelEntry
+	heap      *deviceHeap // paces collections by the device memory tensors hold
+	kernels   sync.Map    // kernel name → *kernelEntry
 	args      sync.Pool
 }
 
@@ -65,6 +65,7 @@ func gpuFor(d Device) (*GPU, error) {
 			return
 		}
 		gi.g = &GPU{dev: dev, stream: s, alloc: dev.Allocator()}
+		gi.g.heap = newDeviceHeap(gi.g.alloc, heapFloor(dev))
 		gi.g.args.New = func() any { return new(cuda.Args) }
 		// Creating the cuBLAS handle takes tens of milliseconds: start it
 		// now, in the background, so it does not fall on the first matrix
@@ -87,41 +88,6 @@ func MustGPU(op string, d Device) *GPU {
 			Fix: "run on a machine with an NVIDIA GPU and driver, or use tensor.CPU"})
 	}
 	return g
-}
-
-// gpuBuffer is device memory owned by a storage; it goes back to the
-// caching allocator when the storage is garbage collected.
-type gpuBuffer struct {
-	g     *GPU
-	block cuda.Block
-}
-
-func (b *gpuBuffer) ptr() cuda.DevicePtr { return b.block.Ptr }
-
-// newGPUArray allocates an uninitialised contiguous array on device d.
-func newGPUArray(d Device, dt DType, shape []int) *Array {
-	g := MustGPU("alloc", d)
-	shape = append([]int(nil), shape...)
-	n := ir.Numel(shape) * dt.Size()
-	blk, err := g.alloc.Alloc(n, g.stream.ID())
-	for retry := 0; err != nil && cuda.IsOutOfMemory(err) && retry < 3; retry++ {
-		// Device memory held by unreachable tensors is invisible to Go's
-		// collector: collect, let the cleanups return it, and try again.
-		runtime.GC()
-		time.Sleep(time.Duration(retry+1) * time.Millisecond)
-		blk, err = g.alloc.Alloc(n, g.stream.ID())
-	}
-	if err != nil {
-		panic(&ir.Error{Op: "alloc", Shapes: [][]int{shape}, Reason: err.Error(),
-			Fix: "free tensors you no longer need (drop references), or use smaller batches"})
-	}
-	buf := &gpuBuffer{g: g, block: blk}
-	st := &storage{dev: d, gpu: buf}
-	freeWhenUnreachable(st, buf)
-	if k := g.captured.Load(); k != nil && g.stream.CapturingHere() {
-		*k = append(*k, st)
-	}
-	return &Array{st: st, shape: shape, strides: ir.ContiguousStrides(shape), dtype: dt}
 }
 
 // ToDevice returns t on device d: t itself if it is already there, else a
@@ -187,13 +153,16 @@ func MemoryStats(d Device) cuda.AllocatorStats {
 }
 
 // EmptyCache returns the cached, unused GPU memory of device d to the
-// driver (tensors still alive keep theirs). On the CPU, which caches
+// driver, after collecting the memory of tensors no longer reachable
+// (tensors still alive keep theirs). On the CPU, which caches
 // nothing, it does nothing, as Synchronize.
 func EmptyCache(d Device) {
 	if d == CPU {
 		return
 	}
-	Check(MustGPU("EmptyCache", d).alloc.EmptyCache(), "EmptyCache")
+	g := MustGPU("EmptyCache", d)
+	g.heap.collect() // unreachable tensors hold memory too
+	Check(g.alloc.EmptyCache(), "EmptyCache")
 }
 
 // AllowTF32 lets float32 matrix products on GPUs use TensorFloat-32

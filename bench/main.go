@@ -31,6 +31,7 @@ import (
 	"math"
 	"os"
 	"runtime"
+	"runtime/metrics"
 	"runtime/pprof"
 	"slices"
 	"strings"
@@ -102,6 +103,14 @@ type Timing struct {
 	EagerGBs    float64 `json:"eager_GBs"`
 	CompiledGBs float64 `json:"compiled_GBs"`
 	PctOfCopy   float64 `json:"compiled_pct_of_copy"`
+	// Per repetition, eager's then compiled's: the device mallocs (new
+	// allocator segments) and Go collections during it. A repetition that
+	// grew the device cache or collected is slower for reasons outside
+	// its kernels.
+	EagerRepsMallocs []int64 `json:"eager_reps_mallocs,omitempty"`
+	CompRepsMallocs  []int64 `json:"compiled_reps_mallocs,omitempty"`
+	EagerRepsGCs     []int64 `json:"eager_reps_gcs,omitempty"`
+	CompRepsGCs      []int64 `json:"compiled_reps_gcs,omitempty"`
 }
 
 // CopyBandwidth is the copy the rows' % of copy is over (measureCopy), in
@@ -436,11 +445,25 @@ func chooseIters(cfg *config, f func() *tensor.Tensor) int {
 // functions taking turns so drift (clocks, other load) hits them alike, and
 // returns each one's median per-call time and every repetition in µs.
 func measure(cfg *config, n int, fs ...func() *tensor.Tensor) ([]time.Duration, [][]float64) {
+	med, us, _ := measureCounted(cfg, n, fs...)
+	return med, us
+}
+
+// repCounts are what happened during each repetition of a function besides
+// its calls: device mallocs and Go collections.
+type repCounts struct{ mallocs, gcs []int64 }
+
+// measureCounted is measure, with each repetition's repCounts.
+func measureCounted(cfg *config, n int, fs ...func() *tensor.Tensor) ([]time.Duration, [][]float64, []repCounts) {
 	ds := make([][]time.Duration, len(fs))
 	us := make([][]float64, len(fs))
+	counts := make([]repCounts, len(fs))
 	for range cfg.reps {
 		for j, f := range fs {
+			m0, g0 := deviceMallocs(cfg.device), gcCycles()
 			d := timeCalls(cfg.device, n, f)
+			counts[j].mallocs = append(counts[j].mallocs, deviceMallocs(cfg.device)-m0)
+			counts[j].gcs = append(counts[j].gcs, gcCycles()-g0)
 			ds[j] = append(ds[j], d)
 			us[j] = append(us[j], float64(d.Nanoseconds())/1e3)
 		}
@@ -450,7 +473,23 @@ func measure(cfg *config, n int, fs ...func() *tensor.Tensor) ([]time.Duration, 
 		slices.Sort(ds[j])
 		med[j] = ds[j][len(ds[j])/2]
 	}
-	return med, us
+	return med, us, counts
+}
+
+// deviceMallocs counts the segments dev's allocator has taken from the
+// device (0 on the CPU).
+func deviceMallocs(dev tensor.Device) int64 {
+	if dev == tensor.CPU {
+		return 0
+	}
+	return tensor.MemoryStats(dev).NumMallocs
+}
+
+// gcCycles counts the Go collections completed so far.
+func gcCycles() int64 {
+	s := []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}}
+	metrics.Read(s)
+	return int64(s[0].Value.Uint64())
 }
 
 func runWorkload(cfg *config, w workload) Row {
@@ -518,7 +557,9 @@ func (t *Timing) measurePair(cfg *config, eager, compiled func() *tensor.Tensor)
 	if nc := chooseIters(cfg, compiled); cfg.iters == 0 && nc > n {
 		n = nc // the same count for both, enough for the faster one
 	}
-	med, reps := measure(cfg, n, eager, compiled)
+	med, reps, counts := measureCounted(cfg, n, eager, compiled)
+	t.EagerRepsMallocs, t.CompRepsMallocs = counts[0].mallocs, counts[1].mallocs
+	t.EagerRepsGCs, t.CompRepsGCs = counts[0].gcs, counts[1].gcs
 	t.Iters = n
 	t.EagerUs = float64(med[0].Nanoseconds()) / 1e3
 	t.CompiledUs = float64(med[1].Nanoseconds()) / 1e3

@@ -290,17 +290,31 @@ func shouldSplit(large bool, blockSize, req int) bool {
 // When the device is out of memory even after the cache was released, the
 // error is an *OutOfMemoryError.
 func (a *Allocator) Alloc(n int, stream StreamID) (Block, error) {
+	b, _, err := a.alloc(n, stream, true)
+	return b, err
+}
+
+// AllocCached is Alloc served from the cache alone: ok is false, and
+// nothing is counted, when the cache has no free block that fits and the
+// device would have to be asked for more memory. Callers that can free
+// memory themselves (by collecting unreachable tensors) try it first.
+func (a *Allocator) AllocCached(n int, stream StreamID) (b Block, ok bool, err error) {
+	return a.alloc(n, stream, false)
+}
+
+func (a *Allocator) alloc(n int, stream StreamID, grow bool) (Block, bool, error) {
 	if n < 0 {
-		return Block{}, fmt.Errorf("cuda: Alloc of negative size %d", n)
+		return Block{}, false, fmt.Errorf("cuda: Alloc of negative size %d", n)
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.stats.NumAllocs++
 	if n == 0 {
-		return Block{}, nil
+		a.stats.NumAllocs++
+		return Block{}, true, nil
 	}
 	if n > allocMaxRequest {
-		return Block{}, a.oomError(n, 0, nil)
+		a.stats.NumAllocs++
+		return Block{}, false, a.oomError(n, 0, nil)
 	}
 	size := roundSize(n)
 	key := poolKey{large: size > allocSmallSize, stream: stream}
@@ -313,10 +327,14 @@ func (a *Allocator) Alloc(n int, stream StreamID) (Block, error) {
 			a.stats.NumCacheHits++
 		}
 	}
+	if b == nil && !grow {
+		return Block{}, false, nil
+	}
+	a.stats.NumAllocs++
 	if b == nil {
 		seg, err := a.newSegment(n, size, key)
 		if err != nil {
-			return Block{}, err
+			return Block{}, false, err
 		}
 		b = seg.head
 	}
@@ -339,7 +357,7 @@ func (a *Allocator) Alloc(n int, stream StreamID) (Block, error) {
 	if a.stats.Allocated > a.stats.PeakAllocated {
 		a.stats.PeakAllocated = a.stats.Allocated
 	}
-	return Block{Ptr: b.ptr, Size: n, capacity: b.size, stream: stream, b: b, id: b.id}, nil
+	return Block{Ptr: b.ptr, Size: n, capacity: b.size, stream: stream, b: b, id: b.id}, true, nil
 }
 
 func (a *Allocator) freeSet(key poolKey) *freeSet {

@@ -760,3 +760,44 @@ func TestAllocStreamID(t *testing.T) {
 		t.Fatalf("ID() = %#x", id)
 	}
 }
+
+// AllocCached serves what the cache holds and, on a miss, neither asks the
+// device for memory nor counts an allocation.
+func TestAllocCached(t *testing.T) {
+	f := newFakeBackend(0)
+	a := newAllocator(f)
+	const s StreamID = 1
+	for _, n := range []int{512, 3 << 20, 64 << 20} {
+		before := a.Stats()
+		if b, ok, err := a.AllocCached(n, s); ok || err != nil || b.Ptr != 0 {
+			t.Fatalf("AllocCached(%d) with nothing that fits cached = %v, %v, %v; want a miss", n, b, ok, err)
+		}
+		if st := a.Stats(); st != before {
+			t.Fatalf("a miss of %d bytes changed the statistics from %+v to %+v", n, before, st)
+		}
+		b, err := a.Alloc(n, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a.Free(b)
+		mallocs := f.mallocs
+		c, ok, err := a.AllocCached(n, s)
+		if !ok || err != nil || c.Ptr != b.Ptr || c.Size != n {
+			t.Fatalf("AllocCached(%d) after a free = %v, %v, %v; want the freed block %#x", n, c, ok, err, uint64(b.Ptr))
+		}
+		if f.mallocs != mallocs {
+			t.Fatalf("a cache hit of %d bytes asked the device", n)
+		}
+		if _, ok, _ := a.AllocCached(n, s+1); ok {
+			t.Fatalf("AllocCached(%d) on another stream took this stream's block", n)
+		}
+		a.Free(c)
+	}
+	if b, ok, err := a.AllocCached(0, s); !ok || err != nil || b.Size != 0 {
+		t.Errorf("AllocCached(0) = %v, %v, %v; want the zero block", b, ok, err)
+	}
+	if _, ok, err := a.AllocCached(-1, s); ok || err == nil {
+		t.Errorf("AllocCached(-1) = %v, %v; want an error", ok, err)
+	}
+	f.check(t)
+}

@@ -3,6 +3,7 @@ package tensor
 import (
 	"errors"
 	"runtime"
+	"runtime/metrics"
 	"slices"
 	"strings"
 	"testing"
@@ -50,6 +51,45 @@ func TestGPUAllocatorSteadyState(t *testing.T) {
 	if after.Allocated > after.Reserved || after.PeakAllocated < after.Allocated {
 		t.Errorf("inconsistent stats: %+v", after)
 	}
+}
+
+// A loop that drops a large result per call, with no Go collection of its
+// own, holds the device cache to about its live bytes plus the floor (a
+// sixteenth of the device) instead of growing by one result per call until
+// the host heap happens to be collected.
+func TestGPUDroppedResultsAreCollected(t *testing.T) {
+	requireGPU(t)
+	dev := CUDA(0)
+	g := array.MustGPU("test", dev)
+	_, total, err := g.Dev().MemInfo()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 16 << 20 // float32s: 64 MiB per result
+	x := Zeros(Float32, n).ToDevice(dev)
+	calls := int(total/16)/(4*n)*4 + 8 // the floor four times over
+	EmptyCache(dev)
+	before := MemoryStats(dev)
+	gcs := func() int64 {
+		s := []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}}
+		metrics.Read(s)
+		return int64(s[0].Value.Uint64())
+	}
+	gc0 := gcs()
+	for range calls {
+		x.AddScalar(1) // dropped
+	}
+	Synchronize(dev)
+	after := MemoryStats(dev)
+	limit := int64(total/16) + 4*4*n // the floor and a few results
+	if grown := after.Reserved - before.Reserved; grown > limit {
+		t.Errorf("%d calls dropping %d MiB each grew the cache by %d MiB, want at most %d MiB (%d collections ran)",
+			calls, 4*n>>20, grown>>20, limit>>20, gcs()-gc0)
+	}
+	if after.NumMallocs-before.NumMallocs >= int64(calls)/2 {
+		t.Errorf("%d calls took %d segments from the device", calls, after.NumMallocs-before.NumMallocs)
+	}
+	runtime.KeepAlive(x)
 }
 
 // Asking for more than the device has is an *Error naming the size; the
