@@ -79,15 +79,19 @@ func TestRowKernelsOnCPU(t *testing.T) {
 		for d, s := range c.outer {
 			c.geo.OuterSize[d] = int64(s)
 		}
-		aligned := c.R%4 == 0
+		// The widest vector of at most 16 bytes and 8 elements that R, the
+		// rows' strides and offsets are multiples of, as planGPU picks.
+		vec := max(1, min(8, 16/c.dt.Size()))
+		aligned := func(n int) bool { return n%vec == 0 }
+		for vec > 1 && !(aligned(c.R) && aligned(x.offset) && (len(c.outer) < 1 || aligned(x.strides[0])) && (len(c.outer) < 2 || aligned(x.strides[1]))) {
+			vec /= 2
+		}
 		for i, v := range c.ins {
 			var os [inductor.MaxRank]int64
 			if i == 0 {
 				for d := range c.outer {
 					os[d] = int64(v.strides[d])
-					aligned = aligned && v.strides[d]%4 == 0
 				}
-				aligned = aligned && v.offset%4 == 0
 			}
 			c.geo.OuterStride = append(c.geo.OuterStride, os)
 			c.geo.InnerStride = append(c.geo.InnerStride, int64(v.strides[len(v.strides)-1]))
@@ -95,10 +99,7 @@ func TestRowKernelsOnCPU(t *testing.T) {
 		}
 
 		// A launch picked at random among the valid ones.
-		k.Vec = 1
-		if aligned {
-			k.Vec = 4
-		}
+		k.Vec = vec
 		k.Index32 = true
 		vectors := (c.R + k.Vec - 1) / k.Vec
 		pick := ci / len(programs) % 4 // every program meets every launch form
@@ -146,14 +147,15 @@ func TestRowKernelsOnCPU(t *testing.T) {
 		case k.Persist > 0:
 			form = "persistent"
 		}
-		if k.Vec == 4 {
+		if k.Vec > 1 {
 			form += "-vec"
 		}
+		forms[fmt.Sprintf("vec%d", k.Vec)]++
 		forms[form]++
 		c.tol = map[ir.DType]float64{ir.Float32: 2e-5, ir.Float64: 1e-12, ir.Float16: 4e-3, ir.BFloat16: 2e-2}[c.dt]
 		cases = append(cases, c)
 	}
-	for _, f := range []string{"looped", "stash", "split", "groups", "persistent", "persistent-vec"} {
+	for _, f := range []string{"looped", "stash", "split", "groups", "persistent", "persistent-vec", "vec2", "vec4", "vec8"} {
 		if forms[f] == 0 && !testing.Short() {
 			t.Errorf("no case ran a %s kernel: %v", f, forms)
 		}

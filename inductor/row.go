@@ -74,7 +74,7 @@ type RowKernel struct {
 	// each (0 means 1); Threads*Groups is the block size, a multiple of 32
 	// up to 1024, and Threads is at most 32 when Groups > 1.
 	Groups  int
-	Vec     int // 4: contiguous inputs and the output use 128-bit accesses (R % 4 == 0, aligned rows)
+	Vec     int // 2, 4 or 8: contiguous inputs and the output use vector accesses of Vec elements, at most 16 bytes (R % Vec == 0, aligned rows)
 	Persist int
 	// Stash makes a looped kernel keep the row's inputs that reductions
 	// read in dynamic shared memory (StashBytes(R) bytes per block).
@@ -191,14 +191,15 @@ func (g *RowGeometry) Bytes() []byte {
 // 4 vectors, blocks have 32 to 1024 threads, and rows of up to 8 vectors
 // per thread stay in registers.
 func ChooseRowConfig(r, vec int) (threads, persist int) {
-	vectors := (r + vec - 1) / vec
+	unit := min(vec, 4) // wider vectors keep 4-wide ones' launch: the same elements a thread
+	vectors := (r + unit - 1) / unit
 	threads = 32
 	for threads < 1024 && threads*4 < vectors {
 		threads *= 2
 	}
 	per := (vectors + threads - 1) / threads
 	if per <= 8 {
-		return threads, per
+		return threads, (per*unit + vec - 1) / vec
 	}
 	return threads, 0
 }
@@ -228,13 +229,14 @@ type RowDevice struct {
 // are too few rows to give every SM one; rows that do not fit even so are
 // looped.
 func ChooseRowPlan(d RowDevice, r, vec, rows int, stashBytes func(n int) int) RowPlan {
-	vectors := max((r+vec-1)/vec, 1)
+	unit := min(vec, 4) // wider vectors keep 4-wide ones' launch: the same elements a thread
+	vectors := max((r+unit-1)/unit, 1)
 	if vectors <= 4*16 { // up to 16 threads a row: several rows per warp
 		t := 1
 		for t*4 < vectors {
 			t *= 2
 		}
-		return RowPlan{Threads: t, Groups: 128 / t, Persist: (vectors + t - 1) / t}
+		return RowPlan{Threads: t, Groups: 128 / t, Persist: ((vectors+t-1)/t*unit + vec - 1) / vec}
 	}
 	threads, persist := ChooseRowConfig(r, vec)
 	looped := RowPlan{Threads: threads, Groups: 1, Persist: persist}
@@ -336,7 +338,7 @@ func (k *RowKernel) leafKinds() []ir.Kind {
 }
 
 func (k *RowKernel) body() (string, error) {
-	if k.Vec != 1 && k.Vec != 4 {
+	if k.Vec != 1 && k.Vec != 2 && k.Vec != 4 && k.Vec != 8 {
 		return "", fmt.Errorf("row kernel %s: vector width %d", k.Label, k.Vec)
 	}
 	G := k.groups()
@@ -477,9 +479,9 @@ template <typename T, typename C> __device__ __forceinline__ T block_allreduce(T
 			x := fmt.Sprintf("x%d", i)
 			switch {
 			case in.Access == RowUniform || !which(i):
-			case in.Access == RowContig && k.Vec == 4:
-				fmt.Fprintf(&l, "%s{ const V4<%s> v = *(const V4<%[2]s>*)(%s + base[%d] + j0);\n", indent, storageC(in.DType), x, i)
-				fmt.Fprintf(&l, "%s  for (int v4 = 0; v4 < 4; v4++) e%d[%s + v4] = %s; }\n", indent, i, q, loadC("v.v[v4]", in.DType, in.Kind))
+			case in.Access == RowContig && k.Vec > 1:
+				fmt.Fprintf(&l, "%s{ const VN<%s, VEC> v = *(const VN<%[2]s, VEC>*)(%s + base[%d] + j0);\n", indent, storageC(in.DType), x, i)
+				fmt.Fprintf(&l, "%s  for (int v4 = 0; v4 < VEC; v4++) e%d[%s + v4] = %s; }\n", indent, i, q, loadC("v.v[v4]", in.DType, in.Kind))
 			case in.Access == RowContig:
 				fmt.Fprintf(&l, "%se%d[%s] = %s;\n", indent, i, q, loadC(fmt.Sprintf("%s[base[%d] + j0]", x, i), in.DType, in.Kind))
 			default:
@@ -600,15 +602,15 @@ extern "C" __global__ void __launch_bounds__(THREADS) %s_final(
 		return "", err
 	}
 	fmt.Fprintf(&b, "    // the root, per element: %s\n", k.exprDoc(k.Expr))
-	if k.Vec == 4 {
+	if k.Vec > 1 {
 		fmt.Fprintf(&b, "    %s* orow = out + row * R;\n", outType)
 		body := fmt.Sprintf("          r.v[v] = %s;\n", storeC(e, outKind, k.Out))
 		loop := forEach(body, k.Expr)
-		// Gather the four results of a vector and store them at once.
+		// Gather the results of a vector and store them at once.
 		loop = strings.Replace(loop, "        #pragma unroll\n        for (int v = 0; v < VEC; v++) {\n",
-			fmt.Sprintf("        V4<%s> r;\n        #pragma unroll\n        for (int v = 0; v < VEC; v++) {\n", outType), 1)
+			fmt.Sprintf("        VN<%s, VEC> r;\n        #pragma unroll\n        for (int v = 0; v < VEC; v++) {\n", outType), 1)
 		loop = strings.Replace(loop, "        }\n      }\n    }\n",
-			fmt.Sprintf("        }\n        if (live) *(V4<%s>*)(orow + j0) = r;\n      }\n    }\n", outType), 1)
+			fmt.Sprintf("        }\n        if (live) *(VN<%s, VEC>*)(orow + j0) = r;\n      }\n    }\n", outType), 1)
 		b.WriteString(loop)
 	} else {
 		b.WriteString(forEach(fmt.Sprintf("          if (live && j < R) out[row * R + j] = %s;\n", storeC(e, outKind, k.Out)), k.Expr))
@@ -678,9 +680,9 @@ func (k *RowKernel) stashLoop(held []bool, J string) string {
 		T := storageC(k.Inputs[i].DType)
 		x := fmt.Sprintf("x%d", i)
 		switch {
-		case k.Inputs[i].Access == RowContig && k.Vec == 4:
-			fmt.Fprintf(&b, "          { const V4<%s> q = *(const V4<%[1]s>*)(%s + base[%d] + j0);\n", T, x, i)
-			fmt.Fprintf(&b, "            for (int v = 0; v < 4; v++) l%d[u * VEC + v] = q.v[v]; }\n", i)
+		case k.Inputs[i].Access == RowContig && k.Vec > 1:
+			fmt.Fprintf(&b, "          { const VN<%s, VEC> q = *(const VN<%[1]s, VEC>*)(%s + base[%d] + j0);\n", T, x, i)
+			fmt.Fprintf(&b, "            for (int v = 0; v < VEC; v++) l%d[u * VEC + v] = q.v[v]; }\n", i)
 		case k.Inputs[i].Access == RowContig:
 			fmt.Fprintf(&b, "          l%d[u] = %s[base[%d] + j0];\n", i, x, i)
 		default:

@@ -142,7 +142,7 @@ func TestRowKernelSourceNamesNodes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"= amax: amax over the row", "= sum: sum over the row", "block_allreduce", "V4<float>", "// the root, per element"} {
+	for _, want := range []string{"= amax: amax over the row", "= sum: sum over the row", "block_allreduce", "VN<float, VEC>", "// the root, per element"} {
 		if !strings.Contains(src, want) {
 			t.Errorf("source lacks %q:\n%s", want, src)
 		}

@@ -197,9 +197,19 @@ func (s *rowStep) planGPU(args []*array.Array, full []int, g *array.GPU) rowLaun
 	l := rowLaunch{k: s.kernel, rows: ir.Numel(oshape), R: R} // k: a copy, for the layout of these inputs
 	k := &l.k
 	k.Inputs = append([]inductor.RowInput(nil), s.kernel.Inputs...)
-	vec := 4
-	if R%4 != 0 {
-		vec = 1
+	// Vectors of up to 16 bytes of the widest contiguous tensor (the
+	// output included) and 8 elements, where R and every contiguous row
+	// are multiples of them.
+	widest := k.Out.Size()
+	for i := range args {
+		if inner[i] == 1 {
+			widest = max(widest, args[i].DType().Size())
+		}
+	}
+	vec := max(1, min(8, 16/widest))
+	aligned := func(n int) bool { return n%vec == 0 }
+	for vec > 1 && !aligned(R) {
+		vec /= 2
 	}
 	geo := inductor.RowGeometry{OuterRank: len(oshape), OuterStride: make([][inductor.MaxRank]int64, len(args)), InnerStride: make([]int64, len(args))}
 	for d, sz := range oshape {
@@ -211,8 +221,8 @@ func (s *rowStep) planGPU(args []*array.Array, full []int, g *array.GPU) rowLaun
 			k.Inputs[i].Access = inductor.RowUniform
 		case 1:
 			k.Inputs[i].Access = inductor.RowContig
-			if t.DevicePtr()%cuda.DevicePtr(4*t.DType().Size()) != 0 {
-				vec = 1
+			for vec > 1 && t.DevicePtr()%cuda.DevicePtr(vec*t.DType().Size()) != 0 {
+				vec /= 2
 			}
 		default:
 			k.Inputs[i].Access = inductor.RowStrided
@@ -221,8 +231,8 @@ func (s *rowStep) planGPU(args []*array.Array, full []int, g *array.GPU) rowLaun
 		for d := range oshape {
 			st := ostrides[i][d]
 			geo.OuterStride[i][d] = int64(st)
-			if k.Inputs[i].Access == inductor.RowContig && st%4 != 0 {
-				vec = 1
+			for k.Inputs[i].Access == inductor.RowContig && vec > 1 && !aligned(st) {
+				vec /= 2
 			}
 		}
 	}
