@@ -236,18 +236,27 @@ func (s *rowStep) planGPU(args []*array.Array, full []int, g *array.GPU) rowLaun
 			}
 		}
 	}
-	k.Vec = vec
 	k.Index32 = R < 1<<30
 	l.geo = geo
 	sms := g.Dev().SMCount
+	// Vectors of 8 pay only where a thread keeps its elements in registers
+	// (persistent kernels): split and looped kernels of 16-bit rows ran up
+	// to 1.7x slower with them than with vectors of 4 (H200).
+	const loopedVec = 4
 	// Few long rows: a lone reduction (with its prologue) splits each row
 	// across blocks so that every SM works (opByOp took the other regions
 	// whose rows do not fit on chip).
 	if l.rows < 2*sms && R >= 1<<15 && k.CanSplit() {
+		k.Vec = min(vec, loopedVec)
 		l.split = true
 		return l
 	}
 	p := inductor.ChooseRowPlan(rowDevice(g), R, vec, l.rows, k.StashBytes)
+	if p.Persist == 0 && vec > loopedVec {
+		vec = loopedVec
+		p = inductor.ChooseRowPlan(rowDevice(g), R, vec, l.rows, k.StashBytes)
+	}
+	k.Vec = vec
 	k.Threads, k.Groups, k.Persist, k.Stash, k.Cluster = p.Threads, p.Groups, p.Persist, p.Stash, p.Cluster
 	if k.Cluster > 1 && !clusterBuilds(g, s.cache, k) {
 		p = inductor.ChooseRowPlan(rowDevice(g), R, vec, l.rows, k.StashBytes)
