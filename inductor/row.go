@@ -228,6 +228,9 @@ type RowDevice struct {
 // blocks when one block's shared memory cannot hold the row or when there
 // are too few rows to give every SM one; rows that do not fit even so are
 // looped.
+//
+// A nil stashBytes means the kernel gains nothing from a stash (see
+// Rereads): long rows are looped.
 func ChooseRowPlan(d RowDevice, r, vec, rows int, stashBytes func(n int) int) RowPlan {
 	unit := min(vec, 4) // wider vectors keep 4-wide ones' launch: the same elements a thread
 	vectors := max((r+unit-1)/unit, 1)
@@ -240,7 +243,7 @@ func ChooseRowPlan(d RowDevice, r, vec, rows int, stashBytes func(n int) int) Ro
 	}
 	threads, persist := ChooseRowConfig(r, vec)
 	looped := RowPlan{Threads: threads, Groups: 1, Persist: persist}
-	if persist > 0 {
+	if persist > 0 || stashBytes == nil {
 		return looped
 	}
 	// The stash: the fewest blocks a row whose shares fit, and enough
@@ -271,6 +274,95 @@ func ChooseRowPlan(d RowDevice, r, vec, rows int, stashBytes func(n int) int) Ro
 		return RowPlan{Threads: t, Groups: 1, Stash: true, Cluster: c}
 	}
 	return looped
+}
+
+// SplitThreads is the block size of a split row kernel.
+const SplitThreads = 512
+
+// ChooseRowSplit is how many blocks of SplitThreads threads share each of
+// rows rows of r elements in the split form of a lone reduction (Split),
+// or 1 where the looped form (a block of threads threads a row) is as
+// fast. The model counts waves of resident blocks (2048 threads an SM):
+// a wave takes as long as a thread's vectors, or longer where its threads
+// ask more of an SM's memory bandwidth than rowSaturation threads can,
+// plus a fixed cost. Few rows leave SMs idle and a count of rows just past
+// a wave leaves most of the last one idle; splitting fills both. Each part
+// covers at least four passes of its block, and the split form pays one
+// more fixed cost for its final pass.
+func ChooseRowSplit(d RowDevice, r, vec, rows, threads int) int {
+	if rows <= 0 || r <= 0 || d.SMs <= 0 || threads <= 0 {
+		return 1
+	}
+	ceil := func(a, b int) int { return (a + b - 1) / b }
+	best, bestCost := 1, rowWaves(d.SMs, rows, threads, ceil(r, threads*vec))
+	maxParts := min(ceil(r, SplitThreads*vec*4), 65535)
+	try := func(p int) {
+		p = min(p, maxParts)
+		if p < 2 {
+			return
+		}
+		if c := rowWaves(d.SMs, rows*p, SplitThreads, ceil(r, p*SplitThreads*vec)) + rowFixed; c < bestCost {
+			best, bestCost = p, c
+		}
+	}
+	// The candidates: small counts, and the most that fill a whole
+	// number of waves, or the fewest that do.
+	resident := d.SMs * rowThreadsPerSM / SplitThreads
+	for p := 2; p <= 16; p++ {
+		try(p)
+	}
+	for w := 1; w <= 8; w++ {
+		try(w * resident / rows)
+		try(ceil(w*resident, rows))
+	}
+	return best
+}
+
+// The constants of ChooseRowSplit's model: the threads an SM holds, the
+// threads whose loads (a vector each) saturate its share of the memory
+// bandwidth, and a block's fixed cost (its reduction's tail and launch),
+// in the time of one vector load.
+const (
+	rowThreadsPerSM = 2048
+	rowSaturation   = 1024
+	rowFixed        = 2
+)
+
+// rowWaves is the time ChooseRowSplit's model gives blocks blocks of
+// threads threads, each thread loading perThread vectors, on sms SMs.
+func rowWaves(sms, blocks, threads, perThread int) float64 {
+	resident := sms * max(rowThreadsPerSM/threads, 1)
+	wave := func(b int) float64 {
+		load := float64(b*threads) / float64(sms*rowSaturation) // in saturating sets of threads an SM
+		return float64(perThread)*max(1, load) + rowFixed
+	}
+	total := float64(blocks/resident) * wave(resident)
+	if rest := blocks % resident; rest > 0 {
+		total += wave(rest)
+	}
+	return total
+}
+
+// Rereads reports whether the kernel reads a row's inputs again after a
+// reduction has read them (a later stage or the root does): only then
+// does keeping the row on chip (Persist, Stash) save reading memory.
+func (k *RowKernel) Rereads() bool {
+	for i, in := range k.Inputs {
+		if in.Access == RowUniform {
+			continue
+		}
+		read := false
+		for _, st := range k.Stages {
+			if read && uses(st.Expr, i) {
+				return true
+			}
+			read = read || st.Reduce && uses(st.Expr, i)
+		}
+		if read && uses(k.Expr, i) {
+			return true
+		}
+	}
+	return false
 }
 
 // stashUnroll is how many vectors of vec elements of size bytes a thread

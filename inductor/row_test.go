@@ -182,3 +182,56 @@ func TestKernelSourcesHaveNoFormatErrors(t *testing.T) {
 		}
 	}
 }
+
+// Rereads holds for the regions that read a row again after reducing it
+// (softmax, norms), not for a lone reduction of a prologue.
+func TestRowKernelRereads(t *testing.T) {
+	for name, r := range rowRegions(t, ir.Float32) {
+		k := NewRowKernel(r)
+		want := name != "sum_squares" && name != "amin_keepdim"
+		if got := k.Rereads(); got != want {
+			t.Errorf("%s: Rereads() = %v, want %v", name, got, want)
+		}
+		if want == k.CanSplit() {
+			t.Errorf("%s: Rereads() = %v and CanSplit() = %v: a lone reduction reads its row once", name, want, k.CanSplit())
+		}
+	}
+}
+
+// ChooseRowSplit splits where rows leave SMs idle (few rows, or a count
+// just past a wave), never below four passes of a block a part, and
+// keeps a block a row where rows fill many waves.
+func TestChooseRowSplit(t *testing.T) {
+	d := RowDevice{SMs: 132}
+	resident := d.SMs * 2048 / SplitThreads
+	for _, c := range []struct {
+		r, vec, rows, threads int
+		split                 bool // want more than one part
+	}{
+		{r: 1 << 20, vec: 4, rows: 1, threads: 1024, split: true},
+		{r: 780912, vec: 4, rows: 10, threads: 1024, split: true},
+		{r: 86110, vec: 4, rows: 313, threads: 1024, split: true}, // 1.2 waves a block a row
+		{r: 50000, vec: 4, rows: 100, threads: 1024, split: true},
+		{r: 8192, vec: 4, rows: 1, threads: 1024, split: false},           // one part is four passes
+		{r: 4096, vec: 1, rows: 5, threads: 1024, split: false},           // ... of 512 threads
+		{r: 100000, vec: 4, rows: 100 * 264, threads: 1024, split: false}, // 100 full waves
+		{r: 3000, vec: 4, rows: 100000, threads: 256, split: false},
+	} {
+		p := ChooseRowSplit(d, c.r, c.vec, c.rows, c.threads)
+		what := fmt.Sprintf("r=%d vec=%d rows=%d threads=%d: %d parts", c.r, c.vec, c.rows, c.threads, p)
+		if (p > 1) != c.split {
+			t.Errorf("%s, want split %v", what, c.split)
+		}
+		if p > 1 && (c.r+p-1)/p < 4*SplitThreads*c.vec {
+			t.Errorf("%s: parts of fewer than four passes", what)
+		}
+		if maxParts := (c.r + 4*SplitThreads*c.vec - 1) / (4 * SplitThreads * c.vec); p > 1 && p < maxParts && c.rows*p < resident/2 {
+			t.Errorf("%s: %d blocks leave most of the %d resident slots idle", what, c.rows*p, resident)
+		}
+	}
+	for _, bad := range [][4]int{{0, 4, 10, 1024}, {100, 4, 0, 1024}} {
+		if p := ChooseRowSplit(d, bad[0], bad[1], bad[2], bad[3]); p != 1 {
+			t.Errorf("ChooseRowSplit%v = %d, want 1", bad, p)
+		}
+	}
+}

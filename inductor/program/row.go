@@ -134,7 +134,7 @@ func (s *rowStep) opByOp(t *array.Array, rows, R int) bool {
 		return false
 	}
 	// Rows that a cluster keeps on chip run as one kernel.
-	p := inductor.ChooseRowPlan(rowDevice(g), R, 1, rows, s.kernel.StashBytes)
+	p := inductor.ChooseRowPlan(rowDevice(g), R, 1, rows, stashBytes(&s.kernel))
 	return !p.Stash
 }
 
@@ -180,6 +180,7 @@ type rowLaunch struct {
 	grid, block int
 	shared      int  // dynamic shared memory, bytes (a stashed kernel)
 	split       bool // a lone reduction split across blocks (splitGPU)
+	parts       int  // ... in this many blocks a row
 	name        string
 }
 
@@ -238,23 +239,24 @@ func (s *rowStep) planGPU(args []*array.Array, full []int, g *array.GPU) rowLaun
 	}
 	k.Index32 = R < 1<<30
 	l.geo = geo
-	sms := g.Dev().SMCount
 	// Vectors of 8 pay only where a thread keeps its elements in registers
 	// (persistent kernels): split and looped kernels of 16-bit rows ran up
 	// to 1.7x slower with them than with vectors of 4 (H200).
 	const loopedVec = 4
-	// Few long rows: a lone reduction (with its prologue) splits each row
-	// across blocks so that every SM works (opByOp took the other regions
-	// whose rows do not fit on chip).
-	if l.rows < 2*sms && R >= 1<<15 && k.CanSplit() {
-		k.Vec = min(vec, loopedVec)
-		l.split = true
-		return l
-	}
-	p := inductor.ChooseRowPlan(rowDevice(g), R, vec, l.rows, k.StashBytes)
+	stash := stashBytes(k)
+	p := inductor.ChooseRowPlan(rowDevice(g), R, vec, l.rows, stash)
 	if p.Persist == 0 && vec > loopedVec {
 		vec = loopedVec
-		p = inductor.ChooseRowPlan(rowDevice(g), R, vec, l.rows, k.StashBytes)
+		p = inductor.ChooseRowPlan(rowDevice(g), R, vec, l.rows, stash)
+	}
+	// A lone reduction (with its prologue) of rows too few or too long to
+	// fill the SMs a block a row splits each row across blocks (opByOp
+	// took the other regions whose rows do not fit on chip).
+	if p.Persist == 0 && !p.Stash && k.CanSplit() {
+		if parts := inductor.ChooseRowSplit(rowDevice(g), R, vec, l.rows, p.Threads); parts > 1 {
+			k.Vec, l.split, l.parts = vec, true, parts
+			return l
+		}
 	}
 	k.Vec = vec
 	k.Threads, k.Groups, k.Persist, k.Stash, k.Cluster = p.Threads, p.Groups, p.Persist, p.Stash, p.Cluster
@@ -264,6 +266,15 @@ func (s *rowStep) planGPU(args []*array.Array, full []int, g *array.GPU) rowLaun
 	}
 	l.finish()
 	return l
+}
+
+// stashBytes is k.StashBytes for ChooseRowPlan, or nil where a stash
+// would save no reads.
+func stashBytes(k *inductor.RowKernel) func(int) int {
+	if !k.Rereads() {
+		return nil
+	}
+	return k.StashBytes
 }
 
 // clustersFail is set once a cluster row kernel failed to build (a driver
@@ -339,7 +350,7 @@ func launchRow(g *array.GPU, c *array.Artifacts, title string, fn *cuda.Function
 			logs.Warn("gocompile: a thread block cluster row kernel failed to launch; rows are planned without clusters", "kernel", l.name, "err", err)
 		}
 		nl := *l
-		p := inductor.ChooseRowPlan(rowDevice(g), l.R, l.k.Vec, l.rows, l.k.StashBytes)
+		p := inductor.ChooseRowPlan(rowDevice(g), l.R, l.k.Vec, l.rows, stashBytes(&l.k))
 		nl.k.Threads, nl.k.Groups, nl.k.Persist, nl.k.Stash, nl.k.Cluster = p.Threads, p.Groups, p.Persist, p.Stash, p.Cluster
 		nl.finish()
 		launchRow(g, c, title, g.KernelIn(c, nl.name, nl.k.Source), &nl, a)
@@ -378,7 +389,7 @@ func (s *rowStep) runGPU(args []*array.Array, full []int, res *array.Array, q *a
 	l := s.planGPU(args, full, g)
 	if l.split {
 		q.Drain()
-		s.splitGPU(g, &l.k, args, l.rows, l.R, l.geo, res)
+		s.splitGPU(g, &l.k, args, l.rows, l.R, l.parts, l.geo, res)
 		return
 	}
 	a := q.Args(g)
@@ -413,7 +424,7 @@ func (s *rowStep) tuneGPU(g *array.GPU, l *rowLaunch, a *cuda.Args) {
 	cands := []inductor.RowPlan{def}
 	names := []string{"default"}
 	vectors := (l.R + k.Vec - 1) / k.Vec
-	stash := k.StashBytes(l.R) <= maxStash(g) // a block a row
+	stash := k.Rereads() && k.StashBytes(l.R) <= maxStash(g) // a block a row
 	for t := 32; t <= 1024; t *= 2 {
 		ps := []inductor.RowPlan{{Threads: t, Groups: 1}}
 		if stash {
@@ -452,12 +463,10 @@ func (s *rowStep) tuneGPU(g *array.GPU, l *rowLaunch, a *cuda.Args) {
 }
 
 // splitGPU launches the split form of k: grid (rows, parts), each block
-// reducing chunk columns of a row into a partial accumulator, then the
-// final pass over each row's partials.
-func (s *rowStep) splitGPU(g *array.GPU, k *inductor.RowKernel, args []*array.Array, rows, R int, geo inductor.RowGeometry, res *array.Array) {
-	k.Split, k.Persist, k.Threads = true, 0, 512
-	step := k.Threads * k.Vec * 4 // columns a block covers in four passes
-	parts := min((R+step-1)/step, (4*g.Dev().SMCount+rows-1)/rows, 65535)
+// reducing a chunk of about R/parts columns of a row into a partial
+// accumulator, then the final pass over each row's partials.
+func (s *rowStep) splitGPU(g *array.GPU, k *inductor.RowKernel, args []*array.Array, rows, R, parts int, geo inductor.RowGeometry, res *array.Array) {
+	k.Split, k.Persist, k.Threads, k.Stash, k.Groups, k.Cluster = true, 0, inductor.SplitThreads, false, 1, 0
 	chunk := (R + parts - 1) / parts
 	chunk = (chunk + k.Vec - 1) / k.Vec * k.Vec
 	parts = (R + chunk - 1) / chunk
