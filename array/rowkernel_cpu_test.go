@@ -48,11 +48,14 @@ func TestRowKernelsOnCPU(t *testing.T) {
 	}
 	r := rand.New(rand.NewPCG(19, 2026))
 	dtypes := []ir.DType{ir.Float32, ir.Float64, ir.Float16, ir.BFloat16}
-	programs := []string{"softmax", "logsoftmax", "layernorm", "rmsnorm", "var", "sum"}
+	programs := []string{"softmax", "logsoftmax", "layernorm", "rmsnorm", "var", "sum", "neg_of_sum"}
 	forms := map[string]int{}
 	var cases []*rowKernelCase
 	for ci := range ncases {
 		c := &rowKernelCase{name: fmt.Sprintf("case%d", ci), program: programs[ci%len(programs)], dt: dtypes[r.IntN(len(dtypes))]}
+		if c.program == "neg_of_sum" && c.dt.Size() == 2 {
+			c.dt = ir.Float32 // a 16-bit sum's epilogue follows its cast, in a region of its own
+		}
 		lengths := []int{3, 4, 17, 64, 129, 1000, 1023, 2048, 3001} // a row of 1 is no row region
 		c.R = lengths[r.IntN(len(lengths))]
 		c.outer = []int{1 + r.IntN(12)}
@@ -151,11 +154,14 @@ func TestRowKernelsOnCPU(t *testing.T) {
 			form += "-vec"
 		}
 		forms[fmt.Sprintf("vec%d", k.Vec)]++
+		if k.Split && len(k.Stages) > 1 {
+			forms["split-epilogue"]++
+		}
 		forms[form]++
 		c.tol = map[ir.DType]float64{ir.Float32: 2e-5, ir.Float64: 1e-12, ir.Float16: 4e-3, ir.BFloat16: 2e-2}[c.dt]
 		cases = append(cases, c)
 	}
-	for _, f := range []string{"looped", "stash", "split", "groups", "persistent", "persistent-vec", "vec2", "vec4", "vec8"} {
+	for _, f := range []string{"looped", "stash", "split", "groups", "persistent", "persistent-vec", "vec2", "vec4", "vec8", "split-epilogue"} {
 		if forms[f] == 0 && !testing.Short() {
 			t.Errorf("no case ran a %s kernel: %v", f, forms)
 		}
@@ -252,6 +258,10 @@ func rowKernelRegion(t *testing.T, program string, shape []int, dt ir.DType) (*f
 		y, err = g.Call(ir.OpVar, ir.Attrs{Dims: []int{last}, Scalars: []float64{1}}, "", x)
 	case "sum":
 		y, err = g.Call(ir.OpSum, ir.Attrs{Dims: []int{last}}, "", x)
+	case "neg_of_sum": // an epilogue once per row
+		if y, err = g.Call(ir.OpSum, ir.Attrs{Dims: []int{last}}, "", x); err == nil {
+			y, err = g.Call(ir.OpNeg, ir.Attrs{}, "", y)
+		}
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -277,6 +287,8 @@ func rowKernelReference(program string, in []*Array) []float64 {
 		y = Apply(ir.OpVar, ir.Attrs{Dims: []int{last}, Scalars: []float64{1}}, in[0])
 	case "sum":
 		y = Apply(ir.OpSum, ir.Attrs{Dims: []int{last}}, in[0])
+	case "neg_of_sum":
+		y = Apply(ir.OpNeg, ir.Attrs{}, Apply(ir.OpSum, ir.Attrs{Dims: []int{last}}, in[0]))
 	}
 	return y.Float64s()
 }

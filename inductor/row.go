@@ -82,10 +82,11 @@ type RowKernel struct {
 	// Cluster is the blocks of a cluster that share a row (2, 4 or 8; 0
 	// or 1: a block a row). Only with Stash.
 	Cluster int
-	// Split makes a looped kernel of a region with one stage, a reduction
-	// that is the root, reduce a row in several blocks (grid.y): each
-	// writes its partial accumulator, and the kernel Name()+"_final"
-	// combines a row's partials. For few long rows.
+	// Split makes a looped kernel of a region whose first stage is its
+	// one reduction (CanSplit) reduce a row in several blocks (grid.y):
+	// each writes its partial accumulator, and the kernel Name()+"_final"
+	// combines a row's partials and computes the stages after it. For rows
+	// that leave SMs idle a block a row.
 	Split bool
 	// Index32 indexes columns with 32-bit integers (valid when a row has
 	// fewer than 2^31 - Threads·Vec elements); rows still use 64 bits.
@@ -93,9 +94,24 @@ type RowKernel struct {
 }
 
 // CanSplit reports whether the region's rows can be split across blocks:
-// its one stage is a reduction, and the root.
+// its first stage is a reduction, and the stages after it (an epilogue
+// such as the negation of a sum, which the final pass applies) are
+// computed once per row from it alone.
 func (k *RowKernel) CanSplit() bool {
-	return len(k.Stages) == 1 && k.Stages[0].Reduce && k.Expr == nil
+	if len(k.Stages) == 0 || !k.Stages[0].Reduce || k.Expr != nil {
+		return false
+	}
+	for _, st := range k.Stages[1:] {
+		if st.Reduce {
+			return false
+		}
+		for i := range k.Inputs {
+			if uses(st.Expr, i) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // Name is the kernel's entry point, unique for its configuration.
@@ -456,7 +472,8 @@ func (k *RowKernel) body() (string, error) {
 #define VEC %d
 #define PERSIST %d
 #define CLUSTER %d
-struct RowGeometry { long long orank; long long osize[%d]; long long ostride[%d][%[6]d]; long long istride[%[7]d]; };
+#define LOOP_UNROLL %d
+struct RowGeometry { long long orank; long long osize[%d]; long long ostride[%d][%[7]d]; long long istride[%[8]d]; };
 
 // block_allreduce combines the v of each thread of a row's group with c
 // and gives each of them the result; partials combine in a fixed order,
@@ -473,7 +490,7 @@ template <typename T, typename C> __device__ __forceinline__ T block_allreduce(T
   }
   return v;
 }
-`, k.Threads, G, k.Vec, k.Persist, C, MaxRank, max(nIn, 1))
+`, k.Threads, G, k.Vec, k.Persist, C, k.loopUnroll(), MaxRank, max(nIn, 1))
 	// Not part of the format above: its inline PTX names operands %0, %1.
 	b.WriteString(clusterAllreduce(C))
 
@@ -560,7 +577,7 @@ template <typename T, typename C> __device__ __forceinline__ T block_allreduce(T
 			case held[i]:
 				return fmt.Sprintf("e%d[%s]", i, q)
 			}
-			return fmt.Sprintf("e%d[v]", i)
+			return fmt.Sprintf("e%d[uv]", i)
 		}
 	}
 	// loads fills e<i>[...] of the inputs which selects with the VEC
@@ -593,27 +610,47 @@ template <typename T, typename C> __device__ __forceinline__ T block_allreduce(T
 		return l.String()
 	}
 	// forEach wraps body (code for one element at slot "q", column "j")
-	// in the loops over a thread's elements of the row; e reads the inputs
-	// that are not held.
-	forEach := func(body string, e *ir.Expr) string {
+	// in the loops over a thread's elements of the row, with pre and post
+	// around each vector's elements; e reads the inputs that are not held.
+	// A looped kernel loads LOOP_UNROLL vectors of those at once before
+	// using them, so that a thread keeps several loads in flight.
+	forEach := func(body string, e *ir.Expr, pre, post string) string {
 		inLoop := func(i int) bool { return !held[i] && uses(e, i) }
 		var l strings.Builder
+		vector := func(indent string) {
+			l.WriteString(pre)
+			fmt.Fprintf(&l, "%s#pragma unroll\n%sfor (int v = 0; v < VEC; v++) {\n", indent, indent)
+			fmt.Fprintf(&l, "%s  const %s j = j0 + v;\n%[1]s  (void)j;\n", indent, J)
+			l.WriteString(body)
+			fmt.Fprintf(&l, "%s}\n", indent)
+			l.WriteString(post)
+		}
 		if k.Persist > 0 {
 			l.WriteString("    #pragma unroll\n    for (int p = 0; p < PERSIST; p++) {\n")
 			fmt.Fprintf(&l, "      const %[1]s j0 = ((%[1]s)p * THREADS + tid) * VEC;\n", J)
 			l.WriteString("      if (j0 < R) {\n")
 			l.WriteString(declare("        ", "VEC", inLoop))
 			l.WriteString(loads("        ", "0", inLoop))
-			l.WriteString("        #pragma unroll\n        for (int v = 0; v < VEC; v++) {\n")
-			l.WriteString("          const int q = p * VEC + v;\n          (void)q;\n")
-		} else {
-			fmt.Fprintf(&l, "    for (%[1]s j0 = jlo + (%[1]s)tid * VEC; j0 < jhi; j0 += (%[1]s)THREADS * VEC) {\n", J)
-			l.WriteString(declare("      ", "VEC", inLoop))
-			l.WriteString(loads("      ", "0", inLoop))
-			l.WriteString("      {\n        #pragma unroll\n        for (int v = 0; v < VEC; v++) {\n")
+			l.WriteString("        const int pv = p * VEC;\n        (void)pv;\n")
+			body = "          const int q = pv + v, uv = v;\n          (void)q;\n          (void)uv;\n" + body
+			vector("        ")
+			l.WriteString("      }\n    }\n")
+			return l.String()
 		}
-		fmt.Fprintf(&l, "          const %s j = j0 + v;\n          (void)j;\n", J)
-		l.WriteString(body)
+		fmt.Fprintf(&l, "    for (%[1]s ju = jlo + (%[1]s)tid * VEC; ju < jhi; ju += (%[1]s)THREADS * VEC * LOOP_UNROLL) {\n", J)
+		l.WriteString(declare("      ", "LOOP_UNROLL * VEC", inLoop))
+		if anyOf(inLoop, nIn) {
+			l.WriteString("      #pragma unroll\n      for (int u = 0; u < LOOP_UNROLL; u++) {\n")
+			fmt.Fprintf(&l, "        const %[1]s j0 = ju + (%[1]s)u * THREADS * VEC;\n", J)
+			l.WriteString("        if (j0 < jhi) {\n")
+			l.WriteString(loads("          ", "u * VEC", inLoop))
+			l.WriteString("        }\n      }\n")
+		}
+		l.WriteString("      #pragma unroll\n      for (int u = 0; u < LOOP_UNROLL; u++) {\n")
+		fmt.Fprintf(&l, "        const %[1]s j0 = ju + (%[1]s)u * THREADS * VEC;\n", J)
+		l.WriteString("        if (j0 < jhi) {\n")
+		body = "            const int uv = u * VEC + v;\n            (void)uv;\n" + body
+		vector("          ")
 		l.WriteString("        }\n      }\n    }\n")
 		return l.String()
 	}
@@ -651,7 +688,7 @@ template <typename T, typename C> __device__ __forceinline__ T block_allreduce(T
 		}
 		A := kindC(st.Compute)
 		fmt.Fprintf(&b, "    // %s: %v over the row of %s\n    %s acc%d = %s;\n", st.Name, st.Reducer, k.exprDoc(st.Expr), A, s, st.Reducer.CIdentity(st.Compute))
-		b.WriteString(forEach(fmt.Sprintf("          acc%[1]d = combine%[1]d()(acc%[1]d, (%[2]s)(%[3]s));\n", s, A, e), st.Expr))
+		b.WriteString(forEach(fmt.Sprintf("          acc%[1]d = combine%[1]d()(acc%[1]d, (%[2]s)(%[3]s));\n", s, A, e), st.Expr, "", ""))
 		fmt.Fprintf(&b, "    acc%d = block_allreduce(acc%[1]d, combine%[1]d());\n", s)
 		if C > 1 {
 			fmt.Fprintf(&b, "    acc%d = cluster_allreduce(acc%[1]d, combine%[1]d());\n", s)
@@ -696,19 +733,39 @@ extern "C" __global__ void __launch_bounds__(THREADS) %s_final(
 	fmt.Fprintf(&b, "    // the root, per element: %s\n", k.exprDoc(k.Expr))
 	if k.Vec > 1 {
 		fmt.Fprintf(&b, "    %s* orow = out + row * R;\n", outType)
-		body := fmt.Sprintf("          r.v[v] = %s;\n", storeC(e, outKind, k.Out))
-		loop := forEach(body, k.Expr)
 		// Gather the results of a vector and store them at once.
-		loop = strings.Replace(loop, "        #pragma unroll\n        for (int v = 0; v < VEC; v++) {\n",
-			fmt.Sprintf("        VN<%s, VEC> r;\n        #pragma unroll\n        for (int v = 0; v < VEC; v++) {\n", outType), 1)
-		loop = strings.Replace(loop, "        }\n      }\n    }\n",
-			fmt.Sprintf("        }\n        if (live) *(VN<%s, VEC>*)(orow + j0) = r;\n      }\n    }\n", outType), 1)
-		b.WriteString(loop)
+		b.WriteString(forEach(fmt.Sprintf("          r.v[v] = %s;\n", storeC(e, outKind, k.Out)), k.Expr,
+			fmt.Sprintf("        VN<%s, VEC> r;\n", outType), "        if (live) *(VN<"+outType+", VEC>*)(orow + j0) = r;\n"))
 	} else {
-		b.WriteString(forEach(fmt.Sprintf("          if (live && j < R) out[row * R + j] = %s;\n", storeC(e, outKind, k.Out)), k.Expr))
+		b.WriteString(forEach(fmt.Sprintf("          if (live && j < R) out[row * R + j] = %s;\n", storeC(e, outKind, k.Out)), k.Expr, "", ""))
 	}
 	b.WriteString("  }\n}\n")
 	return b.String(), nil
+}
+
+// loopUnroll is how many vectors a thread of a looped kernel loads at
+// once: 32 bytes of its widest input read in the loop, up to 8 vectors.
+func (k *RowKernel) loopUnroll() int {
+	if k.Persist > 0 {
+		return 1
+	}
+	widest := 1
+	for _, in := range k.Inputs {
+		if in.Access != RowUniform {
+			widest = max(widest, in.DType.Size())
+		}
+	}
+	return max(1, min(8, 32/(k.Vec*widest)))
+}
+
+// anyOf reports whether f holds for any of 0..n-1.
+func anyOf(f func(int) bool, n int) bool {
+	for i := range n {
+		if f(i) {
+			return true
+		}
+	}
+	return false
 }
 
 // stageCombines is the combine functor (combine<s>) of each reduction
