@@ -51,14 +51,14 @@ func TestFusedColumnKernelsOnCPU(t *testing.T) {
 	if err != nil {
 		t.Skip("no g++ on this machine")
 	}
-	ncases := 60
+	ncases := 75
 	if testing.Short() {
 		ncases = 20
 	}
 	r := rand.New(rand.NewPCG(18, 2026))
 	sizes := []int{1, 2, 3, 5, 8, 17, 33, 64}
 	dtypes := []ir.DType{ir.Float32, ir.Float64, ir.Float16, ir.BFloat16}
-	programs := []string{"var", "mulsum", "softmax", "meanabs"}
+	programs := []string{"var", "mulsum", "softmax", "meanabs", "silumax"}
 	forms := map[string]int{}
 	var cases []*fusedColCase
 	for ci := range ncases {
@@ -101,8 +101,8 @@ func TestFusedColumnKernelsOnCPU(t *testing.T) {
 			}
 		}
 		dt := dtypes[r.IntN(len(dtypes))]
-		if (prog == "meanabs" || prog == "mulsum") && dt.Size() == 2 {
-			dt = ir.Float32 // a 16-bit prologue is its own region: its value is rounded as stored
+		if (prog == "meanabs" || prog == "mulsum" || prog == "silumax") && dt.Size() == 2 {
+			dt = ir.Float32 // a 16-bit prologue or epilogue is its own region: its value is rounded as stored
 		}
 		c := &fusedColCase{name: fmt.Sprintf("case%d", ci), shape: shape, red: red, program: prog, outDT: dt}
 		region, nin := fusedColRegion(t, prog, shape, dims, dt)
@@ -199,10 +199,13 @@ func TestFusedColumnKernelsOnCPU(t *testing.T) {
 			form += "-stages"
 		}
 		forms[form]++
+		if k.Split && len(k.Row.Stages) > 1 {
+			forms["split-epilogue"]++
+		}
 		c.tol = map[ir.DType]float64{ir.Float32: 1e-5, ir.Float64: 1e-12, ir.Float16: 4e-3, ir.BFloat16: 2e-2}[dt]
 		cases = append(cases, c)
 	}
-	for _, f := range []string{"column", "rows", "column-split", "rows-split", "column-vec", "column-stages", "rows-stages", "column-root-stages", "rows-root-stages"} {
+	for _, f := range []string{"column", "rows", "column-split", "rows-split", "column-vec", "column-stages", "rows-stages", "column-root-stages", "rows-root-stages", "split-epilogue"} {
 		if forms[f] == 0 && !testing.Short() {
 			t.Errorf("no case ran the %s form: %v", f, forms)
 		}
@@ -364,6 +367,8 @@ func fusedColRegion(t *testing.T, program string, shape, dims []int, dt ir.DType
 		y = call(ir.OpSoftmax, ir.Attrs{Dim: dims[0]}, x)
 	case "meanabs":
 		y = call(ir.OpMean, ir.Attrs{Dims: dims}, call(ir.OpAbs, ir.Attrs{}, x))
+	case "silumax": // an epilogue once per output
+		y = call(ir.OpSiLU, ir.Attrs{}, call(ir.OpAMax, ir.Attrs{Dims: dims}, x))
 	}
 	return oneRegion(t, g, y, nin, fmt.Sprintf("%s over %v of %v %v", program, dims, shape, dt)), nin
 }
@@ -387,6 +392,8 @@ func fusedColReference(c *fusedColCase, in []*Array) []float64 {
 		y = Apply(ir.OpSoftmax, ir.Attrs{Dim: dims[0]}, in[0])
 	case "meanabs":
 		y = Apply(ir.OpMean, ir.Attrs{Dims: dims}, Apply(ir.OpAbs, ir.Attrs{}, in[0]))
+	case "silumax":
+		y = Apply(ir.OpSiLU, ir.Attrs{}, Apply(ir.OpAMax, ir.Attrs{Dims: dims}, in[0]))
 	}
 	return y.Float64s()
 }

@@ -406,6 +406,10 @@ func (k *ColKernel) body() (string, error) {
 		b.WriteString(walk(fmt.Sprintf("          acc%[1]d[v] = combine%[1]d()(acc%[1]d[v], (%[2]s)(%[3]s));\n", s, A, e), st.Expr))
 		fmt.Fprintf(&b, "  for (int v = 0; v < VEC; v++) acc%d[v] = col_allreduce(acc%[1]d[v], combine%[1]d());\n", s)
 		if k.Split {
+			fin, err := k.finalStages(st, s, elem, kinds)
+			if err != nil {
+				return "", err
+			}
 			fmt.Fprintf(&b, "  if (live && T_RED == 0)\n    for (int v = 0; v < VEC; v++) partial[(long long)blockIdx.y * nOut + o0 + v] = acc%d[v];\n}\n", s)
 			fmt.Fprintf(&b, `
 // The second pass: each output's partial accumulators, combined in a
@@ -420,10 +424,10 @@ extern "C" __global__ void __launch_bounds__(TX * TY) %s_final(
   if (o < nOut && T_RED == 0) {
     long long kb[NOPS];
     col_kept(g, o, kb);
-    out[kb[%[7]d]] = %[8]s;
+%[8]s    out[kb[%[7]d]] = %[9]s;
   }
 }
-`, k.Name(), A, outType, A, st.Reducer.CIdentity(st.Compute), s, outIdx, storeC(k.finish("acc", st), st.Compute, row.Out))
+`, k.Name(), A, outType, A, st.Reducer.CIdentity(st.Compute), s, outIdx, fin, storeC(fmt.Sprintf("rv%d[0]", len(row.Stages)-1), row.Stages[len(row.Stages)-1].Kind, row.Out))
 			return b.String(), nil
 		}
 		fmt.Fprintf(&b, "  %s rv%d[VEC];\n  for (int v = 0; v < VEC; v++) rv%[2]d[v] = %s;\n", K, s,
@@ -446,6 +450,30 @@ extern "C" __global__ void __launch_bounds__(TX * TY) %s_final(
 	fmt.Fprintf(&b, "  // the root, per element: %s\n", row.exprDoc(row.Expr))
 	b.WriteString(walk(fmt.Sprintf("          out[kb[%d] + off[u][%[1]d] + v * g.kstride[%[1]d][g.krank - 1]] = %s;\n", outIdx, storeC(e, outKind, row.Out)), row.Expr))
 	b.WriteString("}\n")
+	return b.String(), nil
+}
+
+// finalStages is the code of a split kernel's final pass that computes,
+// from the combined accumulator acc of reduction stage s, that stage's
+// value and those of the stages after it (computed once per output, see
+// RowKernel.CanSplit) as rv<i>[0].
+func (k *ColKernel) finalStages(st RowStage, s int, elem func(string) func(int) string, kinds []ir.Kind) (string, error) {
+	row := &k.Row
+	var b strings.Builder
+	b.WriteString("    const int v = 0;\n")
+	fmt.Fprintf(&b, "    %s rv%d[1];\n    rv%[2]d[0] = %s;\n", kindC(st.Kind), s, loadC(storeC(k.finish("acc", st), st.Compute, st.DType), st.DType, st.Kind))
+	for i := s + 1; i < len(row.Stages); i++ {
+		st := row.Stages[i]
+		e, err := st.Expr.C(elem("0"), noParam, kinds, st.Compute)
+		if err != nil {
+			return "", fmt.Errorf("column kernel %s: stage %s: %w", row.Label, st.Name, err)
+		}
+		_, ok, err := st.Expr.ParamKinds(kinds, st.Compute)
+		if err != nil {
+			return "", err
+		}
+		fmt.Fprintf(&b, "    // %s, once per output\n    %s rv%d[1];\n    rv%[3]d[0] = %s;\n", st.Name, kindC(st.Kind), i, loadC(storeC(e, ok, st.DType), st.DType, st.Kind))
+	}
 	return b.String(), nil
 }
 
