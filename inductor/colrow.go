@@ -384,16 +384,11 @@ func (k *ColKernel) body() (string, error) {
 	for s, st := range row.Stages {
 		K := kindC(st.Kind)
 		if !st.Reduce {
-			e, err := st.Expr.C(elem("0"), noParam, kinds, st.Compute)
-			if err != nil {
-				return "", fmt.Errorf("column kernel %s: stage %s: %w", row.Label, st.Name, err)
-			}
-			_, ok, err := st.Expr.ParamKinds(kinds, st.Compute)
+			v, err := row.onceValue(st, elem("0"), kinds, "column kernel")
 			if err != nil {
 				return "", err
 			}
-			fmt.Fprintf(&b, "  // %s, once per output\n  %s rv%d[VEC];\n  for (int v = 0; v < VEC; v++) rv%[3]d[v] = %s;\n",
-				st.Name, K, s, loadC(storeC(e, ok, st.DType), st.DType, st.Kind))
+			fmt.Fprintf(&b, "  // %s, once per output\n  %s rv%d[VEC];\n  for (int v = 0; v < VEC; v++) rv%[3]d[v] = %s;\n", st.Name, K, s, v)
 			continue
 		}
 		e, err := st.Expr.C(elem("u"), noParam, kinds, st.Compute)
@@ -464,15 +459,11 @@ func (k *ColKernel) finalStages(st RowStage, s int, elem func(string) func(int) 
 	fmt.Fprintf(&b, "    %s rv%d[1];\n    rv%[2]d[0] = %s;\n", kindC(st.Kind), s, loadC(storeC(k.finish("acc", st), st.Compute, st.DType), st.DType, st.Kind))
 	for i := s + 1; i < len(row.Stages); i++ {
 		st := row.Stages[i]
-		e, err := st.Expr.C(elem("0"), noParam, kinds, st.Compute)
-		if err != nil {
-			return "", fmt.Errorf("column kernel %s: stage %s: %w", row.Label, st.Name, err)
-		}
-		_, ok, err := st.Expr.ParamKinds(kinds, st.Compute)
+		v, err := row.onceValue(st, elem("0"), kinds, "column kernel")
 		if err != nil {
 			return "", err
 		}
-		fmt.Fprintf(&b, "    // %s, once per output\n    %s rv%d[1];\n    rv%[3]d[0] = %s;\n", st.Name, kindC(st.Kind), i, loadC(storeC(e, ok, st.DType), st.DType, st.Kind))
+		fmt.Fprintf(&b, "    // %s, once per output\n    %s rv%d[1];\n    rv%[3]d[0] = %s;\n", st.Name, kindC(st.Kind), i, v)
 	}
 	return b.String(), nil
 }

@@ -671,15 +671,11 @@ template <typename T, typename C> __device__ __forceinline__ T block_allreduce(T
 	for s, st := range k.Stages {
 		K := kindC(st.Kind)
 		if !st.Reduce {
-			e, err := st.Expr.C(elem("0"), noParam, kinds, st.Compute)
-			if err != nil {
-				return "", fmt.Errorf("row kernel %s: stage %s: %w", k.Label, st.Name, err)
-			}
-			_, ok, err := st.Expr.ParamKinds(kinds, st.Compute)
+			v, err := k.onceValue(st, elem("0"), kinds, "row kernel")
 			if err != nil {
 				return "", err
 			}
-			fmt.Fprintf(&b, "    // %s, once per row\n    const %s rv%d = %s;\n", st.Name, K, s, loadC(storeC(e, ok, st.DType), st.DType, st.Kind))
+			fmt.Fprintf(&b, "    // %s, once per row\n    const %s rv%d = %s;\n", st.Name, K, s, v)
 			continue
 		}
 		e, err := st.Expr.C(elem("q"), noParam, kinds, st.Compute)
@@ -741,6 +737,21 @@ extern "C" __global__ void __launch_bounds__(THREADS) %s_final(
 	}
 	b.WriteString("  }\n}\n")
 	return b.String(), nil
+}
+
+// onceValue is the C value of a stage computed once per row (or output),
+// rounded to its dtype as a store would; elem names the leaves, kernel
+// the kernel's kind for errors.
+func (k *RowKernel) onceValue(st RowStage, elem func(int) string, kinds []ir.Kind, kernel string) (string, error) {
+	e, err := st.Expr.C(elem, noParam, kinds, st.Compute)
+	if err != nil {
+		return "", fmt.Errorf("%s %s: stage %s: %w", kernel, k.Label, st.Name, err)
+	}
+	_, ok, err := st.Expr.ParamKinds(kinds, st.Compute)
+	if err != nil {
+		return "", err
+	}
+	return loadC(storeC(e, ok, st.DType), st.DType, st.Kind), nil
 }
 
 // loopUnroll is how many vectors a thread of a looped kernel loads at

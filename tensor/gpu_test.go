@@ -21,6 +21,16 @@ func requireGPU(t testing.TB) {
 	}
 }
 
+// deviceMemory is the total memory of GPU dev, in bytes.
+func deviceMemory(t *testing.T, dev Device) uint64 {
+	t.Helper()
+	_, total, err := array.MustGPU("test", dev).Dev().MemInfo()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return total
+}
+
 // A steady loop of ops reuses cached device memory: after the first
 // iteration the allocator asks the device for nothing.
 func TestGPUAllocatorSteadyState(t *testing.T) {
@@ -60,11 +70,7 @@ func TestGPUAllocatorSteadyState(t *testing.T) {
 func TestGPUDroppedResultsAreCollected(t *testing.T) {
 	requireGPU(t)
 	dev := CUDA(0)
-	g := array.MustGPU("test", dev)
-	_, total, err := g.Dev().MemInfo()
-	if err != nil {
-		t.Fatal(err)
-	}
+	total := deviceMemory(t, dev)
 	const n = 16 << 20 // float32s: 64 MiB per result
 	x := Zeros(Float32, n).ToDevice(dev)
 	calls := int(total/16)/(4*n)*4 + 8 // the floor four times over
@@ -97,13 +103,9 @@ func TestGPUDroppedResultsAreCollected(t *testing.T) {
 func TestGPUOutOfMemory(t *testing.T) {
 	requireGPU(t)
 	dev := CUDA(0)
-	g := array.MustGPU("test", dev)
-	_, total, err := g.Dev().MemInfo()
-	if err != nil {
-		t.Fatal(err)
-	}
+	total := deviceMemory(t, dev)
 	n := int(total/4) + (1 << 28) // more float32s than the device holds
-	err = Try(func() { Zeros(Float32, 1).ToDevice(dev).Expand(n).Contiguous() })
+	err := Try(func() { Zeros(Float32, 1).ToDevice(dev).Expand(n).Contiguous() })
 	var e *Error
 	if !errors.As(err, &e) || !strings.Contains(err.Error(), "out of memory") {
 		t.Fatalf("got %v, want an out-of-memory *Error", err)
