@@ -103,7 +103,8 @@ func MemoryStats(d Device) cuda.AllocatorStats {
 }
 
 // EmptyCache returns the cached, unused GPU memory of device d to the
-// driver (tensors still alive keep theirs). On the CPU, which caches
+// driver, after collecting the memory of unreachable tensors (tensors
+// still alive keep theirs). On the CPU, which caches
 // nothing, it does nothing, as Synchronize.
 func EmptyCache(d Device) {
 	defer rethrow()

@@ -23,7 +23,12 @@
 // entry and NVRTC compiles once per configuration. GPU ops are queued in
 // order on one stream per device; reading values (Float32s, Item, String)
 // waits for them. Device memory comes from a caching allocator and returns
-// to it when a tensor is garbage collected.
+// to it when a tensor is garbage collected. Go's collector paces itself by
+// the host heap alone, so before the allocator takes more memory from the
+// device it collects, once the memory tensors hold has grown since the
+// last collection by as much as was live then and by at least a sixteenth
+// of the device: a loop that drops a large result per call reuses cached
+// blocks instead of taking new ones until the host heap is collected.
 //
 // # Compile
 //
