@@ -26,6 +26,11 @@ func aliasVec(data any, dt DType, k ir.Kind, lo, hi int) (ir.Vec, bool) {
 }
 
 func cvt[D, S storedNumber](d []D, s []S) {
+	if same, ok := any(d).([]S); ok { // no conversion: a block copy
+		copy(same, s[:len(d)])
+		return
+	}
+	s = s[:len(d)] // so the loop needs no bounds checks
 	for i := range d {
 		d[i] = D(s[i])
 	}
