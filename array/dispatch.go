@@ -166,6 +166,7 @@ func RunBlocks(blks []*ir.Block, args []ir.Value, params []float64, res []*Array
 	if n == 0 {
 		return
 	}
+	args = laidOutForBlocks(args, shape)
 	strides := [][]int{res[0].strides}
 	for _, t := range tensorsOf(args) {
 		strides = append(strides, ir.BroadcastStrides(t.shape, t.strides, shape))

@@ -1,0 +1,192 @@
+package array
+
+import "gocompile/ir"
+
+// Operands whose contiguous run crosses the order of a CPU block loop.
+//
+// RunBlocks walks its output in memory order and gathers every operand in
+// that order. An operand whose stride-1 dim is another of the output's
+// dims (a transposed or permuted input) is then read one element per
+// cache line, and in a loop over several operands each line is evicted
+// before the loop comes back for its next element: a fused kernel reading
+// four tensors ran slower than the eager ops it replaces, which read two
+// at a time. Such an operand is first copied into the output's order in
+// tiles that use every line they read.
+
+// crossingMin is the operand size, in elements, from which RunBlocks lays
+// a crossing operand out in the output's order first; below it the
+// operand fits in the caches anyway.
+const crossingMin = 1 << 16
+
+// laidOutForBlocks returns args with each large CPU operand of shape shape
+// (not broadcast) whose stride-1 dim is not the output's innermost dim
+// replaced by a contiguous copy made by copyTiled.
+func laidOutForBlocks(args []ir.Value, shape []int) []ir.Value {
+	var out []ir.Value
+	for i, v := range args {
+		t, ok := v.(*Array)
+		if !ok || t.st.dev != CPU || t.Numel() < crossingMin || !ir.SameShape(t.shape, shape) || !crosses(t) {
+			continue
+		}
+		if out == nil {
+			out = append([]ir.Value(nil), args...)
+		}
+		c := newArray(t.dtype, t.shape)
+		copyTiled(c, t)
+		out[i] = c
+	}
+	if out == nil {
+		return args
+	}
+	return out
+}
+
+// crosses reports whether gathering t in the order of its shape would
+// read a cache line, then come back for its next element only after more
+// than crossingReuse others: where the innermost dim along which t steps
+// by less than a line (a dim along which it is contiguous, or nearly)
+// lies outside dims of more than crossingReuse elements. A transposed
+// matrix does; a permutation that keeps a short stride near the inside
+// (each line reused a few dozen elements later) does not.
+func crosses(t *Array) bool {
+	inner := 1
+	for d := len(t.shape) - 1; d >= 0; d-- {
+		if t.shape[d] == 1 {
+			continue
+		}
+		if st := t.strides[d]; st != 0 && abs(st)*t.dtype.Size() < cacheLine {
+			return inner > crossingReuse && hasUnitStride(t)
+		}
+		inner *= t.shape[d]
+	}
+	return false
+}
+
+// cacheLine is the CPU's cache line, in bytes; crossingReuse the elements a
+// gathered line may wait for its next use (lines of the four or five
+// operands of a fused loop stay in a core's cache for about that long).
+const (
+	cacheLine     = 64
+	crossingReuse = 4096
+)
+
+// hasUnitStride reports whether t is contiguous along some dim, which
+// copyTiled needs.
+func hasUnitStride(t *Array) bool {
+	for d, st := range t.strides {
+		if st == 1 && t.shape[d] > 1 {
+			return true
+		}
+	}
+	return false
+}
+
+func abs(x int) int {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
+
+// copyTiled copies src into dst, a contiguous array of its shape and
+// dtype. With P the dim along which src is contiguous and B the innermost
+// other dims of dst (at least copyTileB elements where there are as many),
+// it copies a tile of copyTileP indices of P by all of B at a time, for
+// every index of the remaining dims: the tile reads whole lines of src
+// and writes whole lines of dst, all of which stay in the first-level
+// cache while it does.
+func copyTiled(dst, src *Array) {
+	shape, strides := Coalesce(src.shape, ir.ContiguousStrides(src.shape), src.strides)
+	ds, ss := strides[0], strides[1]
+	p := -1
+	for d := range shape {
+		if ss[d] == 1 && shape[d] > 1 {
+			p = d
+		}
+	}
+	if p < 0 {
+		copyInto(dst, src)
+		return
+	}
+	// B: dst's innermost dims but P, up to copyTileB elements.
+	var bdims, odims []int
+	nb := 1
+	for d := len(shape) - 1; d >= 0; d-- {
+		switch {
+		case d == p:
+		case nb < copyTileB:
+			bdims = append(bdims, d)
+			nb *= shape[d]
+		default:
+			odims = append(odims, d)
+		}
+	}
+	dOff, sOff := make([]int, nb), make([]int, nb)
+	offsets(shape, bdims, ds, dOff)
+	offsets(shape, bdims, ss, sOff)
+	outer := 1
+	for _, d := range odims {
+		outer *= shape[d]
+	}
+	tiles := (shape[p] + copyTileP - 1) / copyTileP
+	work := func(lo, hi int) {
+		for u := lo; u < hi; u++ {
+			o, a0 := u/tiles, u%tiles*copyTileP
+			dbase, sbase := 0, src.offset
+			for _, d := range odims { // odims run inner to outer
+				i := o % shape[d]
+				o /= shape[d]
+				dbase += i * ds[d]
+				sbase += i * ss[d]
+			}
+			a1 := min(a0+copyTileP, shape[p])
+			switch d := dst.st.data.(type) {
+			case []float32:
+				copyTile(d, src.st.data.([]float32), dbase, sbase, ds[p], a0, a1, dOff, sOff)
+			case []float64:
+				copyTile(d, src.st.data.([]float64), dbase, sbase, ds[p], a0, a1, dOff, sOff)
+			case []uint16:
+				copyTile(d, src.st.data.([]uint16), dbase, sbase, ds[p], a0, a1, dOff, sOff)
+			case []int32:
+				copyTile(d, src.st.data.([]int32), dbase, sbase, ds[p], a0, a1, dOff, sOff)
+			case []int64:
+				copyTile(d, src.st.data.([]int64), dbase, sbase, ds[p], a0, a1, dOff, sOff)
+			case []bool:
+				copyTile(d, src.st.data.([]bool), dbase, sbase, ds[p], a0, a1, dOff, sOff)
+			}
+		}
+	}
+	ParallelRows(outer*tiles, max(1, MinParallel/(copyTileP*nb)), work)
+}
+
+// The tile of copyTiled: copyTileP indices along src's contiguous dim by
+// at least copyTileB of dst's innermost (16 KB of float32 at most, with
+// B up to copyTileB·shape).
+const (
+	copyTileP = 32
+	copyTileB = 32
+)
+
+// copyTile copies indices [a0, a1) of the contiguous dim (dst stride dp)
+// for each B offset pair.
+func copyTile[T any](d, s []T, dbase, sbase, dp, a0, a1 int, dOff, sOff []int) {
+	for b := range dOff {
+		db, sb := dbase+dOff[b], sbase+sOff[b]
+		for a := a0; a < a1; a++ {
+			d[db+a*dp] = s[sb+a]
+		}
+	}
+}
+
+// offsets fills off with the offset, by strides, of every index of the
+// dims dims of shape (dims[0] varying fastest).
+func offsets(shape, dims, strides, off []int) {
+	for b := range off {
+		o, rem := 0, b
+		for _, d := range dims {
+			o += rem % shape[d] * strides[d]
+			rem /= shape[d]
+		}
+		off[b] = o
+	}
+}
