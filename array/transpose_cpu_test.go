@@ -3,6 +3,7 @@ package array
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"gocompile/ir"
@@ -35,7 +36,7 @@ func TestCopyTiled(t *testing.T) {
 		dst := newArray(dt, src.shape)
 		copyTiled(dst, src)
 		want := Contiguous(src)
-		if got, w := dst.Float64s(), want.Float64s(); !equalFloats(got, w) {
+		if !slices.Equal(dst.Float64s(), want.Float64s()) {
 			t.Fatalf("%s: copyTiled differs from Contiguous", name)
 		}
 	}
@@ -65,16 +66,4 @@ func randomValues(r *rand.Rand, shape []int) *Array {
 		d[i] = float64(r.IntN(64))/4 - 8
 	}
 	return a
-}
-
-func equalFloats(a, b []float64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
