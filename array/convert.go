@@ -47,6 +47,14 @@ func cvtBool[D storedNumber](d []D, s []bool) {
 }
 
 func cvtHalf[D storedNumber](d []D, s []uint16, bf bool) {
+	if f, ok := any(d).([]float32); ok { // the vectorised conversions
+		if bf {
+			ir.BF16sToF32s(f, s[:len(f)])
+		} else {
+			ir.F16sToF32s(f, s[:len(f)])
+		}
+		return
+	}
 	if bf {
 		for i := range d {
 			d[i] = D(ir.BF16ToF32(s[i]))
@@ -125,6 +133,14 @@ func storeFrom[S storedNumber](data any, dt DType, lo int, s []S) {
 		}
 	case []uint16:
 		d = d[lo : lo+len(s)]
+		if f, ok := any(s).([]float32); ok { // the vectorised conversions
+			if dt == ir.BFloat16 {
+				ir.F32sToBF16s(d, f)
+			} else {
+				ir.F32sToF16s(d, f)
+			}
+			return
+		}
 		if dt == ir.BFloat16 {
 			for i, v := range s {
 				d[i] = ir.F32ToBF16(float32(v))
