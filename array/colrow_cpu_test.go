@@ -43,8 +43,9 @@ type fusedColCase struct {
 // range, 1 to 8 outputs a thread, split across blocks or not, over random
 // shapes, reduced dims and permuted, padded or offset inputs in every
 // floating dtype. The regions: a variance (two stages), a product summed
-// (two inputs walked), a softmax over a leading dim (a root per element)
-// and a mean of a prologue. Each kernel's CUDA C runs on the CPU
+// (two inputs walked), a softmax over a leading dim (a root per element),
+// a mean of a prologue and the silu of a max (an epilogue, which a split
+// kernel's final pass applies). Each kernel's CUDA C runs on the CPU
 // (g++, one thread per GPU thread) against the eager float64 ops.
 func TestFusedColumnKernelsOnCPU(t *testing.T) {
 	cxx, err := exec.LookPath("g++")

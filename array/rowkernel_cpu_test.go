@@ -34,7 +34,8 @@ type rowKernelCase struct {
 // one, vector or scalar access, over random row counts and lengths (odd
 // ones included), rows laid out with gaps or outer dims permuted, in every
 // floating dtype. The regions: softmax, log-softmax, layer norm (weight
-// and bias), RMS norm (weight), variance and a sum. Each kernel's CUDA C
+// and bias), RMS norm (weight), variance, a sum and the negation of a sum
+// (an epilogue, which a split kernel's final pass applies). Each kernel's CUDA C
 // runs on the CPU (g++, one thread per GPU thread, warp shuffles through
 // shared memory) against the eager float64 ops.
 func TestRowKernelsOnCPU(t *testing.T) {

@@ -128,35 +128,36 @@ func copyTiled(dst, src *Array) {
 	for _, d := range odims {
 		outer *= shape[d]
 	}
-	tiles := (shape[p] + copyTileP - 1) / copyTileP
-	work := func(lo, hi int) {
-		for u := lo; u < hi; u++ {
-			o, a0 := u/tiles, u%tiles*copyTileP
-			dbase, sbase := 0, src.offset
-			for _, d := range odims { // odims run inner to outer
-				i := o % shape[d]
-				o /= shape[d]
-				dbase += i * ds[d]
-				sbase += i * ss[d]
-			}
-			a1 := min(a0+copyTileP, shape[p])
-			switch d := dst.st.data.(type) {
-			case []float32:
-				copyTile(d, src.st.data.([]float32), dbase, sbase, ds[p], a0, a1, dOff, sOff)
-			case []float64:
-				copyTile(d, src.st.data.([]float64), dbase, sbase, ds[p], a0, a1, dOff, sOff)
-			case []uint16:
-				copyTile(d, src.st.data.([]uint16), dbase, sbase, ds[p], a0, a1, dOff, sOff)
-			case []int32:
-				copyTile(d, src.st.data.([]int32), dbase, sbase, ds[p], a0, a1, dOff, sOff)
-			case []int64:
-				copyTile(d, src.st.data.([]int64), dbase, sbase, ds[p], a0, a1, dOff, sOff)
-			case []bool:
-				copyTile(d, src.st.data.([]bool), dbase, sbase, ds[p], a0, a1, dOff, sOff)
-			}
+	g := tiling{shape: shape, ds: ds, ss: ss, p: p, odims: odims, dOff: dOff, sOff: sOff,
+		tiles: (shape[p] + copyTileP - 1) / copyTileP, offset: src.offset}
+	ParallelRows(outer*g.tiles, max(1, MinParallel/(copyTileP*nb)), func(lo, hi int) {
+		switch d := dst.st.data.(type) {
+		case []float32:
+			copyTiles(d, src.st.data.([]float32), &g, lo, hi)
+		case []float64:
+			copyTiles(d, src.st.data.([]float64), &g, lo, hi)
+		case []uint16:
+			copyTiles(d, src.st.data.([]uint16), &g, lo, hi)
+		case []int32:
+			copyTiles(d, src.st.data.([]int32), &g, lo, hi)
+		case []int64:
+			copyTiles(d, src.st.data.([]int64), &g, lo, hi)
+		case []bool:
+			copyTiles(d, src.st.data.([]bool), &g, lo, hi)
 		}
-	}
-	ParallelRows(outer*tiles, max(1, MinParallel/(copyTileP*nb)), work)
+	})
+}
+
+// tiling is copyTiled's plan: the coalesced shape with dst's and src's
+// strides, src's contiguous dim p, the other dims (inner to outer) that
+// units run over, the B offset tables, the tiles along p, and src's
+// offset.
+type tiling struct {
+	shape, ds, ss []int
+	p             int
+	odims         []int
+	dOff, sOff    []int
+	tiles, offset int
 }
 
 // The tile of copyTiled: copyTileP indices along src's contiguous dim by
@@ -167,13 +168,25 @@ const (
 	copyTileB = 32
 )
 
-// copyTile copies indices [a0, a1) of the contiguous dim (dst stride dp)
-// for each B offset pair.
-func copyTile[T any](d, s []T, dbase, sbase, dp, a0, a1 int, dOff, sOff []int) {
-	for b := range dOff {
-		db, sb := dbase+dOff[b], sbase+sOff[b]
-		for a := a0; a < a1; a++ {
-			d[db+a*dp] = s[sb+a]
+// copyTiles copies units [lo, hi) of g, each a tile of copyTileP indices
+// along the contiguous dim by all of B for one index of the other dims.
+func copyTiles[T any](d, s []T, g *tiling, lo, hi int) {
+	dp := g.ds[g.p]
+	for u := lo; u < hi; u++ {
+		o, a0 := u/g.tiles, u%g.tiles*copyTileP
+		dbase, sbase := 0, g.offset
+		for _, dim := range g.odims {
+			i := o % g.shape[dim]
+			o /= g.shape[dim]
+			dbase += i * g.ds[dim]
+			sbase += i * g.ss[dim]
+		}
+		a1 := min(a0+copyTileP, g.shape[g.p])
+		for b := range g.dOff {
+			db, sb := dbase+g.dOff[b], sbase+g.sOff[b]
+			for a := a0; a < a1; a++ {
+				d[db+a*dp] = s[sb+a]
+			}
 		}
 	}
 }

@@ -590,7 +590,7 @@ template <typename T, typename C> __device__ __forceinline__ T block_allreduce(T
 			case in.Access == RowUniform || !which(i):
 			case in.Access == RowContig && k.Vec > 1:
 				fmt.Fprintf(&l, "%s{ const VN<%s, VEC> v = *(const VN<%[2]s, VEC>*)(%s + base[%d] + j0);\n", indent, storageC(in.DType), x, i)
-				fmt.Fprintf(&l, "%s  for (int v4 = 0; v4 < VEC; v4++) e%d[%s + v4] = %s; }\n", indent, i, q, loadC("v.v[v4]", in.DType, in.Kind))
+				fmt.Fprintf(&l, "%s  for (int e = 0; e < VEC; e++) e%d[%s + e] = %s; }\n", indent, i, q, loadC("v.v[e]", in.DType, in.Kind))
 			case in.Access == RowContig:
 				fmt.Fprintf(&l, "%se%d[%s] = %s;\n", indent, i, q, loadC(fmt.Sprintf("%s[base[%d] + j0]", x, i), in.DType, in.Kind))
 			default:

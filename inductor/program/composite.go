@@ -382,7 +382,7 @@ func (p *compositePlan) prepare(ins []*array.Array) *compositeLaunch {
 	}
 	g := ins[0].GPU()
 	c.l = s.planGPU(ins, full, g)
-	if c.l.split {
+	if c.l.parts > 1 {
 		return c
 	}
 	c.fn = g.KernelIn(s.cache, c.l.name, c.l.k.Source)

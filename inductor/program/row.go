@@ -178,9 +178,8 @@ type rowLaunch struct {
 	geo         inductor.RowGeometry
 	geoBytes    []byte
 	grid, block int
-	shared      int  // dynamic shared memory, bytes (a stashed kernel)
-	split       bool // a lone reduction split across blocks (splitGPU)
-	parts       int  // ... in this many blocks a row
+	shared      int // dynamic shared memory, bytes (a stashed kernel)
+	parts       int // > 1: a lone reduction split across this many blocks a row (splitGPU)
 	name        string
 }
 
@@ -249,19 +248,19 @@ func (s *rowStep) planGPU(args []*array.Array, full []int, g *array.GPU) rowLaun
 		vec = loopedVec
 		p = inductor.ChooseRowPlan(rowDevice(g), R, vec, l.rows, stash)
 	}
-	// A lone reduction (with its prologue) of rows too few or too long to
-	// fill the SMs a block a row splits each row across blocks (opByOp
-	// took the other regions whose rows do not fit on chip).
+	// A lone reduction (with its prologue and epilogue) of rows too few
+	// or too long to fill the SMs a block a row splits each row across
+	// blocks (opByOp took the other regions whose rows do not fit on chip).
 	if p.Persist == 0 && !p.Stash && k.CanSplit() {
-		if parts := inductor.ChooseRowSplit(rowDevice(g), R, vec, l.rows, p.Threads); parts > 1 {
-			k.Vec, l.split, l.parts = vec, true, parts
+		if l.parts = inductor.ChooseRowSplit(rowDevice(g), R, vec, l.rows, p.Threads); l.parts > 1 {
+			k.Vec = vec
 			return l
 		}
 	}
 	k.Vec = vec
 	k.Threads, k.Groups, k.Persist, k.Stash, k.Cluster = p.Threads, p.Groups, p.Persist, p.Stash, p.Cluster
 	if k.Cluster > 1 && !clusterBuilds(g, s.cache, k) {
-		p = inductor.ChooseRowPlan(rowDevice(g), R, vec, l.rows, k.StashBytes)
+		p = inductor.ChooseRowPlan(rowDevice(g), R, vec, l.rows, stash)
 		k.Threads, k.Groups, k.Persist, k.Stash, k.Cluster = p.Threads, p.Groups, p.Persist, p.Stash, p.Cluster
 	}
 	l.finish()
@@ -387,7 +386,7 @@ func rowArgs(a *cuda.Args, l *rowLaunch, args []*array.Array, res *array.Array) 
 func (s *rowStep) runGPU(args []*array.Array, full []int, res *array.Array, q *array.LaunchQueue) {
 	g := res.GPU()
 	l := s.planGPU(args, full, g)
-	if l.split {
+	if l.parts > 1 {
 		q.Drain()
 		s.splitGPU(g, &l.k, args, l.rows, l.R, l.parts, l.geo, res)
 		return
