@@ -108,8 +108,11 @@ func TestRowKernelsOnCPU(t *testing.T) {
 		vectors := (c.R + k.Vec - 1) / k.Vec
 		pick := ci / len(programs) % 4 // every program meets every launch form
 		switch {
-		case pick == 0 && vectors <= 64: // short rows: several a block
+		case pick == 0 && vectors <= 256: // short rows: several a block
 			k.Threads = 1 << r.IntN(6)
+			for k.Threads*8 < vectors {
+				k.Threads *= 2
+			}
 			k.Groups = 128 / k.Threads
 			k.Persist = (vectors + k.Threads - 1) / k.Threads
 		case pick == 1 && vectors <= 8*1024: // persistent

@@ -257,6 +257,13 @@ func ChooseRowPlan(d RowDevice, r, vec, rows int, stashBytes func(n int) int) Ro
 		}
 		return RowPlan{Threads: t, Groups: 128 / t, Persist: ((vectors+t-1)/t*unit + vec - 1) / vec}
 	}
+	if vectors <= 8*32 && rows >= 4 {
+		// A warp a row, four to a block: its reductions are shuffles alone,
+		// where a block a row of 64 to 256 threads would pass partials
+		// through shared memory and wait at barriers, for rows of a few
+		// hundred elements.
+		return RowPlan{Threads: 32, Groups: 4, Persist: ((vectors+31)/32*unit + vec - 1) / vec}
+	}
 	threads, persist := ChooseRowConfig(r, vec)
 	looped := RowPlan{Threads: threads, Groups: 1, Persist: persist}
 	if persist > 0 || stashBytes == nil {
