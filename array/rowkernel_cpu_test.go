@@ -22,6 +22,7 @@ type rowKernelCase struct {
 	kern          *inductor.RowKernel
 	geo           inductor.RowGeometry
 	parts, chunk  int
+	staged        bool // kern's staged passes (RowKernel.StagedPasses) run in turn
 	dt            ir.DType
 	outLen        int
 	want          []float64
@@ -125,11 +126,12 @@ func TestRowKernelsOnCPU(t *testing.T) {
 			k.Threads, k.Stash = 32<<r.IntN(4), true
 		default: // looped, split where it can
 			k.Threads = 32 << r.IntN(4)
-			if k.CanSplit() {
-				c.parts = 2 + r.IntN(3)
+			if k.CanSplit() || k.CanStage() && r.IntN(3) > 0 {
+				c.parts = 1 + r.IntN(4)
 				c.chunk = ((c.R+c.parts-1)/c.parts + k.Vec - 1) / k.Vec * k.Vec
 				c.parts = (c.R + c.chunk - 1) / c.chunk
-				k.Split = c.parts > 1
+				k.Split = c.parts > 1 && k.CanSplit()
+				c.staged = !k.CanSplit()
 			}
 		}
 		if k.Persist > 8 {
@@ -161,11 +163,17 @@ func TestRowKernelsOnCPU(t *testing.T) {
 		if k.Split && len(k.Stages) > 1 {
 			forms["split-epilogue"]++
 		}
+		if c.staged {
+			form = "staged"
+			if c.parts > 1 {
+				forms["staged-parts"]++
+			}
+		}
 		forms[form]++
 		c.tol = map[ir.DType]float64{ir.Float32: 2e-5, ir.Float64: 1e-12, ir.Float16: 4e-3, ir.BFloat16: 2e-2}[c.dt]
 		cases = append(cases, c)
 	}
-	for _, f := range []string{"looped", "stash", "split", "groups", "persistent", "persistent-vec", "vec2", "vec4", "vec8", "split-epilogue"} {
+	for _, f := range []string{"looped", "stash", "split", "groups", "persistent", "persistent-vec", "vec2", "vec4", "vec8", "split-epilogue", "staged", "staged-parts"} {
 		if forms[f] == 0 && !testing.Short() {
 			t.Errorf("no case ran a %s kernel: %v", f, forms)
 		}
@@ -195,6 +203,10 @@ func TestRowKernelsOnCPU(t *testing.T) {
 		acc := "float"
 		if k.Stages[0].Compute == ir.F64 {
 			acc = "double"
+		}
+		if c.staged {
+			writeStagedCase(t, &prog, &calls, c, lits)
+			continue
 		}
 		fmt.Fprintf(&prog, "\nnamespace %s {\nalignas(16) unsigned char stash_raw[%d];\n%s\n}\n", c.name, max(k.StashBytes(c.R), 16), harnessSource(src))
 		fmt.Fprintf(&calls, "  {\n    using namespace %s;\n", c.name)
@@ -231,6 +243,48 @@ func TestRowKernelsOnCPU(t *testing.T) {
 				c.name, c.program, c.rows, c.R, c.dt, c.ins[0].strides, c.ins[0].offset, c.kern.Name(), c.parts)
 		})
 	}
+}
+
+// writeStagedCase adds case c's staged passes to the harness program (a
+// namespace each) and their launches in turn to calls: each pass over
+// rows × parts blocks, then its final pass, with one prev buffer between
+// them.
+func writeStagedCase(t *testing.T, prog, calls *strings.Builder, c *rowKernelCase, geoBytes []string) {
+	k := c.kern
+	NS := len(k.Stages)
+	fmt.Fprintf(calls, "  {\n")
+	var inputs []string
+	for i, v := range c.ins {
+		fmt.Fprintf(calls, "    char* x%d = load(dir, \"%s_in%d.bin\", %d);\n", i, c.name, i, v.storage*v.dt.Size())
+		inputs = append(inputs, fmt.Sprintf("(const %s*)(x%d + %d)", harnessElem[v.dt], i, v.offset*v.dt.Size()))
+	}
+	fmt.Fprintf(calls, "    std::vector<%s> out(%d);\n    std::vector<%s> prev(%d);\n    std::vector<double> partial(%d);\n",
+		harnessElem[c.dt], c.outLen, harnessElem[k.PrevDType()], c.rows*NS, c.rows*c.parts)
+	fmt.Fprintf(calls, "    static const unsigned char gb[] = {%s};\n", strings.Join(geoBytes, ","))
+	for _, pass := range k.StagedPasses() {
+		pk := *k
+		pk.Staged, pk.Stage = true, pass
+		src, err := pk.Source()
+		if err != nil {
+			t.Fatalf("%s: stage %d: %v", c.name, pass, err)
+		}
+		ns := fmt.Sprintf("%s_p%d", c.name, pass)
+		fmt.Fprintf(prog, "\nnamespace %s {\n%s\n}\n", ns, harnessSource(src))
+		acc := "float"
+		if pass < NS && k.Stages[pass].Compute == ir.F64 {
+			acc = "double"
+		}
+		fmt.Fprintf(calls, "    {\n      %s::RowGeometry g;\n      std::memcpy(&g, gb, sizeof g);\n", ns)
+		args := append([]string{fmt.Sprint(c.rows), fmt.Sprint(c.R), fmt.Sprint(c.chunk)}, inputs...)
+		args = append(args, "out.data()", fmt.Sprintf("(%s*)partial.data()", acc), "prev.data()", "g")
+		fmt.Fprintf(calls, "      launch2(%d, %d, %d, 1, [&] { %s::%s(%s); });\n", c.rows, c.parts, k.Threads, ns, pk.Name(), strings.Join(args, ", "))
+		if pass < NS {
+			fmt.Fprintf(calls, "      launch2(%d, 1, %d, 1, [&] { %s::%s_final(%d, %d, %d, (const %s*)partial.data(), prev.data(), out.data()); });\n",
+				c.rows, k.Threads, ns, pk.Name(), c.rows, c.parts, c.R, acc)
+		}
+		calls.WriteString("    }\n")
+	}
+	fmt.Fprintf(calls, "    save(dir, \"%s_out.bin\", (const char*)out.data(), %d);\n  }\n", c.name, c.outLen*c.dt.Size())
 }
 
 // rowKernelRegion is the one row region of program over the last dim of

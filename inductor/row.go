@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -88,6 +89,17 @@ type RowKernel struct {
 	// combines a row's partials and computes the stages after it. For rows
 	// that leave SMs idle a block a row.
 	Split bool
+	// Staged makes this kernel one pass of the staged form of a region
+	// (CanStage) whose rows are split across blocks (grid.y) in every pass:
+	// Stage is the reduction stage the pass reduces, its blocks writing
+	// partial accumulators that Name()+"_final" combines before it
+	// computes the stages up to the next reduction, keeping every stage's
+	// value per row in prev; or len(Stages), the pass that computes the
+	// root per element from them (StagedPasses lists the passes). For few
+	// long rows of regions with several reductions, such as a softmax or
+	// a layer norm.
+	Staged bool
+	Stage  int
 	// Index32 indexes columns with 32-bit integers (valid when a row has
 	// fewer than 2^31 - Threads·Vec elements); rows still use 64 bits.
 	Index32 bool
@@ -114,6 +126,52 @@ func (k *RowKernel) CanSplit() bool {
 	return true
 }
 
+// CanStage reports whether the region can run in the staged form: it
+// has a reduction, and every stage computed once per row reads earlier
+// stages' values only (not the inputs, which the final passes do not
+// take).
+func (k *RowKernel) CanStage() bool {
+	reduces := false
+	for _, st := range k.Stages {
+		if st.Reduce {
+			reduces = true
+			continue
+		}
+		for i := range k.Inputs {
+			if uses(st.Expr, i) {
+				return false
+			}
+		}
+	}
+	return reduces
+}
+
+// StagedPasses is the Stage of each pass of the staged form, in order:
+// each reduction stage's, then len(Stages) where the root is per element.
+func (k *RowKernel) StagedPasses() []int {
+	var passes []int
+	for s, st := range k.Stages {
+		if st.Reduce {
+			passes = append(passes, s)
+		}
+	}
+	if k.Expr != nil {
+		passes = append(passes, len(k.Stages))
+	}
+	return passes
+}
+
+// PrevDType is the element type of a staged kernel's per-row stage
+// values: float64 if a stage's value is, else float32.
+func (k *RowKernel) PrevDType() ir.DType {
+	for _, st := range k.Stages {
+		if st.Kind == ir.F64 {
+			return ir.Float64
+		}
+	}
+	return ir.Float32
+}
+
 // Name is the kernel's entry point, unique for its configuration.
 func (k *RowKernel) Name() string {
 	var b strings.Builder
@@ -133,6 +191,9 @@ func (k *RowKernel) Name() string {
 	}
 	if k.Split {
 		b.WriteString("_split")
+	}
+	if k.Staged {
+		fmt.Fprintf(&b, "_stage%d", k.Stage)
 	}
 	if k.Index32 {
 		b.WriteString("_i32")
@@ -464,8 +525,10 @@ func (k *RowKernel) body() (string, error) {
 		return "", fmt.Errorf("row kernel %s: %d groups of %d threads", k.Label, G, k.Threads)
 	case G == 1 && k.Threads < 32:
 		return "", fmt.Errorf("row kernel %s: a block of %d threads (use groups)", k.Label, k.Threads)
-	case k.Stash && (k.Persist > 0 || k.Split):
+	case k.Stash && (k.Persist > 0 || k.Split || k.Staged):
 		return "", fmt.Errorf("row kernel %s: only a looped kernel of whole rows stashes", k.Label)
+	case k.Staged && (k.Split || k.Persist > 0 || G > 1 || !k.CanStage() || !slices.Contains(k.StagedPasses(), k.Stage)):
+		return "", fmt.Errorf("row kernel %s: stage %d is not a pass of a looped staged kernel", k.Label, k.Stage)
 	case k.Cluster > 1 && (!k.Stash || G > 1 || k.Cluster > 8 || k.Cluster&(k.Cluster-1) != 0):
 		return "", fmt.Errorf("row kernel %s: a cluster of %d blocks (2, 4 or 8, stashed rows)", k.Label, k.Cluster)
 	}
@@ -512,7 +575,7 @@ template <typename T, typename C> __device__ __forceinline__ T block_allreduce(T
 		J = "int"
 	}
 	params := []string{"long long rows", "long long R"}
-	if k.Split {
+	if k.Split || k.Staged {
 		params = append(params, "long long chunk")
 	}
 	for i, in := range k.Inputs {
@@ -522,6 +585,10 @@ template <typename T, typename C> __device__ __forceinline__ T block_allreduce(T
 	params = append(params, fmt.Sprintf("%s* __restrict__ out", outType))
 	if k.Split {
 		params = append(params, fmt.Sprintf("%s* __restrict__ partial", kindC(k.Stages[0].Compute)))
+	}
+	if k.Staged {
+		params = append(params, fmt.Sprintf("%s* __restrict__ partial", k.stagedPartialC()),
+			fmt.Sprintf("const %s* __restrict__ prev", storageC(k.PrevDType())))
 	}
 	params = append(params, "RowGeometry g")
 	attr := ""
@@ -546,8 +613,8 @@ template <typename T, typename C> __device__ __forceinline__ T block_allreduce(T
 		b.WriteString("  // Groups past the last row redo it (every lane of a warp reduces) and store nothing.\n")
 		b.WriteString("  for (long long r0 = (long long)blockIdx.x * GROUPS; r0 < rows; r0 += (long long)gridDim.x * GROUPS) {\n")
 		b.WriteString("    const bool live = r0 + grp < rows;\n    const long long row = live ? r0 + grp : rows - 1;\n    (void)live;\n")
-		if k.Split {
-			b.WriteString("    // This block reduces columns [jlo, jhi) of one row.\n")
+		if k.Split || k.Staged {
+			b.WriteString("    // This block takes columns [jlo, jhi) of one row.\n")
 			fmt.Fprintf(&b, "    const %[1]s jlo = (%[1]s)(blockIdx.y * chunk), jhi = (%[1]s)min(R, (long long)jlo + chunk);\n", J)
 		} else {
 			fmt.Fprintf(&b, "    const %[1]s jlo = 0, jhi = (%[1]s)R;\n", J)
@@ -675,14 +742,19 @@ template <typename T, typename C> __device__ __forceinline__ T block_allreduce(T
 		b.WriteString(k.stashLoop(held, J))
 	}
 
+	NS := len(k.Stages)
 	for s, st := range k.Stages {
 		K := kindC(st.Kind)
+		if k.Staged && s < k.Stage {
+			fmt.Fprintf(&b, "    // %s, from an earlier pass\n    const %s rv%d = (%[2]s)prev[row * %[4]d + %[3]d];\n", st.Name, K, s, NS)
+			continue
+		}
 		if !st.Reduce {
-			v, err := k.onceValue(st, elem("0"), kinds, "row kernel")
+			code, err := k.onceStage(s, elem("0"), kinds)
 			if err != nil {
 				return "", err
 			}
-			fmt.Fprintf(&b, "    // %s, once per row\n    const %s rv%d = %s;\n", st.Name, K, s, v)
+			b.WriteString(code)
 			continue
 		}
 		e, err := st.Expr.C(elem("q"), noParam, kinds, st.Compute)
@@ -695,6 +767,15 @@ template <typename T, typename C> __device__ __forceinline__ T block_allreduce(T
 		fmt.Fprintf(&b, "    acc%d = block_allreduce(acc%[1]d, combine%[1]d());\n", s)
 		if C > 1 {
 			fmt.Fprintf(&b, "    acc%d = cluster_allreduce(acc%[1]d, combine%[1]d());\n", s)
+		}
+		if k.Staged {
+			fmt.Fprintf(&b, "    if (tid == 0) partial[row * gridDim.y + blockIdx.y] = acc%d;\n  }\n}\n", s)
+			final, err := k.stagedFinal(s, elem("0"), kinds, outType)
+			if err != nil {
+				return "", err
+			}
+			b.WriteString(final)
+			return b.String(), nil
 		}
 		if k.Split {
 			fmt.Fprintf(&b, "    if (tid == 0) partial[row * gridDim.y + blockIdx.y] = acc%d;\n  }\n}\n", s)
@@ -759,6 +840,72 @@ func (k *RowKernel) onceValue(st RowStage, elem func(int) string, kinds []ir.Kin
 		return "", err
 	}
 	return loadC(storeC(e, ok, st.DType), st.DType, st.Kind), nil
+}
+
+// onceStage is the code computing stage s, computed once per row, as
+// rv<s>; elem names the leaves.
+func (k *RowKernel) onceStage(s int, elem func(int) string, kinds []ir.Kind) (string, error) {
+	st := k.Stages[s]
+	v, err := k.onceValue(st, elem, kinds, "row kernel")
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("    // %s, once per row\n    const %s rv%d = %s;\n", st.Name, kindC(st.Kind), s, v), nil
+}
+
+// stagedPartialC is the C type of a staged pass's partial accumulators:
+// its reduction's compute kind (the root's pass has none: float).
+func (k *RowKernel) stagedPartialC() string {
+	if k.Stage < len(k.Stages) {
+		return kindC(k.Stages[k.Stage].Compute)
+	}
+	return "float"
+}
+
+// stagedFinal is the final pass after a staged kernel's reduction stage
+// s: it combines each row's partials in order, computes the stages up to
+// the next reduction and keeps them in prev; after the last reduction of a
+// region whose root is a stage, it writes the root.
+func (k *RowKernel) stagedFinal(s int, elem func(int) string, kinds []ir.Kind, outType string) (string, error) {
+	st := k.Stages[s]
+	A, P, NS := kindC(st.Compute), storageC(k.PrevDType()), len(k.Stages)
+	var b strings.Builder
+	fmt.Fprintf(&b, `
+// The final pass of stage %s: a row's partial accumulators, combined in
+// order, and the stages that follow it up to the next reduction.
+extern "C" __global__ void __launch_bounds__(THREADS) %s_final(
+    long long rows, long long parts, long long R, const %s* __restrict__ partial, %s* __restrict__ prev, %s* __restrict__ out) {
+  const int tid = threadIdx.x;
+  for (long long row = blockIdx.x; row < rows; row += gridDim.x) {
+`, st.Name, k.Name(), A, P, outType)
+	for j := range s {
+		fmt.Fprintf(&b, "    const %s rv%d = (%[1]s)prev[row * %[3]d + %[2]d];\n", kindC(k.Stages[j].Kind), j, NS)
+	}
+	fmt.Fprintf(&b, "    %s acc%d = %s;\n", A, s, st.Reducer.CIdentity(st.Compute))
+	fmt.Fprintf(&b, "    for (long long p = tid; p < parts; p += THREADS) acc%d = combine%[1]d()(acc%[1]d, partial[row * parts + p]);\n", s)
+	fmt.Fprintf(&b, "    acc%d = block_allreduce(acc%[1]d, combine%[1]d());\n", s)
+	fin := fmt.Sprintf("acc%d", s)
+	if st.Reducer == ir.RMean {
+		fin = fmt.Sprintf("acc%d / (%s)R", s, A)
+	}
+	fmt.Fprintf(&b, "    const %s rv%d = %s;\n", kindC(st.Kind), s, loadC(storeC(fin, st.Compute, st.DType), st.DType, st.Kind))
+	next := s + 1
+	for ; next < NS && !k.Stages[next].Reduce; next++ {
+		code, err := k.onceStage(next, elem, kinds)
+		if err != nil {
+			return "", err
+		}
+		b.WriteString(code)
+	}
+	b.WriteString("    if (tid == 0) {\n")
+	for j := s; j < next; j++ {
+		fmt.Fprintf(&b, "      prev[row * %d + %d] = (%s)rv%d;\n", NS, j, P, j)
+	}
+	if next == NS && k.Expr == nil {
+		fmt.Fprintf(&b, "      out[row] = %s;\n", storeC(fmt.Sprintf("rv%d", NS-1), k.Stages[NS-1].Kind, k.Out))
+	}
+	b.WriteString("    }\n  }\n}\n")
+	return b.String(), nil
 }
 
 // loopUnroll is how many vectors a thread of a looped kernel loads at

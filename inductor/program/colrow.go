@@ -48,11 +48,53 @@ func (s *rowStep) runDims(args []*array.Array, dst func(ir.Device, []int) *array
 	if res == nil {
 		res = array.New(dev, n.DType, shape)
 	}
+	if views, merged, ok := trailingRows(args, full, dims); ok {
+		// Rows in memory order: the row kernels, which split few long
+		// rows of any region across blocks.
+		if s.opByOp(views[0], nOut, nRed) {
+			q.Drain()
+			return s.runNodes(args)
+		}
+		s.runGPU(views, merged, res, q)
+		return res
+	}
 	if !s.runDimsGPU(args, full, nOut, nRed, res, q) {
 		q.Drain()
 		return s.runNodes(args)
 	}
 	return res
+}
+
+// trailingRows is args viewed as rows of one dim, with the merged full
+// shape, where a region over full reduces its trailing dims dims and every
+// input's layout merges them into one (a var over the last three dims of
+// a contiguous tensor): the largest input reading along the row with
+// stride 1, others too or uniform along it. ok is false otherwise.
+func trailingRows(args []*array.Array, full, dims []int) (views []*array.Array, merged []int, ok bool) {
+	kept := len(full) - len(dims)
+	for i, d := range dims {
+		if d != kept+i {
+			return nil, nil, false
+		}
+	}
+	merged = append(append([]int(nil), full[:kept]...), ir.Numel(full[kept:]))
+	primary := 0
+	for i, t := range args {
+		if t.Numel() > args[primary].Numel() {
+			primary = i
+		}
+	}
+	for i, t := range args {
+		if !ir.SameShape(t.Shape(), full) {
+			t = t.Expand(full...)
+		}
+		st, ok := ir.ViewStrides(t.Shape(), t.Strides(), merged)
+		if !ok || (i == primary || st[kept] != 0) && st[kept] != 1 {
+			return nil, nil, false
+		}
+		views = append(views, t.View(merged...))
+	}
+	return views, merged, true
 }
 
 // columnOnGPU reports whether a region over the last dim runs better as a

@@ -125,8 +125,8 @@ func (s *rowStep) opByOp(t *array.Array, rows, R int) bool {
 		// does best.
 		return R < cpuShortRow || len(s.r.Nodes) == 1
 	}
-	if s.kernel.CanSplit() {
-		return false
+	if s.kernel.CanSplit() || s.kernel.CanStage() {
+		return false // planGPU splits rows that leave SMs idle
 	}
 	g := t.GPU()
 	sms := g.Dev().SMCount
@@ -178,8 +178,9 @@ type rowLaunch struct {
 	geo         inductor.RowGeometry
 	geoBytes    []byte
 	grid, block int
-	shared      int // dynamic shared memory, bytes (a stashed kernel)
-	parts       int // > 1: a lone reduction split across this many blocks a row (splitGPU)
+	shared      int  // dynamic shared memory, bytes (a stashed kernel)
+	parts       int  // > 1: rows split across this many blocks a row (splitGPU, or stagedGPU when staged)
+	staged      bool // a pass per reduction split across blocks (stagedGPU)
 	name        string
 }
 
@@ -248,12 +249,14 @@ func (s *rowStep) planGPU(args []*array.Array, full []int, g *array.GPU) rowLaun
 		vec = loopedVec
 		p = inductor.ChooseRowPlan(rowDevice(g), R, vec, l.rows, stash)
 	}
-	// A lone reduction (with its prologue and epilogue) of rows too few
-	// or too long to fill the SMs a block a row splits each row across
-	// blocks (opByOp took the other regions whose rows do not fit on chip).
-	if p.Persist == 0 && !p.Stash && k.CanSplit() {
+	// Rows too few or too long to fill the SMs a block a row, looped,
+	// are split across blocks: a lone reduction (with its prologue and
+	// epilogue) in one pass and a final one, other regions in a split pass
+	// per reduction and one for the root (staged). Rows kept on chip (in
+	// registers or the stash) are read once, which splitting would undo.
+	if p.Persist == 0 && !p.Stash && (k.CanSplit() || k.CanStage()) {
 		if l.parts = inductor.ChooseRowSplit(rowDevice(g), R, vec, l.rows, p.Threads); l.parts > 1 {
-			k.Vec = vec
+			k.Vec, l.staged = vec, !k.CanSplit()
 			return l
 		}
 	}
@@ -388,7 +391,11 @@ func (s *rowStep) runGPU(args []*array.Array, full []int, res *array.Array, q *a
 	l := s.planGPU(args, full, g)
 	if l.parts > 1 {
 		q.Drain()
-		s.splitGPU(g, &l.k, args, l.rows, l.R, l.parts, l.geo, res)
+		if l.staged {
+			s.stagedGPU(g, &l.k, args, l.rows, l.R, l.parts, l.geo, res)
+		} else {
+			s.splitGPU(g, &l.k, args, l.rows, l.R, l.parts, l.geo, res)
+		}
 		return
 	}
 	a := q.Args(g)
@@ -489,6 +496,43 @@ func (s *rowStep) splitGPU(g *array.GPU, k *inductor.RowKernel, args []*array.Ar
 	}
 	a.Reset().I64(int64(rows)).I64(int64(parts)).I64(int64(R)).Ptr(partial.DevicePtr()).Ptr(res.DevicePtr())
 	g.Launch(title, final, rows, k.Threads, a)
+}
+
+// stagedGPU runs the staged form of k (inductor.RowKernel.Staged): for
+// each reduction stage, a pass over grid (rows, parts) writing partial
+// accumulators and its final pass keeping each row's stage values in a
+// prev buffer, then the root's pass over grid (rows, parts) where the root
+// is per element.
+func (s *rowStep) stagedGPU(g *array.GPU, k *inductor.RowKernel, args []*array.Array, rows, R, parts int, geo inductor.RowGeometry, res *array.Array) {
+	k.Persist, k.Threads, k.Stash, k.Groups, k.Cluster = 0, inductor.SplitThreads, false, 1, 0
+	chunk := (R + parts - 1) / parts
+	chunk = (chunk + k.Vec - 1) / k.Vec * k.Vec
+	parts = (R + chunk - 1) / chunk
+	prev := array.New(res.Device(), k.PrevDType(), []int{rows * len(k.Stages)})
+	partial := array.New(res.Device(), ir.Float64, []int{rows * parts}) // room for any stage's accumulators
+	geoBytes := geo.Bytes()
+	title := "fused " + s.r.Root.Op.Title
+	a := g.GetArgs()
+	defer g.PutArgs(a)
+	for _, stage := range k.StagedPasses() {
+		pk := *k
+		pk.Staged, pk.Stage = true, stage
+		fn := g.KernelIn(s.cache, pk.Name(), pk.Source)
+		a.Reset().I64(int64(rows)).I64(int64(R)).I64(int64(chunk))
+		for _, t := range args {
+			a.Ptr(t.DevicePtr())
+		}
+		a.Ptr(res.DevicePtr()).Ptr(partial.DevicePtr()).Ptr(prev.DevicePtr()).Bytes(geoBytes, 8)
+		if err := g.Stream().Launch(fn, cuda.Dim3{X: uint32(rows), Y: uint32(parts), Z: 1}, cuda.Dim3{X: uint32(pk.Threads), Y: 1, Z: 1}, 0, a); err != nil {
+			panic(fmt.Sprintf("gocompile: %s: launch: %v", title, err))
+		}
+		if stage == len(k.Stages) {
+			continue // the root's pass has no final
+		}
+		final := g.KernelIn(s.cache, pk.Name()+"_final", pk.Source)
+		a.Reset().I64(int64(rows)).I64(int64(parts)).I64(int64(R)).Ptr(partial.DevicePtr()).Ptr(prev.DevicePtr()).Ptr(res.DevicePtr())
+		g.Launch(title, final, rows, pk.Threads, a)
+	}
 }
 
 // broadcastArgs checks that a region's inputs share a device and returns
