@@ -402,6 +402,29 @@ func ChooseRowSplit(d RowDevice, r, vec, rows, threads int) int {
 	return best
 }
 
+// ChooseRowStage is ChooseRowSplit for the staged form of a region with
+// several reductions (Staged), or 1 where the looped form is as fast. Each
+// staged pass reads its rows from memory where a looped block reads its
+// row again from L2, and each reduction launches two kernels: the split
+// must cut the model's time by stagedGain to pay for that.
+func ChooseRowStage(d RowDevice, r, vec, rows, threads int) int {
+	p := ChooseRowSplit(d, r, vec, rows, threads)
+	if p < 2 {
+		return 1
+	}
+	ceil := func(a, b int) int { return (a + b - 1) / b }
+	looped := rowWaves(d.SMs, rows, threads, ceil(r, threads*vec))
+	split := rowWaves(d.SMs, rows*p, SplitThreads, ceil(r, p*SplitThreads*vec)) + rowFixed
+	if split*stagedGain > looped {
+		return 1
+	}
+	return p
+}
+
+// stagedGain is how much faster ChooseRowStage's model must find the
+// staged form than the looped one.
+const stagedGain = 1.5
+
 // The constants of ChooseRowSplit's model: the threads an SM holds, the
 // threads whose loads (a vector each) saturate its share of the memory
 // bandwidth, and a block's fixed cost (its reduction's tail and launch),

@@ -235,3 +235,30 @@ func TestChooseRowSplit(t *testing.T) {
 		}
 	}
 }
+
+// ChooseRowStage stages only where the model finds the looped form well
+// short of filling the SMs (rows far fewer than the SMs, or very long),
+// not where a block a row already keeps most SMs busy.
+func TestChooseRowStage(t *testing.T) {
+	d := RowDevice{SMs: 132}
+	for _, c := range []struct {
+		r, rows int
+		stage   bool
+	}{
+		{r: 780912, rows: 10, stage: true},
+		{r: 123775, rows: 50, stage: true},
+		{r: 1 << 20, rows: 1, stage: true},
+		{r: 76047, rows: 92, stage: false},
+		{r: 158353, rows: 84, stage: false},
+		{r: 8192, rows: 4, stage: false}, // too short to split at all
+		{r: 50000, rows: 1000, stage: false},
+	} {
+		p := ChooseRowStage(d, c.r, 4, c.rows, 1024)
+		if (p > 1) != c.stage {
+			t.Errorf("r=%d rows=%d: %d parts, want staged %v", c.r, c.rows, p, c.stage)
+		}
+		if s := ChooseRowSplit(d, c.r, 4, c.rows, 1024); p > 1 && p != s {
+			t.Errorf("r=%d rows=%d: %d parts, ChooseRowSplit gives %d", c.r, c.rows, p, s)
+		}
+	}
+}

@@ -255,7 +255,11 @@ func (s *rowStep) planGPU(args []*array.Array, full []int, g *array.GPU) rowLaun
 	// per reduction and one for the root (staged). Rows kept on chip (in
 	// registers or the stash) are read once, which splitting would undo.
 	if p.Persist == 0 && !p.Stash && (k.CanSplit() || k.CanStage()) {
-		if l.parts = inductor.ChooseRowSplit(rowDevice(g), R, vec, l.rows, p.Threads); l.parts > 1 {
+		choose := inductor.ChooseRowSplit
+		if !k.CanSplit() {
+			choose = inductor.ChooseRowStage
+		}
+		if l.parts = choose(rowDevice(g), R, vec, l.rows, p.Threads); l.parts > 1 {
 			k.Vec, l.staged = vec, !k.CanSplit()
 			return l
 		}
