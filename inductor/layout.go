@@ -3,6 +3,7 @@ package inductor
 import (
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"strings"
 
 	"gocompile/ir"
@@ -519,7 +520,21 @@ func (c *kernelCtx) tileBody(b *strings.Builder, geo map[int]int, offsets func(i
 		offsets("    ", "rest", -1)
 	}
 	fmt.Fprintf(b, "    const int ni = (int)min((%[1]s)%d, SI - bi), no = (int)min((%[1]s)%d, SO - bo);\n", I, t, t)
+	at := func(t int, acc Access) string {
+		row := fmt.Sprintf("o%d + ri * (%s)g.stride[%d][%d]", t, O, t, r-2)
+		switch acc {
+		case InnerContiguous:
+			return row + " + ci"
+		case InnerBroadcast:
+			return row
+		}
+		return fmt.Sprintf("%s + ci * (%s)g.stride[%d][%d]", row, O, t, r-1)
+	}
+	early := c.prefetched(t)
 	if k.hasTiled() {
+		c.prefetch(b, t, early, "r < ni && c < no", func(indent string) {
+			fmt.Fprintf(b, "%sconst %[2]s ri = (%[2]s)(bi + r), ci = (%[2]s)(bo + c);\n", indent, O)
+		}, func(i int, o Operand) string { return fmt.Sprintf("x%d[%s]", i, at(geo[i], o.Access)) })
 		b.WriteString("    // Stage: r along the innermost dim, c (the warp) along the tiled operands' contiguous one.\n")
 		tileLoop(b, t, "r < no && c < ni", func(indent string) {
 			for i, o := range k.Operands {
@@ -531,16 +546,6 @@ func (c *kernelCtx) tileBody(b *strings.Builder, geo map[int]int, offsets func(i
 		})
 		b.WriteString("    __syncthreads();\n")
 	}
-	at := func(t int, acc Access) string {
-		row := fmt.Sprintf("o%d + ri * (%s)g.stride[%d][%d]", t, O, t, r-2)
-		switch acc {
-		case InnerContiguous:
-			return row + " + ci"
-		case InnerBroadcast:
-			return row
-		}
-		return fmt.Sprintf("%s + ci * (%s)g.stride[%d][%d]", row, O, t, r-1)
-	}
 	b.WriteString("    // Compute: r along the second innermost dim, c (the warp) along the innermost: stores coalesce.\n")
 	tileLoop(b, t, "r < ni && c < no", func(indent string) {
 		fmt.Fprintf(b, "%sconst %[2]s ri = (%[2]s)(bi + r), ci = (%[2]s)(bo + c);\n", indent, O)
@@ -551,6 +556,9 @@ func (c *kernelCtx) tileBody(b *strings.Builder, geo map[int]int, offsets func(i
 				}
 				if o.Access == Tiled {
 					return fmt.Sprintf("sh%d[c][r]", i)
+				}
+				if early[i] {
+					return loadC(fmt.Sprintf("pf%d[rr][cc]", i), o.DType, o.Kind)
 				}
 				return loadC(fmt.Sprintf("x%d[%s]", i, at(geo[i], o.Access)), o.DType, o.Kind)
 			}))
@@ -644,7 +652,11 @@ func (c *kernelCtx) groupedTileBody(b *strings.Builder, geo map[int]int, offsets
 		}
 		return fmt.Sprintf("o%d + %s + %s", g, offA, offB)
 	}
+	early := c.prefetched(t)
 	if k.hasTiled() {
+		c.prefetch(b, t, early, "r < na && c < nb", func(string) {}, func(i int, o Operand) string {
+			return fmt.Sprintf("x%d[%s]", i, at(geo[i], o.Access, "r", "c"))
+		})
 		b.WriteString("    // Stage: r along B, c (the warp) along A, the tiled operands' contiguous run.\n")
 		tileLoop(b, t, "r < nb && c < na", func(indent string) {
 			for i, o := range k.Operands {
@@ -665,11 +677,70 @@ func (c *kernelCtx) groupedTileBody(b *strings.Builder, geo map[int]int, offsets
 				if o.Access == Tiled {
 					return fmt.Sprintf("sh%d[c][r]", i)
 				}
+				if early[i] {
+					return loadC(fmt.Sprintf("pf%d[rr][cc]", i), o.DType, o.Kind)
+				}
 				return loadC(fmt.Sprintf("x%d[%s]", i, at(geo[i], o.Access, "r", "c")), o.DType, o.Kind)
 			}))
 		}
 	})
 	b.WriteString("    __syncthreads(); // the tables and tiles are reused\n  }\n")
+}
+
+// prefetchRegs is how many 32-bit registers a thread of a tiled kernel
+// may give to operands read before the staging barrier (prefetch).
+const prefetchRegs = 48
+
+// prefetched reports, per operand, whether a tiled kernel with tiles of
+// t reads it before its staging barrier: the operands read from memory in
+// the compute loop (not Tiled, Uniform or scalars), first to last, while
+// their elements a thread fit in prefetchRegs registers.
+func (c *kernelCtx) prefetched(t int) []bool {
+	early := make([]bool, len(c.k.Operands))
+	if !c.k.hasTiled() {
+		return early
+	}
+	per := (t / (tileThreads / 32)) * (t / 32) // elements a thread
+	regs := 0
+	for i, o := range c.k.Operands {
+		if _, ok := c.fixed(i, o); ok || o.Access == Tiled {
+			continue
+		}
+		n := per * max(o.DType.Size()/4, 1)
+		if regs+n > prefetchRegs {
+			break
+		}
+		regs += n
+		early[i] = true
+	}
+	return early
+}
+
+// prefetch writes the loads of a tiled kernel's early operands (see
+// prefetched) into registers, pf<i>[rr][cc] at the compute loop's element
+// (rr, cc), so that they are in flight with the staged tile's loads and a
+// tile costs one round trip to memory, not two (one to stage, then one to
+// compute). head writes what the compute loop computes per element before
+// its loads; elem is operand i's element there.
+func (c *kernelCtx) prefetch(b *strings.Builder, t int, early []bool, cond string, head func(indent string), elem func(i int, o Operand) string) {
+	if !slices.Contains(early, true) {
+		return
+	}
+	rows := tileThreads / 32
+	b.WriteString("    // The compute loop's operands, read now: in flight with the staged tile.\n")
+	for i, o := range c.k.Operands {
+		if early[i] {
+			fmt.Fprintf(b, "    %s pf%d[%d][%d];\n", storageC(o.DType), i, t/rows, t/32)
+		}
+	}
+	tileLoop(b, t, cond, func(indent string) {
+		head(indent)
+		for i, o := range c.k.Operands {
+			if early[i] {
+				fmt.Fprintf(b, "%spf%d[rr][cc] = %s;\n", indent, i, elem(i, o))
+			}
+		}
+	})
 }
 
 // tileLoop writes the loops over a tile's t×t elements by a block of
