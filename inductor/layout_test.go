@@ -36,12 +36,14 @@ func TestLayoutKernelSources(t *testing.T) {
 			Operands: []Operand{f32(Tiled), f32(InnerContiguous), f32(Uniform)}},
 			[]string{"_tile32r3_i32", "__shared__ float sh0[32][33];", "sh0[r][c] = ", "sh0[c][r]", "__syncthreads();",
 				"if (r < no && c < ni)", "if (r < ni && c < no)", "gc_div(tile, g.magic[3], g.shift[3])",
-				"x1[o2 + ri * (int)g.stride[2][1] + ci]", "const float u2 = (float)(x2[0]);"},
-			[]string{" / g.size", "V4<float>*)(out"}},
+				"x1[o2 + ri * (int)g.stride[2][1] + ci]", "const float u2 = (float)(x2[0]);",
+				// x1 is read before the staging barrier (prefetch).
+				"float pf1[4][1];", "pf1[rr][cc] = x1[o2 + ri", "(float)(pf1[rr][cc])"},
+			[]string{" / g.size", "V4<float>*)(out", "pf2"}},
 		{"tile 16-bit", &PointwiseKernel{Tile: true, Rank: 2, Index32: true,
 			Operands: []Operand{{DType: ir.BFloat16, Kind: ir.F32, Access: Tiled}, {DType: ir.BFloat16, Kind: ir.F32, Access: Strided}}},
 			[]string{"_tile64r2_i32", "__shared__ float sh0[64][65];", "for (int cc = 0; cc < 2; cc++)"},
-			nil},
+			[]string{"pf1"}}, // 16 elements a thread: no prefetch
 	}
 	for _, c := range cases {
 		c.k.Expr, c.k.Label, c.k.Compute = ir.Add(ir.Arg(0), ir.Arg(1)), "t", ir.F32
