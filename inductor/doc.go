@@ -13,14 +13,17 @@
 //     dim is not the output's, tiled kernels that transpose through shared
 //     memory: two dims, or two groups of short dims flattened (a permuted
 //     run over [5, 91], an output whose innermost dim is 2) through per-tile
-//     offset tables (layout.go).
+//     offset tables (layout.go). Tiles of 32 read the other operands into
+//     registers before the staging barrier, so a tile takes one round trip
+//     to memory.
 //   - RowKernel: a row region of package fuse (softmax, layer norm, RMS
 //     norm, reductions with prologues) as one kernel with a block (or, for
-//     short rows, part of a warp) per row: persistent (the row in
-//     registers), stashed (the row in shared memory, or spread over a
-//     thread block cluster's), looped, or a lone reduction split across
-//     blocks for few long rows, chosen from the shape and the device
-//     (ChooseRowPlan).
+//     rows of up to 256 vectors, a warp or part of one) per row: persistent
+//     (the row in registers), stashed (the row in shared memory, or spread
+//     over a thread block cluster's), looped, or, for few long rows, split
+//     across blocks: a lone reduction in one pass and a final one, other
+//     regions in a pass per reduction (staged), chosen from the shape and
+//     the device (ChooseRowPlan, ChooseRowSplit, ChooseRowStage).
 //   - ColKernel: a row region over any dims (a reduction over dim 0 or
 //     middle dims, a softmax over a leading dim): adjacent threads take
 //     adjacent outputs and read vectors of up to 16 bytes along them, or,
