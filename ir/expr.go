@@ -30,7 +30,11 @@ const (
 	PCos
 	PTanh
 	PErf
-	PNot // logical not of a 0/1 value
+	PFloor
+	PCeil
+	PRound // half to even, as torch.round
+	PSign  // -1, 0 or 1; 0 for NaN, as PyTorch
+	PNot   // logical not of a 0/1 value
 
 	// binary
 	PAdd
@@ -96,6 +100,10 @@ func Sin(a *Expr) *Expr         { return call(PSin, a) }
 func Cos(a *Expr) *Expr         { return call(PCos, a) }
 func Tanh(a *Expr) *Expr        { return call(PTanh, a) }
 func Erf(a *Expr) *Expr         { return call(PErf, a) }
+func Floor(a *Expr) *Expr       { return call(PFloor, a) }
+func Ceil(a *Expr) *Expr        { return call(PCeil, a) }
+func Round(a *Expr) *Expr       { return call(PRound, a) }
+func Sign(a *Expr) *Expr        { return call(PSign, a) }
 func Not(a *Expr) *Expr         { return call(PNot, a) }
 func Add(a, b *Expr) *Expr      { return call(PAdd, a, b) }
 func Sub(a, b *Expr) *Expr      { return call(PSub, a, b) }

@@ -39,6 +39,10 @@ var prims = [numPrims]primInfo{
 	PCos:   {"cos", 1, sigFloat, "cos(%s)", "cosf(%s)"},
 	PTanh:  {"tanh", 1, sigFloat, "tanh(%s)", "tanhf(%s)"},
 	PErf:   {"erf", 1, sigFloat, "erf(%s)", "erff(%s)"},
+	PFloor: {"floor", 1, sigSame, "gc_floor(%s)", ""},
+	PCeil:  {"ceil", 1, sigSame, "gc_ceil(%s)", ""},
+	PRound: {"round", 1, sigSame, "gc_round(%s)", ""},
+	PSign:  {"sign", 1, sigSame, "gc_sign(%s)", ""},
 	PNot:   {"not", 1, sigLogic, "(long long)(%s == 0)", ""},
 
 	PAdd: {"add", 2, sigSame, "(%s + %s)", ""},
@@ -68,6 +72,18 @@ const CPrelude = `
 __device__ __forceinline__ float gc_abs(float a) { return fabsf(a); }
 __device__ __forceinline__ double gc_abs(double a) { return fabs(a); }
 __device__ __forceinline__ long long gc_abs(long long a) { return a < 0 ? -a : a; }
+__device__ __forceinline__ float gc_floor(float a) { return floorf(a); }
+__device__ __forceinline__ double gc_floor(double a) { return floor(a); }
+__device__ __forceinline__ long long gc_floor(long long a) { return a; }
+__device__ __forceinline__ float gc_ceil(float a) { return ceilf(a); }
+__device__ __forceinline__ double gc_ceil(double a) { return ceil(a); }
+__device__ __forceinline__ long long gc_ceil(long long a) { return a; }
+__device__ __forceinline__ float gc_round(float a) { return rintf(a); }
+__device__ __forceinline__ double gc_round(double a) { return rint(a); }
+__device__ __forceinline__ long long gc_round(long long a) { return a; }
+__device__ __forceinline__ float gc_sign(float a) { return (float)((a > 0.0f) - (a < 0.0f)); }
+__device__ __forceinline__ double gc_sign(double a) { return (double)((a > 0.0) - (a < 0.0)); }
+__device__ __forceinline__ long long gc_sign(long long a) { return (a > 0) - (a < 0); }
 __device__ __forceinline__ float gc_max(float a, float b) { return (a != a || a > b) ? a : b; }
 __device__ __forceinline__ double gc_max(double a, double b) { return (a != a || a > b) ? a : b; }
 __device__ __forceinline__ long long gc_max(long long a, long long b) { return a > b ? a : b; }
@@ -182,6 +198,23 @@ func floatLoop[T floating](p Prim, d, a, b []T) {
 		mapF(d, a, math.Tanh)
 	case PErf:
 		mapF(d, a, math.Erf)
+	case PFloor:
+		mapF(d, a, math.Floor)
+	case PCeil:
+		mapF(d, a, math.Ceil)
+	case PRound:
+		mapF(d, a, math.RoundToEven)
+	case PSign:
+		for i := range d {
+			switch v := a[i]; {
+			case v > 0:
+				d[i] = 1
+			case v < 0:
+				d[i] = -1
+			default:
+				d[i] = 0 // also for NaN, as PyTorch's kernels compute it
+			}
+		}
 	case PAdd:
 		for i := range d {
 			d[i] = a[i] + b[i]
@@ -250,6 +283,19 @@ func intLoop(p Prim, d, a, b []int64) {
 				d[i] = -a[i]
 			} else {
 				d[i] = a[i]
+			}
+		}
+	case PFloor, PCeil, PRound:
+		copy(d, a) // integers are whole already
+	case PSign:
+		for i := range d {
+			switch {
+			case a[i] > 0:
+				d[i] = 1
+			case a[i] < 0:
+				d[i] = -1
+			default:
+				d[i] = 0
 			}
 		}
 	case PAdd:

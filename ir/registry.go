@@ -293,6 +293,10 @@ var (
 	OpCos     = unary("cos", "Cos", PromoteFloat, Cos(x), "cosine")
 	OpTanh    = unary("tanh", "Tanh", PromoteFloat, Tanh(x), "hyperbolic tangent")
 	OpErf     = unary("erf", "Erf", PromoteFloat, Erf(x), "error function")
+	OpFloor   = unary("floor", "Floor", PromoteNoBool, Floor(x), "largest integer not above x (integers unchanged)")
+	OpCeil    = unary("ceil", "Ceil", PromoteNoBool, Ceil(x), "smallest integer not below x (integers unchanged)")
+	OpRound   = unary("round", "Round", PromoteNoBool, Round(x), "nearest integer, halves to even (integers unchanged)")
+	OpSign    = unary("sign", "Sign", PromoteNoBool, Sign(x), "-1, 0 or 1 as x is negative, zero or positive; 0 for NaN, as PyTorch")
 	OpSigmoid = unary("sigmoid", "Sigmoid", PromoteFloat, sigmoidOf(x), "1 / (1 + exp(-x))")
 	OpReLU    = unary("relu", "ReLU", PromoteNoBool, Max(x, Const(0)), "max(x, 0); NaN propagates")
 	OpGELU    = unary("gelu", "GELU", FloatOnly,

@@ -64,6 +64,7 @@ OPS = [
     # pointwise
     "add", "sub", "mul", "div", "pow", "maximum", "minimum",
     "neg", "abs", "exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh", "erf",
+    "floor", "ceil", "round", "sign",
     "sigmoid", "relu", "gelu", "gelu_tanh", "silu",
     "eq", "ne", "lt", "le", "gt", "ge",
     "logical_not", "logical_and", "logical_or",
@@ -267,6 +268,7 @@ UNARY = {
     "sigmoid": torch.sigmoid, "relu": torch.relu, "gelu": F.gelu,
     "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"), "silu": F.silu,
     "logical_not": torch.logical_not,
+    "floor": torch.floor, "ceil": torch.ceil, "round": torch.round, "sign": torch.sign,
 }
 # Input domains: (first operand kind, second operand kind).
 DOMAIN = {"div": ("normal", "nonzero"), "pow": ("positive", "exponent"),
@@ -372,10 +374,13 @@ def pointwise(g):
             # rather than pin either answer.
             specials = [v for v in SPECIALS if v != float("inf")]
         g.add(name, op, [(np.array(specials, dtype=np.float32), "float32")], fn)
-    for op in ["neg", "abs", "relu", "exp", "sqrt", "sigmoid", "logical_not"]:
+    for op in ["neg", "abs", "relu", "exp", "sqrt", "sigmoid", "logical_not", "floor", "ceil", "round", "sign"]:
         name = "%s_int32" % op
         rng = rng_for(name)
         g.add(name, op, [(make(rng, (4, 5), "int32", "positive" if op == "sqrt" else "normal"), "int32")], UNARY[op])
+    name = "round_float32_halves"  # halves round to even
+    g.add(name, "round", [(np.array([-3.5, -2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 3.5, 4.5, 1e7 + 0.5], dtype=np.float32), "float32")],
+          torch.round)
     name = "logical_not_bool"
     rng = rng_for(name)
     g.add(name, "logical_not", [(make(rng, (8,), "bool"), "bool")], torch.logical_not)

@@ -215,6 +215,7 @@ func goldenOp(c *goldenCase) (func(in []*Tensor) *Tensor, error) {
 	unary := map[string]func(x *Tensor) *Tensor{
 		"neg": (*Tensor).Neg, "abs": (*Tensor).Abs, "exp": (*Tensor).Exp, "log": (*Tensor).Log, "sqrt": (*Tensor).Sqrt,
 		"rsqrt": (*Tensor).Rsqrt, "sin": (*Tensor).Sin, "cos": (*Tensor).Cos, "tanh": (*Tensor).Tanh, "erf": (*Tensor).Erf,
+		"floor": (*Tensor).Floor, "ceil": (*Tensor).Ceil, "round": (*Tensor).Round, "sign": (*Tensor).Sign,
 		"sigmoid": (*Tensor).Sigmoid, "relu": (*Tensor).ReLU, "gelu": (*Tensor).GELU, "gelu_tanh": (*Tensor).GELUTanh,
 		"silu": (*Tensor).SiLU, "logical_not": (*Tensor).LogicalNot, "contiguous": (*Tensor).Contiguous,
 	}

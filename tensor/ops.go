@@ -66,6 +66,20 @@ func (t *Tensor) Neg() *Tensor { return t.unary(ir.OpNeg) }
 // Abs returns |t|.
 func (t *Tensor) Abs() *Tensor { return t.unary(ir.OpAbs) }
 
+// Floor rounds down to an integer (integer tensors are returned as they are).
+func (t *Tensor) Floor() *Tensor { return t.unary(ir.OpFloor) }
+
+// Ceil rounds up to an integer (integer tensors are returned as they are).
+func (t *Tensor) Ceil() *Tensor { return t.unary(ir.OpCeil) }
+
+// Round rounds to the nearest integer, halves to even as torch.round
+// does (integer tensors are returned as they are).
+func (t *Tensor) Round() *Tensor { return t.unary(ir.OpRound) }
+
+// Sign returns -1, 0 or 1 as t is negative, zero or positive, and 0 for
+// NaN, as torch.sign does.
+func (t *Tensor) Sign() *Tensor { return t.unary(ir.OpSign) }
+
 // Exp returns e**t.
 func (t *Tensor) Exp() *Tensor { return t.unary(ir.OpExp) }
 

@@ -1,6 +1,7 @@
 package tensor
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -766,6 +767,23 @@ var pointwiseCases = []pwCase{
 		ref: uref(func(x float64) float64 { return -x }), iref: func(v ...int64) int64 { return -v[0] }},
 	{name: "Abs", arity: 1, apply: un((*Tensor).Abs), out: sameType, dtypes: numTypes, bad: []DType{Bool},
 		ref: uref(math.Abs), iref: func(v ...int64) int64 { return max(v[0], -v[0]) }},
+	{name: "Floor", arity: 1, apply: un((*Tensor).Floor), out: sameType, dtypes: numTypes, bad: []DType{Bool},
+		ref: uref(math.Floor), iref: func(v ...int64) int64 { return v[0] }},
+	{name: "Ceil", arity: 1, apply: un((*Tensor).Ceil), out: sameType, dtypes: numTypes, bad: []DType{Bool},
+		ref: uref(math.Ceil), iref: func(v ...int64) int64 { return v[0] }},
+	{name: "Round", arity: 1, apply: un((*Tensor).Round), out: sameType, dtypes: numTypes, bad: []DType{Bool},
+		ref: uref(math.RoundToEven), iref: func(v ...int64) int64 { return v[0] }},
+	{name: "Sign", arity: 1, apply: un((*Tensor).Sign), out: sameType, dtypes: numTypes, bad: []DType{Bool},
+		ref: func(v ...float64) float64 {
+			switch {
+			case v[0] > 0:
+				return 1
+			case v[0] < 0:
+				return -1
+			}
+			return 0 // zero and NaN, as torch.sign
+		},
+		iref: func(v ...int64) int64 { return int64(cmp.Compare(v[0], 0)) }},
 	{name: "Exp", arity: 1, apply: un((*Tensor).Exp), out: floatType, dtypes: allTypes, ref: uref(math.Exp), k: 2},
 	{name: "Log", arity: 1, apply: un((*Tensor).Log), out: floatType, dtypes: allTypes, ref: uref(math.Log),
 		dom: domPositive, idom: domPositive},
