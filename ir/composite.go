@@ -1,6 +1,9 @@
 package ir
 
-import "fmt"
+import (
+	"fmt"
+	"math"
+)
 
 func composite(op *Op) *Op {
 	op.Kind = Composite
@@ -20,6 +23,10 @@ var (
 		Doc: "(x - mean) / sqrt(var + eps) * weight + bias over the trailing dims Attrs.Dims (the normalized shape); weight and bias may be nil; eps is Attrs.Scalars[0]"})
 	OpRMSNorm = composite(&Op{Name: "rms_norm", Title: "RMSNorm", Arity: 2, Params: 1, Rule: FloatOnly, Decompose: rmsNormDecomp,
 		Doc: "x / sqrt(mean(x^2) + eps) * weight over the trailing dims Attrs.Dims; weight may be nil; eps is Attrs.Scalars[0]"})
+	OpRepeat = composite(&Op{Name: "repeat", Title: "Repeat", Arity: 1, Rule: SameAsFirst, Decompose: repeatDecomp,
+		Doc: "x tiled Attrs.Dims[i] times along dim i, as torch.Tensor.repeat; counts beyond x's rank add leading dims"})
+	OpPad = composite(&Op{Name: "pad", Title: "Pad", Arity: 1, Params: 1, Rule: SameAsFirst, Decompose: padDecomp,
+		Doc: "constant padding as torch.nn.functional.pad: Attrs.Dims holds (before, after) amounts from the last dim backwards, negative ones crop; the fill is Attrs.Scalars[0]"})
 	OpLinear = composite(&Op{Name: "linear", Title: "Linear", Arity: 3, Rule: PromoteNoBool, Decompose: linearDecomp,
 		Doc: "x @ weight^T + bias, weight [out, in]; bias may be nil"})
 )
@@ -205,4 +212,90 @@ func linearDecomp(b Builder, _ Attrs, args ...Value) (Value, error) {
 		y = b.Apply(OpAdd, Attrs{}, y, bias)
 	}
 	return y, nil
+}
+
+// repeatDecomp tiles x by views and one copy: x as [1, s0, 1, s1, ...],
+// expanded to [r0, s0, r1, s1, ...], made contiguous and merged pairwise.
+func repeatDecomp(b Builder, a Attrs, args ...Value) (Value, error) {
+	x := args[0]
+	xs, reps := b.Shape(x), a.Dims
+	if len(reps) < len(xs) {
+		return nil, Errorf("Repeat", [][]int{xs}, "give a count for every dim (more counts add leading dims)",
+			"%d counts for %d dims", len(reps), len(xs))
+	}
+	for len(b.Shape(x)) < len(reps) {
+		x = b.Apply(OpUnsqueeze, Attrs{Dim: 0}, x)
+	}
+	shape := b.Shape(x)
+	expanded := make([]int, 0, 2*len(reps))
+	out := make([]int, len(reps))
+	for i, r := range reps {
+		if r < 0 {
+			return nil, Errorf("Repeat", [][]int{xs}, "use counts of 0 or more", "count %d for dim %d", r, i)
+		}
+		if shape[i] > 0 && r > math.MaxInt/shape[i] {
+			return nil, Errorf("Repeat", [][]int{xs}, "use smaller counts", "dim %d: %d copies of %d elements overflow", i, r, shape[i])
+		}
+		x = b.Apply(OpUnsqueeze, Attrs{Dim: 2 * i}, x)
+		expanded = append(expanded, r, shape[i])
+		out[i] = r * shape[i]
+	}
+	x = b.Apply(OpExpand, Attrs{Dims: expanded}, x)
+	x = b.Apply(OpContiguous, Attrs{}, x)
+	return b.Apply(OpReshape, Attrs{Dims: out}, x), nil
+}
+
+// padDecomp pads one dim at a time, last first: a crop (Slice) where an
+// amount is negative, then a concatenation with blocks of the fill value,
+// each a size-1 slice of x filled (MaskedFill) and expanded.
+func padDecomp(b Builder, a Attrs, args ...Value) (Value, error) {
+	x := args[0]
+	xs, pads := b.Shape(x), a.Dims
+	if len(pads)%2 != 0 || len(pads)/2 > len(xs) {
+		return nil, Errorf("Pad", [][]int{xs}, "give (before, after) pairs, last dim first, at most one pair per dim",
+			"%d amounts for %d dims", len(pads), len(xs))
+	}
+	value := 0.0
+	if len(a.Scalars) > 0 {
+		value = a.Scalars[0]
+	}
+	for j := range len(pads) / 2 {
+		d := len(xs) - 1 - j
+		before, after := pads[2*j], pads[2*j+1]
+		shape := b.Shape(x)
+		if before < 0 || after < 0 {
+			start, stop := max(-before, 0), shape[d]-max(-after, 0)
+			if stop < start {
+				return nil, Errorf("Pad", [][]int{xs}, "crop at most the size of the dim",
+					"dim %d of size %d cropped by %d and %d", d, shape[d], max(-before, 0), max(-after, 0))
+			}
+			x = b.Apply(OpSlice, Attrs{Dim: d, Start: start, Stop: stop, Step: 1}, x)
+			shape = b.Shape(x)
+		}
+		before, after = max(before, 0), max(after, 0)
+		if before == 0 && after == 0 {
+			continue
+		}
+		if shape[d] == 0 {
+			return nil, Errorf("Pad", [][]int{xs}, "build the result with Full and copy x into it",
+				"cannot pad dim %d, which has no elements to take the fill's layout from", d)
+		}
+		first := b.Apply(OpSlice, Attrs{Dim: d, Start: 0, Stop: 1, Step: 1}, x)
+		fill := b.Apply(OpMaskedFill, Attrs{Scalars: []float64{value}}, first, Scalar{Value: 1, DType: Bool})
+		block := func(n int) Value {
+			s := clone(shape)
+			s[d] = n
+			return b.Apply(OpExpand, Attrs{Dims: s}, fill)
+		}
+		var parts []Value
+		if before > 0 {
+			parts = append(parts, block(before))
+		}
+		parts = append(parts, x)
+		if after > 0 {
+			parts = append(parts, block(after))
+		}
+		x = b.Apply(OpCat, Attrs{Dim: d}, parts...)
+	}
+	return x, nil
 }

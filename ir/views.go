@@ -91,7 +91,7 @@ func expandRule(in Layout, a *Attrs) (Layout, error) {
 		case s == 1 && d >= 0:
 			out.Shape[i] = d
 		default:
-			return Layout{}, Errorf("Expand", [][]int{in.Shape, a.Dims}, "only size-1 dims can be expanded; use Repeat-style Cat to copy",
+			return Layout{}, Errorf("Expand", [][]int{in.Shape, a.Dims}, "only size-1 dims can be expanded; use Repeat to copy",
 				"dim %d has size %d, which cannot become %d", i-off, s, d)
 		}
 	}

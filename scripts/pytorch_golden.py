@@ -72,7 +72,7 @@ OPS = [
     # reductions
     "sum", "mean", "amax", "amin", "argmax", "argmin",
     # composites
-    "var", "softmax", "log_softmax", "layer_norm", "rms_norm", "linear",
+    "var", "softmax", "log_softmax", "layer_norm", "rms_norm", "linear", "repeat", "pad",
     # views
     "reshape", "transpose", "permute", "expand", "squeeze", "unsqueeze", "slice",
     # externs
@@ -512,6 +512,30 @@ def rms_norm(x, shape, w, eps):
 
 
 def composites(g):
+    for name, shape, dt, reps, pre in [
+            ("repeat_float32_3x5_2_1_3", (3, 5), "float32", (2, 1, 3), None),
+            ("repeat_int64_4_3_2", (4,), "int64", (3, 2), None),
+            ("repeat_bool_2x3_1_2", (2, 3), "bool", (1, 2), None),
+            ("repeat_float16_1_5", (1,), "float16", (5,), None),
+            ("repeat_bfloat16_transposed", (4, 6), "bfloat16", (2, 2), [{"input": 0, "op": "transpose", "dim0": 0, "dim1": 1}])]:
+        rng = rng_for(name)
+        attrs = {"repeats": list(reps)}
+        if pre:
+            attrs["pre"] = pre
+        g.add(name, "repeat", [(make(rng, shape, dt), dt)], (lambda r: (lambda x: x.repeat(*r)))(reps), attrs=attrs)
+    for name, shape, dt, pads, value, pre in [
+            ("pad_float32_3x5_1_2", (3, 5), "float32", (1, 2), -1.5, None),
+            ("pad_float64_2x3x4_1_0_2_1", (2, 3, 4), "float64", (1, 0, 2, 1), 0.0, None),
+            ("pad_int32_4x6_crop", (4, 6), "int32", (-1, 2), 7, None),
+            ("pad_bfloat16_5x4_rows", (5, 4), "bfloat16", (0, 0, 3, 0), 0.5, None),
+            ("pad_float16_1023_3_1", (1023,), "float16", (3, 1), 2.0, None),
+            ("pad_float32_transposed_nan", (6, 5), "float32", (2, 2, 1, 1), float("nan"),
+             [{"input": 0, "op": "transpose", "dim0": 0, "dim1": 1}])]:
+        rng = rng_for(name)
+        attrs = {"pad": list(pads), "value": jfloat(value)}
+        if pre:
+            attrs["pre"] = pre
+        g.add(name, "pad", [(make(rng, shape, dt), dt)], (lambda p, v: (lambda x: F.pad(x, p, value=v)))(pads, value), attrs=attrs)
     for dt, shape, dims, corr, keep in [("float32", (1023,), [], 1, False), ("float32", (4, 9), [1], 0, True),
                                         ("float32", (3, 4, 5), [0, 2], 2, False), ("float32", (2, 1), [1], 0, False),
                                         ("float64", (6, 7), [0], 1, False), ("float16", (5, 13), [1], 1, False),

@@ -71,6 +71,8 @@ type goldenAttrs struct {
 	Scalar          *goldenFloat `json:"scalar"`
 	ScalarInt       bool         `json:"scalar_int"`
 	Value           *goldenFloat `json:"value"`
+	Repeats         []int        `json:"repeats"`
+	Pad             []int        `json:"pad"`
 	Min             *goldenFloat `json:"min"`
 	Max             *goldenFloat `json:"max"`
 	DType           string       `json:"dtype"`
@@ -290,6 +292,10 @@ func goldenOp(c *goldenCase) (func(in []*Tensor) *Tensor, error) {
 		return func(in []*Tensor) *Tensor { return in[0].Softmax(dim) }, nil
 	case "log_softmax":
 		return func(in []*Tensor) *Tensor { return in[0].LogSoftmax(dim) }, nil
+	case "repeat":
+		return func(in []*Tensor) *Tensor { return in[0].Repeat(a.Repeats...) }, nil
+	case "pad":
+		return func(in []*Tensor) *Tensor { return in[0].Pad(a.Pad, float64(*a.Value)) }, nil
 	case "layer_norm":
 		return func(in []*Tensor) *Tensor {
 			p := optional(in, a.Weight, a.Bias)

@@ -269,6 +269,19 @@ func (t *Tensor) Var(dims []int, correction float64, keepDim bool) *Tensor {
 	return apply(ir.OpVar, ir.Attrs{Dims: dims, KeepDim: keepDim, Scalars: []float64{correction}}, t)
 }
 
+// Repeat tiles t: counts[i] copies along dim i, as torch.Tensor.repeat.
+// Counts beyond t's rank add leading dims: a [2, 3] tensor repeated
+// (4, 1, 2) is [4, 2, 6].
+func (t *Tensor) Repeat(counts ...int) *Tensor { return apply(ir.OpRepeat, ir.Attrs{Dims: counts}, t) }
+
+// Pad pads t with value, as torch.nn.functional.pad in constant mode:
+// pads holds (before, after) amounts from the last dim backwards, so
+// (1, 2) pads the last dim with one element before and two after, and
+// (0, 0, 3, 0) three rows before. Negative amounts crop.
+func (t *Tensor) Pad(pads []int, value float64) *Tensor {
+	return apply(ir.OpPad, ir.Attrs{Dims: pads, Scalars: []float64{value}}, t)
+}
+
 // Softmax normalises exp(t) along dim to sum to one.
 func (t *Tensor) Softmax(dim int) *Tensor { return apply(ir.OpSoftmax, ir.Attrs{Dim: dim}, t) }
 
