@@ -19,6 +19,7 @@ func init() {
 		"index_select": indexSelectKernel,
 		"embedding":    embeddingKernel,
 		"contiguous":   contiguousKernel,
+		"cumsum":       cumsumKernel,
 	}
 }
 

@@ -22,6 +22,8 @@ var (
 		Shape: indexSelectShape, Doc: "the entries of x at the 1-D index along Attrs.Dim"})
 	OpEmbedding = extern(&Op{Name: "embedding", Title: "Embedding", Arity: 2, Indices: []int{0}, Rule: SameAsFirst,
 		Shape: embeddingShape, Doc: "rows of weight (operand 1) at indices (operand 0): shape indices + [embedding dim]"})
+	OpCumSum = extern(&Op{Name: "cumsum", Title: "CumSum", Arity: 1, Rule: SumType, Shape: cumsumShape,
+		Doc: "inclusive running sum along Attrs.Dim; floats sum in float64 and round each result once, integers and bools sum in int64"})
 	OpContiguous = extern(&Op{Name: "contiguous", Title: "Contiguous", Arity: 1, Rule: SameAsFirst,
 		Shape: func(in [][]int, _ *Attrs) ([]int, error) { return clone(in[0]), nil },
 		Doc:   "a row-major copy"})
@@ -183,4 +185,18 @@ func embeddingShape(in [][]int, _ *Attrs) ([]int, error) {
 		return nil, Errorf("Embedding", in, "the weight is a [vocab, dim] matrix", "weight has %d dims, not 2", len(w))
 	}
 	return append(clone(idx), w[1]), nil
+}
+
+func cumsumShape(in [][]int, a *Attrs) ([]int, error) {
+	x := in[0]
+	if len(x) == 0 { // a scalar is its own running sum, along dim 0 or -1
+		if a.Dim != 0 && a.Dim != -1 {
+			return nil, Errorf("CumSum", in, "use dim 0 or -1 for a scalar", "dim %d is out of range", a.Dim)
+		}
+		return []int{}, nil
+	}
+	if _, err := NormDim("CumSum", x, a.Dim); err != nil {
+		return nil, err
+	}
+	return clone(x), nil
 }

@@ -76,7 +76,7 @@ OPS = [
     # views
     "reshape", "transpose", "permute", "expand", "squeeze", "unsqueeze", "slice",
     # externs
-    "matmul", "cat", "stack", "gather", "index_select", "embedding", "contiguous",
+    "matmul", "cat", "stack", "gather", "index_select", "embedding", "contiguous", "cumsum",
 ]
 
 MODELS = ["mlp", "attention_block", "transformer_block"]
@@ -511,6 +511,23 @@ def rms_norm(x, shape, w, eps):
     return y.to(x.dtype)
 
 
+def cumsums(g):
+    for name, shape, dt, dim, pre in [
+            ("cumsum_float32_3x1023_m1", (3, 1023), "float32", -1, None),
+            ("cumsum_float64_5x7_0", (5, 7), "float64", 0, None),
+            ("cumsum_float16_37_0", (37,), "float16", 0, None),
+            ("cumsum_bfloat16_3x13_1", (3, 13), "bfloat16", 1, None),
+            ("cumsum_int32_4x5_1", (4, 5), "int32", 1, None),
+            ("cumsum_int64_2x3x4_1", (2, 3, 4), "int64", 1, None),
+            ("cumsum_bool_9_0", (9,), "bool", 0, None),
+            ("cumsum_float32_transposed", (6, 5), "float32", 1, [{"input": 0, "op": "transpose", "dim0": 0, "dim1": 1}])]:
+        rng = rng_for(name)
+        attrs = {"dim": dim}
+        if pre:
+            attrs["pre"] = pre
+        g.add(name, "cumsum", [(make(rng, shape, dt), dt)], (lambda d: (lambda x: torch.cumsum(x, d)))(dim), attrs=attrs)
+
+
 def composites(g):
     for name, shape, dt, reps, pre in [
             ("repeat_float32_3x5_2_1_3", (3, 5), "float32", (2, 1, 3), None),
@@ -824,6 +841,7 @@ def main():
     pointwise(g)
     reductions(g)
     composites(g)
+    cumsums(g)
     views(g)
     externs(g)
     models(g)

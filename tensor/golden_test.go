@@ -292,6 +292,8 @@ func goldenOp(c *goldenCase) (func(in []*Tensor) *Tensor, error) {
 		return func(in []*Tensor) *Tensor { return in[0].Softmax(dim) }, nil
 	case "log_softmax":
 		return func(in []*Tensor) *Tensor { return in[0].LogSoftmax(dim) }, nil
+	case "cumsum":
+		return func(in []*Tensor) *Tensor { return in[0].CumSum(dim) }, nil
 	case "repeat":
 		return func(in []*Tensor) *Tensor { return in[0].Repeat(a.Repeats...) }, nil
 	case "pad":

@@ -282,6 +282,11 @@ func (t *Tensor) Pad(pads []int, value float64) *Tensor {
 	return apply(ir.OpPad, ir.Attrs{Dims: pads, Scalars: []float64{value}}, t)
 }
 
+// CumSum is the inclusive running sum along dim, as torch.cumsum:
+// floating tensors keep their type (summed in float64, each result
+// rounded once), integer and bool tensors give Int64.
+func (t *Tensor) CumSum(dim int) *Tensor { return apply(ir.OpCumSum, ir.Attrs{Dim: dim}, t) }
+
 // Softmax normalises exp(t) along dim to sum to one.
 func (t *Tensor) Softmax(dim int) *Tensor { return apply(ir.OpSoftmax, ir.Attrs{Dim: dim}, t) }
 

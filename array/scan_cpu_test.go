@@ -1,0 +1,148 @@
+package array
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"gocompile/inductor"
+	"gocompile/ir"
+)
+
+// The GPU running-sum kernel (inductor.ScanKernel) computes CumSum in both
+// forms, a thread a line and a block a line (tiles, a block-wide scan and
+// a carry across tiles), along every dim of odd shapes, over strided
+// inputs and every dtype but bool. Its CUDA C runs on the CPU (g++, one
+// thread per GPU thread, in step at each __syncthreads) against a float64
+// reference; values are small integers, so sums round alike. The block
+// form runs where a case has few lines: the harness starts a thread per
+// GPU thread.
+func TestScanKernelOnCPU(t *testing.T) {
+	cxx, err := exec.LookPath("g++")
+	if err != nil {
+		t.Skip("no g++ on this machine")
+	}
+	r := rand.New(rand.NewPCG(5, 2026))
+	dtypes := []ir.DType{ir.Float32, ir.Float64, ir.Float16, ir.BFloat16, ir.Int32, ir.Int64}
+	shapes := [][]int{{5}, {3, 300}, {300, 4}, {2, 3, 1100}, {7, 1}, {1, 1025}, {2, 2500}}
+	dir := t.TempDir()
+	var prog strings.Builder
+	prog.WriteString(harnessStubs)
+	type scanCase struct {
+		name          string
+		shape         []int
+		d             int
+		in, out       ir.DType
+		x             []float64 // row-major values
+		xStrides      []int     // x's strides (a permuted layout of its storage)
+		want          []float64 // row-major running sums
+		lines, length int
+	}
+	var cases []*scanCase
+	var calls strings.Builder
+	ci := 0
+	for _, shape := range shapes {
+		for d := range shape {
+			c := &scanCase{name: fmt.Sprintf("scan%d", ci), shape: shape, d: d, in: dtypes[ci%len(dtypes)]}
+			ci++
+			c.out = c.in
+			if !c.in.IsFloat() {
+				c.out = ir.Int64
+			}
+			n := ir.Numel(shape)
+			c.x = make([]float64, n)
+			for i := range c.x {
+				c.x[i] = float64(r.IntN(7) - 3)
+			}
+			c.length, c.lines = shape[d], n/shape[d]
+			// x's storage: its dims in reverse order (column-major), so
+			// that lines are strided unless d is the storage's innermost.
+			c.xStrides = make([]int, len(shape))
+			st := 1
+			for i := range shape {
+				c.xStrides[i] = st
+				st *= shape[i]
+			}
+			storage := make([]byte, n*c.in.Size())
+			idx := make([]int, len(shape))
+			for e := range n {
+				rem, off := e, 0
+				for i := len(shape) - 1; i >= 0; i-- {
+					idx[i] = rem % shape[i]
+					rem /= shape[i]
+					off += idx[i] * c.xStrides[i]
+				}
+				copy(storage[off*c.in.Size():], encode(c.in, c.x[e]))
+			}
+			if err := os.WriteFile(filepath.Join(dir, c.name+"_x.bin"), storage, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			inner := 1
+			for _, s := range shape[d+1:] {
+				inner *= s
+			}
+			c.want = append([]float64(nil), c.x...)
+			for o := 0; o < n/(c.length*inner); o++ {
+				for k := 1; k < c.length; k++ {
+					for i := range inner {
+						c.want[(o*c.length+k)*inner+i] += c.want[(o*c.length+k-1)*inner+i]
+					}
+				}
+			}
+			k := &inductor.ScanKernel{In: c.in, Out: c.out}
+			fmt.Fprintf(&prog, "\nnamespace %s {\n%s\n}\n", c.name, harnessSource(k.Source()))
+			// The geometry over the other dims: x's strides, out's
+			// (row-major) strides.
+			var sizes, xs, os []string
+			ost := ir.ContiguousStrides(shape)
+			for i, s := range shape {
+				if i != d {
+					sizes, xs, os = append(sizes, fmt.Sprint(s)), append(xs, fmt.Sprint(c.xStrides[i])), append(os, fmt.Sprint(ost[i]))
+				}
+			}
+			fmt.Fprintf(&calls, `  {
+    using namespace %[1]s;
+    auto* x = (const %[2]s*)load(dir, "%[1]s_x.bin", %[3]d);
+    Geometry g = {%[4]d, {%[5]s}, {{%[6]s}, {%[7]s}}};
+    std::vector<%[8]s> a(%[9]d), b(%[9]d);
+    launch(%[10]d, 32, false, [&] { %[11]s_thread(%[10]d, %[12]d, x, a.data(), %[13]d, %[14]d, g); });
+    if (%[10]d <= 64) launch(2, %[15]d, true, [&] { %[11]s_block(%[10]d, %[12]d, x, b.data(), %[13]d, %[14]d, g); });
+    save(dir, "%[1]s_thread.bin", (const char*)a.data(), %[16]d);
+    save(dir, "%[1]s_block.bin", (const char*)b.data(), %[16]d);
+  }
+`, c.name, harnessElem[c.in], n*c.in.Size(), len(shape)-1, strings.Join(sizes, ", "), strings.Join(xs, ", "), strings.Join(os, ", "),
+				harnessElem[c.out], n, c.lines, k.Name(), c.length, c.xStrides[d], ost[d], inductor.ScanThreads, n*c.out.Size())
+			cases = append(cases, c)
+		}
+	}
+	prog.WriteString("\nint main(int argc, char** argv) {\n  const char* dir = argv[1];\n")
+	prog.WriteString(calls.String())
+	prog.WriteString("  return 0;\n}\n")
+	runHarness(t, cxx, []string{"-std=c++20", "-O1", "-w", "-pthread"}, dir, prog.String())
+	for _, c := range cases {
+		forms := []string{"thread", "block"}
+		if c.lines > 64 { // a block a line runs slowly in the harness
+			forms = forms[:1]
+		}
+		for _, form := range forms {
+			b, err := os.ReadFile(filepath.Join(dir, c.name+"_"+form+".bin"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for e, w := range c.want {
+				w = float64(roundTo(c.out, w))
+				if got := decode(c.out, b[e*c.out.Size():]); got != w {
+					t.Errorf("%s (%v to %v, shape %v, dim %d), a %s a line: element %d is %v, want %v", c.name, c.in, c.out, c.shape, c.d, form, e, got, w)
+					break
+				}
+			}
+		}
+	}
+}
+
+// roundTo rounds v to dt's precision, as a kernel's one rounding does.
+func roundTo(dt ir.DType, v float64) float64 { return decode(dt, encode(dt, v)) }
