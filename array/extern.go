@@ -20,6 +20,8 @@ func init() {
 		"embedding":    embeddingKernel,
 		"contiguous":   contiguousKernel,
 		"cumsum":       cumsumKernel,
+		"tril":         triangleKernel,
+		"triu":         triangleKernel,
 	}
 }
 

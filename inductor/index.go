@@ -90,3 +90,47 @@ extern "C" __global__ void gc_matmul_int64(const long long* __restrict__ a, cons
   }
 }
 `
+
+// TriangleKernel keeps the lower (Tril) or upper (Triu) triangle of the
+// last two dims and zeroes the rest: element [..., i, j] is kept where
+// j - i <= diag (lower) or j - i >= diag (upper). Parameters: long long n
+// (output elements), const Elem* x, Elem* out (contiguous), long long
+// diag, Geometry g with the output's sizes and stride[0] = x's strides.
+// Launch one thread per element, grid-stride.
+type TriangleKernel struct {
+	Elem  ir.DType
+	Upper bool
+}
+
+// Name is the kernel's entry point.
+func (k *TriangleKernel) Name() string {
+	if k.Upper {
+		return fmt.Sprintf("gc_triu_%v", k.Elem)
+	}
+	return fmt.Sprintf("gc_tril_%v", k.Elem)
+}
+
+// Source generates the kernel.
+func (k *TriangleKernel) Source() string {
+	keep := "j - i <= diag"
+	if k.Upper {
+		keep = "j - i >= diag"
+	}
+	return fmt.Sprintf(`// gocompile eager kernel: %[1]s
+%[2]sstruct Geometry { long long rank; long long size[%[3]d]; long long stride[1][%[3]d]; };
+
+extern "C" __global__ void %[1]s(long long n, const %[4]s* __restrict__ x, %[4]s* __restrict__ out, long long diag, Geometry g) {
+  for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += (long long)gridDim.x * blockDim.x) {
+    long long rem = e, xo = 0, i = 0, j = 0;
+    for (int d = (int)g.rank - 1; d >= 0; d--) {
+      const long long c = rem %% g.size[d];
+      rem /= g.size[d];
+      xo += c * g.stride[0][d];
+      if (d == g.rank - 1) j = c;
+      if (d == g.rank - 2) i = c;
+    }
+    out[e] = (%[5]s) ? x[xo] : (%[4]s)0;
+  }
+}
+`, k.Name(), cudaPrelude, MaxRank, storageC(k.Elem), keep)
+}

@@ -24,6 +24,10 @@ var (
 		Shape: embeddingShape, Doc: "rows of weight (operand 1) at indices (operand 0): shape indices + [embedding dim]"})
 	OpCumSum = extern(&Op{Name: "cumsum", Title: "CumSum", Arity: 1, Rule: SumType, Shape: cumsumShape,
 		Doc: "inclusive running sum along Attrs.Dim; floats sum in float64 and round each result once, integers and bools sum in int64"})
+	OpTril = extern(&Op{Name: "tril", Title: "Tril", Arity: 1, Rule: SameAsFirst, Shape: triangleShape("Tril"),
+		Doc: "the lower triangle of the last two dims: [..., i, j] kept where j - i <= Attrs.Start (the diagonal), else 0"})
+	OpTriu = extern(&Op{Name: "triu", Title: "Triu", Arity: 1, Rule: SameAsFirst, Shape: triangleShape("Triu"),
+		Doc: "the upper triangle of the last two dims: [..., i, j] kept where j - i >= Attrs.Start (the diagonal), else 0"})
 	OpContiguous = extern(&Op{Name: "contiguous", Title: "Contiguous", Arity: 1, Rule: SameAsFirst,
 		Shape: func(in [][]int, _ *Attrs) ([]int, error) { return clone(in[0]), nil },
 		Doc:   "a row-major copy"})
@@ -199,4 +203,14 @@ func cumsumShape(in [][]int, a *Attrs) ([]int, error) {
 		return nil, err
 	}
 	return clone(x), nil
+}
+
+func triangleShape(title string) func(in [][]int, _ *Attrs) ([]int, error) {
+	return func(in [][]int, _ *Attrs) ([]int, error) {
+		if len(in[0]) < 2 {
+			return nil, Errorf(title, in, "give a matrix or a batch of matrices (Unsqueeze a vector)",
+				"needs at least 2 dims, got %d", len(in[0]))
+		}
+		return clone(in[0]), nil
+	}
 }

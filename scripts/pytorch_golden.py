@@ -76,7 +76,7 @@ OPS = [
     # views
     "reshape", "transpose", "permute", "expand", "squeeze", "unsqueeze", "slice",
     # externs
-    "matmul", "cat", "stack", "gather", "index_select", "embedding", "contiguous", "cumsum",
+    "matmul", "cat", "stack", "gather", "index_select", "embedding", "contiguous", "cumsum", "tril", "triu",
 ]
 
 MODELS = ["mlp", "attention_block", "transformer_block"]
@@ -528,6 +528,24 @@ def cumsums(g):
         g.add(name, "cumsum", [(make(rng, shape, dt), dt)], (lambda d: (lambda x: torch.cumsum(x, d)))(dim), attrs=attrs)
 
 
+def triangles(g):
+    for op, f in [("tril", torch.tril), ("triu", torch.triu)]:
+        for name, shape, dt, diag, pre in [
+                ("float32_5x7_0", (5, 7), "float32", 0, None),
+                ("float64_2x4x3_m1", (2, 4, 3), "float64", -1, None),
+                ("float16_6x6_1", (6, 6), "float16", 1, None),
+                ("bfloat16_3x9_2", (3, 9), "bfloat16", 2, None),
+                ("int32_4x4_m2", (4, 4), "int32", -2, None),
+                ("bool_5x5_0", (5, 5), "bool", 0, None),
+                ("float32_transposed_1", (6, 5), "float32", 1, [{"input": 0, "op": "transpose", "dim0": 0, "dim1": 1}])]:
+            name = op + "_" + name
+            rng = rng_for(name)
+            attrs = {"diagonal": diag}
+            if pre:
+                attrs["pre"] = pre
+            g.add(name, op, [(make(rng, shape, dt), dt)], (lambda f, d: (lambda x: f(x, d)))(f, diag), attrs=attrs)
+
+
 def composites(g):
     for name, shape, dt, reps, pre in [
             ("repeat_float32_3x5_2_1_3", (3, 5), "float32", (2, 1, 3), None),
@@ -842,6 +860,7 @@ def main():
     reductions(g)
     composites(g)
     cumsums(g)
+    triangles(g)
     views(g)
     externs(g)
     models(g)

@@ -73,6 +73,7 @@ type goldenAttrs struct {
 	Value           *goldenFloat `json:"value"`
 	Repeats         []int        `json:"repeats"`
 	Pad             []int        `json:"pad"`
+	Diagonal        int          `json:"diagonal"`
 	Min             *goldenFloat `json:"min"`
 	Max             *goldenFloat `json:"max"`
 	DType           string       `json:"dtype"`
@@ -294,6 +295,10 @@ func goldenOp(c *goldenCase) (func(in []*Tensor) *Tensor, error) {
 		return func(in []*Tensor) *Tensor { return in[0].LogSoftmax(dim) }, nil
 	case "cumsum":
 		return func(in []*Tensor) *Tensor { return in[0].CumSum(dim) }, nil
+	case "tril":
+		return func(in []*Tensor) *Tensor { return in[0].Tril(a.Diagonal) }, nil
+	case "triu":
+		return func(in []*Tensor) *Tensor { return in[0].Triu(a.Diagonal) }, nil
 	case "repeat":
 		return func(in []*Tensor) *Tensor { return in[0].Repeat(a.Repeats...) }, nil
 	case "pad":

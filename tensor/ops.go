@@ -287,6 +287,15 @@ func (t *Tensor) Pad(pads []int, value float64) *Tensor {
 // rounded once), integer and bool tensors give Int64.
 func (t *Tensor) CumSum(dim int) *Tensor { return apply(ir.OpCumSum, ir.Attrs{Dim: dim}, t) }
 
+// Tril keeps the lower triangle of the last two dims, as torch.tril:
+// element [..., i, j] where j - i <= diagonal, zero elsewhere (diagonal 0
+// keeps the main diagonal, -1 drops it, 1 keeps one above).
+func (t *Tensor) Tril(diagonal int) *Tensor { return apply(ir.OpTril, ir.Attrs{Start: diagonal}, t) }
+
+// Triu keeps the upper triangle of the last two dims, as torch.triu:
+// element [..., i, j] where j - i >= diagonal, zero elsewhere.
+func (t *Tensor) Triu(diagonal int) *Tensor { return apply(ir.OpTriu, ir.Attrs{Start: diagonal}, t) }
+
 // Softmax normalises exp(t) along dim to sum to one.
 func (t *Tensor) Softmax(dim int) *Tensor { return apply(ir.OpSoftmax, ir.Attrs{Dim: dim}, t) }
 

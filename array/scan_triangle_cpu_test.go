@@ -146,3 +146,82 @@ func TestScanKernelOnCPU(t *testing.T) {
 
 // roundTo rounds v to dt's precision, as a kernel's one rounding does.
 func roundTo(dt ir.DType, v float64) float64 { return decode(dt, encode(dt, v)) }
+
+// The GPU triangle kernel (inductor.TriangleKernel) keeps the lower or
+// upper triangle of batched, strided matrices in every dtype but bool:
+// its CUDA C runs on the CPU (g++) against an index reference.
+func TestTriangleKernelOnCPU(t *testing.T) {
+	cxx, err := exec.LookPath("g++")
+	if err != nil {
+		t.Skip("no g++ on this machine")
+	}
+	dtypes := []ir.DType{ir.Float32, ir.Float64, ir.Float16, ir.BFloat16, ir.Int32, ir.Int64}
+	dir := t.TempDir()
+	var prog, calls strings.Builder
+	prog.WriteString(harnessStubs)
+	type triCase struct {
+		name  string
+		k     *inductor.TriangleKernel
+		shape []int
+		diag  int
+		want  []float64
+	}
+	var cases []*triCase
+	ci := 0
+	for _, shape := range [][]int{{3, 5}, {5, 3}, {2, 4, 7}, {1, 1}} {
+		for _, diag := range []int{-1, 0, 2} {
+			for _, upper := range []bool{false, true} {
+				c := &triCase{name: fmt.Sprintf("tri%d", ci), k: &inductor.TriangleKernel{Elem: dtypes[ci%len(dtypes)], Upper: upper},
+					shape: shape, diag: diag}
+				ci++
+				n, r := ir.Numel(shape), len(shape)
+				rows, cols := shape[r-2], shape[r-1]
+				// x stored with its last two dims swapped: strided reads.
+				xst := ir.ContiguousStrides(shape)
+				xst[r-1], xst[r-2] = rows, 1
+				storage := make([]byte, n*c.k.Elem.Size())
+				c.want = make([]float64, n)
+				for e := range n {
+					i, j, b := e/cols%rows, e%cols, e/(rows*cols)
+					v := float64(e%13 - 6)
+					copy(storage[(b*rows*cols+j*rows+i)*c.k.Elem.Size():], encode(c.k.Elem, v))
+					if upper && j-i >= diag || !upper && j-i <= diag {
+						c.want[e] = v
+					}
+				}
+				if err := os.WriteFile(filepath.Join(dir, c.name+"_x.bin"), storage, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				var sizes, strides []string
+				for d, s := range shape {
+					sizes, strides = append(sizes, fmt.Sprint(s)), append(strides, fmt.Sprint(xst[d]))
+				}
+				fmt.Fprintf(&prog, "\nnamespace %s {\n%s\n}\n", c.name, harnessSource(c.k.Source()))
+				fmt.Fprintf(&calls, `  {
+    using namespace %[1]s;
+    auto* x = (const %[2]s*)load(dir, "%[1]s_x.bin", %[3]d);
+    Geometry g = {%[4]d, {%[5]s}, {{%[6]s}}};
+    std::vector<%[2]s> out(%[7]d);
+    launch(2, 32, false, [&] { %[8]s(%[7]d, x, out.data(), %[9]d, g); });
+    save(dir, "%[1]s_out.bin", (const char*)out.data(), %[3]d);
+  }
+`, c.name, harnessElem[c.k.Elem], n*c.k.Elem.Size(), r, strings.Join(sizes, ", "), strings.Join(strides, ", "), n, c.k.Name(), diag)
+				cases = append(cases, c)
+			}
+		}
+	}
+	prog.WriteString("\nint main(int argc, char** argv) {\n  const char* dir = argv[1];\n" + calls.String() + "  return 0;\n}\n")
+	runHarness(t, cxx, []string{"-std=c++20", "-O1", "-w", "-pthread"}, dir, prog.String())
+	for _, c := range cases {
+		b, err := os.ReadFile(filepath.Join(dir, c.name+"_out.bin"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for e, w := range c.want {
+			if got := decode(c.k.Elem, b[e*c.k.Elem.Size():]); got != w {
+				t.Errorf("%s (%s, shape %v, diagonal %d): element %d is %v, want %v", c.name, c.k.Name(), c.shape, c.diag, e, got, w)
+				break
+			}
+		}
+	}
+}
