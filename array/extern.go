@@ -20,6 +20,7 @@ func init() {
 		"embedding":    embeddingKernel,
 		"contiguous":   contiguousKernel,
 		"cumsum":       cumsumKernel,
+		"argsort":      argsortKernel,
 		"tril":         triangleKernel,
 		"triu":         triangleKernel,
 	}

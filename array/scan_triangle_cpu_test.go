@@ -2,6 +2,7 @@ package array
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -224,4 +225,105 @@ func TestTriangleKernelOnCPU(t *testing.T) {
 			}
 		}
 	}
+}
+
+// The GPU sort kernel (inductor.SortKernel) gives ArgSort's stable order
+// in both directions, with ties and NaN, over strided lines of lengths
+// from 1 to SortMax and every dtype but bool: its CUDA C runs on the CPU
+// (g++, a thread per GPU thread, in step at each __syncthreads) against
+// the host kernel.
+func TestSortKernelOnCPU(t *testing.T) {
+	cxx, err := exec.LookPath("g++")
+	if err != nil {
+		t.Skip("no g++ on this machine")
+	}
+	dtypes := []ir.DType{ir.Float32, ir.Float64, ir.Float16, ir.BFloat16, ir.Int32, ir.Int64}
+	r := rand.New(rand.NewPCG(9, 2026))
+	dir := t.TempDir()
+	var prog, calls strings.Builder
+	prog.WriteString(harnessStubs)
+	type sortCase struct {
+		name string
+		x    *Array
+		desc bool
+	}
+	var cases []*sortCase
+	ci := 0
+	for _, L := range []int{1, 5, 300, inductor.SortMax} {
+		for _, desc := range []bool{false, true} {
+			dt := dtypes[ci%len(dtypes)]
+			c := &sortCase{name: fmt.Sprintf("sort%d", ci), desc: desc}
+			ci++
+			// Two lines of L stored column-major (strided lines), values
+			// with ties, a NaN in floating ones.
+			const lines = 2
+			v := make([]float64, lines*L)
+			for i := range v {
+				v[i] = float64(r.IntN(9) - 4)
+			}
+			if dt.IsFloat() && L > 3 {
+				v[2] = math.NaN()
+				v[4], v[6] = math.Copysign(0, -1), 0 // -0 and 0 tie
+			}
+			base := newArray(ir.Float64, []int{L, lines})
+			copy(base.st.data.([]float64), v)
+			typed := newArray(dt, []int{L, lines})
+			copyInto(typed, base)
+			c.x = Apply(ir.OpPermute, ir.Attrs{Dims: []int{1, 0}}, typed) // [lines, L]: lines one element apart, strided along L
+			storage := make([]byte, lines*L*dt.Size())
+			for i, f := range vAsStored(typed) {
+				copy(storage[i*dt.Size():], encode(dt, f))
+			}
+			if err := os.WriteFile(filepath.Join(dir, c.name+"_x.bin"), storage, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			P := 1
+			for P < L {
+				P <<= 1
+			}
+			k := &inductor.SortKernel{Elem: dt}
+			fmt.Fprintf(&prog, "\nnamespace %s {\n%s\n}\n", c.name, harnessSource(k.Source()))
+			descArg := 0
+			if desc {
+				descArg = 1
+			}
+			fmt.Fprintf(&calls, `  {
+    using namespace %[1]s;
+    auto* x = (const %[2]s*)load(dir, "%[1]s_x.bin", %[3]d);
+    Geometry g = {1, {%[4]d}, {{%[5]d}, {%[6]d}}};
+    std::vector<long long> out(%[7]d);
+    launch(2, %[8]d, true, [&] { %[9]s(%[4]d, %[6]d, %[10]d, x, out.data(), %[4]d, 1, %[11]d, g); });
+    save(dir, "%[1]s_out.bin", (const char*)out.data(), %[7]d * 8);
+  }
+`, c.name, harnessElem[dt], lines*L*dt.Size(), lines, 1, L, lines*L, inductor.SortThreads, k.Name(), P, descArg)
+			cases = append(cases, c)
+		}
+	}
+	prog.WriteString("\nint main(int argc, char** argv) {\n  const char* dir = argv[1];\n" + calls.String() + "  return 0;\n}\n")
+	runHarness(t, cxx, []string{"-std=c++20", "-O1", "-w", "-pthread"}, dir, prog.String())
+	for _, c := range cases {
+		b, err := os.ReadFile(filepath.Join(dir, c.name+"_out.bin"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		step := 1
+		if c.desc {
+			step = -1
+		}
+		want := argsortKernel(ir.OpArgSort, ir.Attrs{Dim: 1, Step: step}, []ir.Value{c.x}).st.data.([]int64)
+		for e, w := range want {
+			if got := int64(decode(ir.Int64, b[e*8:])); got != w {
+				t.Errorf("%s (%v, shape %v, descending %v): element %d is %d, want %d", c.name, c.x.dtype, c.x.shape, c.desc, e, got, w)
+				break
+			}
+		}
+	}
+}
+
+// vAsStored is a contiguous CPU array's elements as float64, in storage
+// order.
+func vAsStored(a *Array) []float64 {
+	f := newArray(ir.Float64, a.shape)
+	copyInto(f, a)
+	return f.st.data.([]float64)
 }

@@ -22,8 +22,10 @@ var (
 		Shape: indexSelectShape, Doc: "the entries of x at the 1-D index along Attrs.Dim"})
 	OpEmbedding = extern(&Op{Name: "embedding", Title: "Embedding", Arity: 2, Indices: []int{0}, Rule: SameAsFirst,
 		Shape: embeddingShape, Doc: "rows of weight (operand 1) at indices (operand 0): shape indices + [embedding dim]"})
-	OpCumSum = extern(&Op{Name: "cumsum", Title: "CumSum", Arity: 1, Rule: SumType, Shape: cumsumShape,
+	OpCumSum = extern(&Op{Name: "cumsum", Title: "CumSum", Arity: 1, Rule: SumType, Shape: alongDimShape("CumSum"),
 		Doc: "inclusive running sum along Attrs.Dim; floats sum in float64 and round each result once, integers and bools sum in int64"})
+	OpArgSort = extern(&Op{Name: "argsort", Title: "ArgSort", Arity: 1, Rule: IndexType, Shape: alongDimShape("ArgSort"),
+		Doc: "the indices that sort x along Attrs.Dim, stably: ascending, or descending where Attrs.Step < 0; NaN sorts above every number"})
 	OpTril = extern(&Op{Name: "tril", Title: "Tril", Arity: 1, Rule: SameAsFirst, Shape: triangleShape("Tril"),
 		Doc: "the lower triangle of the last two dims: [..., i, j] kept where j - i <= Attrs.Start (the diagonal), else 0"})
 	OpTriu = extern(&Op{Name: "triu", Title: "Triu", Arity: 1, Rule: SameAsFirst, Shape: triangleShape("Triu"),
@@ -191,18 +193,22 @@ func embeddingShape(in [][]int, _ *Attrs) ([]int, error) {
 	return append(clone(idx), w[1]), nil
 }
 
-func cumsumShape(in [][]int, a *Attrs) ([]int, error) {
-	x := in[0]
-	if len(x) == 0 { // a scalar is its own running sum, along dim 0 or -1
-		if a.Dim != 0 && a.Dim != -1 {
-			return nil, Errorf("CumSum", in, "use dim 0 or -1 for a scalar", "dim %d is out of range", a.Dim)
+// alongDimShape is the shape rule of an op along Attrs.Dim whose result
+// has x's shape (a scalar counts as one element along dim 0 or -1).
+func alongDimShape(title string) func(in [][]int, a *Attrs) ([]int, error) {
+	return func(in [][]int, a *Attrs) ([]int, error) {
+		x := in[0]
+		if len(x) == 0 {
+			if a.Dim != 0 && a.Dim != -1 {
+				return nil, Errorf(title, in, "use dim 0 or -1 for a scalar", "dim %d is out of range", a.Dim)
+			}
+			return []int{}, nil
 		}
-		return []int{}, nil
+		if _, err := NormDim(title, x, a.Dim); err != nil {
+			return nil, err
+		}
+		return clone(x), nil
 	}
-	if _, err := NormDim("CumSum", x, a.Dim); err != nil {
-		return nil, err
-	}
-	return clone(x), nil
 }
 
 func triangleShape(title string) func(in [][]int, _ *Attrs) ([]int, error) {

@@ -76,7 +76,7 @@ OPS = [
     # views
     "reshape", "transpose", "permute", "expand", "squeeze", "unsqueeze", "slice",
     # externs
-    "matmul", "cat", "stack", "gather", "index_select", "embedding", "contiguous", "cumsum", "tril", "triu",
+    "matmul", "cat", "stack", "gather", "index_select", "embedding", "contiguous", "cumsum", "tril", "triu", "argsort",
 ]
 
 MODELS = ["mlp", "attention_block", "transformer_block"]
@@ -528,6 +528,32 @@ def cumsums(g):
         g.add(name, "cumsum", [(make(rng, shape, dt), dt)], (lambda d: (lambda x: torch.cumsum(x, d)))(dim), attrs=attrs)
 
 
+def argsorts(g):
+    # Stable sorts (gocompile's ArgSort is torch.sort's stable=True order).
+    for name, shape, dt, dim, desc, kind, pre in [
+            ("float32_5x7_m1_ties", (5, 7), "float32", -1, False, "ties", None),
+            ("float64_4x9_0_desc", (4, 9), "float64", 0, True, "ties", None),
+            ("float16_37_0", (37,), "float16", 0, False, "normal", None),
+            ("bfloat16_3x13_1_desc", (3, 13), "bfloat16", 1, True, "ties", None),
+            ("int32_4x5_1_desc", (4, 5), "int32", 1, True, "ties", None),
+            ("int64_2x3x4_1", (2, 3, 4), "int64", 1, False, "ties", None),
+            ("bool_9_0", (9,), "bool", 0, False, "normal", None),
+            ("float32_transposed_desc", (6, 5), "float32", 1, True, "ties",
+             [{"input": 0, "op": "transpose", "dim0": 0, "dim1": 1}])]:
+        name = "argsort_" + name
+        rng = rng_for(name)
+        attrs = {"dim": dim, "descending": desc}
+        if pre:
+            attrs["pre"] = pre
+        g.add(name, "argsort", [(make(rng, shape, dt, kind), dt)],
+              (lambda d, s: (lambda x: torch.sort(x, dim=d, descending=s, stable=True).indices))(dim, desc), attrs=attrs)
+    for desc in (False, True):
+        name = "argsort_float32_special" + ("_desc" if desc else "")
+        g.add(name, "argsort", [(np.array(SPECIALS, dtype=np.float32), "float32")],
+              (lambda s: (lambda x: torch.sort(x, dim=0, descending=s, stable=True).indices))(desc),
+              attrs={"dim": 0, "descending": desc})
+
+
 def triangles(g):
     for op, f in [("tril", torch.tril), ("triu", torch.triu)]:
         for name, shape, dt, diag, pre in [
@@ -861,6 +887,7 @@ def main():
     composites(g)
     cumsums(g)
     triangles(g)
+    argsorts(g)
     views(g)
     externs(g)
     models(g)

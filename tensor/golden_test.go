@@ -74,6 +74,7 @@ type goldenAttrs struct {
 	Repeats         []int        `json:"repeats"`
 	Pad             []int        `json:"pad"`
 	Diagonal        int          `json:"diagonal"`
+	Descending      bool         `json:"descending"`
 	Min             *goldenFloat `json:"min"`
 	Max             *goldenFloat `json:"max"`
 	DType           string       `json:"dtype"`
@@ -295,6 +296,8 @@ func goldenOp(c *goldenCase) (func(in []*Tensor) *Tensor, error) {
 		return func(in []*Tensor) *Tensor { return in[0].LogSoftmax(dim) }, nil
 	case "cumsum":
 		return func(in []*Tensor) *Tensor { return in[0].CumSum(dim) }, nil
+	case "argsort":
+		return func(in []*Tensor) *Tensor { return in[0].ArgSort(dim, a.Descending) }, nil
 	case "tril":
 		return func(in []*Tensor) *Tensor { return in[0].Tril(a.Diagonal) }, nil
 	case "triu":

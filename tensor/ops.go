@@ -287,6 +287,46 @@ func (t *Tensor) Pad(pads []int, value float64) *Tensor {
 // rounded once), integer and bool tensors give Int64.
 func (t *Tensor) CumSum(dim int) *Tensor { return apply(ir.OpCumSum, ir.Attrs{Dim: dim}, t) }
 
+// ArgSort returns the indices (Int64) that sort t along dim, ascending or
+// descending, as torch.argsort with stable=True: equal values keep their
+// order, NaN sorts above every number (last ascending, first
+// descending).
+func (t *Tensor) ArgSort(dim int, descending bool) *Tensor {
+	step := 1
+	if descending {
+		step = -1
+	}
+	return apply(ir.OpArgSort, ir.Attrs{Dim: dim, Step: step}, t)
+}
+
+// Sort returns t sorted along dim and the indices that sort it, as
+// torch.sort with stable=True.
+func (t *Tensor) Sort(dim int, descending bool) (values, indices *Tensor) {
+	indices = t.ArgSort(dim, descending)
+	return t.Gather(dim, indices), indices
+}
+
+// TopK returns the k largest (or, with largest false, smallest) elements
+// of t along dim, in order, and their indices, as torch.topk with
+// sorted=True; ties keep their order.
+func (t *Tensor) TopK(k, dim int, largest bool) (values, indices *Tensor) {
+	t.must("TopK")
+	if len(t.shape()) == 0 {
+		if k != 1 {
+			throw("TopK", []*Tensor{t}, "use k = 1 for a scalar", "k = %d", k)
+		}
+		indices = t.ArgSort(dim, largest)
+		return t.Gather(dim, indices), indices
+	}
+	d := t.normDim("TopK", dim)
+	if k < 0 || k > t.Size(d) {
+		throw("TopK", []*Tensor{t}, "use k between 0 and the size of the dim",
+			"k = %d for dim %d of size %d", k, d, t.Size(d))
+	}
+	indices = t.ArgSort(d, largest).Narrow(d, 0, k)
+	return t.Gather(d, indices), indices
+}
+
 // Tril keeps the lower triangle of the last two dims, as torch.tril:
 // element [..., i, j] where j - i <= diagonal, zero elsewhere (diagonal 0
 // keeps the main diagonal, -1 drops it, 1 keeps one above).
