@@ -3,6 +3,7 @@ package tensor
 import (
 	"math"
 	"math/rand/v2"
+	"sync"
 
 	"gocompile/array"
 
@@ -148,8 +149,11 @@ func Eye(dt DType, n int) *Tensor {
 
 // Generator is a seeded source of random tensors: the same seed gives the
 // same sequence of tensors on every machine and Go version (it uses PCG
-// and its own transforms).
+// and its own transforms), and on every device (the values are drawn on
+// the host). It is safe for concurrent use; each draw takes the next
+// values of the one sequence.
 type Generator struct {
+	mu  sync.Mutex
 	src *rand.PCG
 }
 
@@ -167,15 +171,22 @@ func (g *Generator) must(op string) {
 
 func (g *Generator) uniform() float64 { return float64(g.src.Uint64()>>11) / (1 << 53) }
 
+// uniforms is n values uniform in [0, 1), drawn in order.
+func (g *Generator) uniforms(n int) []float64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	vals := make([]float64, n)
+	for i := range vals {
+		vals[i] = g.uniform()
+	}
+	return vals
+}
+
 // Rand returns values uniform in [0, 1).
 func (g *Generator) Rand(dt DType, shape ...int) *Tensor {
 	g.must("Rand")
 	checkCreate("Rand", dt, shape)
-	vals := make([]float64, ir.Numel(shape))
-	for i := range vals {
-		vals[i] = g.uniform()
-	}
-	return onDefault(fromFloat64s(vals, dt, shape...))
+	return onDefault(fromFloat64s(g.uniforms(ir.Numel(shape)), dt, shape...))
 }
 
 // Randn returns standard normal values (Box–Muller).
@@ -183,6 +194,8 @@ func (g *Generator) Randn(dt DType, shape ...int) *Tensor {
 	g.must("Randn")
 	checkCreate("Randn", dt, shape)
 	vals := make([]float64, ir.Numel(shape))
+	g.mu.Lock()
+	defer g.mu.Unlock()
 	for i := 0; i < len(vals); i += 2 {
 		u1 := 1 - g.uniform() // in (0, 1]
 		u2 := g.uniform()
@@ -204,6 +217,8 @@ func (g *Generator) RandInt(lo, hi int64, shape ...int) *Tensor {
 	checkShape("RandInt", Int64, shape)
 	d := make([]int64, ir.Numel(shape))
 	span := uint64(hi - lo)
+	g.mu.Lock()
+	defer g.mu.Unlock()
 	for i := range d {
 		d[i] = lo + int64(g.src.Uint64()%span)
 	}
