@@ -1351,6 +1351,77 @@ func (s *rgGen) argOp() *rgStep {
 	return s.step(fmt.Sprintf("$0.ArgMin(%d, %v)", d, keep), func(a []*Tensor) *Tensor { return a[0].ArgMin(d, keep) }, true, rgLip(0), k)
 }
 
+// arrangeOp is one of the ops that move, select or accumulate elements
+// along a dim: Repeat, Pad, Tril, Triu, CumSum, ArgSort, and the rounding
+// ops (on exact values only: rounding is discontinuous, and a value
+// rounded differently would differ by a whole unit).
+func (s *rgGen) arrangeOp() *rgStep {
+	switch s.r.IntN(6) {
+	case 0: // Repeat
+		k, ok := s.pick(func(k int) bool { return s.rank(k) < rgMaxRank && 4*rgNumel(s.shape(k)) <= rgMaxNumel })
+		if !ok {
+			return nil
+		}
+		counts := make([]int, s.rank(k)+s.r.IntN(2))
+		for i := range counts {
+			counts[i] = 1
+		}
+		counts[s.r.IntN(len(counts))] = 1 + s.r.IntN(2)
+		counts[s.r.IntN(len(counts))] = 1 + s.r.IntN(2)
+		return s.step("$0.Repeat("+rgInts(counts)+")", func(a []*Tensor) *Tensor { return a[0].Repeat(counts...) }, true, rgLip(1), k)
+	case 1: // Pad, sometimes cropping
+		k, ok := s.pick(func(k int) bool {
+			return s.rank(k) >= 1 && s.shape(k)[s.rank(k)-1] >= 2 && 4*rgNumel(s.shape(k)) <= rgMaxNumel
+		})
+		if !ok {
+			return nil
+		}
+		pads := []int{s.r.IntN(3) - 1, s.r.IntN(3)}
+		value := s.oneOfF(0, -1.5, 2)
+		return s.step(fmt.Sprintf("$0.Pad(%s, %g)", rgInts(pads), value), func(a []*Tensor) *Tensor { return a[0].Pad(pads, value) },
+			true, rgLip(1), k)
+	case 2: // Tril, Triu
+		k, ok := s.pick(func(k int) bool { return s.rank(k) >= 2 })
+		if !ok {
+			return nil
+		}
+		diag := s.r.IntN(5) - 2
+		if s.chance(0.5) {
+			return s.step(fmt.Sprintf("$0.Tril(%d)", diag), func(a []*Tensor) *Tensor { return a[0].Tril(diag) }, true, rgLip(1), k)
+		}
+		return s.step(fmt.Sprintf("$0.Triu(%d)", diag), func(a []*Tensor) *Tensor { return a[0].Triu(diag) }, true, rgLip(1), k)
+	case 3: // CumSum: the operand's bound times the line, and rounding relative to the running magnitudes
+		k, ok := s.pick(func(k int) bool { return s.rank(k) >= 1 })
+		if !ok {
+			return nil
+		}
+		d := s.dim(s.rank(k))
+		n := float64(s.shape(k)[(d+s.rank(k))%s.rank(k)])
+		err := func(a []*Tensor, e, _ []float64) float64 {
+			return n*e[0] + rgRtol(a[0].DType())*rgMaxAbs(a[0].To(Float64).Abs().CumSum(d))
+		}
+		return s.step(fmt.Sprintf("$0.CumSum(%d)", d), func(a []*Tensor) *Tensor { return a[0].CumSum(d) }, false, err, k)
+	case 4: // ArgSort of exact values: ties break the same way everywhere
+		k, ok := s.pick(func(k int) bool { return s.exactNumeric(k) && s.rank(k) >= 1 })
+		if !ok {
+			return nil
+		}
+		d, desc := s.dim(s.rank(k)), s.chance(0.5)
+		return s.step(fmt.Sprintf("$0.ArgSort(%d, %v)", d, desc), func(a []*Tensor) *Tensor { return a[0].ArgSort(d, desc) }, true, rgLip(0), k)
+	default: // Floor, Ceil, Round, Sign of exact values, scaled so that they round
+		k, ok := s.pick(func(k int) bool { return s.exactNumeric(k) && s.float(k) })
+		if !ok {
+			return nil
+		}
+		ops := []struct {
+			name string
+			fn   func(*Tensor) *Tensor
+		}{{"Floor", (*Tensor).Floor}, {"Ceil", (*Tensor).Ceil}, {"Round", (*Tensor).Round}, {"Sign", (*Tensor).Sign}}
+		op := ops[s.r.IntN(len(ops))]
+		return s.step("$0.MulScalar(0.5)."+op.name+"()", func(a []*Tensor) *Tensor { return op.fn(a[0].MulScalar(0.5)) }, true, rgLip(0), k)
+	}
+}
+
 func (s *rgGen) varOp() *rgStep {
 	k, ok := s.pick(func(k int) bool { return s.float(k) && s.rank(k) >= 1 })
 	if !ok {
@@ -1732,7 +1803,7 @@ func (s *rgGen) propose() (*rgStep, int) {
 	}{
 		{14, s.unaryOp}, {10, s.scalarOp}, {14, s.binaryOp}, {4, s.whereOp}, {2, s.maskedFillOp},
 		{2, s.compareOp}, {3, s.castOp}, {10, s.reductionOp}, {2, s.argOp}, {3, s.varOp},
-		{5, s.softmaxOp}, {4, s.normOp}, {18, s.viewOp}, {2, s.constOp}, {2, s.catOp},
+		{5, s.softmaxOp}, {4, s.normOp}, {18, s.viewOp}, {2, s.constOp}, {2, s.catOp}, {4, s.arrangeOp},
 	}
 	if n := len(s.g.steps); n > 0 && len(s.g.steps[n-1].args) > 0 && s.chance(0.1) {
 		s.force = s.g.steps[n-1].args[0]
