@@ -73,6 +73,7 @@ OPS = [
     "sum", "mean", "amax", "amin", "argmax", "argmin",
     # composites
     "var", "softmax", "log_softmax", "layer_norm", "rms_norm", "linear", "repeat", "pad",
+    "scaled_dot_product_attention",
     # views
     "reshape", "transpose", "permute", "expand", "squeeze", "unsqueeze", "slice",
     # externs
@@ -528,6 +529,48 @@ def cumsums(g):
         g.add(name, "cumsum", [(make(rng, shape, dt), dt)], (lambda d: (lambda x: torch.cumsum(x, d)))(dim), attrs=attrs)
 
 
+def sdpa(q, k, v, mask=None, causal=False, scale=None):
+    """torch.nn.functional.scaled_dot_product_attention where this PyTorch
+    has it (with enable_gqa for grouped heads), else its documented math."""
+    hq, hkv = q.shape[-3], k.shape[-3]
+    if hasattr(F, "scaled_dot_product_attention"):
+        kw = {"enable_gqa": True} if hq != hkv else {}
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal, scale=scale, **kw)
+    if hq != hkv:
+        k, v = k.repeat_interleave(hq // hkv, dim=-3), v.repeat_interleave(hq // hkv, dim=-3)
+    L, S = q.shape[-2], k.shape[-2]
+    s = q @ k.transpose(-2, -1) * (scale if scale else 1 / math.sqrt(q.shape[-1]))
+    if causal:
+        s = s.masked_fill(~torch.ones(L, S, dtype=torch.bool).tril(), float("-inf"))
+    if mask is not None:
+        s = s.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else s + mask
+    return torch.softmax(s, dim=-1) @ v
+
+
+def attentions(g):
+    for name, dt, (B, hq, hkv, L, S, E), causal, mask, scale in [
+            ("float32_gqa_causal", "float32", (2, 4, 2, 5, 7, 8), True, None, None),
+            ("float64_plain", "float64", (1, 2, 2, 6, 6, 4), False, None, 0.25),
+            ("float32_decode_bool_mask", "float32", (1, 8, 2, 1, 33, 16), False, "bool", None),
+            ("float32_additive_mask", "float32", (2, 3, 3, 4, 5, 8), False, "add", None),
+            ("bfloat16_gqa_causal", "bfloat16", (1, 4, 1, 6, 6, 16), True, None, None),
+            ("float16_plain", "float16", (1, 2, 2, 3, 9, 8), False, None, None)]:
+        name = "scaled_dot_product_attention_" + name
+        rng = rng_for(name)
+        inputs = [(make(rng, (B, hq, L, E), dt), dt), (make(rng, (B, hkv, S, E), dt), dt), (make(rng, (B, hkv, S, E), dt), dt)]
+        if mask == "bool":
+            m = rng.rand(L, S) < 0.7
+            m[:, 0] = True
+            inputs.append((m, "bool"))
+        elif mask == "add":
+            inputs.append((make(rng, (L, S), dt), dt))
+        attrs = {"causal": causal, "scale": jfloat(scale or 0.0)}
+
+        def fn(*ts, causal=causal, scale=scale):
+            return sdpa(ts[0], ts[1], ts[2], ts[3] if len(ts) > 3 else None, causal, scale)
+        g.add(name, "scaled_dot_product_attention", inputs, fn, attrs=attrs, heavy=True)
+
+
 def argsorts(g):
     # Stable sorts (gocompile's ArgSort is torch.sort's stable=True order).
     for name, shape, dt, dim, desc, kind, pre in [
@@ -888,6 +931,7 @@ def main():
     cumsums(g)
     triangles(g)
     argsorts(g)
+    attentions(g)
     views(g)
     externs(g)
     models(g)

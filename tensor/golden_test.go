@@ -75,6 +75,8 @@ type goldenAttrs struct {
 	Pad             []int        `json:"pad"`
 	Diagonal        int          `json:"diagonal"`
 	Descending      bool         `json:"descending"`
+	Causal          bool         `json:"causal"`
+	Scale           float64      `json:"scale"`
 	Min             *goldenFloat `json:"min"`
 	Max             *goldenFloat `json:"max"`
 	DType           string       `json:"dtype"`
@@ -296,6 +298,14 @@ func goldenOp(c *goldenCase) (func(in []*Tensor) *Tensor, error) {
 		return func(in []*Tensor) *Tensor { return in[0].LogSoftmax(dim) }, nil
 	case "cumsum":
 		return func(in []*Tensor) *Tensor { return in[0].CumSum(dim) }, nil
+	case "scaled_dot_product_attention":
+		return func(in []*Tensor) *Tensor {
+			var mask *Tensor
+			if len(in) > 3 {
+				mask = in[3]
+			}
+			return ScaledDotProductAttention(in[0], in[1], in[2], mask, a.Causal, a.Scale)
+		}, nil
 	case "argsort":
 		return func(in []*Tensor) *Tensor { return in[0].ArgSort(dim, a.Descending) }, nil
 	case "tril":

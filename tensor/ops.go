@@ -355,6 +355,23 @@ func (t *Tensor) RMSNorm(normalizedShape []int, weight *Tensor, eps float64) *Te
 	return apply(ir.OpRMSNorm, ir.Attrs{Dims: normalizedShape, Scalars: []float64{eps}}, t, val(weight))
 }
 
+// ScaledDotProductAttention is softmax(q·kᵀ·scale + mask)·v over the
+// last two dims, as torch.nn.functional.scaled_dot_product_attention: q
+// is [..., Hq, L, E], k [..., Hkv, S, E], v [..., Hkv, S, Ev], and the
+// result [..., Hq, L, Ev]. Hq may be a multiple of Hkv: each group of
+// Hq/Hkv query heads shares one key and value head (grouped-query
+// attention, PyTorch's enable_gqa). mask may be nil; it broadcasts to
+// [..., L, S] and is added to the scores, or, where bool, true means
+// attend. causal masks keys after each query (query i attends keys j <=
+// i, aligned top-left as PyTorch's is_causal). scale 0 means 1/sqrt(E).
+func ScaledDotProductAttention(q, k, v, mask *Tensor, causal bool, scale float64) *Tensor {
+	c := 0.0
+	if causal {
+		c = 1
+	}
+	return apply(ir.OpSDPA, ir.Attrs{Scalars: []float64{scale, c}}, q, k, v, val(mask))
+}
+
 // MatMul is the matrix product with PyTorch's rules: 1-D operands are
 // vectors, dims before the last two are batch dims and broadcast.
 func (t *Tensor) MatMul(u *Tensor) *Tensor { return apply(ir.OpMatMul, ir.Attrs{}, t, u) }
