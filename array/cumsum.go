@@ -81,16 +81,7 @@ func gpuCumSum(op string, x *Array, d int, res *Array) {
 	g := res.st.gpu.g
 	L := res.shape[d]
 	lines := n / L
-	geo := inductor.Geometry{Strides: make([][inductor.MaxRank]int64, 2)}
-	for i, s := range res.shape {
-		if i == d {
-			continue
-		}
-		geo.Sizes[geo.Rank] = int64(s)
-		geo.Strides[0][geo.Rank] = int64(x.strides[i])
-		geo.Strides[1][geo.Rank] = int64(res.strides[i])
-		geo.Rank++
-	}
+	geo := lineGeometry(x, res, d)
 	k := &inductor.ScanKernel{In: x.dtype, Out: res.dtype}
 	name, grid, block := k.Name()+"_thread", g.gridFor(lines), threadsPerBlock
 	if L >= inductor.ScanThreads {
@@ -102,4 +93,22 @@ func gpuCumSum(op string, x *Array, d int, res *Array) {
 	args.I64(int64(lines)).I64(int64(L)).Ptr(x.DevicePtr()).Ptr(res.DevicePtr()).
 		I64(int64(x.strides[d])).I64(int64(res.strides[d])).Bytes(geo.Bytes(), 8)
 	g.Launch(op, fn, grid, block, args)
+}
+
+// lineGeometry is the geometry of the lines of x and res along dim d, as
+// kernels that take a line each (ScanKernel, SortKernel) walk them: the
+// other dims' sizes, x's strides along them (stride[0]) and res's
+// (stride[1]).
+func lineGeometry(x, res *Array, d int) inductor.Geometry {
+	geo := inductor.Geometry{Strides: make([][inductor.MaxRank]int64, 2)}
+	for i, s := range res.shape {
+		if i == d {
+			continue
+		}
+		geo.Sizes[geo.Rank] = int64(s)
+		geo.Strides[0][geo.Rank] = int64(x.strides[i])
+		geo.Strides[1][geo.Rank] = int64(res.strides[i])
+		geo.Rank++
+	}
+	return geo
 }

@@ -105,15 +105,7 @@ func gpuArgSort(op string, x *Array, d int, desc bool, res *Array) {
 	for P < L {
 		P <<= 1
 	}
-	geo := inductor.Geometry{Strides: make([][inductor.MaxRank]int64, 2)}
-	for i, s := range res.shape {
-		if i != d {
-			geo.Sizes[geo.Rank] = int64(s)
-			geo.Strides[0][geo.Rank] = int64(x.strides[i])
-			geo.Strides[1][geo.Rank] = int64(res.strides[i])
-			geo.Rank++
-		}
-	}
+	geo := lineGeometry(x, res, d)
 	k := &inductor.SortKernel{Elem: x.dtype}
 	fn := g.kernel(k.Name(), func() (string, error) { return k.Source(), nil })
 	descArg := int32(0)

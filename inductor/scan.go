@@ -48,19 +48,7 @@ func (k *ScanKernel) Source() string {
 	store := func(v string) string { return storeC(v, kind, k.Out) }
 	var b strings.Builder
 	fmt.Fprintf(&b, "// gocompile eager kernel: %s (CumSum)\n%s", k.Name(), cudaPrelude)
-	fmt.Fprintf(&b, "struct Geometry { long long rank; long long size[%d]; long long stride[2][%d]; };\n\n", MaxRank, MaxRank)
-	b.WriteString(`// lineAt is the storage offsets of line l of x (xo) and out (oo).
-__device__ __forceinline__ void lineAt(long long l, const Geometry& g, long long& xo, long long& oo) {
-  xo = 0; oo = 0;
-  for (int d = (int)g.rank - 1; d >= 0; d--) {
-    const long long c = l % g.size[d];
-    l /= g.size[d];
-    xo += c * g.stride[0][d];
-    oo += c * g.stride[1][d];
-  }
-}
-
-`)
+	b.WriteString(lineGeometryC)
 	fmt.Fprintf(&b, `// A thread a line, in order.
 extern "C" __global__ void %[1]s_thread(long long lines, long long L, const %[2]s* __restrict__ x, %[3]s* __restrict__ out,
     long long xs, long long os, Geometry g) {
@@ -117,3 +105,21 @@ extern "C" __global__ void __launch_bounds__(%[7]d) %[1]s_block(long long lines,
 `, k.Name(), in, out, acc, load, store("s"), ScanThreads, ScanPerThread, store("before + v[j]"))
 	return b.String()
 }
+
+// lineGeometryC declares the geometry of kernels that take a line each
+// (over the dims other than the line's: sizes, the input's strides in
+// stride[0], the output's in stride[1]) and lineAt, a line's offsets.
+var lineGeometryC = fmt.Sprintf(`struct Geometry { long long rank; long long size[%d]; long long stride[2][%d]; };
+
+// lineAt is the storage offsets of line l of x (xo) and out (oo).
+__device__ __forceinline__ void lineAt(long long l, const Geometry& g, long long& xo, long long& oo) {
+  xo = 0; oo = 0;
+  for (int d = (int)g.rank - 1; d >= 0; d--) {
+    const long long c = l %% g.size[d];
+    l /= g.size[d];
+    xo += c * g.stride[0][d];
+    oo += c * g.stride[1][d];
+  }
+}
+
+`, MaxRank, MaxRank)

@@ -38,8 +38,7 @@ func (k *SortKernel) Source() string {
 		load = loadC(load, k.Elem, ir.F64)
 	}
 	return fmt.Sprintf(`// gocompile eager kernel: %[1]s (ArgSort)
-%[2]sstruct Geometry { long long rank; long long size[%[3]d]; long long stride[2][%[3]d]; };
-
+%[2]s%[3]s
 // The order of values as unsigned integers: NaN above every number, -0
 // and 0 equal.
 __device__ __forceinline__ unsigned long long gc_sortkey_float(double v) {
@@ -58,13 +57,8 @@ extern "C" __global__ void __launch_bounds__(%[4]d) %[1]s(long long lines, long 
   __shared__ int idx[%[6]d];
   const int tid = threadIdx.x;
   for (long long l = blockIdx.x; l < lines; l += gridDim.x) {
-    long long xo = 0, oo = 0, rem = l;
-    for (int d = (int)g.rank - 1; d >= 0; d--) {
-      const long long c = rem %% g.size[d];
-      rem /= g.size[d];
-      xo += c * g.stride[0][d];
-      oo += c * g.stride[1][d];
-    }
+    long long xo, oo;
+    lineAt(l, g, xo, oo);
     for (int i = tid; i < P; i += %[4]d) {
       if (i < L) {
         const auto v = %[7]s;
@@ -96,5 +90,5 @@ extern "C" __global__ void __launch_bounds__(%[4]d) %[1]s(long long lines, long 
     __syncthreads(); // the keys are reused by the next line
   }
 }
-`, k.Name(), cudaPrelude, MaxRank, SortThreads, storageC(k.Elem), SortMax, load, key)
+`, k.Name(), cudaPrelude, lineGeometryC, SortThreads, storageC(k.Elem), SortMax, load, key)
 }
