@@ -21,6 +21,7 @@ func init() {
 		"contiguous":   contiguousKernel,
 		"cumsum":       cumsumKernel,
 		"argsort":      argsortKernel,
+		"index_copy":   indexCopyKernel,
 		"tril":         triangleKernel,
 		"triu":         triangleKernel,
 	}
@@ -332,6 +333,22 @@ func indexSelect(op string, x, idx *Array, dim int, shape []int, out DType) *Arr
 	for i, v := range indexValues(idx) {
 		j := checkIndex(op, []*Array{x, idx}, v, x.shape[d])
 		copyInto(res.selectAt(d, i), x.selectAt(d, j))
+	}
+	return res
+}
+
+// indexCopyKernel is IndexCopy on any device: a copy of x, then each
+// entry of src copied to its index along the dim, in order (a repeated
+// index keeps the last).
+func indexCopyKernel(op *ir.Op, a ir.Attrs, args []ir.Value) *Array {
+	x, idx, src := args[0].(*Array), args[1].(*Array), args[2].(*Array)
+	shape, _, out := externTypes(op, &a, []*Array{x, idx, src})
+	d := x.normDim(op.Title, a.Dim)
+	res := newOn(x.st.dev, out, shape)
+	copyInto(res, x)
+	for i, v := range indexValues(idx) {
+		j := checkIndex(op.Title, []*Array{x, idx, src}, v, shape[d])
+		copyInto(res.selectAt(d, j), src.selectAt(d, i))
 	}
 	return res
 }

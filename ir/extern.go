@@ -24,6 +24,8 @@ var (
 		Shape: embeddingShape, Doc: "rows of weight (operand 1) at indices (operand 0): shape indices + [embedding dim]"})
 	OpCumSum = extern(&Op{Name: "cumsum", Title: "CumSum", Arity: 1, Rule: SumType, Shape: alongDimShape("CumSum"),
 		Doc: "inclusive running sum along Attrs.Dim; floats sum in float64 and round each result once, integers and bools sum in int64"})
+	OpIndexCopy = extern(&Op{Name: "index_copy", Title: "IndexCopy", Arity: 3, Indices: []int{1}, Rule: SameAsFirst, Shape: indexCopyShape,
+		Doc: "x with its entries at the 1-D index along Attrs.Dim replaced by src's, in order, as torch.index_copy (a new tensor; src converted to x's type)"})
 	OpArgSort = extern(&Op{Name: "argsort", Title: "ArgSort", Arity: 1, Rule: IndexType, Shape: alongDimShape("ArgSort"),
 		Doc: "the indices that sort x along Attrs.Dim, stably: ascending, or descending where Attrs.Step < 0; NaN sorts above every number"})
 	OpTril = extern(&Op{Name: "tril", Title: "Tril", Arity: 1, Rule: SameAsFirst, Shape: triangleShape("Tril"),
@@ -219,4 +221,25 @@ func triangleShape(title string) func(in [][]int, _ *Attrs) ([]int, error) {
 		}
 		return clone(in[0]), nil
 	}
+}
+
+func indexCopyShape(in [][]int, a *Attrs) ([]int, error) {
+	x, idx, src := in[0], in[1], in[2]
+	if len(x) == 0 {
+		return nil, Errorf("IndexCopy", in, "Unsqueeze a scalar first", "cannot index into a scalar")
+	}
+	d, err := NormDim("IndexCopy", x, a.Dim)
+	if err != nil {
+		return nil, err
+	}
+	if len(idx) > 1 {
+		return nil, Errorf("IndexCopy", in, "flatten the index", "index must be 1-D, not %d-D", len(idx))
+	}
+	want := clone(x)
+	want[d] = Numel(idx)
+	if !SameShape(src, want) {
+		return nil, Errorf("IndexCopy", in, "give src x's shape with the indexed dim as long as the index",
+			"src has shape %s, want %s", FormatShape(src), FormatShape(want))
+	}
+	return clone(x), nil
 }

@@ -77,7 +77,7 @@ OPS = [
     # views
     "reshape", "transpose", "permute", "expand", "squeeze", "unsqueeze", "slice",
     # externs
-    "matmul", "cat", "stack", "gather", "index_select", "embedding", "contiguous", "cumsum", "tril", "triu", "argsort",
+    "matmul", "cat", "stack", "gather", "index_select", "embedding", "contiguous", "cumsum", "tril", "triu", "argsort", "index_copy",
 ]
 
 MODELS = ["mlp", "attention_block", "transformer_block"]
@@ -571,6 +571,24 @@ def attentions(g):
         g.add(name, "scaled_dot_product_attention", inputs, fn, attrs=attrs, heavy=True)
 
 
+def index_copies(g):
+    for name, shape, dt, dim, index in [
+            ("float32_5x3_rows", (5, 3), "float32", 0, [4, 0, 3]),
+            ("float64_3x7_cols", (3, 7), "float64", 1, [6, 1]),
+            ("bfloat16_cache", (1, 2, 6, 4), "bfloat16", 2, [3]),
+            ("float16_9", (9,), "float16", 0, [8, 0, 4]),
+            ("int64_4x4_m1", (4, 4), "int64", -1, [2]),
+            ("bool_3x5", (3, 5), "bool", 1, [0, 4])]:
+        name = "index_copy_" + name
+        rng = rng_for(name)
+        d = dim % len(shape)
+        src_shape = list(shape)
+        src_shape[d] = len(index)
+        g.add(name, "index_copy",
+              [(make(rng, shape, dt), dt), (np.array(index, dtype=np.int64), "int64"), (make(rng, src_shape, dt), dt)],
+              (lambda dd: (lambda x, i, s: torch.index_copy(x, dd, i, s)))(dim), attrs={"dim": dim})
+
+
 def argsorts(g):
     # Stable sorts (gocompile's ArgSort is torch.sort's stable=True order).
     for name, shape, dt, dim, desc, kind, pre in [
@@ -931,6 +949,7 @@ def main():
     cumsums(g)
     triangles(g)
     argsorts(g)
+    index_copies(g)
     attentions(g)
     views(g)
     externs(g)

@@ -306,6 +306,8 @@ func goldenOp(c *goldenCase) (func(in []*Tensor) *Tensor, error) {
 			}
 			return ScaledDotProductAttention(in[0], in[1], in[2], mask, a.Causal, a.Scale)
 		}, nil
+	case "index_copy":
+		return func(in []*Tensor) *Tensor { return in[0].IndexCopy(dim, in[1], in[2]) }, nil
 	case "argsort":
 		return func(in []*Tensor) *Tensor { return in[0].ArgSort(dim, a.Descending) }, nil
 	case "tril":

@@ -287,6 +287,15 @@ func (t *Tensor) Pad(pads []int, value float64) *Tensor {
 // rounded once), integer and bool tensors give Int64.
 func (t *Tensor) CumSum(dim int) *Tensor { return apply(ir.OpCumSum, ir.Attrs{Dim: dim}, t) }
 
+// IndexCopy returns a copy of t whose entries at index (1-D, Int32 or
+// Int64, negative counting from the end) along dim are replaced by src's
+// entries in order, as torch.index_copy: src has t's shape but along dim,
+// where it is as long as index. With a repeated index the last entry
+// wins. It writes a new tensor; t is unchanged.
+func (t *Tensor) IndexCopy(dim int, index, src *Tensor) *Tensor {
+	return apply(ir.OpIndexCopy, ir.Attrs{Dim: dim}, t, index, src)
+}
+
 // ArgSort returns the indices (Int64) that sort t along dim, ascending or
 // descending, as torch.argsort with stable=True: equal values keep their
 // order, NaN sorts above every number (last ascending, first
