@@ -22,8 +22,10 @@ func init() {
 		"cumsum":       cumsumKernel,
 		"argsort":      argsortKernel,
 		"index_copy":   indexCopyKernel,
-		"tril":         triangleKernel,
-		"triu":         triangleKernel,
+
+		"as_strided_scatter": asStridedScatterKernel,
+		"tril":               triangleKernel,
+		"triu":               triangleKernel,
 	}
 }
 

@@ -77,7 +77,7 @@ OPS = [
     # views
     "reshape", "transpose", "permute", "expand", "squeeze", "unsqueeze", "slice",
     # externs
-    "matmul", "cat", "stack", "gather", "index_select", "embedding", "contiguous", "cumsum", "tril", "triu", "argsort", "index_copy",
+    "matmul", "cat", "stack", "gather", "index_select", "embedding", "contiguous", "cumsum", "tril", "triu", "argsort", "index_copy", "as_strided", "as_strided_scatter",
 ]
 
 MODELS = ["mlp", "attention_block", "transformer_block"]
@@ -589,6 +589,30 @@ def index_copies(g):
               (lambda dd: (lambda x, i, s: torch.index_copy(x, dd, i, s)))(dim), attrs={"dim": dim})
 
 
+def strided(g):
+    for name, n, dt, size, stride, offset in [
+            ("float32_rows", 24, "float32", (3, 4), (8, 1), 2),
+            ("float64_transposed", 12, "float64", (4, 3), (1, 4), 0),
+            ("bfloat16_repeat", 10, "bfloat16", (3, 5), (0, 2), 1),
+            ("int64_window", 9, "int64", (4, 3), (2, 1), 0)]:
+        rng = rng_for("as_strided_" + name)
+        attrs = {"size": list(size), "stride": list(stride), "offset": offset}
+        g.add("as_strided_" + name, "as_strided", [(make(rng, (n,), dt), dt)],
+              (lambda a, b, c: (lambda x: torch.as_strided(x, a, b, c)))(size, stride, offset), attrs=attrs)
+    for name, n, dt, size, stride, offset, src_shape in [
+            ("float32_cache_row", 32, "float32", (2, 1, 4), (16, 4, 1), 8, (2, 1, 4)),
+            ("float16_column", 12, "float16", (3,), (4,), 1, (3,)),
+            ("bfloat16_broadcast", 20, "bfloat16", (2, 5), (10, 1), 0, (5,)),
+            ("int32_strided", 15, "int32", (3, 2), (5, 2), 1, (3, 2))]:
+        rng = rng_for("as_strided_scatter_" + name)
+        attrs = {"size": list(size), "stride": list(stride), "offset": offset}
+
+        def fn(x, s, a=size, b=stride, c=offset):
+            return torch.as_strided_scatter(x, s.expand(a).contiguous(), a, b, c)
+        g.add("as_strided_scatter_" + name, "as_strided_scatter", [(make(rng, (n,), dt), dt), (make(rng, src_shape, dt), dt)],
+              fn, attrs=attrs)
+
+
 def argsorts(g):
     # Stable sorts (gocompile's ArgSort is torch.sort's stable=True order).
     for name, shape, dt, dim, desc, kind, pre in [
@@ -950,6 +974,7 @@ def main():
     triangles(g)
     argsorts(g)
     index_copies(g)
+    strided(g)
     attentions(g)
     views(g)
     externs(g)

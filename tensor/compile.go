@@ -248,6 +248,15 @@ const defaultBackend = "inductor"
 // operands are all such constants run once, while tracing, as in JAX;
 // their results are constants too.
 //
+// fn may write traced values into such tensors, or views of them
+// (cache.Narrow(1, pos, 1).Copy(k), a KV cache): the write is part of the
+// graph, as a new version of the tensor's storage that later reads in fn
+// see, and each call copies the last version into the storage once its
+// program has run (torch.compile's functionalization). Such a tensor's
+// reads inside fn are then graph ops on every call, not constants. Writes
+// of values computed from constants alone, before any traced write to the
+// same tensor, still run once while tracing; arguments cannot be written.
+//
 // Reading a traced tensor's values inside fn (Item, Float32s, String, …)
 // breaks the graph: the ops so far run, the read gets real values, and
 // tracing goes on in a new segment. Such a function re-runs fn on every
@@ -309,6 +318,12 @@ type entry struct {
 	firstResults []reflect.Value
 	ninputs      int
 	sources      []resultSource // per output: an input or constant returned as is
+	// Tensors fn writes (mutation.go): without breaks, the outputs past
+	// nresults are the last versions of stores; with breaks, written
+	// lists the storages each run binds as written.
+	nresults int
+	stores   []*array.Array
+	written  []any
 }
 
 func newCompiled(fn reflect.Value, opts []Option) *compiled {
@@ -555,18 +570,35 @@ func (c *compiled) compileEntry(ge *guard.Entry, fa *flatArgs, args []reflect.Va
 		return e // nil: the caller guards the scalars by value and compiles again
 	}
 	tr := newTracer(c, c.opts.fullGraph)
+	defer func() { tr.release() }()
 	tr.onShapeRead = func(sizes []int) { specializeRead(ge, fa, sizes) }
 	results := c.traceRun(tr, fa, args)
+	if tr.mut.retrace && len(tr.breaks) == 0 {
+		// fn writes a tensor it also reaches otherwise: trace again with
+		// that storage bound as written, so that reads before the write
+		// are recorded too, not run once now.
+		written := tr.writtenKeys()
+		tr.release()
+		tr = newTracer(c, c.opts.fullGraph)
+		tr.bind(written)
+		tr.onShapeRead = func(sizes []int) { specializeRead(ge, fa, sizes) }
+		results = c.traceRun(tr, fa, args)
+	}
 	e := &entry{breaks: tr.breaks, ninputs: len(fa.tensors)}
 	if len(tr.breaks) > 0 {
 		// fn has run up to its last segment: finish this call's work here
 		// rather than run fn again.
 		e.firstResults = c.finish(tr, results)
 		e.graphs = tr.segments
+		e.written = tr.writtenKeys()
 		return e
 	}
 	g := tr.g
 	g.Outputs = resultNodes(tr, results)
+	e.nresults = len(g.Outputs)
+	versions, stores := tr.versionNodes()
+	g.Outputs = append(g.Outputs, versions...)
+	e.stores = stores
 	e.graphs = []*ir.Graph{g}
 	e.prog = c.compileGraph(g, inputSymbols(ge, fa))
 	e.sources = c.resultSources(g)
@@ -631,6 +663,8 @@ func resultNodes(tr *tracer, results []reflect.Value) []*ir.Node {
 func (c *compiled) run(e *entry, fa *flatArgs, args []reflect.Value) []reflect.Value {
 	if e.prog == nil { // a function with graph breaks: run fn, segment by segment
 		tr := newTracer(c, false)
+		defer tr.release()
+		tr.bind(e.written)
 		results := c.traceRun(tr, fa, args)
 		return c.finish(tr, results)
 	}
@@ -641,6 +675,10 @@ func (c *compiled) run(e *entry, fa *flatArgs, args []reflect.Value) []reflect.V
 		outs = e.prog.Run(fa.tensors)
 	}
 	c.checkOutputs(outs, e.graphs[0])
+	if len(e.stores) > 0 { // the last versions of the tensors fn writes
+		writeBack(e.stores, outs[e.nresults:])
+		outs = outs[:e.nresults]
+	}
 	k := 0
 	next := func() reflect.Value { k++; return reflect.ValueOf(outs[k-1]) }
 	res := make([]reflect.Value, len(e.template))

@@ -251,8 +251,9 @@ func (t *Tensor) Copy(src *Tensor) *Tensor {
 	defer rethrow()
 	mustOperands("Copy", t, src)
 	t.noInPlaceOnProxy("Copy")
-	if src.px != nil { // a traced value copied into a tensor outside the graph
-		src = src.materialize("Copy")
+	if tr := copyTracer(t, src); tr != nil { // a write inside a traced function: a new version of t's storage
+		tr.write(t, src)
+		return t
 	}
 	t.noOverlap("Copy")
 	if !broadcastsTo(src.shape(), t.shape()) {
@@ -332,4 +333,13 @@ func (t *Tensor) noInPlaceOnProxy(op string) {
 		throw(op, []*Tensor{t}, "compute a new tensor instead (Where, MaskedFill, Cat …), or write outside the compiled function",
 			"in-place writes are not supported on tensors traced by Compile")
 	}
+}
+
+// copyTracer is the tracer that records dst.Copy(src): src's, when src is
+// traced, else the one writing dst's storage.
+func copyTracer(dst, src *Tensor) *tracer {
+	if src.px != nil {
+		return src.px.tr
+	}
+	return writerOf([]ir.Value{dst})
 }

@@ -14,6 +14,11 @@ func apply(op *ir.Op, a ir.Attrs, args ...ir.Value) *Tensor {
 	if tr := tracerOf(args); tr != nil {
 		return tr.record(op, a, args) // tracing a compiled function
 	}
+	if op.Kind != ir.View {
+		if tr := writerOf(args); tr != nil {
+			return tr.record(op, a, args) // reading a buffer a traced function writes (views stay views)
+		}
+	}
 	res := array.Apply(op, a, arrays(args)...)
 	for _, v := range args {
 		if t, ok := v.(*Tensor); ok && t.v == res {

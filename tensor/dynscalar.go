@@ -45,8 +45,12 @@ func (c *compiled) compileDynamic(fa *flatArgs, args []reflect.Value) (*entry, s
 		return g, res, tr
 	}
 	g1, res, tr1 := trace1(args)
+	tr1.release()
 	if len(tr1.breaks) > 0 {
 		return nil, "fn has graph breaks"
+	}
+	if len(tr1.mut.known) > 0 {
+		return nil, "fn writes tensors"
 	}
 	k := 0
 	shifted := func(v float64) float64 { k++; return perturb(k-1, v) }
@@ -63,6 +67,7 @@ func (c *compiled) compileDynamic(fa *flatArgs, args []reflect.Value) (*entry, s
 		}
 	}
 	g2, _, tr2 := trace1(args2)
+	tr2.release()
 	if len(tr2.breaks) > 0 {
 		return nil, "fn breaks the graph at other values"
 	}

@@ -77,6 +77,9 @@ type goldenAttrs struct {
 	Descending      bool         `json:"descending"`
 	Causal          bool         `json:"causal"`
 	Scale           float64      `json:"scale"`
+	Size            []int        `json:"size"`
+	Stride          []int        `json:"stride"`
+	Offset          int          `json:"offset"`
 	Min             *goldenFloat `json:"min"`
 	Max             *goldenFloat `json:"max"`
 	DType           string       `json:"dtype"`
@@ -306,6 +309,10 @@ func goldenOp(c *goldenCase) (func(in []*Tensor) *Tensor, error) {
 			}
 			return ScaledDotProductAttention(in[0], in[1], in[2], mask, a.Causal, a.Scale)
 		}, nil
+	case "as_strided":
+		return func(in []*Tensor) *Tensor { return in[0].AsStrided(a.Size, a.Stride, a.Offset) }, nil
+	case "as_strided_scatter":
+		return func(in []*Tensor) *Tensor { return in[0].AsStridedScatter(in[1], a.Size, a.Stride, a.Offset) }, nil
 	case "index_copy":
 		return func(in []*Tensor) *Tensor { return in[0].IndexCopy(dim, in[1], in[2]) }, nil
 	case "argsort":

@@ -287,6 +287,29 @@ func (t *Tensor) Pad(pads []int, value float64) *Tensor {
 // rounded once), integer and bool tensors give Int64.
 func (t *Tensor) CumSum(dim int) *Tensor { return apply(ir.OpCumSum, ir.Attrs{Dim: dim}, t) }
 
+// AsStrided is the view of t, a 1-D contiguous tensor (a storage), with
+// the given sizes, strides (in elements) and offset, as torch.as_strided
+// on such a tensor. Elements may repeat (a zero stride); the view must lie
+// inside t.
+func (t *Tensor) AsStrided(size, stride []int, offset int) *Tensor {
+	return t.viewOp(ir.OpAsStrided, asStridedAttrs("AsStrided", t, size, stride, offset))
+}
+
+// AsStridedScatter returns a copy of t, a 1-D tensor (a storage), with
+// the view AsStrided(size, stride, offset) replaced by src (broadcast,
+// converted to t's type), as torch.as_strided_scatter. Compile records
+// writes into tensors (dst.Narrow(…).Copy(src)) as this op.
+func (t *Tensor) AsStridedScatter(src *Tensor, size, stride []int, offset int) *Tensor {
+	return apply(ir.OpAsStridedScatter, asStridedAttrs("AsStridedScatter", t, size, stride, offset), t, src)
+}
+
+func asStridedAttrs(op string, t *Tensor, size, stride []int, offset int) ir.Attrs {
+	if len(size) != len(stride) {
+		throw(op, []*Tensor{t}, "give one stride per size", "%d sizes and %d strides", len(size), len(stride))
+	}
+	return ir.StridedLayout(ir.Layout{Shape: size, Strides: stride, Offset: offset})
+}
+
 // IndexCopy returns a copy of t whose entries at index (1-D, Int32 or
 // Int64, negative counting from the end) along dim are replaced by src's
 // entries in order, as torch.index_copy: src has t's shape but along dim,

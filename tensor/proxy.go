@@ -34,6 +34,7 @@ type tracer struct {
 	fullGraph   bool
 	// onShapeRead is told about every size user code reads from a proxy.
 	onShapeRead func(sizes []int)
+	mut         mutation // the storages the function writes (mutation.go)
 }
 
 func newTracer(c *compiled, fullGraph bool) *tracer {
@@ -47,6 +48,10 @@ func (tr *tracer) newSegment() {
 	tr.bound = nil
 	tr.consts = map[*Tensor]*ir.Node{}
 	tr.fromEarlier = map[*ir.Node]*ir.Node{}
+	tr.mut.versions, tr.mut.bases, tr.mut.order = map[any]*ir.Node{}, map[any]*ir.Node{}, nil
+	if tr.mut.stores == nil {
+		tr.mut.stores = map[any]*array.Array{}
+	}
 }
 
 // proxyFor wraps a node as a tensor.
@@ -79,6 +84,9 @@ func tracerOf(args []ir.Value) *tracer {
 // nodeOf is the node of the current segment that stands for t.
 func (tr *tracer) nodeOf(t *Tensor, loc string) *ir.Node {
 	if t.px == nil { // a concrete tensor: a constant bound by reference
+		if tr.written(t) { // on a storage the function writes: its current version
+			return tr.readWritten(t, loc)
+		}
 		if n, ok := tr.consts[t]; ok {
 			return n
 		}
@@ -163,8 +171,12 @@ func (tr *tracer) finishSegment(outputs []*ir.Node) []*Tensor {
 	} else {
 		all = outputs
 	}
+	versions, stores := tr.versionNodes()
+	nres := len(all)
+	all = append(all, versions...)
 	g.Outputs = append([]*ir.Node(nil), all...) // passes rewrite Outputs in place
 	vals := tr.c.runSegment(g, tr.bound)
+	writeBack(stores, vals[nres:])
 	for i, n := range g.Inputs {
 		tr.realized[n] = tr.bound[i]
 	}
@@ -173,5 +185,5 @@ func (tr *tracer) finishSegment(outputs []*ir.Node) []*Tensor {
 	}
 	tr.segments = append(tr.segments, g)
 	tr.newSegment()
-	return vals
+	return vals[:nres]
 }

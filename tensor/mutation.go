@@ -1,0 +1,176 @@
+package tensor
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"gocompile/array"
+	"gocompile/ir"
+	"gocompile/trace"
+)
+
+// Writes inside compiled functions. dst.Copy(src) inside a traced
+// function, where dst is a tensor the function reaches (a captured buffer
+// such as a KV cache, or a view of one) and src a traced value, does not
+// write at trace time: it records a new version of dst's whole storage
+// (ir.OpAsStridedScatter of the previous one), later reads of any tensor
+// on that storage read the latest version (ir.OpAsStrided), and when the
+// compiled program has run, the last version is copied into the storage.
+// A storage written by a function is bound as such from its next trace on:
+// the first trace that finds a write traces again, so that reads before
+// the write are graph ops too, not values computed once while tracing.
+
+// writers maps the storages being written by functions being traced to
+// their tracer, so that ops whose operands are all concrete tensors, one
+// of them on such a storage, are recorded rather than run.
+var writers struct {
+	m sync.Map // storage key -> *tracer
+	n atomic.Int32
+}
+
+// mutation is a tracer's record of the storages its function writes.
+type mutation struct {
+	known    map[any]bool         // storages bound as written from the start of the trace
+	versions map[any]*ir.Node     // the latest version of each storage written in this segment
+	bases    map[any]*ir.Node     // each written storage's contents before the segment (a constant)
+	stores   map[any]*array.Array // each written storage, whole
+	order    []any                // storages in the order of their first write
+	retrace  bool                 // a write to a storage not known from the start
+}
+
+func (m *mutation) init() {
+	if m.known == nil {
+		m.known = map[any]bool{}
+	}
+}
+
+// bind makes the tracer treat the storages keys as written from the start.
+func (tr *tracer) bind(keys []any) {
+	tr.mut.init()
+	for _, k := range keys {
+		tr.claim(k)
+		tr.mut.known[k] = true
+	}
+}
+
+// claim registers tr as the writer of storage k.
+func (tr *tracer) claim(k any) {
+	if prev, loaded := writers.m.LoadOrStore(k, tr); loaded {
+		if prev.(*tracer) != tr {
+			panic(&Error{Op: "Compile", Reason: "two compiled functions being traced write the same tensor at once",
+				Fix: "do not share a buffer that compiled functions write between goroutines"})
+		}
+		return
+	}
+	writers.n.Add(1)
+}
+
+// release ends tr's claims on the storages it writes.
+func (tr *tracer) release() {
+	for k := range tr.mut.known {
+		if v, ok := writers.m.Load(k); ok && v.(*tracer) == tr {
+			writers.m.Delete(k)
+			writers.n.Add(-1)
+		}
+	}
+}
+
+// writtenKeys lists the storages the tracer found written.
+func (tr *tracer) writtenKeys() []any {
+	var keys []any
+	for k := range tr.mut.known {
+		keys = append(keys, k)
+	}
+	return keys
+}
+
+// writerOf is the tracer writing the storage of one of args, or nil.
+func writerOf(args []ir.Value) *tracer {
+	if writers.n.Load() == 0 {
+		return nil
+	}
+	for _, a := range args {
+		if t, ok := a.(*Tensor); ok && t != nil && t.px == nil {
+			if _, k := t.v.Storage(); k != nil {
+				if v, ok := writers.m.Load(k); ok {
+					return v.(*tracer)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// storageNode is the node of the current contents of the storage of the
+// concrete tensor t, which the function writes: its latest version in
+// this segment, else the storage itself, bound by reference.
+func (tr *tracer) storageNode(t *Tensor, loc string) (*ir.Node, any) {
+	whole, k := t.v.Storage()
+	if n, ok := tr.mut.versions[k]; ok {
+		return n, k
+	}
+	n, ok := tr.mut.bases[k]
+	if !ok {
+		n = tr.g.Const(whole, whole.Shape(), whole.DType(), whole.Device(), loc)
+		tr.mut.bases[k] = n
+		tr.mut.stores[k] = whole
+	}
+	return n, k
+}
+
+// written reports whether the concrete tensor t is on a storage the
+// function writes.
+func (tr *tracer) written(t *Tensor) bool {
+	if len(tr.mut.known) == 0 {
+		return false
+	}
+	_, k := t.v.Storage()
+	return tr.mut.known[k]
+}
+
+// readWritten is the node reading the concrete tensor t, on a storage the
+// function writes, from the storage's current version.
+func (tr *tracer) readWritten(t *Tensor, loc string) *ir.Node {
+	base, _ := tr.storageNode(t, loc)
+	n, err := tr.g.Call(ir.OpAsStrided, ir.StridedLayout(t.v.Layout()), loc, base)
+	check(err, "Compile", t)
+	return n
+}
+
+// write records dst.Copy(src) as a new version of dst's storage.
+func (tr *tracer) write(dst, src *Tensor) {
+	loc := trace.Loc()
+	tr.mut.init()
+	_, k := dst.v.Storage()
+	if !tr.mut.known[k] {
+		tr.claim(k)
+		tr.mut.known[k] = true
+		tr.mut.retrace = true
+	}
+	base, _ := tr.storageNode(dst, loc)
+	if _, ok := tr.mut.versions[k]; !ok {
+		tr.mut.order = append(tr.mut.order, k)
+	}
+	n, err := tr.g.Call(ir.OpAsStridedScatter, ir.StridedLayout(dst.v.Layout()), loc, base, tr.nodeOf(src, loc))
+	check(err, "Copy", dst, src)
+	tr.mut.versions[k] = n
+}
+
+// versionNodes lists the last versions of the storages written in this
+// segment, in the order of their first write, and the storages.
+func (tr *tracer) versionNodes() ([]*ir.Node, []*array.Array) {
+	var nodes []*ir.Node
+	var stores []*array.Array
+	for _, k := range tr.mut.order {
+		nodes = append(nodes, tr.mut.versions[k])
+		stores = append(stores, tr.mut.stores[k])
+	}
+	return nodes, stores
+}
+
+// writeBack copies each written storage's last version into it.
+func writeBack(stores []*array.Array, vals []*Tensor) {
+	for i, s := range stores {
+		array.CopyInto(s, vals[i].v)
+	}
+}

@@ -1,0 +1,100 @@
+package tensor
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+)
+
+// A compiled step that writes a captured KV cache at a position, reads
+// the cache before and after the write, and reads a view of it taken
+// before the call, over several calls (each replayed from the compiled
+// program), gives what the same function gives eagerly on its own cache;
+// the caches end alike.
+func TestCompileWritesCapturedBuffer(t *testing.T) {
+	for _, dt := range []DType{Float32, Float64, BFloat16} {
+		newCache := func() *Tensor { return Zeros(dt, 2, 5, 3) }
+		step := func(cache *Tensor) func(x *Tensor, pos int) *Tensor {
+			head := cache.Narrow(1, 0, 2) // a view taken before any call
+			return func(x *Tensor, pos int) *Tensor {
+				before := cache.Sum(1)
+				cache.Narrow(1, pos, 1).Copy(x.Tanh())
+				return cache.Sum(1).Sub(before).Add(head.Sum(1))
+			}
+		}
+		eagerCache, compiledCache := newCache(), newCache()
+		eager, compiled := step(eagerCache), Compile(step(compiledCache))
+		for call, pos := range []int{0, 1, 0, 4, 1, 1} {
+			x := Randn(uint64(call), Float32, 2, 1, 3).To(dt)
+			what := fmt.Sprintf("%v call %d (position %d)", dt, call, pos)
+			checkSame(t, what, compiled(x, pos), eager(x, pos))
+			checkSame(t, what+": the cache", compiledCache, eagerCache)
+		}
+	}
+}
+
+// A function that writes an argument-derived value into a captured buffer
+// and returns nothing of it (the buffer is its output) writes on every
+// call, not only while tracing.
+func TestCompileWriteOnly(t *testing.T) {
+	buf := Zeros(Float32, 3)
+	f := Compile(func(x *Tensor) *Tensor { buf.Copy(x.MulScalar(2)); return x })
+	for i := range 3 {
+		x := Full(float64(i+1), Float32, 3)
+		f(x)
+		checkClose(t, fmt.Sprintf("call %d", i), buf, Float32, []int{3}, []float64{float64(2 * (i + 1)), float64(2 * (i + 1)), float64(2 * (i + 1))}, 0)
+	}
+}
+
+// With a graph break (Item), the write lands in its segment and later
+// segments read it.
+func TestCompileWriteAcrossBreak(t *testing.T) {
+	cache := Zeros(Float32, 4)
+	f := Compile(func(x *Tensor) *Tensor {
+		cache.Narrow(0, 1, 2).Copy(x)
+		s := cache.Sum().Item() // a graph break
+		return cache.MulScalar(s)
+	})
+	for i := range 3 {
+		v := float64(i + 1)
+		got := f(Full(v, Float32, 2))
+		s := 2 * v
+		checkClose(t, fmt.Sprintf("call %d", i), got, Float32, []int{4}, []float64{0, v * s, v * s, 0}, 0)
+	}
+}
+
+// Compiled functions writing their own buffers trace and run concurrently.
+func TestCompileWritesConcurrently(t *testing.T) {
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			buf := Zeros(Float32, 8)
+			f := Compile(func(x *Tensor) *Tensor {
+				buf.Narrow(0, 2, 3).Copy(x)
+				return buf.Sum()
+			})
+			for i := range 5 {
+				x := Full(float64(w+i), Float32, 3)
+				if got := f(x).Item(); got != float64(3*(w+i)) {
+					t.Errorf("worker %d call %d: %v, want %v", w, i, got, 3*(w+i))
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// AsStrided and AsStridedScatter, which Compile records writes as.
+func TestAsStrided(t *testing.T) {
+	x := Arange(0, 12, 1, Float32)
+	v := x.AsStrided([]int{3, 2}, []int{4, 1}, 1)
+	checkClose(t, "AsStrided", v, Float32, []int{3, 2}, []float64{1, 2, 5, 6, 9, 10}, 0)
+	s := x.AsStridedScatter(Full(-1, Float32, 2), []int{3, 2}, []int{4, 1}, 1)
+	checkClose(t, "AsStridedScatter", s, Float32, []int{12}, []float64{0, -1, -1, 3, 4, -1, -1, 7, 8, -1, -1, 11}, 0)
+	checkClose(t, "AsStridedScatter leaves its input", x, Float32, []int{12}, []float64{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}, 0)
+	expectError(t, "a view past the storage", func() { x.AsStrided([]int{3}, []int{5}, 3) })
+	expectError(t, "a 2-D storage", func() { x.View(3, 4).AsStrided([]int{2}, []int{1}, 0) })
+	expectError(t, "sizes without strides", func() { x.AsStrided([]int{2, 2}, []int{1}, 0) })
+}
