@@ -348,11 +348,28 @@ func indexCopyKernel(op *ir.Op, a ir.Attrs, args []ir.Value) *Array {
 	d := x.normDim(op.Title, a.Dim)
 	res := newOn(x.st.dev, out, shape)
 	copyInto(res, x)
-	for i, v := range indexValues(idx) {
-		j := checkIndex(op.Title, []*Array{x, idx, src}, v, shape[d])
-		copyInto(res.selectAt(d, j), src.selectAt(d, i))
-	}
+	indexCopyInto(op.Title, res, d, idx, src)
 	return res
+}
+
+// IndexCopyInto writes src's entries at the 1-D idx along dim of dst, in
+// place (IndexCopy's semantics, into dst itself); errors name op.
+func IndexCopyInto(op string, dst *Array, dim int, idx, src *Array) {
+	d := dst.normDim(op, dim)
+	want := append([]int(nil), dst.shape...)
+	want[d] = idx.Numel()
+	if len(idx.shape) > 1 || !ir.SameShape(src.shape, want) {
+		Throw(op, []*Array{dst, idx, src}, "give a 1-D index and src of dst's shape with the indexed dim as long as the index",
+			"index %s, src %s, want %s", ir.FormatShape(idx.shape), ir.FormatShape(src.shape), ir.FormatShape(want))
+	}
+	indexCopyInto(op, dst, d, idx, src)
+}
+
+func indexCopyInto(op string, dst *Array, d int, idx, src *Array) {
+	for i, v := range indexValues(idx) {
+		j := checkIndex(op, []*Array{dst, idx, src}, v, dst.shape[d])
+		copyInto(dst.selectAt(d, j), src.selectAt(d, i))
+	}
 }
 
 func embeddingKernel(op *ir.Op, a ir.Attrs, args []ir.Value) *Array {

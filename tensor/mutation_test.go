@@ -98,3 +98,37 @@ func TestAsStrided(t *testing.T) {
 	expectError(t, "a 2-D storage", func() { x.View(3, 4).AsStrided([]int{2}, []int{1}, 0) })
 	expectError(t, "sizes without strides", func() { x.AsStrided([]int{2, 2}, []int{1}, 0) })
 }
+
+// IndexCopyInPlace writes a cache at a position held in a tensor: eagerly
+// in place, and in a compiled decode step over many positions with one
+// compilation, matching eager calls step by step.
+func TestIndexCopyInPlace(t *testing.T) {
+	x := Zeros(Float32, 3, 4)
+	got := x.IndexCopyInPlace(0, FromSlice([]int64{2, 0}), Ones(Float32, 2, 4))
+	if got != x {
+		t.Error("IndexCopyInPlace did not return its receiver")
+	}
+	checkClose(t, "eager", x, Float32, []int{3, 4}, []float64{1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1}, 0)
+	expectError(t, "a float index", func() { x.IndexCopyInPlace(0, FromSlice([]float32{1}), Ones(Float32, 1, 4)) })
+	expectError(t, "an index out of range", func() { x.IndexCopyInPlace(0, FromSlice([]int64{3}), Ones(Float32, 1, 4)) })
+
+	var st CompileStats
+	step := func(cache *Tensor) func(k, pos *Tensor) *Tensor {
+		return func(k, pos *Tensor) *Tensor {
+			cache.IndexCopyInPlace(1, pos, k)
+			return cache.Softmax(1).Sum(1)
+		}
+	}
+	eagerCache, compiledCache := Zeros(Float32, 2, 9, 4), Zeros(Float32, 2, 9, 4)
+	eager, compiled := step(eagerCache), Compile(step(compiledCache), WithStats(&st))
+	for pos := range 9 {
+		k := Randn(uint64(pos), Float32, 2, 1, 4)
+		p := FromSlice([]int64{int64(pos)})
+		what := fmt.Sprintf("position %d", pos)
+		checkSame(t, what, compiled(k, p), eager(k, p))
+		checkSame(t, what+": the cache", compiledCache, eagerCache)
+	}
+	if n := st.Compiles.Load(); n != 1 {
+		t.Errorf("%d compilations over 9 positions, want 1", n)
+	}
+}

@@ -3,6 +3,7 @@ package tensor
 import (
 	"math"
 
+	"gocompile/array"
 	"gocompile/ir"
 )
 
@@ -286,6 +287,27 @@ func (t *Tensor) Pad(pads []int, value float64) *Tensor {
 // floating tensors keep their type (summed in float64, each result
 // rounded once), integer and bool tensors give Int64.
 func (t *Tensor) CumSum(dim int) *Tensor { return apply(ir.OpCumSum, ir.Attrs{Dim: dim}, t) }
+
+// IndexCopyInPlace writes src's entries into t at index along dim, in
+// place, as torch's index_copy_, and returns t: the write of a KV cache at
+// a position held in a tensor. Inside a compiled function it is a write
+// like Copy (recorded in the graph, the position a tensor, so later
+// positions need no recompile); there it copies the whole of t once per
+// call.
+func (t *Tensor) IndexCopyInPlace(dim int, index, src *Tensor) *Tensor {
+	defer rethrow()
+	mustOperands("IndexCopyInPlace", t, index, src)
+	t.noInPlaceOnProxy("IndexCopyInPlace")
+	if index.px != nil || src.px != nil || writerOf([]ir.Value{t}) != nil {
+		return t.Copy(t.IndexCopy(dim, index, src)) // a traced write
+	}
+	if !index.dtype().IsInt() {
+		throw("IndexCopyInPlace", []*Tensor{t, index, src}, "cast the index with To(Int64)", "index of type %v", index.dtype())
+	}
+	t.noOverlap("IndexCopyInPlace")
+	array.IndexCopyInto("IndexCopyInPlace", t.v, dim, index.v, src.v.ToDevice(t.v.Device()))
+	return t
+}
 
 // AsStrided is the view of t, a 1-D contiguous tensor (a storage), with
 // the given sizes, strides (in elements) and offset, as torch.as_strided
