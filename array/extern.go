@@ -23,9 +23,10 @@ func init() {
 		"argsort":      argsortKernel,
 		"index_copy":   indexCopyKernel,
 
-		"as_strided_scatter": asStridedScatterKernel,
-		"tril":               triangleKernel,
-		"triu":               triangleKernel,
+		"as_strided_scatter":    asStridedScatterKernel,
+		"as_strided_index_copy": asStridedIndexCopyKernel,
+		"tril":                  triangleKernel,
+		"triu":                  triangleKernel,
 	}
 }
 

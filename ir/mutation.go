@@ -11,9 +11,14 @@ package ir
 var (
 	OpAsStrided = view("as_strided", "AsStrided", asStridedRule,
 		"the view of a 1-D contiguous storage with sizes Attrs.Dims[:r], strides Attrs.Dims[r:] and offset Attrs.Start")
+	OpAsStridedIndexCopy = extern(&Op{Name: "as_strided_index_copy", Title: "AsStridedIndexCopy", Arity: 3, Indices: []int{1},
+		Rule: SameAsFirst, Shape: asStridedIndexCopyShape,
+		Doc: "a copy of the 1-D storage x whose view AsStrided(Attrs) has src's entries at the 1-D index (operand 1) along " +
+			"Attrs.Dim, as IndexCopy of the view; with Attrs.KeepDim set, x itself, written in place"})
 	OpAsStridedScatter = extern(&Op{Name: "as_strided_scatter", Title: "AsStridedScatter", Arity: 2, Rule: SameAsFirst,
 		Shape: asStridedScatterShape,
-		Doc:   "a copy of the 1-D storage x with the view AsStrided(Attrs) replaced by src (broadcast, converted to x's type)"})
+		Doc: "a copy of the 1-D storage x with the view AsStrided(Attrs) replaced by src (broadcast, converted to x's type); " +
+			"with Attrs.KeepDim set (by Compile, where nothing else reads x) x itself, written in place"})
 )
 
 // StridedLayout is the layout Attrs for AsStrided and AsStridedScatter.
@@ -79,4 +84,18 @@ func asStridedScatterShape(in [][]int, a *Attrs) ([]int, error) {
 func sameAfterBroadcast(src, shape []int) bool {
 	b, err := Broadcast("", src, shape)
 	return err == nil && SameShape(b, shape)
+}
+
+func asStridedIndexCopyShape(in [][]int, a *Attrs) ([]int, error) {
+	if len(in[0]) != 1 {
+		return nil, Errorf("AsStridedIndexCopy", in, "pass a storage: a 1-D tensor", "the storage has %d dims", len(in[0]))
+	}
+	l, err := stridedView("AsStridedIndexCopy", in[0][0], a)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := indexCopyShape([][]int{l.Shape, in[1], in[2]}, a); err != nil {
+		return nil, err
+	}
+	return clone(in[0]), nil
 }

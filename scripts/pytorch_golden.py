@@ -78,6 +78,7 @@ OPS = [
     "reshape", "transpose", "permute", "expand", "squeeze", "unsqueeze", "slice",
     # externs
     "matmul", "cat", "stack", "gather", "index_select", "embedding", "contiguous", "cumsum", "tril", "triu", "argsort", "index_copy", "as_strided", "as_strided_scatter",
+    "as_strided_index_copy",
 ]
 
 MODELS = ["mlp", "attention_block", "transformer_block"]
@@ -613,6 +614,27 @@ def strided(g):
               fn, attrs=attrs)
 
 
+def strided_index_copies(g):
+    # A cache position written through a view of its storage, as Compile
+    # records IndexCopyInPlace.
+    for name, n, dt, size, stride, offset, dim, index in [
+            ("float32_cache", 48, "float32", (2, 6, 4), (24, 4, 1), 0, 1, [3]),
+            ("bfloat16_rows", 30, "bfloat16", (5, 3), (6, 2), 1, 0, [4, 0]),
+            ("int64_columns", 16, "int64", (3, 4), (4, 1), 2, 1, [1, 3])]:
+        rng = rng_for("as_strided_index_copy_" + name)
+        src_shape = list(size)
+        src_shape[dim] = len(index)
+        attrs = {"size": list(size), "stride": list(stride), "offset": offset, "dim": dim}
+
+        def fn(x, i, s, a=size, b=stride, c=offset, d=dim):
+            y = x.clone()
+            y.as_strided(a, b, c).index_copy_(d, i, s)
+            return y
+        g.add("as_strided_index_copy_" + name, "as_strided_index_copy",
+              [(make(rng, (n,), dt), dt), (np.array(index, dtype=np.int64), "int64"), (make(rng, src_shape, dt), dt)], fn,
+              attrs=attrs)
+
+
 def argsorts(g):
     # Stable sorts (gocompile's ArgSort is torch.sort's stable=True order).
     for name, shape, dt, dim, desc, kind, pre in [
@@ -975,6 +997,7 @@ def main():
     argsorts(g)
     index_copies(g)
     strided(g)
+    strided_index_copies(g)
     attentions(g)
     views(g)
     externs(g)

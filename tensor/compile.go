@@ -668,6 +668,9 @@ func (c *compiled) run(e *entry, fa *flatArgs, args []reflect.Value) []reflect.V
 		results := c.traceRun(tr, fa, args)
 		return c.finish(tr, results)
 	}
+	if len(e.stores) > 0 {
+		noArgumentWritten(fa.tensors, e.stores)
+	}
 	var outs []*Tensor
 	if ap, ok := e.prog.(arrayProgram); ok {
 		outs = tensorsFor(ap.runArrays(fa.tensors, fa.dyn), e.sources, fa.tensors)
@@ -754,6 +757,7 @@ func inputSymbols(ge *guard.Entry, fa *flatArgs) [][]int {
 // backend.
 func (c *compiled) compileGraph(g *ir.Graph, syms [][]int) Program {
 	optimize(g)
+	markInPlace(g)
 	if syms != nil {
 		g.InferSymbols(syms)
 	}

@@ -313,6 +313,10 @@ func goldenOp(c *goldenCase) (func(in []*Tensor) *Tensor, error) {
 		return func(in []*Tensor) *Tensor { return in[0].AsStrided(a.Size, a.Stride, a.Offset) }, nil
 	case "as_strided_scatter":
 		return func(in []*Tensor) *Tensor { return in[0].AsStridedScatter(in[1], a.Size, a.Stride, a.Offset) }, nil
+	case "as_strided_index_copy":
+		return func(in []*Tensor) *Tensor {
+			return in[0].AsStridedIndexCopy(a.Size, a.Stride, a.Offset, dim, in[1], in[2])
+		}, nil
 	case "index_copy":
 		return func(in []*Tensor) *Tensor { return in[0].IndexCopy(dim, in[1], in[2]) }, nil
 	case "argsort":

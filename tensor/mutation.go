@@ -156,6 +156,28 @@ func (tr *tracer) write(dst, src *Tensor) {
 	tr.mut.versions[k] = n
 }
 
+// writeIndex records dst.IndexCopyInPlace(dim, index, src) as a new
+// version of dst's storage.
+func (tr *tracer) writeIndex(dst *Tensor, dim int, index, src *Tensor) {
+	loc := trace.Loc()
+	tr.mut.init()
+	_, k := dst.v.Storage()
+	if !tr.mut.known[k] {
+		tr.claim(k)
+		tr.mut.known[k] = true
+		tr.mut.retrace = true
+	}
+	base, _ := tr.storageNode(dst, loc)
+	if _, ok := tr.mut.versions[k]; !ok {
+		tr.mut.order = append(tr.mut.order, k)
+	}
+	a := ir.StridedLayout(dst.v.Layout())
+	a.Dim = dim
+	n, err := tr.g.Call(ir.OpAsStridedIndexCopy, a, loc, base, tr.nodeOf(index, loc), tr.nodeOf(src, loc))
+	check(err, "IndexCopyInPlace", dst, index, src)
+	tr.mut.versions[k] = n
+}
+
 // versionNodes lists the last versions of the storages written in this
 // segment, in the order of their first write, and the storages.
 func (tr *tracer) versionNodes() ([]*ir.Node, []*array.Array) {
@@ -168,9 +190,89 @@ func (tr *tracer) versionNodes() ([]*ir.Node, []*array.Array) {
 	return nodes, stores
 }
 
-// writeBack copies each written storage's last version into it.
+// writeBack copies each written storage's last version into it, unless
+// the program wrote the storage itself (markInPlace).
 func writeBack(stores []*array.Array, vals []*Tensor) {
 	for i, s := range stores {
-		array.CopyInto(s, vals[i].v)
+		if v := vals[i].v; !v.SharesStorage(s) || !ir.SameShape(v.Shape(), s.Shape()) || v.Layout().Offset != 0 {
+			array.CopyInto(s, v)
+		}
 	}
+}
+
+// markInPlace lets each write of g (AsStridedScatter) update its storage
+// operand in place where nothing else can read it: the operand is the
+// previous version of the storage and has no other use, and, where it is
+// the storage bound by reference (a constant), no other constant shares
+// that storage (a folded view of it). A decode step's cache write then
+// costs the written rows, not a copy of the cache, and the write-back
+// after the call copies nothing.
+func markInPlace(g *ir.Graph) {
+	uses := map[*ir.Node]int{}
+	for _, n := range g.Nodes {
+		for _, a := range n.Args {
+			if an, ok := a.(*ir.Node); ok && an != nil {
+				uses[an]++
+			}
+		}
+	}
+	for _, o := range g.Outputs {
+		uses[o]++
+	}
+	for _, n := range g.Nodes {
+		if !writes(n) {
+			continue
+		}
+		base, ok := n.Args[0].(*ir.Node)
+		if !ok || uses[base] != 1 {
+			continue
+		}
+		switch base.Kind {
+		case ir.ConstNode:
+			arr, ok := base.Value.(*array.Array)
+			if !ok || aliased(g, base, arr) {
+				continue
+			}
+		case ir.CallNode:
+			if !writes(base) {
+				continue
+			}
+		default:
+			continue
+		}
+		n.Attrs.KeepDim = true
+	}
+}
+
+// aliased reports whether a constant of g other than c views arr's
+// storage.
+func aliased(g *ir.Graph, c *ir.Node, arr *array.Array) bool {
+	for _, n := range g.Nodes {
+		if n != c && n.Kind == ir.ConstNode {
+			if v, ok := n.Value.(*array.Array); ok && v.SharesStorage(arr) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// noArgumentWritten panics with an *Error if an argument views a tensor
+// the compiled function writes: the program may write that storage in
+// place while it reads the argument.
+func noArgumentWritten(args []*Tensor, stores []*array.Array) {
+	for _, t := range args {
+		for _, s := range stores {
+			if t != nil && t.v.SharesStorage(s) {
+				panic(&Error{Op: "Compile", Shapes: [][]int{t.shape()},
+					Reason: "an argument is a view of a tensor the compiled function writes",
+					Fix:    "pass a copy (Contiguous, or Clone), or read the tensor inside the function"})
+			}
+		}
+	}
+}
+
+// writes reports whether n is a write of a storage (a version of it).
+func writes(n *ir.Node) bool {
+	return n.Kind == ir.CallNode && (n.Op == ir.OpAsStridedScatter || n.Op == ir.OpAsStridedIndexCopy)
 }

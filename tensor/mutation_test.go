@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+
+	"gocompile/ir"
 )
 
 // A compiled step that writes a captured KV cache at a position, reads
@@ -130,5 +132,88 @@ func TestIndexCopyInPlace(t *testing.T) {
 	}
 	if n := st.Compiles.Load(); n != 1 {
 		t.Errorf("%d compilations over 9 positions, want 1", n)
+	}
+}
+
+// A decode step that writes its cache in place and one that also reads the
+// old cache give the right values; an argument viewing the written cache
+// is refused rather than read while it is written.
+func TestCompileWriteInPlace(t *testing.T) {
+	cache := Zeros(Float32, 6, 2)
+	decode := Compile(func(k, pos *Tensor) *Tensor {
+		cache.IndexCopyInPlace(0, pos, k)
+		return cache.Sum(0)
+	})
+	keepsOld := Compile(func(k, pos *Tensor) *Tensor {
+		before := cache.Sum(0)
+		cache.IndexCopyInPlace(0, pos, k)
+		return cache.Sum(0).Sub(before)
+	})
+	for pos := range 3 {
+		k := Full(float64(pos+1), Float32, 1, 2)
+		p := FromSlice([]int64{int64(pos)})
+		decode(k, p)
+		checkClose(t, fmt.Sprintf("position %d: the delta", pos), keepsOld(k.MulScalar(2), p), Float32, []int{2},
+			[]float64{float64(pos + 1), float64(pos + 1)}, 0)
+	}
+	expectError(t, "an argument viewing the cache", func() { decode(cache.Narrow(0, 0, 1), FromSlice([]int64{1})) })
+}
+
+// markInPlace lets a write update its storage in place only where nothing
+// else reads the old contents: not where the old storage is read, or a
+// folded view of it is a constant too.
+func TestMarkInPlace(t *testing.T) {
+	store := Zeros(Float32, 8)
+	dev := store.v.Device()
+	for _, c := range []struct {
+		name             string
+		readOld, viewOld bool
+		chained, inPlace bool
+	}{
+		{"a lone write", false, false, false, true},
+		{"the old storage read", true, false, false, false},
+		{"a constant view of the old storage", false, true, false, false},
+		{"a write after a write", false, false, true, true},
+	} {
+		g := &ir.Graph{}
+		base := g.Const(store.v, []int{8}, Float32, dev, "")
+		src := g.Input([]int{2}, Float32, dev, "")
+		at := func(off int) ir.Attrs {
+			return ir.StridedLayout(ir.Layout{Shape: []int{2}, Strides: []int{1}, Offset: off})
+		}
+		n, err := g.Call(ir.OpAsStridedScatter, at(3), "", base, src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		last := n
+		if c.chained {
+			if last, err = g.Call(ir.OpAsStridedScatter, at(5), "", n, src); err != nil {
+				t.Fatal(err)
+			}
+		}
+		g.Outputs = []*ir.Node{last}
+		if c.readOld {
+			r, err := g.Call(ir.OpSum, ir.Attrs{}, "", base)
+			if err != nil {
+				t.Fatal(err)
+			}
+			g.Outputs = append(g.Outputs, r)
+		}
+		if c.viewOld {
+			view := store.v.WithLayout(ir.Layout{Shape: []int{4}, Strides: []int{1}, Offset: 2})
+			v := g.Const(view, []int{4}, Float32, dev, "")
+			r, err := g.Call(ir.OpSum, ir.Attrs{}, "", v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			g.Outputs = append(g.Outputs, r)
+		}
+		markInPlace(g)
+		if n.Attrs.KeepDim != c.inPlace {
+			t.Errorf("%s: in place %v, want %v", c.name, n.Attrs.KeepDim, c.inPlace)
+		}
+		if c.chained && !last.Attrs.KeepDim {
+			t.Errorf("%s: the second write is not in place", c.name)
+		}
 	}
 }

@@ -292,14 +292,20 @@ func (t *Tensor) CumSum(dim int) *Tensor { return apply(ir.OpCumSum, ir.Attrs{Di
 // place, as torch's index_copy_, and returns t: the write of a KV cache at
 // a position held in a tensor. Inside a compiled function it is a write
 // like Copy (recorded in the graph, the position a tensor, so later
-// positions need no recompile); there it copies the whole of t once per
-// call.
+// positions need no recompile), made in place where nothing else in the
+// function reads t's old contents.
 func (t *Tensor) IndexCopyInPlace(dim int, index, src *Tensor) *Tensor {
 	defer rethrow()
 	mustOperands("IndexCopyInPlace", t, index, src)
 	t.noInPlaceOnProxy("IndexCopyInPlace")
-	if index.px != nil || src.px != nil || writerOf([]ir.Value{t}) != nil {
-		return t.Copy(t.IndexCopy(dim, index, src)) // a traced write
+	tr := tracerOf([]ir.Value{index, src})
+	if tr == nil {
+		tr = writerOf([]ir.Value{t})
+	}
+	if tr != nil { // a traced write: a new version of t's storage
+		d := t.normDim("IndexCopyInPlace", dim)
+		tr.writeIndex(t, d, index, src)
+		return t
 	}
 	if !index.dtype().IsInt() {
 		throw("IndexCopyInPlace", []*Tensor{t, index, src}, "cast the index with To(Int64)", "index of type %v", index.dtype())
@@ -323,6 +329,16 @@ func (t *Tensor) AsStrided(size, stride []int, offset int) *Tensor {
 // writes into tensors (dst.Narrow(…).Copy(src)) as this op.
 func (t *Tensor) AsStridedScatter(src *Tensor, size, stride []int, offset int) *Tensor {
 	return apply(ir.OpAsStridedScatter, asStridedAttrs("AsStridedScatter", t, size, stride, offset), t, src)
+}
+
+// AsStridedIndexCopy returns a copy of t, a 1-D tensor (a storage), whose
+// view AsStrided(size, stride, offset) has src's entries at index along
+// dim, as IndexCopy of the view. Compile records IndexCopyInPlace as
+// this op.
+func (t *Tensor) AsStridedIndexCopy(size, stride []int, offset, dim int, index, src *Tensor) *Tensor {
+	a := asStridedAttrs("AsStridedIndexCopy", t, size, stride, offset)
+	a.Dim = dim
+	return apply(ir.OpAsStridedIndexCopy, a, t, index, src)
 }
 
 func asStridedAttrs(op string, t *Tensor, size, stride []int, offset int) ir.Attrs {
