@@ -1,0 +1,128 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"gocompile/tensor"
+)
+
+func tinyModel(t *testing.T) *Model {
+	t.Helper()
+	m, err := loadModel(configs["tiny"], filepath.Join(t.TempDir(), "tiny.safetensors"), 1, tensor.Float32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.ToDevice(tensor.DefaultDevice())
+	return m
+}
+
+// The compiled decode step gives the eager step's logits (within float32
+// rounding) and greedy tokens for 32 steps after a prompt, and leaves the
+// same KV cache.
+func TestCompiledDecodeMatchesEager(t *testing.T) {
+	m := tinyModel(t)
+	eager, compiled := newGenerator(m, false, 1), newGenerator(m, true, 1)
+	prompt, _ := encode("The quick brown fox", m.Cfg.Vocab)
+	var te, tc []int64
+	if err := eager.Generate(prompt, 32, Sampling{}, func(tok int64) bool { te = append(te, tok); return true }); err != nil {
+		t.Fatal(err)
+	}
+	if err := compiled.Generate(prompt, 32, Sampling{}, func(tok int64) bool { tc = append(tc, tok); return true }); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(te) != fmt.Sprint(tc) {
+		t.Errorf("greedy tokens differ:\neager    %v\ncompiled %v", te, tc)
+	}
+	for i := range m.Cfg.Layers {
+		for _, pair := range [][2]*tensor.Tensor{{eager.dec.K[i], compiled.dec.K[i]}, {eager.dec.V[i], compiled.dec.V[i]}} {
+			a, b := pair[0].Float64s(), pair[1].Float64s()
+			for j := range a {
+				if math.Abs(a[j]-b[j]) > 1e-4*(1+math.Abs(a[j])) {
+					t.Fatalf("layer %d: cache element %d is %v compiled, %v eager", i, j, b[j], a[j])
+				}
+			}
+		}
+	}
+	// One decode step's logits, from the same cache.
+	pos := tensor.FromSlice([]int64{int64(len(prompt) + 32 - 1)})
+	tok := tensor.FromSlice([]int64{tc[len(tc)-1]}, 1, 1)
+	le, lc := eager.dec.Forward(tok, pos).Float64s(), compiled.step(tok, pos).Float64s()
+	for j := range le {
+		if math.Abs(le[j]-lc[j]) > 1e-4*(1+math.Abs(le[j])) {
+			t.Fatalf("logit %d: %v compiled, %v eager", j, lc[j], le[j])
+		}
+	}
+}
+
+// Top-k of 1 and a tiny top-p are greedy; seeded sampling repeats.
+func TestSampling(t *testing.T) {
+	logits := tensor.Randn(3, tensor.Float32, 2, 50)
+	g := tensor.NewGenerator(1)
+	greedy := fmt.Sprint(sample(logits, Sampling{}, g))
+	if got := fmt.Sprint(sample(logits, Sampling{Temperature: 1, TopK: 1}, g)); got != greedy {
+		t.Errorf("top-k 1: %s, greedy %s", got, greedy)
+	}
+	if got := fmt.Sprint(sample(logits, Sampling{Temperature: 1, TopP: 1e-6}, g)); got != greedy {
+		t.Errorf("top-p 1e-6: %s, greedy %s", got, greedy)
+	}
+	s := Sampling{Temperature: 0.8, TopK: 20, TopP: 0.9}
+	a := fmt.Sprint(sample(logits, s, tensor.NewGenerator(5)), sample(logits, s, tensor.NewGenerator(5)))
+	b := fmt.Sprint(sample(logits, s, tensor.NewGenerator(5)), sample(logits, s, tensor.NewGenerator(5)))
+	if a != b {
+		t.Errorf("the same seed sampled %s and %s", a, b)
+	}
+}
+
+// The server streams one event per token, then done, and counts them in
+// /metrics; a request without a prompt is refused.
+func TestServer(t *testing.T) {
+	g := newGenerator(tinyModel(t), true, 1)
+	srv := httptest.NewServer(handler(g))
+	defer srv.Close()
+	res, err := http.Get(srv.URL + "/generate?prompt=hi&tokens=5&temperature=0.7&top_k=10&top_p=0.9")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	if ct := res.Header.Get("Content-Type"); ct != "text/event-stream" {
+		t.Errorf("content type %q", ct)
+	}
+	data, done := 0, false
+	sc := bufio.NewScanner(res.Body)
+	for sc.Scan() {
+		switch line := sc.Text(); {
+		case line == "event: done":
+			done = true
+		case strings.HasPrefix(line, "data: \""):
+			data++
+		}
+	}
+	if data != 5 || !done {
+		t.Errorf("%d token events (want 5), done %v", data, done)
+	}
+	m, err := http.Get(srv.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(m.Body)
+	m.Body.Close()
+	if !strings.Contains(string(body), "llm_tokens_generated_total 5") || !strings.Contains(string(body), "llm_tokens_per_second") {
+		t.Errorf("metrics:\n%s", body)
+	}
+	bad, err := http.Get(srv.URL + "/generate")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad.Body.Close()
+	if bad.StatusCode != http.StatusBadRequest {
+		t.Errorf("no prompt: status %d", bad.StatusCode)
+	}
+}

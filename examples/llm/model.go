@@ -1,0 +1,182 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"os"
+
+	"gocompile/tensor"
+)
+
+// Config is a LLaMA-style decoder's size.
+type Config struct {
+	Dim, Layers, Heads, KVHeads, FFN, Vocab int
+	MaxSeq                                  int // the KV cache's length
+	Eps, RopeBase                           float64
+}
+
+// The two configurations: a tiny one that runs anywhere (a byte-level
+// vocabulary, so prompts and replies are text), and a 1B-class one.
+var configs = map[string]Config{
+	"tiny": {Dim: 64, Layers: 2, Heads: 4, KVHeads: 2, FFN: 172, Vocab: 256, MaxSeq: 128, Eps: 1e-5, RopeBase: 10000},
+	"1b":   {Dim: 2048, Layers: 22, Heads: 32, KVHeads: 4, FFN: 5632, Vocab: 32000, MaxSeq: 2048, Eps: 1e-5, RopeBase: 10000},
+}
+
+// Layer is one decoder layer's weights (Linear weights are [out, in], as
+// in PyTorch).
+type Layer struct {
+	AttnNorm, Wq, Wk, Wv, Wo *tensor.Tensor
+	FFNNorm, W1, W2, W3      *tensor.Tensor // W1 gate, W3 up, W2 down (SwiGLU)
+}
+
+// Model is the decoder: embeddings, layers, final norm and output.
+type Model struct {
+	Cfg    Config
+	TokEmb *tensor.Tensor // [vocab, dim]
+	Layers []Layer
+	Norm   *tensor.Tensor // [dim]
+	Output *tensor.Tensor // [vocab, dim]
+}
+
+// params names every weight as it is stored in the safetensors file
+// (gpt-fast's names).
+func (m *Model) params() map[string]**tensor.Tensor {
+	p := map[string]**tensor.Tensor{"tok_embeddings.weight": &m.TokEmb, "norm.weight": &m.Norm, "output.weight": &m.Output}
+	for i := range m.Layers {
+		l := &m.Layers[i]
+		pre := fmt.Sprintf("layers.%d.", i)
+		for name, t := range map[string]**tensor.Tensor{
+			"attention_norm.weight": &l.AttnNorm, "attention.wq.weight": &l.Wq, "attention.wk.weight": &l.Wk,
+			"attention.wv.weight": &l.Wv, "attention.wo.weight": &l.Wo, "ffn_norm.weight": &l.FFNNorm,
+			"feed_forward.w1.weight": &l.W1, "feed_forward.w2.weight": &l.W2, "feed_forward.w3.weight": &l.W3,
+		} {
+			p[pre+name] = t
+		}
+	}
+	return p
+}
+
+// newModel initialises weights deterministically, scaled so that
+// activations stay near unit size: normal weights with standard deviation
+// 1/sqrt(fan-in), unit norm scales.
+func newModel(c Config, seed uint64, dt tensor.DType) *Model {
+	g := tensor.NewGenerator(seed)
+	w := func(out, in int) *tensor.Tensor {
+		return g.Randn(tensor.Float32, out, in).MulScalar(1 / math.Sqrt(float64(in))).To(dt)
+	}
+	ones := func(n int) *tensor.Tensor { return tensor.Ones(dt, n) }
+	hd := c.Dim / c.Heads
+	m := &Model{Cfg: c, TokEmb: g.Randn(tensor.Float32, c.Vocab, c.Dim).To(dt), Norm: ones(c.Dim), Output: w(c.Vocab, c.Dim)}
+	for range c.Layers {
+		m.Layers = append(m.Layers, Layer{
+			AttnNorm: ones(c.Dim), Wq: w(c.Heads*hd, c.Dim), Wk: w(c.KVHeads*hd, c.Dim), Wv: w(c.KVHeads*hd, c.Dim),
+			Wo: w(c.Dim, c.Heads*hd), FFNNorm: ones(c.Dim), W1: w(c.FFN, c.Dim), W2: w(c.Dim, c.FFN), W3: w(c.FFN, c.Dim),
+		})
+	}
+	return m
+}
+
+// loadModel reads the weights from path, writing deterministic ones there
+// first when the file does not exist.
+func loadModel(c Config, path string, seed uint64, dt tensor.DType) (*Model, error) {
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		m := newModel(c, seed, dt)
+		ts := map[string]*tensor.Tensor{}
+		for name, t := range m.params() {
+			ts[name] = *t
+		}
+		if err := tensor.SaveSafetensors(path, ts, map[string]string{"format": "pt"}); err != nil {
+			return nil, err
+		}
+	}
+	ts, _, err := tensor.LoadSafetensors(path)
+	if err != nil {
+		return nil, err
+	}
+	m := &Model{Cfg: c, Layers: make([]Layer, c.Layers)}
+	for name, t := range m.params() {
+		v, ok := ts[name]
+		if !ok {
+			return nil, fmt.Errorf("%s: no tensor %q", path, name)
+		}
+		*t = v.To(dt)
+	}
+	return m, nil
+}
+
+// ToDevice moves the weights to d.
+func (m *Model) ToDevice(d tensor.Device) {
+	for _, t := range m.params() {
+		*t = (*t).ToDevice(d)
+	}
+}
+
+// Decoder is a model with its static KV cache and rotary tables: the
+// state a generation loop carries. Forward writes the cache in place.
+type Decoder struct {
+	M        *Model
+	K, V     []*tensor.Tensor // per layer: [batch, kv heads, max seq, head dim]
+	Cos, Sin *tensor.Tensor   // [max seq, head dim / 2]
+	keyPos   *tensor.Tensor   // [max seq]: 0, 1, …
+}
+
+// newDecoder makes a zeroed cache for batch sequences on the model's
+// device.
+func newDecoder(m *Model, batch int) *Decoder {
+	c := m.Cfg
+	hd := c.Dim / c.Heads
+	dev, dt := m.TokEmb.Device(), m.TokEmb.DType()
+	d := &Decoder{M: m}
+	for range c.Layers {
+		d.K = append(d.K, tensor.Zeros(dt, batch, c.KVHeads, c.MaxSeq, hd).ToDevice(dev))
+		d.V = append(d.V, tensor.Zeros(dt, batch, c.KVHeads, c.MaxSeq, hd).ToDevice(dev))
+	}
+	// RoPE: angle p·base^(-2i/hd) for position p and pair i.
+	inv := tensor.Arange(0, float64(hd), 2, tensor.Float64).DivScalar(float64(hd)).MulScalar(-math.Log(c.RopeBase)).Exp()
+	ang := tensor.Arange(0, float64(c.MaxSeq), 1, tensor.Float64).Unsqueeze(1).Mul(inv.Unsqueeze(0))
+	d.Cos, d.Sin = ang.Cos().To(tensor.Float32).ToDevice(dev), ang.Sin().To(tensor.Float32).ToDevice(dev)
+	d.keyPos = tensor.Arange(0, float64(c.MaxSeq), 1, tensor.Int64).ToDevice(dev)
+	return d
+}
+
+// rope rotates the pairs (first half, second half) of x [b, t, h, hd] by
+// the angles of positions pos [t].
+func (d *Decoder) rope(x, pos *tensor.Tensor) *tensor.Tensor {
+	hd := x.Size(3)
+	cos := d.Cos.IndexSelect(0, pos).Unsqueeze(1) // [t, 1, hd/2]
+	sin := d.Sin.IndexSelect(0, pos).Unsqueeze(1)
+	xf := x.To(tensor.Float32)
+	x1, x2 := xf.Narrow(3, 0, hd/2), xf.Narrow(3, hd/2, hd/2)
+	out := tensor.Cat([]*tensor.Tensor{x1.Mul(cos).Sub(x2.Mul(sin)), x2.Mul(cos).Add(x1.Mul(sin))}, 3)
+	return out.To(x.DType())
+}
+
+// Forward runs tokens [b, t] at positions pos [t] (Int64), writing their
+// keys and values into the cache, and returns the logits of the last
+// position [b, vocab] in float32. Queries attend the cache's keys at
+// positions up to their own.
+func (d *Decoder) Forward(tokens, pos *tensor.Tensor) *tensor.Tensor {
+	m, c := d.M, d.M.Cfg
+	t := tokens.Size(1)
+	hd := c.Dim / c.Heads
+	x := tensor.Embedding(tokens, m.TokEmb) // [b, t, dim]
+	// Key j is visible to the query at position p where j <= p.
+	mask := d.keyPos.Unsqueeze(0).Le(pos.Unsqueeze(1)) // [t, max seq]
+	for i, l := range m.Layers {
+		h := x.RMSNorm([]int{c.Dim}, l.AttnNorm, c.Eps)
+		q := d.rope(h.Linear(l.Wq, nil).Reshape(-1, t, c.Heads, hd), pos).Transpose(1, 2)
+		k := d.rope(h.Linear(l.Wk, nil).Reshape(-1, t, c.KVHeads, hd), pos).Transpose(1, 2)
+		v := h.Linear(l.Wv, nil).Reshape(-1, t, c.KVHeads, hd).Transpose(1, 2)
+		d.K[i].IndexCopyInPlace(2, pos, k)
+		d.V[i].IndexCopyInPlace(2, pos, v)
+		y := tensor.ScaledDotProductAttention(q, d.K[i], d.V[i], mask, false, 0) // [b, heads, t, hd]
+		y = y.Transpose(1, 2).Contiguous().Reshape(-1, t, c.Dim)
+		x = x.Add(y.Linear(l.Wo, nil))
+		h = x.RMSNorm([]int{c.Dim}, l.FFNNorm, c.Eps)
+		x = x.Add(h.Linear(l.W1, nil).SiLU().Mul(h.Linear(l.W3, nil)).Linear(l.W2, nil))
+	}
+	last := x.Narrow(1, t-1, 1).Squeeze(1)
+	return last.RMSNorm([]int{c.Dim}, m.Norm, c.Eps).Linear(m.Output, nil).To(tensor.Float32)
+}
