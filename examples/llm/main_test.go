@@ -126,3 +126,72 @@ func TestServer(t *testing.T) {
 		t.Errorf("no prompt: status %d", bad.StatusCode)
 	}
 }
+
+// The tiny model's logits match PyTorch's on the same weights (made by
+// bench/pytorch/llm.py, see testdata/tiny-parity/README): the prefill's
+// last position and 32 greedy decode steps, eager and compiled, within
+// 1e-4 relative (of the largest logit), and the same greedy token at every
+// step whose top-two gap is above that.
+func TestParityWithPyTorch(t *testing.T) {
+	want, err := tensor.LoadNPY("testdata/tiny-parity/logits.npy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantTok, err := tensor.LoadNPY("testdata/tiny-parity/tokens.npy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := tinyModel(t)
+	prompt, _ := encode("The quick brown fox", m.Cfg.Vocab)
+	steps := wantTok.Size(0)
+	wl, wt := want.Float64s(), wantTok.Int64s()
+	vocab := m.Cfg.Vocab
+	for _, compiled := range []bool{false, true} {
+		g := newGenerator(m, compiled, 1)
+		dev := m.TokEmb.Device()
+		var logits []*tensor.Tensor
+		logits = append(logits, g.dec.Forward(tensor.FromSlice(prompt, 1, len(prompt)).ToDevice(dev),
+			tensor.Arange(0, float64(len(prompt)), 1, tensor.Int64).ToDevice(dev)))
+		for i := range steps {
+			tok := wt[i] // follow PyTorch's tokens, so each step compares like with like
+			p := float64(len(prompt) + i)
+			logits = append(logits, g.step(tensor.FromSlice([]int64{tok}, 1, 1).ToDevice(dev), tensor.Arange(p, p+1, 1, tensor.Int64).ToDevice(dev)))
+		}
+		for s, l := range logits {
+			got := l.Float64s()
+			ref := wl[s*vocab : (s+1)*vocab]
+			scale, best, second := 0.0, 0, -1
+			for j, v := range ref {
+				scale = math.Max(scale, math.Abs(v))
+				if v > ref[best] {
+					best = j
+				}
+			}
+			for j := range ref {
+				if j != best && (second < 0 || ref[j] > ref[second]) {
+					second = j
+				}
+			}
+			for j := range ref {
+				if math.Abs(got[j]-ref[j]) > 1e-4*scale {
+					t.Fatalf("compiled %v, step %d: logit %d is %v, PyTorch %v", compiled, s, j, got[j], ref[j])
+				}
+			}
+			if s < steps && ref[best]-ref[second] > 1e-4*scale {
+				if g := argmax(got); int64(g) != wt[s] {
+					t.Errorf("compiled %v, step %d: greedy token %d, PyTorch %d", compiled, s, g, wt[s])
+				}
+			}
+		}
+	}
+}
+
+func argmax(v []float64) int {
+	best := 0
+	for j := range v {
+		if v[j] > v[best] {
+			best = j
+		}
+	}
+	return best
+}

@@ -1,0 +1,147 @@
+#!/usr/bin/env python3
+"""The PyTorch side of examples/llm: the same LLaMA-style decoder loading the
+same safetensors file, gpt-fast style (a static KV cache, the decode step
+compiled with torch.compile(mode="reduce-overhead") where this PyTorch has
+it, and eager), printing tokens/s and writing the logits for parity.
+
+    go run ./examples/llm -config tiny -tokens 1     # writes the weights file
+    python3 bench/pytorch/llm.py --weights /tmp/gocompile-llm-tiny-float32.safetensors \\
+        --config tiny --prompt "The quick brown fox" --steps 32 --out /tmp/llm-parity
+
+--out writes logits.npy (float32 [steps + 1, vocab]: the prefill's last
+position, then each greedy decode step's) and tokens.npy (the greedy tokens).
+"""
+
+import argparse
+import json
+import math
+import os
+import struct
+import time
+
+import numpy as np
+import torch
+
+CONFIGS = {
+    "tiny": dict(dim=64, layers=2, heads=4, kv_heads=2, ffn=172, vocab=256, max_seq=128, eps=1e-5, rope_base=10000.0),
+    "1b": dict(dim=2048, layers=22, heads=32, kv_heads=4, ffn=5632, vocab=32000, max_seq=2048, eps=1e-5, rope_base=10000.0),
+}
+
+ST_DTYPES = {"F32": np.float32, "F64": np.float64, "F16": np.float16, "I64": np.int64, "I32": np.int32}
+
+
+def load_safetensors(path):
+    """The tensors of a safetensors file (BF16 widened to float32)."""
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(n))
+        data = f.read()
+    out = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        lo, hi = info["data_offsets"]
+        raw = data[lo:hi]
+        if info["dtype"] == "BF16":
+            a = np.frombuffer(raw, dtype=np.uint16).astype(np.uint32) << 16
+            a = a.view(np.float32)
+        else:
+            a = np.frombuffer(raw, dtype=ST_DTYPES[info["dtype"]])
+        out[name] = torch.from_numpy(a.reshape(info["shape"]).copy())
+    return out
+
+
+class Decoder:
+    def __init__(self, w, c, device, dtype):
+        self.c, self.w = c, {k: v.to(device=device, dtype=dtype) for k, v in w.items()}
+        hd = c["dim"] // c["heads"]
+        self.k = [torch.zeros(1, c["kv_heads"], c["max_seq"], hd, device=device, dtype=dtype) for _ in range(c["layers"])]
+        self.v = [torch.zeros_like(k) for k in self.k]
+        inv = torch.exp(torch.arange(0, hd, 2, dtype=torch.float64) / hd * -math.log(c["rope_base"]))
+        ang = torch.arange(c["max_seq"], dtype=torch.float64)[:, None] * inv[None, :]
+        self.cos, self.sin = ang.cos().float().to(device), ang.sin().float().to(device)
+        self.key_pos = torch.arange(c["max_seq"], device=device)
+
+    def rms(self, x, w):
+        xf = x.float()
+        return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.c["eps"]) * w.float()).to(x.dtype)
+
+    def rope(self, x, pos):
+        hd = x.shape[-1]
+        cos, sin = self.cos[pos][:, None, :], self.sin[pos][:, None, :]
+        xf = x.float()
+        x1, x2 = xf[..., : hd // 2], xf[..., hd // 2:]
+        return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], -1).to(x.dtype)
+
+    def forward(self, tokens, pos):
+        c, w = self.c, self.w
+        t = tokens.shape[1]
+        hd = c["dim"] // c["heads"]
+        x = w["tok_embeddings.weight"][tokens]
+        mask = self.key_pos[None, :] <= pos[:, None]
+        for i in range(c["layers"]):
+            p = "layers.%d." % i
+            h = self.rms(x, w[p + "attention_norm.weight"])
+            q = self.rope((h @ w[p + "attention.wq.weight"].T).view(1, t, c["heads"], hd), pos).transpose(1, 2)
+            k = self.rope((h @ w[p + "attention.wk.weight"].T).view(1, t, c["kv_heads"], hd), pos).transpose(1, 2)
+            v = (h @ w[p + "attention.wv.weight"].T).view(1, t, c["kv_heads"], hd).transpose(1, 2)
+            self.k[i].index_copy_(2, pos, k)
+            self.v[i].index_copy_(2, pos, v)
+            rep = c["heads"] // c["kv_heads"]
+            kk, vv = self.k[i].repeat_interleave(rep, dim=1), self.v[i].repeat_interleave(rep, dim=1)
+            s = (q.float() @ kk.float().transpose(-2, -1)) / math.sqrt(hd)
+            s = s.masked_fill(~mask, float("-inf"))
+            y = (torch.softmax(s, -1) @ vv.float()).to(x.dtype)
+            y = y.transpose(1, 2).reshape(1, t, c["dim"])
+            x = x + y @ w[p + "attention.wo.weight"].T
+            h = self.rms(x, w[p + "ffn_norm.weight"])
+            g = h @ w[p + "feed_forward.w1.weight"].T
+            x = x + (torch.nn.functional.silu(g) * (h @ w[p + "feed_forward.w3.weight"].T)) @ w[p + "feed_forward.w2.weight"].T
+        last = self.rms(x[:, -1], w["norm.weight"])
+        return (last @ w["output.weight"].T).float()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--weights", required=True)
+    ap.add_argument("--config", default="tiny", choices=sorted(CONFIGS))
+    ap.add_argument("--prompt", default="The quick brown fox", help="text (tiny) or token numbers (1b)")
+    ap.add_argument("--steps", type=int, default=32)
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
+    ap.add_argument("--compile", action="store_true", help="torch.compile the decode step (reduce-overhead)")
+    ap.add_argument("--out", help="folder for logits.npy and tokens.npy")
+    args = ap.parse_args()
+    c = CONFIGS[args.config]
+    dtype = torch.float32 if args.dtype == "float32" else torch.bfloat16
+    dec = Decoder(load_safetensors(args.weights), c, args.device, dtype)
+    if c["vocab"] == 256:
+        prompt = list(args.prompt.encode())
+    else:
+        prompt = [int(t) for t in args.prompt.split()]
+    step, compiled = dec.forward, False
+    if args.compile and hasattr(torch, "compile"):
+        step, compiled = torch.compile(dec.forward, mode="reduce-overhead"), True
+    with torch.no_grad():
+        tokens = torch.tensor([prompt], device=args.device)
+        logits = [dec.forward(tokens, torch.arange(len(prompt), device=args.device))]
+        out = []
+        start = time.perf_counter()
+        for i in range(args.steps):
+            tok = int(logits[-1][0].argmax())
+            out.append(tok)
+            p = len(prompt) + i
+            logits.append(step(torch.tensor([[tok]], device=args.device), torch.tensor([p], device=args.device)))
+        if args.device.startswith("cuda"):
+            torch.cuda.synchronize()
+        secs = time.perf_counter() - start
+    print("torch %s, %s config, %s, %s, compiled %s: %d decode steps, %.1f tokens/s" % (
+        torch.__version__, args.config, args.device, args.dtype, compiled, args.steps, args.steps / secs))
+    if args.out:
+        os.makedirs(args.out, exist_ok=True)
+        np.save(os.path.join(args.out, "logits.npy"), torch.cat(logits).cpu().numpy().astype(np.float32))
+        np.save(os.path.join(args.out, "tokens.npy"), np.array(out, dtype=np.int64))
+
+
+if __name__ == "__main__":
+    main()
