@@ -59,6 +59,7 @@ type config struct {
 	only      string
 	warmstart bool
 	mlp       bool
+	llm       string // -llm: the decoder's configuration, dtype (tiny/float32 …)
 	mode      string // -mode, for the header
 
 	sweep     bool   // -sweep
@@ -165,6 +166,7 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	quick := fs.Bool("quick", false, "sizes 16x smaller, for smoke runs")
 	only := fs.String("only", "", "run only workloads whose name contains this")
 	mlp := fs.Bool("mlp", false, "time the 4-layer MLP eager and compiled at batch 1 and 32")
+	llmCfg := fs.String("llm", "", "time examples/llm's decode step (config/dtype: tiny/float32, 1b/bfloat16 …) at batch 1, 4 and 16 against the bandwidth roofline")
 	warm := fs.Bool("warmstart", false, "measure the first call of a compiled MLP in new processes, with a cold and a warm kernel cache")
 	sweep := fs.Bool("sweep", false, "run the seeded shape sweep (see bench/README.md) instead of the suite")
 	seed := fs.Uint64("seed", 1, "-sweep: the seed of the cases")
@@ -180,7 +182,7 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	c := &config{jsonPath: *jsonPath, chartPath: *chart, iters: *iters, reps: *reps, quick: *quick, only: *only, warmstart: *warm, mlp: *mlp,
-		sweep: *sweep, seed: *seed, cases: *cases, casesJSON: *casesJSON, listOnly: *listOnly, cpuProfile: *cpuProfile}
+		sweep: *sweep, seed: *seed, cases: *cases, casesJSON: *casesJSON, listOnly: *listOnly, cpuProfile: *cpuProfile, llm: *llmCfg}
 	if c.sweep && c.cases < 1 {
 		return nil, errors.New("-cases must be >= 1")
 	}
@@ -255,6 +257,9 @@ func run(args []string, out io.Writer) (err error) {
 	if cfg.mlp {
 		runMLP(cfg, out)
 		return nil
+	}
+	if cfg.llm != "" {
+		return runLLM(cfg, out)
 	}
 	res.CopyBandwidth = measureCopy(cfg)
 	fmt.Fprintf(out, "copy bandwidth: %.1f GB/s (%s, %d MB read + written, %.1f µs)\n",

@@ -35,7 +35,9 @@
 // Compile wraps a function of tensors and returns one of the same type
 // that traces it into a graph on first call and replays the compiled graph
 // afterwards, behind guards on its arguments; see Compile, Explain and
-// Cond.
+// Cond. A compiled function may write the tensors it captures (a KV cache:
+// Copy into a view, IndexCopyInPlace at a position held in a tensor): the
+// writes are part of the graph and reach the tensors on every call.
 //
 // # Logging
 //

@@ -28,6 +28,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"gocompile/examples/llm/llama"
 	"gocompile/tensor"
 )
 
@@ -68,7 +69,7 @@ func sample(logits *tensor.Tensor, s Sampling, g *tensor.Generator) []int64 {
 
 // Generator generates tokens with a decoder, its decode step compiled.
 type Generator struct {
-	dec    *Decoder
+	dec    *llama.Decoder
 	step   func(tokens, pos *tensor.Tensor) *tensor.Tensor
 	rng    *tensor.Generator
 	mu     sync.Mutex // one generation at a time: they share the cache
@@ -76,8 +77,8 @@ type Generator struct {
 	busy   atomic.Int64 // nanoseconds spent generating
 }
 
-func newGenerator(m *Model, compiled bool, seed uint64) *Generator {
-	dec := newDecoder(m, 1)
+func newGenerator(m *llama.Model, compiled bool, seed uint64) *Generator {
+	dec := llama.NewDecoder(m, 1)
 	g := &Generator{dec: dec, step: dec.Forward, rng: tensor.NewGenerator(seed)}
 	if compiled {
 		g.step = tensor.Compile(dec.Forward, tensor.WithMode(tensor.ReduceOverhead))
@@ -212,7 +213,7 @@ func run(args []string, stdout io.Writer) error {
 	if err := fl.Parse(args); err != nil {
 		return err
 	}
-	c, ok := configs[*config]
+	c, ok := llama.Configs[*config]
 	if !ok {
 		return fmt.Errorf("unknown config %q: tiny or 1b", *config)
 	}
@@ -223,7 +224,7 @@ func run(args []string, stdout io.Writer) error {
 	if *weights == "" {
 		*weights = filepath.Join(os.TempDir(), fmt.Sprintf("gocompile-llm-%s-%s.safetensors", *config, *dtype))
 	}
-	m, err := loadModel(c, *weights, 1, dt)
+	m, err := llama.LoadModel(c, *weights, 1, dt)
 	if err != nil {
 		return err
 	}

@@ -11,12 +11,13 @@ import (
 	"strings"
 	"testing"
 
+	"gocompile/examples/llm/llama"
 	"gocompile/tensor"
 )
 
-func tinyModel(t *testing.T) *Model {
+func tinyModel(t *testing.T) *llama.Model {
 	t.Helper()
-	m, err := loadModel(configs["tiny"], filepath.Join(t.TempDir(), "tiny.safetensors"), 1, tensor.Float32)
+	m, err := llama.LoadModel(llama.Configs["tiny"], filepath.Join(t.TempDir(), "tiny.safetensors"), 1, tensor.Float32)
 	if err != nil {
 		t.Fatal(err)
 	}

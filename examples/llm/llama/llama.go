@@ -1,4 +1,8 @@
-package main
+// Package llama is the LLaMA-style decoder of examples/llm: RMSNorm,
+// rotary embeddings, grouped-query attention and a SwiGLU feed-forward,
+// with gpt-fast's safetensors names and a static KV cache that Forward
+// writes in place. bench -llm times its decode step.
+package llama
 
 import (
 	"errors"
@@ -17,9 +21,9 @@ type Config struct {
 	Eps, RopeBase                           float64
 }
 
-// The two configurations: a tiny one that runs anywhere (a byte-level
+// Configs are the two configurations: a tiny one that runs anywhere (a byte-level
 // vocabulary, so prompts and replies are text), and a 1B-class one.
-var configs = map[string]Config{
+var Configs = map[string]Config{
 	"tiny": {Dim: 64, Layers: 2, Heads: 4, KVHeads: 2, FFN: 172, Vocab: 256, MaxSeq: 128, Eps: 1e-5, RopeBase: 10000},
 	"1b":   {Dim: 2048, Layers: 22, Heads: 32, KVHeads: 4, FFN: 5632, Vocab: 32000, MaxSeq: 2048, Eps: 1e-5, RopeBase: 10000},
 }
@@ -40,9 +44,9 @@ type Model struct {
 	Output *tensor.Tensor // [vocab, dim]
 }
 
-// params names every weight as it is stored in the safetensors file
+// Params names every weight as it is stored in the safetensors file
 // (gpt-fast's names).
-func (m *Model) params() map[string]**tensor.Tensor {
+func (m *Model) Params() map[string]**tensor.Tensor {
 	p := map[string]**tensor.Tensor{"tok_embeddings.weight": &m.TokEmb, "norm.weight": &m.Norm, "output.weight": &m.Output}
 	for i := range m.Layers {
 		l := &m.Layers[i]
@@ -58,10 +62,10 @@ func (m *Model) params() map[string]**tensor.Tensor {
 	return p
 }
 
-// newModel initialises weights deterministically, scaled so that
+// NewModel initialises weights deterministically, scaled so that
 // activations stay near unit size: normal weights with standard deviation
 // 1/sqrt(fan-in), unit norm scales.
-func newModel(c Config, seed uint64, dt tensor.DType) *Model {
+func NewModel(c Config, seed uint64, dt tensor.DType) *Model {
 	g := tensor.NewGenerator(seed)
 	w := func(out, in int) *tensor.Tensor {
 		return g.Randn(tensor.Float32, out, in).MulScalar(1 / math.Sqrt(float64(in))).To(dt)
@@ -78,13 +82,13 @@ func newModel(c Config, seed uint64, dt tensor.DType) *Model {
 	return m
 }
 
-// loadModel reads the weights from path, writing deterministic ones there
+// LoadModel reads the weights from path, writing deterministic ones there
 // first when the file does not exist.
-func loadModel(c Config, path string, seed uint64, dt tensor.DType) (*Model, error) {
+func LoadModel(c Config, path string, seed uint64, dt tensor.DType) (*Model, error) {
 	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
-		m := newModel(c, seed, dt)
+		m := NewModel(c, seed, dt)
 		ts := map[string]*tensor.Tensor{}
-		for name, t := range m.params() {
+		for name, t := range m.Params() {
 			ts[name] = *t
 		}
 		if err := tensor.SaveSafetensors(path, ts, map[string]string{"format": "pt"}); err != nil {
@@ -96,7 +100,7 @@ func loadModel(c Config, path string, seed uint64, dt tensor.DType) (*Model, err
 		return nil, err
 	}
 	m := &Model{Cfg: c, Layers: make([]Layer, c.Layers)}
-	for name, t := range m.params() {
+	for name, t := range m.Params() {
 		v, ok := ts[name]
 		if !ok {
 			return nil, fmt.Errorf("%s: no tensor %q", path, name)
@@ -108,7 +112,7 @@ func loadModel(c Config, path string, seed uint64, dt tensor.DType) (*Model, err
 
 // ToDevice moves the weights to d.
 func (m *Model) ToDevice(d tensor.Device) {
-	for _, t := range m.params() {
+	for _, t := range m.Params() {
 		*t = (*t).ToDevice(d)
 	}
 }
@@ -122,9 +126,9 @@ type Decoder struct {
 	keyPos   *tensor.Tensor   // [max seq]: 0, 1, …
 }
 
-// newDecoder makes a zeroed cache for batch sequences on the model's
+// NewDecoder makes a zeroed cache for batch sequences on the model's
 // device.
-func newDecoder(m *Model, batch int) *Decoder {
+func NewDecoder(m *Model, batch int) *Decoder {
 	c := m.Cfg
 	hd := c.Dim / c.Heads
 	dev, dt := m.TokEmb.Device(), m.TokEmb.DType()
