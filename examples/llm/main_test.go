@@ -12,8 +12,11 @@ import (
 	"testing"
 
 	"gocompile/examples/llm/llama"
+	"gocompile/internal/testcache"
 	"gocompile/tensor"
 )
+
+func TestMain(m *testing.M) { testcache.Main(m) }
 
 func tinyModel(t *testing.T) *llama.Model {
 	t.Helper()
