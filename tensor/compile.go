@@ -252,10 +252,16 @@ const defaultBackend = "inductor"
 // (cache.Narrow(1, pos, 1).Copy(k), a KV cache): the write is part of the
 // graph, as a new version of the tensor's storage that later reads in fn
 // see, and each call copies the last version into the storage once its
-// program has run (torch.compile's functionalization). Such a tensor's
-// reads inside fn are then graph ops on every call, not constants. Writes
-// of values computed from constants alone, before any traced write to the
-// same tensor, still run once while tracing; arguments cannot be written.
+// program has run (torch.compile's functionalization); where nothing else
+// reads the old contents the write updates the storage in place. Such a
+// tensor's reads inside fn are then graph ops on every call, not
+// constants; reading its values (At, Float32s, …) after a write is a graph
+// break. Arguments cannot be written, nor passed as views of a tensor fn
+// writes. A write whose value involves no argument, made before the first
+// write of an argument-derived value to the same tensor, runs once more on
+// the first call (while tracing). A function that writes a tensor must not
+// run concurrently with other code that uses that tensor, this function's
+// other calls included.
 //
 // Reading a traced tensor's values inside fn (Item, Float32s, String, …)
 // breaks the graph: the ops so far run, the read gets real values, and
@@ -662,6 +668,7 @@ func resultNodes(tr *tracer, results []reflect.Value) []*ir.Node {
 // run serves a call from a compiled entry.
 func (c *compiled) run(e *entry, fa *flatArgs, args []reflect.Value) []reflect.Value {
 	if e.prog == nil { // a function with graph breaks: run fn, segment by segment
+		noArgumentOn(fa.tensors, e.written)
 		tr := newTracer(c, false)
 		defer tr.release()
 		tr.bind(e.written)
@@ -679,8 +686,10 @@ func (c *compiled) run(e *entry, fa *flatArgs, args []reflect.Value) []reflect.V
 	}
 	c.checkOutputs(outs, e.graphs[0])
 	if len(e.stores) > 0 { // the last versions of the tensors fn writes
-		writeBack(e.stores, outs[e.nresults:])
-		outs = outs[:e.nresults]
+		versions := outs[e.nresults:]
+		outs = outs[:e.nresults:e.nresults]
+		detachAliases(outs, e.stores)
+		writeBack(e.stores, versions)
 	}
 	k := 0
 	next := func() reflect.Value { k++; return reflect.ValueOf(outs[k-1]) }
@@ -707,8 +716,14 @@ func (c *compiled) finish(tr *tracer, results []reflect.Value) []reflect.Value {
 
 // runSegment runs a segment graph with its inputs bound, compiling it on
 // first use; segments with the same structure share one compilation.
-func (c *compiled) runSegment(g *ir.Graph, bound []*Tensor) []*Tensor {
+func (c *compiled) runSegment(g *ir.Graph, bound []*Tensor, written []any) []*Tensor {
 	key := graphKey(g)
+	for _, w := range written {
+		// The storages a segment writes are constants the key does not
+		// name: two writes of like structure to different tensors must
+		// not share a program.
+		key += fmt.Sprintf(";writes %p", w)
+	}
 	v, _ := c.segments.LoadOrStore(key, &segmentEntry{})
 	se := v.(*segmentEntry)
 	se.once.Do(func() {

@@ -294,6 +294,7 @@ func (t *Tensor) At(index ...int) float64 {
 	if t.px != nil {
 		return t.materialize("At").At(index...)
 	}
+	flushWrites(t, "At")
 	return t.v.At(t.elementOffset("At", index))
 }
 

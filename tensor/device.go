@@ -79,6 +79,7 @@ func (t *Tensor) ToDevice(d Device) *Tensor {
 	if t.px != nil {
 		return t.materialize("ToDevice").ToDevice(d)
 	}
+	flushWrites(t, "ToDevice")
 	return wrap(t.v.ToDevice(d))
 }
 

@@ -36,7 +36,11 @@ func (c *compiled) compileDynamic(fa *flatArgs, args []reflect.Value) (*entry, s
 	}
 	trace1 := func(args []reflect.Value) (*ir.Graph, []reflect.Value, *tracer) {
 		tr := newTracer(c, c.opts.fullGraph)
+		defer tr.release() // also when fn panics
 		res := c.traceRun(tr, fa, args)
+		if len(tr.breaks) > 0 {
+			return nil, res, tr
+		}
 		g := tr.g
 		g.Outputs = resultNodes(tr, res)
 		ir.Decompose(g) // the passes that cannot depend on a scalar's value
@@ -45,9 +49,14 @@ func (c *compiled) compileDynamic(fa *flatArgs, args []reflect.Value) (*entry, s
 		return g, res, tr
 	}
 	g1, res, tr1 := trace1(args)
-	tr1.release()
 	if len(tr1.breaks) > 0 {
-		return nil, "fn has graph breaks"
+		// fn has run up to its last segment, writes included: finish this
+		// call here, as compileEntry does, rather than run fn again. A
+		// function with breaks runs fn on every call, with its scalars.
+		e := &entry{breaks: tr1.breaks, ninputs: len(fa.tensors), written: tr1.writtenKeys()}
+		e.firstResults = c.finish(tr1, res)
+		e.graphs = tr1.segments
+		return e, ""
 	}
 	if len(tr1.mut.known) > 0 {
 		return nil, "fn writes tensors"
@@ -67,7 +76,6 @@ func (c *compiled) compileDynamic(fa *flatArgs, args []reflect.Value) (*entry, s
 		}
 	}
 	g2, _, tr2 := trace1(args2)
-	tr2.release()
 	if len(tr2.breaks) > 0 {
 		return nil, "fn breaks the graph at other values"
 	}

@@ -276,3 +276,57 @@ func noArgumentWritten(args []*Tensor, stores []*array.Array) {
 func writes(n *ir.Node) bool {
 	return n.Kind == ir.CallNode && (n.Op == ir.OpAsStridedScatter || n.Op == ir.OpAsStridedIndexCopy)
 }
+
+// flushWrites makes the graph recorded so far run (a graph break) when t
+// is on a storage a traced function has written in its current segment,
+// so that reading t's values directly (At, Float32s, ToDevice, …) sees the
+// writes.
+func flushWrites(t *Tensor, reason string) {
+	tr := writerOf([]ir.Value{t})
+	if tr == nil || len(tr.mut.versions) == 0 {
+		return
+	}
+	if _, k := t.v.Storage(); tr.mut.versions[k] == nil {
+		return
+	}
+	if tr.fullGraph {
+		panic(&Error{Op: "Compile", Reason: "graph break at " + trace.Loc() + ": " + reason + " reads a tensor the function wrote",
+			Fix: "read it outside the compiled function, or compute with it as a tensor"})
+	}
+	tr.breaks = append(tr.breaks, trace.Break{Reason: reason + " of a written tensor", Loc: trace.Loc()})
+	tr.finishSegment(nil)
+}
+
+// noArgumentOn panics with an *Error if an argument views one of the
+// storages keys, which the compiled function writes.
+func noArgumentOn(args []*Tensor, keys []any) {
+	for _, t := range args {
+		if t == nil {
+			continue
+		}
+		_, k := t.v.Storage()
+		for _, w := range keys {
+			if k == w {
+				panic(&Error{Op: "Compile", Shapes: [][]int{t.shape()},
+					Reason: "an argument is a view of a tensor the compiled function writes",
+					Fix:    "pass a copy (Contiguous, or Clone), or read the tensor inside the function"})
+			}
+		}
+	}
+}
+
+// detachAliases replaces each result that views a storage the function
+// writes (a read of it folded to a constant view) by a copy, taken before
+// the write-back changes the storage.
+func detachAliases(outs []*Tensor, stores []*array.Array) {
+	for i, t := range outs {
+		for _, s := range stores {
+			if t != nil && t.v.SharesStorage(s) {
+				c := array.New(t.v.Device(), t.dtype(), t.shape())
+				array.CopyInto(c, t.v)
+				outs[i] = wrap(c)
+				break
+			}
+		}
+	}
+}

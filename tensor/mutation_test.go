@@ -217,3 +217,87 @@ func TestMarkInPlace(t *testing.T) {
 		}
 	}
 }
+
+// Regressions found in review: each compares with the same function run
+// eagerly on its own buffers.
+func TestCompileWriteRegressions(t *testing.T) {
+	t.Run("a result aliasing the written tensor keeps its values", func(t *testing.T) {
+		cache := Zeros(Float32, 4)
+		f := Compile(func(x *Tensor) *Tensor {
+			before := cache.MulScalar(1) // simplified to a view of the cache
+			cache.Copy(x)
+			return before
+		})
+		first := f(Full(5, Float32, 4))
+		second := f(Full(7, Float32, 4))
+		checkClose(t, "first result", first, Float32, []int{4}, []float64{0, 0, 0, 0}, 0)
+		checkClose(t, "second result", second, Float32, []int{4}, []float64{5, 5, 5, 5}, 0)
+	})
+	t.Run("segments writing different tensors do not share a program", func(t *testing.T) {
+		c1, c2 := Zeros(Float32, 4), Ones(Float32, 4)
+		f := Compile(func(x *Tensor) *Tensor {
+			for _, c := range []*Tensor{c1, c2} {
+				c.Narrow(0, 0, 2).Copy(x)
+				x.Sum().Item() // a graph break
+			}
+			return x
+		})
+		f(Full(3, Float32, 2))
+		checkClose(t, "c1", c1, Float32, []int{4}, []float64{3, 3, 0, 0}, 0)
+		checkClose(t, "c2", c2, Float32, []int{4}, []float64{3, 3, 1, 1}, 0)
+	})
+	t.Run("reading values of a written tensor sees the write", func(t *testing.T) {
+		mk := func(cache *Tensor) func(x *Tensor) *Tensor {
+			return func(x *Tensor) *Tensor {
+				cache.Copy(x)
+				return x.MulScalar(cache.At(0))
+			}
+		}
+		ec, cc := Zeros(Float32, 2), Zeros(Float32, 2)
+		eager, compiled := mk(ec), Compile(mk(cc))
+		for i := range 3 {
+			x := Full(float64(i+2), Float32, 2)
+			checkSame(t, fmt.Sprintf("call %d", i), compiled(x), eager(x))
+		}
+	})
+	t.Run("writes run once with dynamic scalars and a break", func(t *testing.T) {
+		mk := func(acc *Tensor) func(x *Tensor, s float64) *Tensor {
+			return func(x *Tensor, s float64) *Tensor {
+				acc.Copy(acc.Add(x.MulScalar(s)))
+				acc.Sum().Item()
+				return x
+			}
+		}
+		ea, ca := Zeros(Float32, 2), Zeros(Float32, 2)
+		eager, compiled := mk(ea), Compile(mk(ca), DynamicScalars(1))
+		for i := range 3 {
+			eager(Ones(Float32, 2), float64(i))
+			compiled(Ones(Float32, 2), float64(i))
+			checkSame(t, fmt.Sprintf("call %d", i), ca, ea)
+		}
+	})
+	t.Run("a failed trace releases the tensors it writes", func(t *testing.T) {
+		cache := Zeros(Float32, 4)
+		f := Compile(func(x *Tensor, s float64) *Tensor {
+			cache.Narrow(0, 0, 2).Copy(x.MulScalar(s))
+			x.Reshape(3) // fails
+			return x
+		}, DynamicScalars(1))
+		if err := Try(func() { f(Ones(Float32, 2), 1) }); err == nil {
+			t.Fatal("the bad Reshape did not fail")
+		}
+		if y := cache.AddScalar(1); y.px != nil {
+			t.Error("an eager op on the cache after the failed trace was traced")
+		}
+	})
+	t.Run("an argument viewing a written tensor is refused, with breaks too", func(t *testing.T) {
+		cache := Zeros(Float32, 4)
+		f := Compile(func(a, x *Tensor) *Tensor {
+			x.Sum().Item() // a graph break
+			cache.Copy(x)
+			return a.Sum()
+		})
+		f(Zeros(Float32, 2), Ones(Float32, 4)) // compiles
+		expectError(t, "a view of the cache", func() { f(cache.Narrow(0, 0, 2), Ones(Float32, 4)) })
+	})
+}

@@ -175,7 +175,8 @@ func (tr *tracer) finishSegment(outputs []*ir.Node) []*Tensor {
 	nres := len(all)
 	all = append(all, versions...)
 	g.Outputs = append([]*ir.Node(nil), all...) // passes rewrite Outputs in place
-	vals := tr.c.runSegment(g, tr.bound)
+	vals := tr.c.runSegment(g, tr.bound, tr.mut.order)
+	detachAliases(vals[:nres], stores)
 	writeBack(stores, vals[nres:])
 	for i, n := range g.Inputs {
 		tr.realized[n] = tr.bound[i]

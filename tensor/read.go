@@ -10,6 +10,7 @@ func (t *Tensor) Float32s() []float32 {
 	if t.px != nil {
 		return t.materialize("Float32s").Float32s()
 	}
+	flushWrites(t, "Float32s")
 	return t.v.Float32s()
 }
 
@@ -20,6 +21,7 @@ func (t *Tensor) Float64s() []float64 {
 	if t.px != nil {
 		return t.materialize("Float64s").Float64s()
 	}
+	flushWrites(t, "Float64s")
 	return t.v.Float64s()
 }
 
@@ -31,6 +33,7 @@ func (t *Tensor) Int64s() []int64 {
 	if t.px != nil {
 		return t.materialize("Int64s").Int64s()
 	}
+	flushWrites(t, "Int64s")
 	return t.v.Int64s()
 }
 
@@ -41,6 +44,7 @@ func (t *Tensor) Bools() []bool {
 	if t.px != nil {
 		return t.materialize("Bools").Bools()
 	}
+	flushWrites(t, "Bools")
 	return t.v.Bools()
 }
 
