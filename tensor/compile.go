@@ -637,6 +637,7 @@ func (c *compiled) traceRun(tr *tracer, fa *flatArgs, args []reflect.Value) []re
 		}
 		proxies[i] = reflect.ValueOf(tr.proxyFor(tr.input(t, "argument")))
 	}
+	tr.args = fa.tensors
 	k := 0
 	next := func() reflect.Value { k++; return proxies[k-1] }
 	in := make([]reflect.Value, len(args))
@@ -716,14 +717,8 @@ func (c *compiled) finish(tr *tracer, results []reflect.Value) []reflect.Value {
 
 // runSegment runs a segment graph with its inputs bound, compiling it on
 // first use; segments with the same structure share one compilation.
-func (c *compiled) runSegment(g *ir.Graph, bound []*Tensor, written []any) []*Tensor {
+func (c *compiled) runSegment(g *ir.Graph, bound []*Tensor) []*Tensor {
 	key := graphKey(g)
-	for _, w := range written {
-		// The storages a segment writes are constants the key does not
-		// name: two writes of like structure to different tensors must
-		// not share a program.
-		key += fmt.Sprintf(";writes %p", w)
-	}
 	v, _ := c.segments.LoadOrStore(key, &segmentEntry{})
 	se := v.(*segmentEntry)
 	se.once.Do(func() {

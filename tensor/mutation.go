@@ -142,6 +142,7 @@ func (tr *tracer) write(dst, src *Tensor) {
 	loc := trace.Loc()
 	tr.mut.init()
 	_, k := dst.v.Storage()
+	noArgumentOn(tr.args, []any{k})
 	if !tr.mut.known[k] {
 		tr.claim(k)
 		tr.mut.known[k] = true
@@ -162,6 +163,7 @@ func (tr *tracer) writeIndex(dst *Tensor, dim int, index, src *Tensor) {
 	loc := trace.Loc()
 	tr.mut.init()
 	_, k := dst.v.Storage()
+	noArgumentOn(tr.args, []any{k})
 	if !tr.mut.known[k] {
 		tr.claim(k)
 		tr.mut.known[k] = true

@@ -299,5 +299,18 @@ func TestCompileWriteRegressions(t *testing.T) {
 		})
 		f(Zeros(Float32, 2), Ones(Float32, 4)) // compiles
 		expectError(t, "a view of the cache", func() { f(cache.Narrow(0, 0, 2), Ones(Float32, 4)) })
+		g := Compile(func(a, x *Tensor) *Tensor { cache.Copy(x); return a.Sum() })
+		expectError(t, "a view of the cache on the first call", func() { g(cache.Narrow(0, 0, 2), Ones(Float32, 4)) })
+	})
+	t.Run("segments of like structure read their own constants", func(t *testing.T) {
+		ws := []*Tensor{Full(2, Float32, 2), Full(3, Float32, 2)}
+		f := Compile(func(x *Tensor) *Tensor {
+			for _, w := range ws {
+				x = x.Mul(w)
+				x.Sum().Item() // a graph break: two segments of one structure
+			}
+			return x
+		})
+		checkClose(t, "x*2*3", f(Ones(Float32, 2)), Float32, []int{2}, []float64{6, 6}, 0)
 	})
 }

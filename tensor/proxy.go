@@ -34,7 +34,8 @@ type tracer struct {
 	fullGraph   bool
 	// onShapeRead is told about every size user code reads from a proxy.
 	onShapeRead func(sizes []int)
-	mut         mutation // the storages the function writes (mutation.go)
+	mut         mutation  // the storages the function writes (mutation.go)
+	args        []*Tensor // the call's tensor arguments
 }
 
 func newTracer(c *compiled, fullGraph bool) *tracer {
@@ -175,7 +176,18 @@ func (tr *tracer) finishSegment(outputs []*ir.Node) []*Tensor {
 	nres := len(all)
 	all = append(all, versions...)
 	g.Outputs = append([]*ir.Node(nil), all...) // passes rewrite Outputs in place
-	vals := tr.c.runSegment(g, tr.bound, tr.mut.order)
+	// The segment's constants become its inputs: runSegment shares one
+	// program among segments of like structure, whose constants (weights
+	// in a loop, tensors computed while tracing) differ, so each run binds
+	// its own.
+	for _, n := range g.Nodes {
+		if a, ok := n.Value.(*array.Array); ok && n.Kind == ir.ConstNode {
+			n.Kind, n.Value, n.Index = ir.InputNode, nil, len(g.Inputs)
+			g.Inputs = append(g.Inputs, n)
+			tr.bound = append(tr.bound, wrap(a))
+		}
+	}
+	vals := tr.c.runSegment(g, tr.bound)
 	detachAliases(vals[:nres], stores)
 	writeBack(stores, vals[nres:])
 	for i, n := range g.Inputs {
