@@ -140,27 +140,21 @@ func (tr *tracer) readWritten(t *Tensor, loc string) *ir.Node {
 // write records dst.Copy(src) as a new version of dst's storage.
 func (tr *tracer) write(dst, src *Tensor) {
 	loc := trace.Loc()
-	tr.mut.init()
-	_, k := dst.v.Storage()
-	noArgumentOn(tr.args, []any{k})
-	if !tr.mut.known[k] {
-		tr.claim(k)
-		tr.mut.known[k] = true
-		tr.mut.retrace = true
-	}
-	base, _ := tr.storageNode(dst, loc)
-	if _, ok := tr.mut.versions[k]; !ok {
-		tr.mut.order = append(tr.mut.order, k)
-	}
-	n, err := tr.g.Call(ir.OpAsStridedScatter, ir.StridedLayout(dst.v.Layout()), loc, base, tr.nodeOf(src, loc))
-	check(err, "Copy", dst, src)
-	tr.mut.versions[k] = n
+	tr.recordWrite(dst, loc, "Copy", ir.OpAsStridedScatter, ir.StridedLayout(dst.v.Layout()), src)
 }
 
 // writeIndex records dst.IndexCopyInPlace(dim, index, src) as a new
 // version of dst's storage.
 func (tr *tracer) writeIndex(dst *Tensor, dim int, index, src *Tensor) {
 	loc := trace.Loc()
+	a := ir.StridedLayout(dst.v.Layout())
+	a.Dim = dim
+	tr.recordWrite(dst, loc, "IndexCopyInPlace", ir.OpAsStridedIndexCopy, a, index, src)
+}
+
+// recordWrite records op (a write: the storage, then operands) of dst's
+// storage as its new version, claiming the storage on its first write.
+func (tr *tracer) recordWrite(dst *Tensor, loc, title string, op *ir.Op, a ir.Attrs, operands ...*Tensor) {
 	tr.mut.init()
 	_, k := dst.v.Storage()
 	noArgumentOn(tr.args, []any{k})
@@ -173,10 +167,12 @@ func (tr *tracer) writeIndex(dst *Tensor, dim int, index, src *Tensor) {
 	if _, ok := tr.mut.versions[k]; !ok {
 		tr.mut.order = append(tr.mut.order, k)
 	}
-	a := ir.StridedLayout(dst.v.Layout())
-	a.Dim = dim
-	n, err := tr.g.Call(ir.OpAsStridedIndexCopy, a, loc, base, tr.nodeOf(index, loc), tr.nodeOf(src, loc))
-	check(err, "IndexCopyInPlace", dst, index, src)
+	args := []ir.Value{base}
+	for _, t := range operands {
+		args = append(args, tr.nodeOf(t, loc))
+	}
+	n, err := tr.g.Call(op, a, loc, args...)
+	check(err, title, append([]*Tensor{dst}, operands...)...)
 	tr.mut.versions[k] = n
 }
 
