@@ -71,17 +71,11 @@ func cumsumKernel(op *ir.Op, a ir.Attrs, args []ir.Value) *Array {
 // contiguous res: a block a line for lines of ScanThreads elements or
 // more, else a thread a line.
 func gpuCumSum(op string, x *Array, d int, res *Array) {
-	n := res.Numel()
-	if n == 0 {
+	if res.Numel() == 0 {
 		return
 	}
-	if len(res.shape) > inductor.MaxRank {
-		Throw(op, []*Array{x}, "use fewer dims", "GPU running sums index at most %d dims", inductor.MaxRank)
-	}
 	g := res.st.gpu.g
-	L := res.shape[d]
-	lines := n / L
-	geo := lineGeometry(x, res, d)
+	geo, lines, L := lineGeometry(op, x, res, d)
 	k := &inductor.ScanKernel{In: x.dtype, Out: res.dtype}
 	name, grid, block := k.Name()+"_thread", g.gridFor(lines), threadsPerBlock
 	if L >= inductor.ScanThreads {
@@ -95,12 +89,15 @@ func gpuCumSum(op string, x *Array, d int, res *Array) {
 	g.Launch(op, fn, grid, block, args)
 }
 
-// lineGeometry is the geometry of the lines of x and res along dim d, as
-// kernels that take a line each (ScanKernel, SortKernel) walk them: the
-// other dims' sizes, x's strides along them (stride[0]) and res's
-// (stride[1]).
-func lineGeometry(x, res *Array, d int) inductor.Geometry {
-	geo := inductor.Geometry{Strides: make([][inductor.MaxRank]int64, 2)}
+// lineGeometry is the geometry of the lines of x and res (not empty)
+// along dim d, as kernels that take a line each (ScanKernel, SortKernel)
+// walk them: the other dims' sizes, x's strides along them (stride[0])
+// and res's (stride[1]); and how many lines there are, and their length.
+func lineGeometry(op string, x, res *Array, d int) (geo inductor.Geometry, lines, length int) {
+	if len(res.shape) > inductor.MaxRank {
+		Throw(op, []*Array{x}, "use fewer dims", "GPU kernels over lines index at most %d dims", inductor.MaxRank)
+	}
+	geo = inductor.Geometry{Strides: make([][inductor.MaxRank]int64, 2)}
 	for i, s := range res.shape {
 		if i == d {
 			continue
@@ -110,5 +107,6 @@ func lineGeometry(x, res *Array, d int) inductor.Geometry {
 		geo.Strides[1][geo.Rank] = int64(res.strides[i])
 		geo.Rank++
 	}
-	return geo
+	length = res.shape[d]
+	return geo, res.Numel() / length, length
 }

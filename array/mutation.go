@@ -2,9 +2,12 @@ package array
 
 import "gocompile/ir"
 
-// Storage is the whole storage t views, as a 1-D contiguous array, and a
-// key equal for every view of that storage (Compile tracks writes into a
-// tensor's storage by it).
+// StorageKey is a key equal for every view of t's storage (Compile tracks
+// writes into a tensor's storage by it).
+func (t *Array) StorageKey() any { return t.st }
+
+// Storage is the whole storage t views, as a 1-D contiguous array, and its
+// StorageKey.
 func (t *Array) Storage() (whole *Array, key any) {
 	n := 0
 	if t.st.gpu != nil {

@@ -92,20 +92,15 @@ func argsortKernel(op *ir.Op, a ir.Attrs, args []ir.Value) *Array {
 // gpuArgSort runs inductor.SortKernel over x's lines along d into the
 // contiguous res.
 func gpuArgSort(op string, x *Array, d int, desc bool, res *Array) {
-	n := res.Numel()
-	if n == 0 {
+	if res.Numel() == 0 {
 		return
 	}
-	if len(res.shape) > inductor.MaxRank {
-		Throw(op, []*Array{x}, "use fewer dims", "GPU sorts index at most %d dims", inductor.MaxRank)
-	}
 	g := res.st.gpu.g
-	L := res.shape[d]
+	geo, lines, L := lineGeometry(op, x, res, d)
 	P := 1
 	for P < L {
 		P <<= 1
 	}
-	geo := lineGeometry(x, res, d)
 	k := &inductor.SortKernel{Elem: x.dtype}
 	fn := g.kernel(k.Name(), func() (string, error) { return k.Source(), nil })
 	descArg := int32(0)
@@ -114,7 +109,6 @@ func gpuArgSort(op string, x *Array, d int, desc bool, res *Array) {
 	}
 	args := g.GetArgs()
 	defer g.PutArgs(args)
-	lines := n / L
 	args.I64(int64(lines)).I64(int64(L)).I64(int64(P)).Ptr(x.DevicePtr()).Ptr(res.DevicePtr()).
 		I64(int64(x.strides[d])).I64(int64(res.strides[d])).I32(descArg).Bytes(geo.Bytes(), 8)
 	g.Launch(op, fn, min(lines, g.dev.SMCount*8), inductor.SortThreads, args)

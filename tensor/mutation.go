@@ -91,10 +91,8 @@ func writerOf(args []ir.Value) *tracer {
 	}
 	for _, a := range args {
 		if t, ok := a.(*Tensor); ok && t != nil && t.px == nil {
-			if _, k := t.v.Storage(); k != nil {
-				if v, ok := writers.m.Load(k); ok {
-					return v.(*tracer)
-				}
+			if v, ok := writers.m.Load(t.v.StorageKey()); ok {
+				return v.(*tracer)
 			}
 		}
 	}
@@ -124,8 +122,7 @@ func (tr *tracer) written(t *Tensor) bool {
 	if len(tr.mut.known) == 0 {
 		return false
 	}
-	_, k := t.v.Storage()
-	return tr.mut.known[k]
+	return tr.mut.known[t.v.StorageKey()]
 }
 
 // readWritten is the node reading the concrete tensor t, on a storage the
@@ -156,7 +153,7 @@ func (tr *tracer) writeIndex(dst *Tensor, dim int, index, src *Tensor) {
 // storage as its new version, claiming the storage on its first write.
 func (tr *tracer) recordWrite(dst *Tensor, loc, title string, op *ir.Op, a ir.Attrs, operands ...*Tensor) {
 	tr.mut.init()
-	_, k := dst.v.Storage()
+	k := dst.v.StorageKey()
 	noArgumentOn(tr.args, []any{k})
 	if !tr.mut.known[k] {
 		tr.claim(k)
@@ -284,7 +281,7 @@ func flushWrites(t *Tensor, reason string) {
 	if tr == nil || len(tr.mut.versions) == 0 {
 		return
 	}
-	if _, k := t.v.Storage(); tr.mut.versions[k] == nil {
+	if tr.mut.versions[t.v.StorageKey()] == nil {
 		return
 	}
 	if tr.fullGraph {
@@ -302,7 +299,7 @@ func noArgumentOn(args []*Tensor, keys []any) {
 		if t == nil {
 			continue
 		}
-		_, k := t.v.Storage()
+		k := t.v.StorageKey()
 		for _, w := range keys {
 			if k == w {
 				panic(&Error{Op: "Compile", Shapes: [][]int{t.shape()},

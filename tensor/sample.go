@@ -13,8 +13,8 @@ import "math"
 // sum) picks the first category whose running sum exceeds it. Without,
 // each category gets the key -log(u)/weight and the numSamples smallest
 // keys win (an exponential race: the same distribution as drawing one at
-// a time and removing it). The weights are checked, which reads two
-// numbers back from the device.
+// a time and removing it). The weights are checked, which reads four
+// numbers back from the device at once.
 func (t *Tensor) Multinomial(numSamples int, replacement bool, g *Generator) *Tensor {
 	t.must("Multinomial")
 	g.must("Multinomial")
@@ -38,9 +38,14 @@ func (t *Tensor) Multinomial(numSamples int, replacement bool, g *Generator) *Te
 		w = w.To(Float32)
 	}
 	rows := w.Size(0)
-	// The weights must be finite and non-negative, each row's sum positive.
-	low, rowSums := w.Min().Item(), w.Sum(-1)
-	if minSum := rowSums.Min().Item(); !(low >= 0) || !(minSum > 0) || math.IsInf(rowSums.Max().Item(), 0) {
+	// The weights must be finite and non-negative, each row's sum positive;
+	// without replacement, each row needs numSamples non-zero weights. The
+	// four numbers come back from the device in one read.
+	rowSums := w.Sum(-1)
+	nonZero := w.GtScalar(0).Sum(-1).Min().To(w.dtype())
+	stats := Stack([]*Tensor{w.Min(), rowSums.Min(), rowSums.Max(), nonZero}, 0).Float64s()
+	low, minSum, maxSum, nz := stats[0], stats[1], stats[2], stats[3]
+	if !(low >= 0) || !(minSum > 0) || math.IsInf(maxSum, 0) {
 		throw("Multinomial", []*Tensor{t}, "give finite, non-negative weights with a positive sum in every row",
 			"smallest weight %g, smallest row sum %g", low, minSum)
 	}
@@ -52,11 +57,9 @@ func (t *Tensor) Multinomial(numSamples int, replacement bool, g *Generator) *Te
 		below := cdf.Unsqueeze(1).Le(target.Unsqueeze(-1)) // [rows, S, n]: running sums not above the draw
 		idx = below.Sum(-1).MinimumScalar(float64(n - 1))
 	} else {
-		if numSamples > 1 {
-			if nz := w.GtScalar(0).Sum(-1).Min().Item(); int(nz) < numSamples {
-				throw("Multinomial", []*Tensor{t}, "draw at most as many samples as categories of non-zero weight, or use replacement",
-					"%d samples without replacement from a row with %d non-zero weights", numSamples, int(nz))
-			}
+		if int(nz) < numSamples {
+			throw("Multinomial", []*Tensor{t}, "draw at most as many samples as categories of non-zero weight, or use replacement",
+				"%d samples without replacement from a row with %d non-zero weights", numSamples, int(nz))
 		}
 		// Keys for every category: n draws a row.
 		e := g.Rand(w.dtype(), rows, n).ToDevice(w.Device())

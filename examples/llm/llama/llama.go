@@ -146,11 +146,9 @@ func NewDecoder(m *Model, batch int) *Decoder {
 }
 
 // rope rotates the pairs (first half, second half) of x [b, t, h, hd] by
-// the angles of positions pos [t].
-func (d *Decoder) rope(x, pos *tensor.Tensor) *tensor.Tensor {
+// the angles whose cosines and sines are cos and sin [t, 1, hd/2].
+func rope(x, cos, sin *tensor.Tensor) *tensor.Tensor {
 	hd := x.Size(3)
-	cos := d.Cos.IndexSelect(0, pos).Unsqueeze(1) // [t, 1, hd/2]
-	sin := d.Sin.IndexSelect(0, pos).Unsqueeze(1)
 	xf := x.To(tensor.Float32)
 	x1, x2 := xf.Narrow(3, 0, hd/2), xf.Narrow(3, hd/2, hd/2)
 	out := tensor.Cat([]*tensor.Tensor{x1.Mul(cos).Sub(x2.Mul(sin)), x2.Mul(cos).Add(x1.Mul(sin))}, 3)
@@ -168,10 +166,12 @@ func (d *Decoder) Forward(tokens, pos *tensor.Tensor) *tensor.Tensor {
 	x := tensor.Embedding(tokens, m.TokEmb) // [b, t, dim]
 	// Key j is visible to the query at position p where j <= p.
 	mask := d.keyPos.Unsqueeze(0).Le(pos.Unsqueeze(1)) // [t, max seq]
+	cos := d.Cos.IndexSelect(0, pos).Unsqueeze(1)      // [t, 1, hd/2], for every layer
+	sin := d.Sin.IndexSelect(0, pos).Unsqueeze(1)
 	for i, l := range m.Layers {
 		h := x.RMSNorm([]int{c.Dim}, l.AttnNorm, c.Eps)
-		q := d.rope(h.Linear(l.Wq, nil).Reshape(-1, t, c.Heads, hd), pos).Transpose(1, 2)
-		k := d.rope(h.Linear(l.Wk, nil).Reshape(-1, t, c.KVHeads, hd), pos).Transpose(1, 2)
+		q := rope(h.Linear(l.Wq, nil).Reshape(-1, t, c.Heads, hd), cos, sin).Transpose(1, 2)
+		k := rope(h.Linear(l.Wk, nil).Reshape(-1, t, c.KVHeads, hd), cos, sin).Transpose(1, 2)
 		v := h.Linear(l.Wv, nil).Reshape(-1, t, c.KVHeads, hd).Transpose(1, 2)
 		d.K[i].IndexCopyInPlace(2, pos, k)
 		d.V[i].IndexCopyInPlace(2, pos, v)
