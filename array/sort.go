@@ -31,7 +31,12 @@ func argsortKernel(op *ir.Op, a ir.Attrs, args []ir.Value) *Array {
 	shape, _, out := externTypes(op, &a, []*Array{x})
 	desc := a.Step < 0
 	if len(x.shape) == 0 {
-		return newOn(x.st.dev, out, shape) // one element: index 0
+		res := newOn(x.st.dev, out, shape) // one element: index 0
+		if res.st.dev != CPU {
+			g := res.st.gpu.g
+			Check(g.stream.Memset8(res.DevicePtr(), 0, out.Size()), op.Title, x)
+		}
+		return res
 	}
 	d := x.normDim(op.Title, a.Dim)
 	if dev := x.st.dev; dev != CPU {

@@ -127,7 +127,10 @@ func TestIndexCopyInPlace(t *testing.T) {
 		k := Randn(uint64(pos), Float32, 2, 1, 4)
 		p := FromSlice([]int64{int64(pos)})
 		what := fmt.Sprintf("position %d", pos)
-		checkSame(t, what, compiled(k, p), eager(k, p))
+		// The fused softmax may round differently from eager kernels
+		// (on a GPU); the cache writes are exact.
+		want := eager(k, p)
+		checkClose(t, what, compiled(k, p), Float32, want.Shape(), vals(want), 1)
 		checkSame(t, what+": the cache", compiledCache, eagerCache)
 	}
 	if n := st.Compiles.Load(); n != 1 {
