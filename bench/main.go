@@ -60,6 +60,7 @@ type config struct {
 	warmstart bool
 	mlp       bool
 	llm       string // -llm: the decoder's configuration, dtype (tiny/float32 …)
+	gemv      bool   // -gemv: the weight-streaming products
 	mode      string // -mode, for the header
 
 	sweep     bool   // -sweep
@@ -167,6 +168,7 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	only := fs.String("only", "", "run only workloads whose name contains this")
 	mlp := fs.Bool("mlp", false, "time the 4-layer MLP eager and compiled at batch 1 and 32")
 	llmCfg := fs.String("llm", "", "time examples/llm's decode step (config/dtype: tiny/float32, 1b/bfloat16 …) at batch 1, 4 and 16 against the bandwidth roofline")
+	gemv := fs.Bool("gemv", false, "time the weight-streaming products x·wᵀ (1–16 rows, 2048² and 4096² weights, float32 and bfloat16) against the copy bandwidth")
 	warm := fs.Bool("warmstart", false, "measure the first call of a compiled MLP in new processes, with a cold and a warm kernel cache")
 	sweep := fs.Bool("sweep", false, "run the seeded shape sweep (see bench/README.md) instead of the suite")
 	seed := fs.Uint64("seed", 1, "-sweep: the seed of the cases")
@@ -182,7 +184,7 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	c := &config{jsonPath: *jsonPath, chartPath: *chart, iters: *iters, reps: *reps, quick: *quick, only: *only, warmstart: *warm, mlp: *mlp,
-		sweep: *sweep, seed: *seed, cases: *cases, casesJSON: *casesJSON, listOnly: *listOnly, cpuProfile: *cpuProfile, llm: *llmCfg}
+		sweep: *sweep, seed: *seed, cases: *cases, casesJSON: *casesJSON, listOnly: *listOnly, cpuProfile: *cpuProfile, llm: *llmCfg, gemv: *gemv}
 	if c.sweep && c.cases < 1 {
 		return nil, errors.New("-cases must be >= 1")
 	}
@@ -257,6 +259,9 @@ func run(args []string, out io.Writer) (err error) {
 	if cfg.mlp {
 		runMLP(cfg, out)
 		return nil
+	}
+	if cfg.gemv {
+		return runGemv(cfg, out)
 	}
 	if cfg.llm != "" {
 		return runLLM(cfg, out)

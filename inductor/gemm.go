@@ -31,6 +31,64 @@ type GemmKernel struct {
 	// the source.
 	Label, Doc string
 	Config     GemmConfig
+	// In is A's and B's storage type: Float32 (the zero value means
+	// Float32), BFloat16 or Float16. Products of 16-bit operands add in
+	// float32 and run only in the warp kernel (see Takes), which streams
+	// B, the weight, with 16-byte loads of eight elements.
+	In ir.DType
+}
+
+// in is k's operand type.
+func (k *GemmKernel) in() ir.DType {
+	if k.In == ir.Invalid {
+		return ir.Float32
+	}
+	return k.In
+}
+
+// Gemm16MaxM is the most rows a GemmKernel of 16-bit operands is meant
+// for: beyond it a tensor-core library GEMM wins.
+const Gemm16MaxM = 16
+
+// Takes reports whether c can compute a product of operands stored as
+// in: any launch shape for float32; for bfloat16 and float16, the warp
+// kernel only.
+func (c GemmConfig) Takes(in ir.DType) bool {
+	switch in {
+	case ir.Float32, ir.Invalid:
+		return true
+	case ir.BFloat16, ir.Float16:
+		return c.Split == 0 && !c.Tensor || c.Tensor && c.Split == 1
+	}
+	return false
+}
+
+// ChooseGemm16Config picks the launch shape for an M×N product of
+// 16-bit operands (M ≤ Gemm16MaxM) with inner dimension k on a device
+// with sms multiprocessors of compute capability arch (80 for sm_80).
+// Where the tensor-core kernel Fits (vec: the operands allow 16-byte
+// loads) on sm_80 and later: 8 warps splitting k, so a block keeps many
+// weight loads in flight, and the widest column group (4, 2 or 1 tiles
+// of 8 columns) that still gives every multiprocessor two blocks. Else
+// the warp kernel, with row tiles of the fewest rows (a power of two up
+// to 16) that hold M, so every weight element is loaded once for all
+// rows, and the widest column group (4, 2 or 1 columns a warp) that still
+// gives every multiprocessor two blocks of four warps.
+func ChooseGemm16Config(m, n, k, sms, arch int, vec bool) GemmConfig {
+	c := GemmConfig{Tensor: true, Warps: 8, Split: 1}
+	if arch < 80 || !c.Fits(k, vec) {
+		c = GemmConfig{Warps: 4, MT: 1}
+		for c.MT < m && c.MT < Gemm16MaxM {
+			c.MT *= 2
+		}
+	}
+	for _, nt := range []int{4, 2, 1} {
+		c.NT = nt
+		if x, y, _ := c.Grid(m, n); x*y >= 2*sms {
+			break
+		}
+	}
+	return c
 }
 
 // GemmConfig is a GemmKernel's launch shape: a warp kernel (Split 0), or
@@ -236,6 +294,9 @@ func (k *GemmKernel) Name() string {
 		}
 		b.WriteString("_" + k.Compute.String())
 	}
+	if in := k.in(); in != ir.Float32 {
+		b.WriteString("_" + in.String())
+	}
 	b.WriteString("_to_" + k.Out.String() + "_" + k.Config.String())
 	return b.String()
 }
@@ -248,7 +309,7 @@ func (k *GemmKernel) Source() (string, error) {
 	}
 	c := k.Config
 	var b strings.Builder
-	fmt.Fprintf(&b, "// gocompile GEMM kernel: out[m, n] = epilogue(sum over k of A[m, k]·B[k, n]), float32, launch shape %v\n", c)
+	fmt.Fprintf(&b, "// gocompile GEMM kernel: out[m, n] = epilogue(sum over k of A[m, k]·B[k, n]), %v operands added in float32, launch shape %v\n", k.in(), c)
 	if k.Doc != "" {
 		for _, l := range strings.Split(k.Doc, "\n") {
 			fmt.Fprintf(&b, "// %s\n", l)
@@ -262,6 +323,9 @@ func (k *GemmKernel) body() (string, error) {
 	c := k.Config
 	if c.Split <= 0 && !c.Tensor && (c.Warps < 1 || c.NT < 1 || c.MT < 1) {
 		return "", fmt.Errorf("gemm: bad launch shape %v", c)
+	}
+	if !c.Takes(k.in()) {
+		return "", fmt.Errorf("gemm: launch shape %v does not take %v operands (the warp kernel does)", c, k.in())
 	}
 	var b strings.Builder
 
@@ -303,6 +367,13 @@ func (k *GemmKernel) body() (string, error) {
 	if k.Epilogue != nil {
 		value = "epilogue(" + strings.Join(loads, ", ") + ")"
 	}
+	if c.Tensor && k.in() != ir.Float32 {
+		if err := c.checkTensor(); err != nil {
+			return "", err
+		}
+		k.tensor16Body(&b, params, storeC(value, outKind, k.Out))
+		return b.String(), nil
+	}
 	if c.Tensor {
 		if err := c.checkTensor(); err != nil {
 			return "", err
@@ -321,19 +392,36 @@ func (k *GemmKernel) body() (string, error) {
 		return b.String(), nil
 	}
 
-	fmt.Fprintf(&b, `
+	k.warpBody(&b, params, storeC(value, outKind, k.Out))
+	return b.String(), nil
+}
+
+// warpBody writes the warp kernel; store is the expression stored for
+// acc[i][j] at [m, n]. Each lane loads VE consecutive elements (16 bytes)
+// of a row of A and of a column of B at a time when vec is set, else one.
+func (k *GemmKernel) warpBody(b *strings.Builder, params []string, store string) {
+	c, in := k.Config, k.in()
+	ve, unroll := 16/in.Size(), 2
+	if in != ir.Float32 {
+		// Twice the loads in flight per lane: the 16-bit kernel streams
+		// weights at small M, where nothing else hides their latency.
+		unroll = 4
+	}
+	fmt.Fprintf(b, `
+// gc_vload loads the VE elements at p (16-byte aligned) as floats.
+%[9]s
 extern "C" __global__ void __launch_bounds__(%[1]d) %[2]s(
-    const float* __restrict__ A, long long lda, const float* __restrict__ B, long long ldb,
+    const %[10]s* __restrict__ A, long long lda, const %[10]s* __restrict__ B, long long ldb,
     int M, int N, int K, int vec, %[3]s* __restrict__ out, long long ldo%[4]s) {
-  const int MT = %[5]d, NT = %[6]d;
+  const int MT = %[5]d, NT = %[6]d, VE = %[11]d;
   const int lane = threadIdx.x & 31;
   const int n0 = (blockIdx.x * %[7]d + (threadIdx.x >> 5)) * NT;
   const int m0 = blockIdx.y * MT;
   if (n0 >= N) return;
   // Rows and columns past the end read the last one: their sums are
   // dropped at the store, and the loop stays free of branches.
-  const float* a[MT];
-  const float* b[NT];
+  const %[10]s* a[MT];
+  const %[10]s* b[NT];
   #pragma unroll
   for (int i = 0; i < MT; i++) a[i] = A + (long long)min(m0 + i, M - 1) * lda;
   #pragma unroll
@@ -343,28 +431,30 @@ extern "C" __global__ void __launch_bounds__(%[1]d) %[2]s(
   for (int i = 0; i < MT; i++)
     #pragma unroll
     for (int j = 0; j < NT; j++) acc[i][j] = 0.f;
-  if (vec) { // K, lda, ldb multiples of 4 and A, B 16-byte aligned
-    #pragma unroll 2
-    for (int k = lane * 4; k < K; k += 128) {
-      float4 w[NT];
+  if (vec) { // K, lda, ldb multiples of VE and A, B 16-byte aligned
+    #pragma unroll %[12]d
+    for (int k = lane * VE; k < K; k += 32 * VE) {
+      float w[NT][VE];
       #pragma unroll
-      for (int j = 0; j < NT; j++) w[j] = __ldg((const float4*)(b[j] + k));
+      for (int j = 0; j < NT; j++) gc_vload(b[j] + k, w[j]);
       #pragma unroll
       for (int i = 0; i < MT; i++) {
-        const float4 x = __ldg((const float4*)(a[i] + k));
+        float x[VE];
+        gc_vload(a[i] + k, x);
         #pragma unroll
         for (int j = 0; j < NT; j++)
-          acc[i][j] = fmaf(x.w, w[j].w, fmaf(x.z, w[j].z, fmaf(x.y, w[j].y, fmaf(x.x, w[j].x, acc[i][j]))));
+          #pragma unroll
+          for (int e = 0; e < VE; e++) acc[i][j] = fmaf(x[e], w[j][e], acc[i][j]);
       }
     }
   } else {
     for (int k = lane; k < K; k += 32) {
       float w[NT];
       #pragma unroll
-      for (int j = 0; j < NT; j++) w[j] = __ldg(b[j] + k);
+      for (int j = 0; j < NT; j++) w[j] = %[13]s;
       #pragma unroll
       for (int i = 0; i < MT; i++) {
-        const float x = __ldg(a[i] + k);
+        const float x = %[14]s;
         #pragma unroll
         for (int j = 0; j < NT; j++) acc[i][j] = fmaf(x, w[j], acc[i][j]);
       }
@@ -389,8 +479,38 @@ extern "C" __global__ void __launch_bounds__(%[1]d) %[2]s(
     }
 }
 `, c.Threads(), k.Name(), storageC(k.Out), strings.Join(prefixAll(", ", params), ""), c.MT, c.NT, c.Warps,
-		storeC(value, outKind, k.Out))
-	return b.String(), nil
+		store, vloadC(in), storageC(in), ve, unroll,
+		loadC("__ldg(b[j] + k)", in, ir.F32), loadC("__ldg(a[i] + k)", in, ir.F32))
+}
+
+// vloadC is the C of gc_vload for operands stored as dt.
+func vloadC(dt ir.DType) string {
+	switch dt {
+	case ir.BFloat16: // a bfloat16 is the high half of a float
+		return `__device__ __forceinline__ void gc_vload(const gc_bf16* p, float* v) {
+  const uint4 q = __ldg((const uint4*)p);
+  const unsigned int u[4] = {q.x, q.y, q.z, q.w};
+  #pragma unroll
+  for (int e = 0; e < 4; e++) {
+    v[2 * e] = __uint_as_float(u[e] << 16);
+    v[2 * e + 1] = __uint_as_float(u[e] & 0xffff0000u);
+  }
+}`
+	case ir.Float16:
+		return `__device__ __forceinline__ void gc_vload(const gc_half* p, float* v) {
+  const uint4 q = __ldg((const uint4*)p);
+  const unsigned int u[4] = {q.x, q.y, q.z, q.w};
+  #pragma unroll
+  for (int e = 0; e < 4; e++) {
+    v[2 * e] = gc_ld_half((gc_half)(u[e] & 0xffffu));
+    v[2 * e + 1] = gc_ld_half((gc_half)(u[e] >> 16));
+  }
+}`
+	}
+	return `__device__ __forceinline__ void gc_vload(const float* p, float* v) {
+  const float4 q = __ldg((const float4*)p);
+  v[0] = q.x; v[1] = q.y; v[2] = q.z; v[3] = q.w;
+}`
 }
 
 // tiledBody writes the tiled kernel; store is the expression stored for
@@ -790,6 +910,101 @@ extern "C" __global__ void __launch_bounds__(%[6]d * 32) %[8]s%[1]s(
   // acc4[i][j][q] is row 16i + g + 8(q/2), column 8j + 2t + q%%2 of the tile.
 %[4]s}
 `, k.Name(), storageC(k.Out), strings.ReplaceAll(strings.Join(prefixAll(", ", params), ""), "__restrict__ ", ""), tensorReduce(c, store), 8*c.NT, c.Warps, c.Split, cluster, c.NT)
+}
+
+// tensor16Body writes the tensor-core kernel for 16-bit operands; store
+// is the expression stored for acc[i][j] at [m, n]. A block computes 16
+// rows (all of them: M ≤ Gemm16MaxM) × 8·NT columns with m16n8k16 MMAs
+// adding in float32; its W warps split k in 32-wide chunks, interleaved,
+// so a block's loads of a weight row are contiguous, and add their tiles
+// in shared memory in a fixed order at the end.
+//
+// Lane (g, t) (g = lane/4, t = lane%4) loads k 8t..8t+7 of a chunk as one
+// 16-byte vector of A's rows g and g+8 and of B's column g of each column
+// tile, and feeds them to two MMAs: words 0 and 1 of the vector as the
+// first MMA's k 2t..2t+1 and 2t+8..2t+9, words 2 and 3 as the second's.
+// The MMAs see k permuted, the same way for A and B, which the sum does
+// not depend on. K is a multiple of 8 and the vectors aligned (Fits); a
+// chunk's vectors past K read zeros.
+func (k *GemmKernel) tensor16Body(b *strings.Builder, params []string, store string) {
+	c, in := k.Config, k.in()
+	mma := "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"
+	if in == ir.Float16 {
+		mma = "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
+	}
+	fmt.Fprintf(b, `
+// gc_tc16_ldw loads 8 elements of B, which is read once: they bypass L1,
+// leaving it to A, which every block reads.
+__device__ __forceinline__ uint4 gc_tc16_ldw(const void* p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%%0, %%1, %%2, %%3}, [%%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+  return v;
+}
+
+__device__ __forceinline__ void gc_tc16_mma(float (&c)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0, unsigned b1) {
+  asm("%[9]s {%%0,%%1,%%2,%%3}, {%%4,%%5,%%6,%%7}, {%%8,%%9}, {%%0,%%1,%%2,%%3};"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// Block x computes columns %[5]dx.. of all rows; its %[6]d warps split k.
+extern "C" __global__ void __launch_bounds__(%[6]d * 32) %[1]s(
+    const %[7]s* __restrict__ A, long long lda, const %[7]s* __restrict__ B, long long ldb,
+    int M, int N, int K, int vec, %[2]s* __restrict__ out, long long ldo,
+    float* __restrict__ ws, unsigned int* __restrict__ counters%[3]s) {
+  constexpr int NT = %[8]d, W = %[6]d, BN = 8 * NT, T = 16 * BN, U = 4;
+  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+  const int n0 = blockIdx.x * BN;
+  // Rows and columns past the end read the last one, dropped at the
+  // store; rows g+8 are all past the end when M ≤ 8.
+  const %[7]s* a0 = A + (long long)min(g, M - 1) * lda + 8 * t;
+  const %[7]s* a1 = A + (long long)min(g + 8, M - 1) * lda + 8 * t;
+  const bool high = M > 8;
+  const %[7]s* b[NT];
+  #pragma unroll
+  for (int j = 0; j < NT; j++) b[j] = B + (long long)min(n0 + 8 * j + g, N - 1) * ldb + 8 * t;
+  float acc[NT][4];
+  #pragma unroll
+  for (int j = 0; j < NT; j++)
+    #pragma unroll
+    for (int q = 0; q < 4; q++) acc[j][q] = 0.f;
+  const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
+  // U chunks a step, their loads all in flight before the MMAs.
+  for (int k0 = 32 * w; k0 < K; k0 += 32 * W * U) {
+    uint4 bv[U][NT], av0[U], av1[U];
+    #pragma unroll
+    for (int u = 0; u < U; u++) {
+      const int k = k0 + 32 * W * u;
+      const bool in = k + 8 * t < K;
+      #pragma unroll
+      for (int j = 0; j < NT; j++) bv[u][j] = in ? gc_tc16_ldw(b[j] + k) : zero;
+      av0[u] = in ? __ldg((const uint4*)(a0 + k)) : zero;
+      av1[u] = in && high ? __ldg((const uint4*)(a1 + k)) : zero;
+    }
+    #pragma unroll
+    for (int u = 0; u < U; u++)
+      #pragma unroll
+      for (int j = 0; j < NT; j++) {
+        gc_tc16_mma(acc[j], av0[u].x, av1[u].x, av0[u].y, av1[u].y, bv[u][j].x, bv[u][j].y);
+        gc_tc16_mma(acc[j], av0[u].z, av1[u].z, av0[u].w, av1[u].w, bv[u][j].z, bv[u][j].w);
+      }
+  }
+  // acc[j][q] is row g + 8(q/2), column 8j + 2t + q%%2 of the tile.
+  __shared__ float red[W * T];
+  #pragma unroll
+  for (int j = 0; j < NT; j++)
+    #pragma unroll
+    for (int q = 0; q < 4; q++)
+      red[w * T + (g + 8 * (q >> 1)) * BN + 8 * j + 2 * t + (q & 1)] = acc[j][q];
+  __syncthreads();
+  for (int f = threadIdx.x; f < T; f += W * 32) {
+    float v = 0.f;
+    #pragma unroll
+    for (int s = 0; s < W; s++) v += red[s * T + f];
+    const int m = f / BN, n = n0 + f %% BN;
+%[4]s  }
+}
+`, k.Name(), storageC(k.Out), strings.Join(prefixAll(", ", params), ""), storeAt("v", store), 8*c.NT, c.Warps, storageC(in), c.NT, mma)
 }
 
 // tensorReduce is the tensor-core kernel's end: the store straight from

@@ -35,15 +35,19 @@ func gemmSources(t *testing.T) []source {
 		for _, c := range GemmCandidates(m, 90) {
 			for _, k := range gemmEpilogues() {
 				k.Config = c
-				if seen[k.Name()] {
-					continue
+				for _, in := range []ir.DType{ir.Float32, ir.BFloat16, ir.Float16} {
+					k := k
+					k.In = in
+					if !c.Takes(in) || seen[k.Name()] {
+						continue
+					}
+					seen[k.Name()] = true
+					body, err := k.body()
+					if err != nil {
+						t.Fatalf("%s: %v", k.Name(), err)
+					}
+					ks = append(ks, source{k.Name(), body, k.Source})
 				}
-				seen[k.Name()] = true
-				body, err := k.body()
-				if err != nil {
-					t.Fatalf("%s: %v", k.Name(), err)
-				}
-				ks = append(ks, source{k.Name(), body, k.Source})
 			}
 		}
 	}
@@ -126,5 +130,49 @@ func TestGemmTensorShapesChecked(t *testing.T) {
 		if _, err := k.Source(); err == nil {
 			t.Errorf("%v: accepted", c)
 		}
+	}
+}
+
+// 16-bit products take the warp kernel alone, with the fewest rows a
+// tile that hold M and the widest column group that keeps two blocks a
+// multiprocessor.
+func TestChooseGemm16Config(t *testing.T) {
+	warp := func(nt, mt int) GemmConfig { return GemmConfig{Warps: 4, NT: nt, MT: mt} }
+	tensor := func(nt int) GemmConfig { return GemmConfig{Tensor: true, Warps: 8, NT: nt, Split: 1} }
+	for _, tc := range []struct {
+		m, n, k, sms, arch int
+		vec                bool
+		want               GemmConfig
+	}{
+		{1, 2048, 2048, 132, 90, true, tensor(1)},
+		{1, 4096, 4096, 132, 90, true, tensor(1)},
+		{1, 32000, 2048, 132, 90, true, tensor(4)},
+		{16, 5632, 2048, 132, 90, true, tensor(2)},
+		{3, 7, 16, 132, 80, true, tensor(1)},
+		{1, 2048, 2048, 132, 90, false, warp(1, 1)},
+		{1, 4096, 1000, 132, 90, true, warp(2, 1)}, // k not a multiple of 16
+		{3, 5632, 2048, 132, 75, true, warp(4, 4)}, // no bfloat16 MMA before sm_80
+		{16, 4096, 100, 132, 90, false, warp(2, 16)},
+		{9, 7, 100, 132, 90, false, warp(1, 16)},
+		{40, 2048, 100, 132, 90, false, warp(4, 16)}, // more rows than a tile: grid.y covers them
+	} {
+		got := ChooseGemm16Config(tc.m, tc.n, tc.k, tc.sms, tc.arch, tc.vec)
+		if got != tc.want {
+			t.Errorf("ChooseGemm16Config(%d, %d, %d, %d, sm_%d, vec %v) = %v, want %v", tc.m, tc.n, tc.k, tc.sms, tc.arch, tc.vec, got, tc.want)
+		}
+		cols, rows := got.Warps*got.NT, got.MT
+		if got.Tensor {
+			cols, rows = 8*got.NT, Gemm16MaxM
+		}
+		if x, y, _ := got.Grid(tc.m, tc.n); x*cols < tc.n || y*rows < min(tc.m, Gemm16MaxM) {
+			t.Errorf("grid %d×%d of %v does not cover %d×%d", x, y, got, tc.m, tc.n)
+		}
+		if !got.Takes(ir.BFloat16) || !got.Fits(tc.k, tc.vec) {
+			t.Errorf("%v does not take bfloat16 of k %d", got, tc.k)
+		}
+	}
+	k := GemmKernel{Out: ir.BFloat16, In: ir.BFloat16, Config: GemmConfig{Split: 2}}
+	if _, err := k.Source(); err == nil || !strings.Contains(err.Error(), "warp kernel") {
+		t.Errorf("a tiled 16-bit product: error %v, want one naming the warp kernel", err)
 	}
 }

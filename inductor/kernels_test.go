@@ -256,6 +256,8 @@ inline double __longlong_as_double(long long i) { double f; std::memcpy(&f, &i, 
 template <typename T> T __shfl_down_sync(unsigned, T v, int) { return v; }
 inline unsigned __umulhi(unsigned a, unsigned b) { return (unsigned)(((unsigned long long)a * b) >> 32); }
 struct float4 { float x, y, z, w; };
+struct uint4 { unsigned int x, y, z, w; };
+inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return {x, y, z, w}; }
 struct float2 { float x, y; };
 inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
 template <typename T> T __ldcg(const T* p) { return *p; }

@@ -326,3 +326,102 @@ func gpuArch(d Device) int {
 	dev := array.MustGPU("test", d).Dev()
 	return dev.Major*10 + dev.Minor
 }
+
+// Compiled products of bfloat16 and float16 operands of up to
+// inductor.Gemm16MaxM rows run as the generated kernels (tensor-core and
+// warp), plain and with epilogues, on odd and vector-sized k, unaligned
+// strided rows and every launch shape that takes them, and equal float64 loops over the same 16-bit values
+// within the rounding of the stored result (and, eagerly, of the product
+// before the epilogue). Beyond 16 rows cuBLAS computes the same.
+func TestGPUGemm16(t *testing.T) {
+	requireGPU(t)
+	dev := CUDA(0)
+	silu := func(v float64) float64 { return v / (1 + math.Exp(-v)) }
+	type layer struct{ x, w, b, res *Tensor }
+	cases := []struct {
+		name      string
+		f         func(l layer) *Tensor
+		act       func(float64) float64
+		bias, res bool
+	}{
+		{"plain product", func(l layer) *Tensor { return l.x.MatMul(l.w.T()) }, func(v float64) float64 { return v }, false, false},
+		{"bias silu", func(l layer) *Tensor { return l.x.Linear(l.w, l.b).SiLU() }, silu, true, false},
+		{"residual", func(l layer) *Tensor { return l.x.Linear(l.w, nil).Add(l.res) }, func(v float64) float64 { return v }, false, true},
+	}
+	sizes := [][3]int{{1, 1, 1}, {1, 2048, 37}, {3, 1023, 5}, {8, 64, 129}, {16, 256, 1000}, {5, 4097, 3}, {17, 64, 33}}
+	for _, dt := range []DType{BFloat16, Float16} {
+		eps := 1.0 / 128 // bfloat16's spacing at 1, twice its rounding
+		if dt == Float16 {
+			eps = 1.0 / 1024
+		}
+		check := func(what string, got *Tensor, want, scale []float64) {
+			t.Helper()
+			if got.DType() != dt {
+				t.Fatalf("%s: dtype %v, want %v", what, got.DType(), dt)
+			}
+			g := got.Float64s()
+			for i := range g {
+				if d := math.Abs(g[i] - want[i]); !(d <= eps*(math.Abs(want[i])+scale[i])+1e-3) {
+					t.Fatalf("%s: element %d is %v, want %v (scale %g)", what, i, g[i], want[i], scale[i])
+				}
+			}
+		}
+		for _, tc := range cases {
+			for _, sz := range sizes {
+				f := Compile(tc.f)
+				m, k, n := sz[0], sz[1], sz[2]
+				xs := Randn(1, Float32, m, k).To(dt)
+				ws := Randn(2, Float32, n, k).MulScalar(1 / math.Sqrt(float64(k))).To(dt)
+				bs, rs := Randn(3, Float32, n).To(dt), Randn(4, Float32, n, m).To(dt)
+				var bias, res []float64
+				if tc.bias {
+					bias = bs.Float64s()
+				}
+				if tc.res {
+					res = rs.T().Contiguous().Float64s()
+				}
+				want, scale := refLinear(xs.Float64s(), m, k, ws.Float64s(), n, bias, res, tc.act)
+				for i := range scale {
+					if bias != nil {
+						scale[i] += math.Abs(bias[i%n])
+					}
+					if res != nil {
+						scale[i] += math.Abs(res[i])
+					}
+				}
+				what := fmt.Sprintf("%v %s %v", dt, tc.name, sz)
+				l := layer{xs.To(dev), ws.To(dev), bs.To(dev), rs.To(dev).T()}
+				check(what, f(l), want, scale)
+
+				wide := Randn(5, Float32, m, k+3).To(dt)
+				xv := wide.Narrow(1, 1, k) // unaligned rows: the scalar loop
+				want, _ = refLinear(xv.Contiguous().Float64s(), m, k, ws.Float64s(), n, bias, res, tc.act)
+				l.x = wide.To(dev).Narrow(1, 1, k)
+				check(what+" strided", f(l), want, scale)
+			}
+		}
+		// Every warp launch shape computes the same product.
+		const m, k, n = 6, 528, 70
+		x, w := Randn(6, Float32, m, k).To(dt), Randn(7, Float32, n, k).MulScalar(0.05).To(dt)
+		want, scale := refLinear(x.Float64s(), m, k, w.Float64s(), n, nil, nil, func(v float64) float64 { return v })
+		xd, wd := x.To(dev), w.To(dev)
+		for _, c := range inductor.GemmCandidates(m, gpuArch(dev)) {
+			if !c.Takes(dt) || !c.Fits(k, true) {
+				continue
+			}
+			name := fmt.Sprint("inductor-gemm16-", c)
+			captureBackend(name, program.Config{GemmConfig: func(int, int, int, int, int, bool) inductor.GemmConfig { return c }})
+			got := Compile(func(x, w *Tensor) *Tensor { return x.MatMul(w.T()) }, WithBackend(name))(xd, wd)
+			check(fmt.Sprintf("%v %v", dt, c), got, want, scale)
+		}
+	}
+	ran := 0
+	for name := range gemmKernelsLoaded(dev) {
+		if strings.Contains(name, "_bfloat16_to_") || strings.Contains(name, "_float16_to_") {
+			ran++
+		}
+	}
+	if ran < 4 {
+		t.Errorf("%d 16-bit GEMM kernels loaded, want the plain and epilogue kernels of both types", ran)
+	}
+}

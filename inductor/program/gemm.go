@@ -13,12 +13,14 @@ import (
 	"gocompile/ir"
 )
 
-// A matrix product of few rows (inference at small batch) runs on a GPU as
-// a generated kernel (inductor.GemmKernel) that applies the product's
+// A matrix product of few rows (inference at small batch, a decode step)
+// runs on a GPU as a generated kernel (inductor.GemmKernel) that applies the product's
 // pointwise epilogue, a bias add and activation, before its only store:
 // the product is never written and read back, and no library is loaded or
 // initialised for it, so a new process serves its first call without
-// cuBLAS's start-up. Larger float32 products followed by a bias add run
+// cuBLAS's start-up. Float32 products of up to inductor.GemmMaxM rows and
+// bfloat16 and float16 ones of up to inductor.Gemm16MaxM (adding in
+// float32, the weight streamed once) run so. Larger float32 products followed by a bias add run
 // through cuBLASLt with the add fused (lt.go); other products run
 // with cuBLAS, the epilogue as its own fused kernel.
 
@@ -28,6 +30,12 @@ import (
 type gemmEpilogue struct {
 	step    int // the region's step
 	product int // the product's position among the region's inputs
+}
+
+// gemmType reports whether products of dt run as GemmKernels (within
+// their row limits).
+func gemmType(dt ir.DType) bool {
+	return dt == ir.Float32 || dt == ir.BFloat16 || dt == ir.Float16
 }
 
 // findEpilogues pairs each matrix-product step with the fused region that
@@ -48,7 +56,7 @@ func (p *inductorProgram) findEpilogues() {
 	for i := range p.steps {
 		s := &p.steps[i]
 		mm := s.r.Root
-		if s.group != nil || s.row != nil || mm.Op != ir.OpMatMul || mm.DType != ir.Float32 || outputs[mm] {
+		if s.group != nil || s.row != nil || mm.Op != ir.OpMatMul || !gemmType(mm.DType) || outputs[mm] {
 			continue
 		}
 		for j := i + 1; j < len(p.steps); j++ {
@@ -175,13 +183,22 @@ func (p *inductorProgram) runMatMul(s *inductorStep, vals []*array.Array, a *arr
 
 // gpuGemm computes x·y (followed by epilogue step t, whose operand product
 // is the product, the others ins) with a GemmKernel into a tensor of
-// dst's (or a new one), or returns nil when the kernel does not apply: types other than
-// float32, more than inductor.GemmMaxM rows, y not read with unit stride
-// along k, or epilogue operands not indexable as [row, column]. With
+// dst's (or a new one), or returns nil when the kernel does not apply:
+// types other than float32, bfloat16 and float16 (x's and y's the same),
+// more than inductor.GemmMaxM rows (inductor.Gemm16MaxM for 16-bit
+// types), y not read with unit stride along k, or epilogue operands not
+// indexable as [row, column]. With
 // dependent, a tensor-core kernel launches as a dependent of the kernel
 // ahead (findDependentProducts says when that is safe).
 func gpuGemm(bc Config, tunedAt *sync.Map, dependent bool, q *array.LaunchQueue, x, y *array.Array, t *inductorStep, product int, ins []*array.Array, dst func(shape []int) *array.Array) *array.Array {
-	if x.DType() != ir.Float32 || y.DType() != ir.Float32 || len(y.Shape()) != 2 || len(x.Shape()) == 0 || x.Device() != y.Device() {
+	in := x.DType()
+	maxM := inductor.GemmMaxM
+	switch {
+	case in != y.DType() || len(y.Shape()) != 2 || len(x.Shape()) == 0 || x.Device() != y.Device():
+		return nil
+	case in == ir.BFloat16 || in == ir.Float16:
+		maxM = inductor.Gemm16MaxM
+	case in != ir.Float32:
 		return nil
 	}
 	k, n := y.Shape()[0], y.Shape()[1]
@@ -189,7 +206,7 @@ func gpuGemm(bc Config, tunedAt *sync.Map, dependent bool, q *array.LaunchQueue,
 		return nil
 	}
 	m := ir.Numel(x.Shape()[:len(x.Shape())-1])
-	if m < 1 || m > inductor.GemmMaxM || k < 1 || n < 1 {
+	if m < 1 || m > maxM || k < 1 || n < 1 {
 		return nil
 	}
 	xst, ok := ir.ViewStrides(x.Shape(), x.Strides(), []int{m, k})
@@ -207,7 +224,7 @@ func gpuGemm(bc Config, tunedAt *sync.Map, dependent bool, q *array.LaunchQueue,
 		ldb = int64(k)
 	}
 	shape := append(append([]int(nil), x.Shape()[:len(x.Shape())-1]...), n)
-	kern := inductor.GemmKernel{Out: ir.Float32}
+	kern := inductor.GemmKernel{Out: in, In: in}
 	var ops [][2]int64 // each epilogue operand's row and column stride
 	if t != nil {
 		g := t.group
@@ -240,7 +257,8 @@ func gpuGemm(bc Config, tunedAt *sync.Map, dependent bool, q *array.LaunchQueue,
 	} else {
 		out = array.New(x.Device(), kern.Out, shape)
 	}
-	vec := k%4 == 0 && lda%4 == 0 && ldb%4 == 0 && x.DevicePtr()%16 == 0 && y.DevicePtr()%16 == 0
+	ve := 16 / in.Size() // elements a 16-byte load reads
+	vec := k%ve == 0 && lda%int64(ve) == 0 && ldb%int64(ve) == 0 && x.DevicePtr()%16 == 0 && y.DevicePtr()%16 == 0
 	// launch launches the kernel with launch shape cfg, or queues the
 	// launch on q.
 	launch := func(cfg inductor.GemmConfig, q *array.LaunchQueue, dependent bool) error {
@@ -295,25 +313,30 @@ func gpuGemm(bc Config, tunedAt *sync.Map, dependent bool, q *array.LaunchQueue,
 		choose = inductor.ChooseGemmConfig
 	}
 	cfg := choose(m, n, k, g.Dev().SMCount, arch, vec)
-	if !cfg.Fits(k, vec) { // a test's choice
+	if in != ir.Float32 {
+		if !cfg.Takes(in) || !cfg.Fits(k, vec) { // the default, or a test's choice for float32
+			cfg = inductor.ChooseGemm16Config(m, n, k, g.Dev().SMCount, arch, vec)
+		}
+	} else if !cfg.Fits(k, vec) { // a test's choice
 		cfg = inductor.ChooseGemmConfig(m, n, k, g.Dev().SMCount, arch, vec)
 	}
 	type shapeKey struct {
 		device, m, n, k int
 		vec             bool
+		in              ir.DType
 	}
-	sk := shapeKey{g.Dev().Ordinal, m, n, k, vec}
+	sk := shapeKey{g.Dev().Ordinal, m, n, k, vec, in}
 	if v, ok := tunedAt.Load(sk); ok {
 		cfg = v.(inductor.GemmConfig)
 	} else if bc.Autotune && !g.Stream().CapturingHere() {
 		q.Drain() // the search launches now
-		cands := slices.DeleteFunc(inductor.GemmCandidates(m, arch), func(c inductor.GemmConfig) bool { return !c.Fits(k, vec) })
+		cands := slices.DeleteFunc(inductor.GemmCandidates(m, arch), func(c inductor.GemmConfig) bool { return !c.Fits(k, vec) || !c.Takes(in) })
 		names := make([]string, len(cands))
 		for i, c := range cands {
 			names[i] = c.String()
 		}
 		kern.Config = inductor.GemmConfig{}
-		key := fmt.Sprintf("%s m%d n%d k%d vec%v", kern.Name(), m, n, k, vec)
+		key := fmt.Sprintf("%s m%d n%d k%d vec%v", kern.Name(), m, n, k, vec) // the name says in
 		best := array.Autotune(bc.Artifacts, g, "gemm", key, names, slices.Index(names, cfg.String()),
 			func(i int) { c := kern; c.Config = cands[i]; g.KernelIn(bc.Artifacts, c.Name(), c.Source) },
 			func(i int) error { return launch(cands[i], nil, false) })
