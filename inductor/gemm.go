@@ -925,7 +925,11 @@ extern "C" __global__ void __launch_bounds__(%[6]d * 32) %[8]s%[1]s(
 // first MMA's k 2t..2t+1 and 2t+8..2t+9, words 2 and 3 as the second's.
 // The MMAs see k permuted, the same way for A and B, which the sum does
 // not depend on. K is a multiple of 8 and the vectors aligned (Fits); a
-// chunk's vectors past K read zeros.
+// chunk's vectors past K read zeros. Each warp keeps the next step's
+// weight loads in flight during a step's MMAs, and the first step's are
+// issued before griddepcontrol.wait, so under a programmatic dependent
+// launch (a product after a product, replayed from a CUDA graph) the
+// weight streams while the kernel ahead finishes.
 func (k *GemmKernel) tensor16Body(b *strings.Builder, params []string, store string) {
 	c, in := k.Config, k.in()
 	mma := "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"
@@ -948,11 +952,16 @@ __device__ __forceinline__ void gc_tc16_mma(float (&c)[4], unsigned a0, unsigned
 }
 
 // Block x computes columns %[5]dx.. of all rows; its %[6]d warps split k.
+// A and the epilogue's operands are not __restrict__, and A is read with
+// ld.global.cg: under a dependent launch the kernel ahead writes them
+// while this one starts, so the read-only path could return stale values.
+// The first step's weight loads are issued before griddepcontrol.wait, so
+// they overlap the kernel ahead; nothing it writes is read before the wait.
 extern "C" __global__ void __launch_bounds__(%[6]d * 32) %[1]s(
-    const %[7]s* __restrict__ A, long long lda, const %[7]s* __restrict__ B, long long ldb,
+    const %[7]s* A, long long lda, const %[7]s* __restrict__ B, long long ldb,
     int M, int N, int K, int vec, %[2]s* __restrict__ out, long long ldo,
     float* __restrict__ ws, unsigned int* __restrict__ counters%[3]s) {
-  constexpr int NT = %[8]d, W = %[6]d, BN = 8 * NT, T = 16 * BN, U = 4;
+  constexpr int NT = %[8]d, W = %[6]d, BN = 8 * NT, T = 16 * BN, U = 4, STEP = 32 * W * U;
   const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
   const int n0 = blockIdx.x * BN;
   // Rows and columns past the end read the last one, dropped at the
@@ -969,17 +978,34 @@ extern "C" __global__ void __launch_bounds__(%[6]d * 32) %[1]s(
     #pragma unroll
     for (int q = 0; q < 4; q++) acc[j][q] = 0.f;
   const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
-  // U chunks a step, their loads all in flight before the MMAs.
-  for (int k0 = 32 * w; k0 < K; k0 += 32 * W * U) {
-    uint4 bv[U][NT], av0[U], av1[U];
+  asm volatile("griddepcontrol.launch_dependents;");
+  // A step is U chunks of this warp's k, chunk u at k0 + 32·W·u; the next
+  // step's weight loads are in flight during this one's MMAs.
+  uint4 bv[U][NT];
+  #pragma unroll
+  for (int u = 0; u < U; u++) {
+    const int k = 32 * w + 32 * W * u;
+    #pragma unroll
+    for (int j = 0; j < NT; j++) bv[u][j] = k + 8 * t < K ? gc_tc16_ldw(b[j] + k) : zero;
+  }
+  // Everything above reads only B, which no kernel of the program writes.
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  for (int k0 = 32 * w; k0 < K; k0 += STEP) {
+    uint4 av0[U], av1[U], bn[U][NT];
     #pragma unroll
     for (int u = 0; u < U; u++) {
       const int k = k0 + 32 * W * u;
       const bool in = k + 8 * t < K;
+      av0[u] = in ? __ldcg((const uint4*)(a0 + k)) : zero;
+      av1[u] = in && high ? __ldcg((const uint4*)(a1 + k)) : zero;
+    }
+    if (k0 + STEP < K) {
       #pragma unroll
-      for (int j = 0; j < NT; j++) bv[u][j] = in ? gc_tc16_ldw(b[j] + k) : zero;
-      av0[u] = in ? __ldg((const uint4*)(a0 + k)) : zero;
-      av1[u] = in && high ? __ldg((const uint4*)(a1 + k)) : zero;
+      for (int u = 0; u < U; u++) {
+        const int k = k0 + STEP + 32 * W * u;
+        #pragma unroll
+        for (int j = 0; j < NT; j++) bn[u][j] = k + 8 * t < K ? gc_tc16_ldw(b[j] + k) : zero;
+      }
     }
     #pragma unroll
     for (int u = 0; u < U; u++)
@@ -988,6 +1014,12 @@ extern "C" __global__ void __launch_bounds__(%[6]d * 32) %[1]s(
         gc_tc16_mma(acc[j], av0[u].x, av1[u].x, av0[u].y, av1[u].y, bv[u][j].x, bv[u][j].y);
         gc_tc16_mma(acc[j], av0[u].z, av1[u].z, av0[u].w, av1[u].w, bv[u][j].z, bv[u][j].w);
       }
+    if (k0 + STEP < K) {
+      #pragma unroll
+      for (int u = 0; u < U; u++)
+        #pragma unroll
+        for (int j = 0; j < NT; j++) bv[u][j] = bn[u][j];
+    }
   }
   // acc[j][q] is row g + 8(q/2), column 8j + 2t + q%%2 of the tile.
   __shared__ float red[W * T];
@@ -1004,7 +1036,7 @@ extern "C" __global__ void __launch_bounds__(%[6]d * 32) %[1]s(
     const int m = f / BN, n = n0 + f %% BN;
 %[4]s  }
 }
-`, k.Name(), storageC(k.Out), strings.Join(prefixAll(", ", params), ""), storeAt("v", store), 8*c.NT, c.Warps, storageC(in), c.NT, mma)
+`, k.Name(), storageC(k.Out), strings.ReplaceAll(strings.Join(prefixAll(", ", params), ""), "__restrict__ ", ""), storeAt("v", store), 8*c.NT, c.Warps, storageC(in), c.NT, mma)
 }
 
 // tensorReduce is the tensor-core kernel's end: the store straight from
