@@ -36,6 +36,9 @@ func runGemv(cfg *config, out io.Writer) error {
 	fmt.Fprintf(out, "products x·wᵀ on %s, weights streamed from memory (µs a product); copy bandwidth %.1f GB/s\n", cfg.device, cp.CopyGBs)
 	fmt.Fprintf(out, "%-9s %5s %11s %7s %9s %9s %15s %9s %10s\n", "dtype", "rows", "weight", "copies", "eager", "compiled", "reduce-overhead", "GB/s", "% of copy")
 	for _, dt := range []tensor.DType{tensor.Float32, tensor.BFloat16} {
+		if cfg.only != "" && dt.String() != cfg.only {
+			continue
+		}
 		for _, width := range gemvWidths {
 			wbytes := width * width * dt.Size()
 			copies := max(1, gemvStreamBytes/wbytes)

@@ -165,7 +165,7 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	iters := fs.Int("iters", 0, "calls per timed repetition (0: enough for ~50 ms on a GPU, ~0.2 s on the CPU)")
 	reps := fs.Int("reps", 0, "timed repetitions, the median is reported (default 5 on a GPU, 3 on the CPU)")
 	quick := fs.Bool("quick", false, "sizes 16x smaller, for smoke runs")
-	only := fs.String("only", "", "run only workloads whose name contains this")
+	only := fs.String("only", "", "run only workloads whose name contains this (-gemv: only this dtype)")
 	mlp := fs.Bool("mlp", false, "time the 4-layer MLP eager and compiled at batch 1 and 32")
 	llmCfg := fs.String("llm", "", "time examples/llm's decode step (config/dtype: tiny/float32, 1b/bfloat16 …) at batch 1, 4 and 16 against the bandwidth roofline")
 	gemv := fs.Bool("gemv", false, "time the weight-streaming products x·wᵀ (1–16 rows, 2048² and 4096² weights, float32 and bfloat16) against the copy bandwidth")

@@ -111,6 +111,7 @@ def main():
     ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     ap.add_argument("--compile", action="store_true", help="torch.compile the decode step (reduce-overhead)")
     ap.add_argument("--out", help="folder for logits.npy and tokens.npy")
+    ap.add_argument("--time-steps", type=int, default=64, help="decode steps timed after the greedy ones")
     args = ap.parse_args()
     c = CONFIGS[args.config]
     dtype = torch.float32 if args.dtype == "float32" else torch.bfloat16
@@ -135,8 +136,22 @@ def main():
         if args.device.startswith("cuda"):
             torch.cuda.synchronize()
         secs = time.perf_counter() - start
-    print("torch %s, %s config, %s, %s, compiled %s: %d decode steps, %.1f tokens/s" % (
-        torch.__version__, args.config, args.device, args.dtype, compiled, args.steps, args.steps / secs))
+        # The steady decode rate, after the greedy steps above have warmed
+        # the step up (compiled it, captured its CUDA graph): --time-steps
+        # more steps at the next position, one synchronize at the end.
+        tok = torch.tensor([[out[-1] if out else 0]], device=args.device)
+        p = torch.tensor([len(prompt) + args.steps], device=args.device)
+        if args.device.startswith("cuda"):
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(args.time_steps):
+            step(tok, p)
+        if args.device.startswith("cuda"):
+            torch.cuda.synchronize()
+        steady = (time.perf_counter() - t0) / max(args.time_steps, 1)
+    print("torch %s, %s config, %s, %s, compiled %s: %d decode steps, %.1f tokens/s; steady %.1f µs a step, %.1f tokens/s" % (
+        torch.__version__, args.config, args.device, args.dtype, compiled, args.steps, args.steps / secs,
+        steady * 1e6, 1 / steady))
     if args.out:
         os.makedirs(args.out, exist_ok=True)
         np.save(os.path.join(args.out, "logits.npy"), torch.cat(logits).cpu().numpy().astype(np.float32))
