@@ -22,6 +22,7 @@ func init() {
 		"cumsum":       cumsumKernel,
 		"argsort":      argsortKernel,
 		"index_copy":   indexCopyKernel,
+		"attention":    attentionKernel,
 
 		"as_strided_scatter":    asStridedScatterKernel,
 		"as_strided_index_copy": asStridedIndexCopyKernel,

@@ -12,32 +12,136 @@ var OpSDPA = composite(&Op{Name: "scaled_dot_product_attention", Title: "ScaledD
 		"and is added, or where bool, true attends; Attrs.Scalars: scale (0: 1/sqrt(E)) and causal (non-zero: " +
 		"query i attends keys j <= i, aligned top-left as PyTorch's is_causal)"})
 
+// OpAttention is ScaledDotProductAttention for few queries against any
+// number of keys (a decode step against a KV cache), run as one kernel
+// where the device has one: sdpaDecomp emits it for the operands
+// AttentionFits accepts, and its meaning is SDPAMath's (devices without a
+// kernel for it run SDPAMath). Operand 3 is a bool mask or nil.
+var OpAttention = extern(&Op{Name: "attention", Title: "ScaledDotProductAttention", Arity: 4, Params: 2,
+	Rule: SameAsFirst, Masks: []int{3}, Shape: attentionShape,
+	Doc: "ScaledDotProductAttention (its math) for at most AttentionMaxQueries queries per head: q [B, Hq, L, E] or [Hq, L, E], " +
+		"k and v [B, Hkv, S, E|Ev] of q's type, an optional bool mask broadcasting to [B, Hq, L, S]; Attrs.Scalars as ScaledDotProductAttention's"})
+
+// Limits of OpAttention: queries per head, and the rows (query heads of a
+// key head times queries) and features one kernel block holds.
+const (
+	AttentionMaxQueries = 16
+	AttentionMaxRows    = 32
+	AttentionMaxFloats  = 2048 // rows × features, for q and for the output
+)
+
+func attentionShape(in [][]int, a *Attrs) ([]int, error) {
+	if len(in) < 3 || len(in[0]) < 2 || len(in[2]) != len(in[0]) {
+		return nil, Errorf("ScaledDotProductAttention", in, "give q, k and v of one rank", "ranks do not match")
+	}
+	out := clone(in[0])
+	out[len(out)-1] = in[2][len(in[2])-1]
+	return out, nil
+}
+
+// AttentionFits reports whether OpAttention computes attention of q, k, v
+// (shapes) with a mask of maskType (Invalid: none): rank 3 or 4 with equal
+// batch sizes, q, k and v of one floating type, at most
+// AttentionMaxQueries queries, the rows of a key head's query heads within
+// AttentionMaxRows, and rows × features within AttentionMaxFloats; a mask,
+// if any, bool and of rank at most q's. Shapes are already checked as
+// SDPAMath checks them.
+func AttentionFits(qs, ks, vs []int, qt, kt, vt, maskType DType, maskRank int) bool {
+	r := len(qs)
+	if r != 3 && r != 4 || qt != kt || qt != vt || !qt.IsFloat() {
+		return false
+	}
+	if r == 4 && (ks[0] != qs[0] || vs[0] != qs[0]) {
+		return false
+	}
+	if maskType != Invalid && (maskType != Bool || maskRank > r) {
+		return false
+	}
+	hq, hkv, L, E, Ev := qs[r-3], ks[r-3], qs[r-2], qs[r-1], vs[r-1]
+	if hkv == 0 || L == 0 || L > AttentionMaxQueries || ks[r-2] == 0 {
+		return false
+	}
+	rows := hq / hkv * L
+	return rows <= AttentionMaxRows && rows*E <= AttentionMaxFloats && rows*((Ev+31)/32*32) <= AttentionMaxFloats
+}
+
 func sdpaDecomp(b Builder, a Attrs, args ...Value) (Value, error) {
+	if _, _, err := sdpaShapes(b, args[0], args[1], args[2]); err != nil {
+		return nil, err
+	}
 	q, k, v, mask := args[0], args[1], args[2], args[3]
+	mt, mr := Invalid, 0
+	if mask != nil {
+		mt, mr = b.DType(mask), len(b.Shape(mask))
+	}
+	if AttentionFits(b.Shape(q), b.Shape(k), b.Shape(v), b.DType(q), b.DType(k), b.DType(v), mt, mr) {
+		if mask != nil { // the mask must broadcast to the scores
+			scores := attentionScores(b.Shape(q), b.Shape(k))
+			if bs, err := Broadcast("ScaledDotProductAttention", b.Shape(mask), scores); err == nil && SameShape(bs, scores) {
+				return b.Apply(OpAttention, a, q, k, v, mask), nil
+			}
+		} else {
+			return b.Apply(OpAttention, a, q, k, v, nil), nil
+		}
+	}
+	return SDPAMath(b, a, args...)
+}
+
+// attentionScores is the shape of the scores of q against k: [..., Hq, L, S].
+func attentionScores(qs, ks []int) []int {
+	out := clone(qs)
+	out[len(out)-1] = ks[len(ks)-2]
+	return out
+}
+
+// sdpaShapes checks q, k and v as ScaledDotProductAttention takes them
+// and returns the query heads and key heads (1 and 1 for rank 2).
+func sdpaShapes(b Builder, q, k, v Value) (hq, hkv int, err error) {
 	qs, ks, vs := b.Shape(q), b.Shape(k), b.Shape(v)
 	shapes := [][]int{qs, ks, vs}
 	const title = "ScaledDotProductAttention"
 	for _, x := range []Value{q, k, v} {
 		if err := requireFloat(b, title, x); err != nil {
-			return nil, err
+			return 0, 0, err
 		}
 	}
 	r := len(qs)
 	if r < 2 || len(ks) != r || len(vs) != r {
-		return nil, Errorf(title, shapes, "give q [..., L, E], k [..., S, E] and v [..., S, Ev] of one rank, at least 2",
+		return 0, 0, Errorf(title, shapes, "give q [..., L, E], k [..., S, E] and v [..., S, Ev] of one rank, at least 2",
 			"ranks %d, %d and %d", len(qs), len(ks), len(vs))
 	}
 	E, S := qs[r-1], ks[r-2]
 	if ks[r-1] != E || vs[r-2] != S {
-		return nil, Errorf(title, shapes, "k's last dim must equal q's, and v's second-to-last k's",
+		return 0, 0, Errorf(title, shapes, "k's last dim must equal q's, and v's second-to-last k's",
 			"q has %d features, k %d; k has %d positions, v %d", E, ks[r-1], S, vs[r-2])
 	}
-	if r >= 3 && (ks[r-3] != qs[r-3] || vs[r-3] != qs[r-3]) {
-		hq, hkv := qs[r-3], ks[r-3]
-		if hkv == 0 || vs[r-3] != hkv || hq%hkv != 0 {
-			return nil, Errorf(title, shapes, "give k and v the same number of heads, one that divides q's (grouped-query attention)",
+	if r < 3 {
+		return 1, 1, nil
+	}
+	hq, hkv = qs[r-3], ks[r-3]
+	if hkv == 0 || vs[r-3] != hkv || hq%hkv != 0 {
+		if hq != hkv || vs[r-3] != hq {
+			return 0, 0, Errorf(title, shapes, "give k and v the same number of heads, one that divides q's (grouped-query attention)",
 				"q has %d heads, k %d, v %d", hq, hkv, vs[r-3])
 		}
+	}
+	return hq, hkv, nil
+}
+
+// SDPAMath is ScaledDotProductAttention's meaning, as PyTorch's math
+// reference computes it: key heads repeated for grouped-query attention,
+// 16-bit operands computed in float32, scores scaled, masked and
+// soft-maxed, then multiplied by v.
+func SDPAMath(b Builder, a Attrs, args ...Value) (Value, error) {
+	q, k, v, mask := args[0], args[1], args[2], args[3]
+	hq, hkv, err := sdpaShapes(b, q, k, v)
+	if err != nil {
+		return nil, err
+	}
+	qs := b.Shape(q)
+	r := len(qs)
+	E := qs[r-1]
+	if hq != hkv {
 		k, v = repeatHeads(b, k, hq/hkv), repeatHeads(b, v, hq/hkv)
 	}
 	scale := 1 / math.Sqrt(float64(E))

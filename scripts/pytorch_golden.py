@@ -73,7 +73,7 @@ OPS = [
     "sum", "mean", "amax", "amin", "argmax", "argmin",
     # composites
     "var", "softmax", "log_softmax", "layer_norm", "rms_norm", "linear", "repeat", "pad",
-    "scaled_dot_product_attention",
+    "scaled_dot_product_attention", "attention",
     # views
     "reshape", "transpose", "permute", "expand", "squeeze", "unsqueeze", "slice",
     # externs
@@ -570,6 +570,25 @@ def attentions(g):
         def fn(*ts, causal=causal, scale=scale):
             return sdpa(ts[0], ts[1], ts[2], ts[3] if len(ts) > 3 else None, causal, scale)
         g.add(name, "scaled_dot_product_attention", inputs, fn, attrs=attrs, heavy=True)
+    # Few queries against many keys: the shapes that run as one split-key
+    # kernel ("attention", what ScaledDotProductAttention lowers to there).
+    for name, dt, (B, hq, hkv, L, S, E), causal, mask, scale in [
+            ("float32_decode_gqa_mask", "float32", (2, 8, 2, 1, 300, 16), False, "bool", None),
+            ("bfloat16_decode_gqa", "bfloat16", (1, 8, 2, 1, 257, 64), False, None, None),
+            ("float16_queries4_causal", "float16", (1, 4, 4, 4, 130, 32), True, None, None),
+            ("float64_queries3_mask_scale", "float64", (3, 2, 1, 3, 45, 8), False, "bool", 0.3)]:
+        name = "attention_" + name
+        rng = rng_for(name)
+        inputs = [(make(rng, (B, hq, L, E), dt), dt), (make(rng, (B, hkv, S, E), dt), dt), (make(rng, (B, hkv, S, E), dt), dt)]
+        if mask == "bool":
+            m = rng.rand(L, S) < 0.7
+            m[:, 0] = True
+            inputs.append((m, "bool"))
+        attrs = {"causal": causal, "scale": jfloat(scale or 0.0)}
+
+        def fn(*ts, causal=causal, scale=scale):
+            return sdpa(ts[0], ts[1], ts[2], ts[3] if len(ts) > 3 else None, causal, scale)
+        g.add(name, "attention", inputs, fn, attrs=attrs, heavy=True)
 
 
 def index_copies(g):

@@ -10,6 +10,8 @@ it, and eager), printing tokens/s and writing the logits for parity.
 
 --out writes logits.npy (float32 [steps + 1, vocab]: the prefill's last
 position, then each greedy decode step's) and tokens.npy (the greedy tokens).
+--follow feeds the tokens of an earlier run instead, so a float32 run on
+bfloat16 weights gives the reference that bfloat16 runs are measured by.
 """
 
 import argparse
@@ -111,6 +113,7 @@ def main():
     ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     ap.add_argument("--compile", action="store_true", help="torch.compile the decode step (reduce-overhead)")
     ap.add_argument("--out", help="folder for logits.npy and tokens.npy")
+    ap.add_argument("--follow", help="tokens.npy to feed instead of the greedy tokens (a reference run in another dtype)")
     ap.add_argument("--time-steps", type=int, default=64, help="decode steps timed after the greedy ones")
     args = ap.parse_args()
     c = CONFIGS[args.config]
@@ -123,13 +126,16 @@ def main():
     step, compiled = dec.forward, False
     if args.compile and hasattr(torch, "compile"):
         step, compiled = torch.compile(dec.forward, mode="reduce-overhead"), True
+    follow = np.load(args.follow) if args.follow else None
+    if follow is not None:
+        args.steps = len(follow)
     with torch.no_grad():
         tokens = torch.tensor([prompt], device=args.device)
         logits = [dec.forward(tokens, torch.arange(len(prompt), device=args.device))]
         out = []
         start = time.perf_counter()
         for i in range(args.steps):
-            tok = int(logits[-1][0].argmax())
+            tok = int(follow[i]) if follow is not None else int(logits[-1][0].argmax())
             out.append(tok)
             p = len(prompt) + i
             logits.append(step(torch.tensor([[tok]], device=args.device), torch.tensor([p], device=args.device)))
