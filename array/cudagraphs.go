@@ -163,8 +163,12 @@ type replayGraph struct {
 	dirty   []bool
 	inputs  []graphInput
 	outputs []graphOutput
-	results []int // output i is view results[i] of outputs[...]: see views
-	views   []*Array
+	results []int // output i is a view of outputs[results[i]] (-1: fixed, see fixed)
+	// fixed[i] >= 0: output i is a view of input fixed[i], written in
+	// place; -1 with results[i] -1: views[i] itself (a constant).
+	fixed []int
+	views []*Array
+	inOff []int // the element offsets of the inputs the graph was captured with
 	keep    []*storage // memory the graph owns
 	static  []*Array   // copyInputs: the buffers inputs are copied into
 }
@@ -284,6 +288,11 @@ func capture(inputs []*Array, slots int, run func([]*Array, *Arena) []*Array) (r
 		}
 	}
 	a := &Arena{slots: make([]arenaSlot, slots)}
+	// Captured index kernels record bad indices in the fault log, which
+	// must exist before the capture (it cannot allocate and zero memory).
+	if err := g.faults.init(g); err != nil {
+		return nil, err
+	}
 	if err := g.stream.BeginCapture(); err != nil {
 		return nil, err
 	}
@@ -354,14 +363,29 @@ func capture(inputs []*Array, slots int, run func([]*Array, *Arena) []*Array) (r
 				refs: refs(t.st.gpu.ptr(), t.st.gpu.block.Size, t.DevicePtr()), cur: t.DevicePtr()})
 		}
 	}
+	for _, t := range in {
+		rg.inOff = append(rg.inOff, t.offset)
+	}
 	owned := map[*storage]bool{}
 	for _, st := range rg.keep {
 		owned[st] = true
 	}
 	byStorage := map[*storage]int{}
 	for i, o := range outs {
-		if o == nil || o.st.gpu == nil || !owned[o.st] {
-			return nil, fmt.Errorf("output %d is not computed by the program (an input, a constant, or on the CPU)", i)
+		if o == nil || o.st.gpu == nil {
+			return nil, fmt.Errorf("output %d is not on the GPU", i)
+		}
+		if !owned[o.st] {
+			// An input or a constant the program returns, or wrote in
+			// place (a KV cache): each replay returns it, written again.
+			j := slices.IndexFunc(in, func(t *Array) bool { return t.st == o.st })
+			if j >= 0 && graphInputs == copyInputs {
+				return nil, fmt.Errorf("output %d is an input, which a replay reads through a copy", i)
+			}
+			rg.results = append(rg.results, -1)
+			rg.fixed = append(rg.fixed, j)
+			rg.views = append(rg.views, o)
+			continue
 		}
 		j, ok := byStorage[o.st]
 		if !ok {
@@ -375,6 +399,7 @@ func capture(inputs []*Array, slots int, run func([]*Array, *Arena) []*Array) (r
 			rg.outputs = append(rg.outputs, graphOutput{bytes: b.Size, refs: rs})
 		}
 		rg.results = append(rg.results, j)
+		rg.fixed = append(rg.fixed, -1)
 		rg.views = append(rg.views, o)
 	}
 	if rg.exec, err = graph.Instantiate(); err != nil {
@@ -432,7 +457,14 @@ func (rg *replayGraph) replay(inputs []*Array) ([]*Array, error) {
 	stats.GraphReplays.Add(1)
 	outs := make([]*Array, len(rg.views))
 	for i, v := range rg.views {
-		outs[i] = &Array{st: fresh[rg.results[i]].st, shape: v.shape, strides: v.strides, offset: v.offset, dtype: v.dtype}
+		switch j := rg.fixed[i]; {
+		case rg.results[i] >= 0:
+			outs[i] = &Array{st: fresh[rg.results[i]].st, shape: v.shape, strides: v.strides, offset: v.offset, dtype: v.dtype}
+		case j >= 0: // the same place in this call's input
+			outs[i] = &Array{st: inputs[j].st, shape: v.shape, strides: v.strides, offset: v.offset - rg.inOff[j] + inputs[j].offset, dtype: v.dtype}
+		default:
+			outs[i] = v
+		}
 	}
 	return outs, nil
 }

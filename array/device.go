@@ -29,6 +29,7 @@ type GPU struct {
 	heap      *deviceHeap // paces collections by the device memory tensors hold
 	kernels   sync.Map    // kernel name → *kernelEntry
 	args      sync.Pool
+	faults    faultLog // bad indices met by captured kernels (faults.go)
 }
 
 type kernelEntry struct {
@@ -115,6 +116,7 @@ func (t *Array) ToDevice(d Device) *Array {
 			g := c.st.gpu.g
 			Check(g.stream.CopyDtoH(hostPointer(out), c.DevicePtr(), n), "ToDevice", t)
 			Check(g.stream.Synchronize(), "ToDevice", t)
+			g.checkFaults()
 		}
 		return out
 	}

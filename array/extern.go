@@ -368,6 +368,10 @@ func IndexCopyInto(op string, dst *Array, dim int, idx, src *Array) {
 }
 
 func indexCopyInto(op string, dst *Array, d int, idx, src *Array) {
+	if dst.st.dev != CPU {
+		gpuIndexCopy(op, dst, d, idx.ToDevice(dst.st.dev), src.ToDevice(dst.st.dev))
+		return
+	}
 	for i, v := range indexValues(idx) {
 		j := checkIndex(op, []*Array{dst, idx, src}, v, dst.shape[d])
 		copyInto(dst.selectAt(d, j), src.selectAt(d, i))

@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-	"unsafe"
 
 	"gocompile/internal/buildid"
 	"gocompile/internal/logs"
@@ -373,7 +372,8 @@ func gpuCopyInto(dst, src *Array) {
 
 // gpuIndex gathers x along dim into res: by index shaped like res
 // (Gather) or by a 1-D index (IndexSelect). Out-of-range indices become an
-// *Error (the check waits for the kernel).
+// *Error: the check waits for the kernel, or, under capture, is deferred
+// to the device's fault log (faults.go).
 func gpuIndex(op string, x, index *Array, dim int, gather bool, res *Array) {
 	n := res.Numel()
 	if n == 0 {
@@ -400,19 +400,15 @@ func gpuIndex(op string, x, index *Array, dim int, gather bool, res *Array) {
 	if len(x.shape) > 0 {
 		size = x.shape[dim]
 	}
-	bad := newGPUArray(res.st.dev, ir.Int64, []int{2})
-	Check(g.stream.Memset8(bad.DevicePtr(), 0, 16), op, x)
+	operands := []*Array{x, index}
+	check, deferred, bad := g.indexCheck(op, size, operands)
 	args := g.GetArgs()
 	defer g.PutArgs(args)
 	args.I64(int64(n)).Ptr(x.DevicePtr()).Ptr(index.DevicePtr()).Ptr(res.DevicePtr()).
-		I64(int64(dim)).I64(int64(size)).Ptr(bad.DevicePtr()).Bytes(geo.Bytes(), 8)
+		I64(int64(dim)).I64(int64(size)).Ptr(check).Bytes(geo.Bytes(), 8)
 	g.Launch(op, fn, g.gridFor(n), threadsPerBlock, args)
-	var flag [2]int64
-	Check(g.stream.CopyDtoH(unsafe.Pointer(&flag[0]), bad.DevicePtr(), 16), op, x)
-	Check(g.stream.Synchronize(), op, x)
-	if flag[0] != 0 {
-		Throw(op, []*Array{x, index}, "indices must lie in [-size, size)",
-			"index %d is out of range for a dim of size %d", flag[1], size)
+	if !deferred {
+		g.readIndexCheck(op, size, bad, operands)
 	}
 }
 
@@ -546,4 +542,45 @@ func compileCached(a *Artifacts, dev *cuda.Device, name string, gen func() (stri
 		return nil, err
 	}
 	return &cuda.CompileResult{CUBIN: e.Kernel.CUBIN, PTX: e.Kernel.PTX, Log: e.Kernel.Log, Arch: e.Kernel.Arch}, nil
+}
+
+// gpuIndexCopy writes src into the view dst along dim d at the 1-D idx,
+// with the index read on the device (no wait for it: the write can be
+// captured into a CUDA graph). Out-of-range indices become an *Error as
+// gpuIndex's do.
+func gpuIndexCopy(op string, dst *Array, d int, idx, src *Array) {
+	n := src.Numel()
+	if n == 0 {
+		return
+	}
+	g := dst.st.gpu.g
+	operands := []*Array{dst, idx, src}
+	if len(src.shape) > inductor.MaxRank {
+		Throw(op, operands, "use fewer dims", "GPU index copies index at most %d dims", inductor.MaxRank)
+	}
+	if src.dtype != dst.dtype {
+		src = asType(src, dst.dtype)
+	}
+	kern := &inductor.IndexCopyKernel{Elem: dst.dtype, Index: idx.dtype}
+	fn := g.kernel(kern.Name(), func() (string, error) { return kern.Source(), nil })
+	geo := inductor.Geometry{Rank: len(src.shape), Strides: make([][inductor.MaxRank]int64, 2)}
+	for i, s := range src.shape {
+		geo.Sizes[i] = int64(s)
+		geo.Strides[0][i] = int64(dst.strides[i])
+		geo.Strides[1][i] = int64(src.strides[i])
+	}
+	istride := 0
+	if len(idx.shape) == 1 {
+		istride = idx.strides[0]
+	}
+	size := dst.shape[d]
+	check, deferred, bad := g.indexCheck(op, size, operands)
+	args := g.GetArgs()
+	defer g.PutArgs(args)
+	args.I64(int64(n)).Ptr(src.DevicePtr()).Ptr(idx.DevicePtr()).I64(int64(istride)).Ptr(dst.DevicePtr()).
+		I64(int64(d)).I64(int64(size)).Ptr(check).Bytes(geo.Bytes(), 8)
+	g.Launch(op, fn, g.gridFor(n), threadsPerBlock, args)
+	if !deferred {
+		g.readIndexCheck(op, size, bad, operands)
+	}
 }

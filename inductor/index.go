@@ -68,6 +68,50 @@ func (k *IndexKernel) body() string {
 	return b.String()
 }
 
+// IndexCopyKernel writes src into dst along one dim at a 1-D index held
+// on the device: dst[pos with pos[dim] = index[pos[dim]]] = src[pos] for
+// every position pos of src (both of Elem). An out-of-range index is not
+// written: the kernel sets *bad and records it, as IndexKernel does.
+type IndexCopyKernel struct {
+	Elem  ir.DType
+	Index ir.DType // Int32 or Int64
+}
+
+// Name is the kernel's entry point.
+func (k *IndexCopyKernel) Name() string { return fmt.Sprintf("gc_index_copy_%v_by_%v", k.Elem, k.Index) }
+
+// Source generates the kernel. Parameters: long long n (src's elements),
+// const Elem* src, const Index* index, long long indexStride, Elem* dst,
+// long long dim, long long dimSize (dst's), long long* bad, Geometry g
+// with src's sizes, stride[0] = dst's strides and stride[1] = src's.
+func (k *IndexCopyKernel) Source() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "// gocompile eager kernel: %s\n%s", k.Name(), cudaPrelude)
+	fmt.Fprintf(&b, "struct Geometry { long long rank; long long size[%d]; long long stride[2][%d]; };\n\n", MaxRank, MaxRank)
+	fmt.Fprintf(&b, `extern "C" __global__ void %[1]s(long long n, const %[2]s* __restrict__ src, const %[3]s* __restrict__ index,
+    long long indexStride, %[2]s* __restrict__ dst, long long dim, long long dimSize, long long* bad, Geometry g) {
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
+    long long rem = i, dof = 0, sof = 0, at = 0;
+    for (int d = (int)g.rank - 1; d >= 0; d--) {
+      long long c = rem %% g.size[d];
+      rem /= g.size[d];
+      if (d == dim) at = c; else dof += c * g.stride[0][d];
+      sof += c * g.stride[1][d];
+    }
+    long long j = (long long)index[at * indexStride];
+    if (j < 0) j += dimSize;
+    if (j < 0 || j >= dimSize) {
+      bad[1] = (long long)index[at * indexStride];
+      atomicExch((unsigned long long*)bad, 1ull);
+      continue;
+    }
+    dst[dof + j * g.stride[0][dim]] = src[sof];
+  }
+}
+`, k.Name(), storageC(k.Elem), storageC(k.Index))
+	return b.String()
+}
+
 // IntMatMulSource is a plain integer matrix product over contiguous
 // batches, for the types cuBLAS does not multiply: out[b][i][j] =
 // sum_p a[b][i][p] * c[b][p][j], wrapping as integers do. Parameters:

@@ -125,6 +125,21 @@ func allKernels(t *testing.T) []source {
 			}
 		}
 	}
+	afterPrelude := func(src string) string { return src[strings.Index(src, cudaPrelude)+len(cudaPrelude):] }
+	for _, dt := range ir.DTypes {
+		for _, idx := range []ir.DType{ir.Int32, ir.Int64} {
+			k := &IndexCopyKernel{Elem: dt, Index: idx}
+			out = append(out, source{k.Name(), afterPrelude(k.Source()), func() (string, error) { return k.Source(), nil }})
+		}
+	}
+	for _, dt := range []ir.DType{ir.Float32, ir.Float16, ir.BFloat16} {
+		for _, k := range []*AttentionKernel{
+			{Elem: dt, Rows: 8, E: 64, Ev: 64},
+			{Elem: dt, Rows: 3, E: 17, Ev: 40, Mask: true, Causal: true},
+		} {
+			out = append(out, source{k.Name(), afterPrelude(k.Source()), func() (string, error) { return k.Source(), nil }})
+		}
+	}
 	// Horizontal groups: one kernel, several outputs of other types.
 	for _, mode := range []string{"dense", "nd", "tile"} {
 		accesses := map[string][]Access{
@@ -251,6 +266,7 @@ const cppStubs = `#include <cmath>
 struct gc_dim3 { unsigned x, y, z; };
 static gc_dim3 blockIdx, threadIdx, gridDim, blockDim;
 inline float __uint_as_float(unsigned u) { float f; std::memcpy(&f, &u, 4); return f; }
+inline float __int_as_float(int u) { float f; std::memcpy(&f, &u, 4); return f; }
 inline unsigned __float_as_uint(float f) { unsigned u; std::memcpy(&u, &f, 4); return u; }
 inline double __longlong_as_double(long long i) { double f; std::memcpy(&f, &i, 8); return f; }
 template <typename T> T __shfl_down_sync(unsigned, T v, int) { return v; }
@@ -265,6 +281,7 @@ inline void __threadfence() {}
 inline unsigned atomicAdd(unsigned* p, unsigned v) { auto o = *p; *p += v; return o; }
 template <typename T> T __ldg(const T* p) { return *p; }
 template <typename T> T __shfl_xor_sync(unsigned, T v, int) { return v; }
+template <typename T> T __shfl_sync(unsigned, T v, int) { return v; }
 inline void __syncthreads() {}
 inline unsigned long long atomicExch(unsigned long long* p, unsigned long long v) { auto o = *p; *p = v; return o; }
 using std::min; using std::max;

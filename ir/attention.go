@@ -41,14 +41,15 @@ func attentionShape(in [][]int, a *Attrs) ([]int, error) {
 
 // AttentionFits reports whether OpAttention computes attention of q, k, v
 // (shapes) with a mask of maskType (Invalid: none): rank 3 or 4 with equal
-// batch sizes, q, k and v of one floating type, at most
+// batch sizes, q, k and v of one type, float32, float16 or bfloat16 (its
+// kernels add in float32; float64 keeps the math), at most
 // AttentionMaxQueries queries, the rows of a key head's query heads within
 // AttentionMaxRows, and rows × features within AttentionMaxFloats; a mask,
 // if any, bool and of rank at most q's. Shapes are already checked as
 // SDPAMath checks them.
 func AttentionFits(qs, ks, vs []int, qt, kt, vt, maskType DType, maskRank int) bool {
 	r := len(qs)
-	if r != 3 && r != 4 || qt != kt || qt != vt || !qt.IsFloat() {
+	if r != 3 && r != 4 || qt != kt || qt != vt || qt != Float32 && qt != Float16 && qt != BFloat16 {
 		return false
 	}
 	if r == 4 && (ks[0] != qs[0] || vs[0] != qs[0]) {

@@ -148,3 +148,64 @@ func TestGPUReduceOverheadLibraryKernel(t *testing.T) {
 		t.Log(log)
 	}
 }
+
+// A decode-like step that embeds a token, writes a captured cache in place
+// at a position held in a tensor and attends over the cache is captured
+// and replayed: each replay writes the cache where the call says, the
+// results and the cache equal an eager twin's step after step, and a bad
+// position met in a replay is an error at the next read of device memory,
+// naming the op, with the cache left unwritten.
+func TestGPUReduceOverheadWritesCache(t *testing.T) {
+	requireGPU(t)
+	dev := CUDA(0)
+	for _, dt := range []DType{Float32, BFloat16} {
+		const vocab, dim, heads, kvHeads, seq = 50, 32, 4, 2, 40
+		emb := Randn(1, Float32, vocab, dim).To(dt).To(dev)
+		wk := Randn(2, Float32, kvHeads*8, dim).MulScalar(0.2).To(dt).To(dev)
+		wq := Randn(3, Float32, heads*8, dim).MulScalar(0.2).To(dt).To(dev)
+		keyPos := Arange(0, seq, 1, Int64).To(dev)
+		step := func(cache *Tensor) func(tok, pos *Tensor) *Tensor {
+			return func(tok, pos *Tensor) *Tensor {
+				x := Embedding(tok, emb)                                                  // [1, 1, dim]
+				k := x.Linear(wk, nil).Reshape(1, 1, kvHeads, 8).Transpose(1, 2)          // [1, kv, 1, 8]
+				q := x.Linear(wq, nil).Reshape(1, 1, heads, 8).Transpose(1, 2)            // [1, heads, 1, 8]
+				cache.IndexCopyInPlace(2, pos, k)                                         // [1, kv, seq, 8]
+				mask := keyPos.Unsqueeze(0).Le(pos.Unsqueeze(1))                          // [1, seq]
+				return ScaledDotProductAttention(q, cache, cache, mask, false, 0).Sum(-1) // [1, heads, 1]
+			}
+		}
+		eagerCache, graphCache := Zeros(dt, 1, kvHeads, seq, 8).To(dev), Zeros(dt, 1, kvHeads, seq, 8).To(dev)
+		eager, graphed := step(eagerCache), Compile(step(graphCache), WithMode(ReduceOverhead))
+		before := stats.GraphReplays.Load()
+		for p := range 12 {
+			tok := FromSlice([]int64{int64(p*7) % vocab}, 1, 1).To(dev)
+			pos := FromSlice([]int64{int64(p)}, 1).To(dev)
+			want := eager(tok, pos)
+			got := graphed(tok, pos)
+			what := fmt.Sprintf("%v step %d", dt, p)
+			checkClose(t, what, got, dt, want.Shape(), want.Float64s(), 4)
+			checkClose(t, what+": the cache", graphCache, dt, eagerCache.Shape(), eagerCache.Float64s(), 1)
+		}
+		if n := stats.GraphReplays.Load() - before; n < 10 {
+			t.Errorf("%v: %d graph replays over 12 steps, want 10 (a plain first call, a captured second)", dt, n)
+		}
+		// A position past the cache: the replay skips the write and the
+		// next read reports it.
+		bad := FromSlice([]int64{seq + 3}, 1).To(dev)
+		out := graphed(FromSlice([]int64{1}, 1, 1).To(dev), bad)
+		err := func() (err error) {
+			defer func() {
+				if r := recover(); r != nil {
+					err, _ = r.(error)
+				}
+			}()
+			out.Float64s()
+			return nil
+		}()
+		// Compile records IndexCopyInPlace as AsStridedIndexCopy.
+		if err == nil || !strings.Contains(err.Error(), "IndexCopy") || !strings.Contains(err.Error(), "out of range") {
+			t.Errorf("%v: a bad position in a replay: error %v, want one naming the index copy and the range", dt, err)
+		}
+		checkClose(t, fmt.Sprintf("%v: the cache after the bad step", dt), graphCache, dt, eagerCache.Shape(), eagerCache.Float64s(), 1)
+	}
+}
