@@ -91,6 +91,7 @@ func (k *AttentionKernel) Source() string {
 #define EVL %[5]d
 #define WARPS %[6]d
 #define WSROW (2 + EV)
+#define GC_NEG_INF __int_as_float(0xff800000)
 
 __device__ __forceinline__ float gc_attn_max(float v) {
   #pragma unroll
@@ -127,7 +128,7 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32) %[1]s_part(
   float m[ROWS], sum[ROWS], o[ROWS][EVL];
   #pragma unroll
   for (int r = 0; r < ROWS; r++) {
-    m[r] = -INFINITY;
+    m[r] = GC_NEG_INF;
     sum[r] = 0.f;
     #pragma unroll
     for (int i = 0; i < EVL; i++) o[r][i] = 0.f;
@@ -152,12 +153,12 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32) %[1]s_part(
       bool keep = valid && r < G * L;
       if (%[10]s) keep = keep && j <= l;
       if (%[11]s) keep = keep && valid && mask[b * mb + (hk * G + g) * mh + l * ml + (long long)j * ms] != 0;
-      const float s = keep ? sc[r] : -INFINITY;
+      const float s = keep ? sc[r] : GC_NEG_INF;
       const float mt = gc_attn_max(s);
       const float mn = fmaxf(m[r], mt);
       // Nothing visible yet: the row's sums stay zero.
-      const float c = mn == -INFINITY ? 1.f : expf(m[r] - mn);
-      const float p = mn == -INFINITY ? 0.f : expf(s - mn);
+      const float c = mn == GC_NEG_INF ? 1.f : expf(m[r] - mn);
+      const float p = mn == GC_NEG_INF ? 0.f : expf(s - mn);
       sum[r] = sum[r] * c + gc_attn_sum(p);
       m[r] = mn;
       sc[r] = p;
@@ -198,7 +199,7 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32) %[1]s_part(
   float* out = ws + ((long long)bk * ROWS * gridDim.x + split) * WSROW;
   for (int f = threadIdx.x; f < ROWS * (2 + EV); f += WARPS * 32) {
     const int r = f / (2 + EV), c = f %% (2 + EV);
-    float mx = -INFINITY;
+    float mx = GC_NEG_INF;
     #pragma unroll
     for (int s = 0; s < WARPS; s++) mx = fmaxf(mx, red[s][r][0]);
     float acc = 0.f;
@@ -208,7 +209,7 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32) %[1]s_part(
       #pragma unroll
       for (int s = 0; s < WARPS; s++) {
         const float ms = red[s][r][0];
-        if (ms != -INFINITY) acc += red[s][r][c] * expf(ms - mx);
+        if (ms != GC_NEG_INF) acc += red[s][r][c] * expf(ms - mx);
       }
     }
     out[(long long)r * gridDim.x * WSROW + c] = acc;
@@ -221,19 +222,19 @@ extern "C" __global__ void %[1]s_combine(const float* __restrict__ ws, %[7]s* __
   if (r >= G * L) return;
   const int g = r / L, l = r %% L;
   const float* p = ws + (long long)row * splits * WSROW;
-  float mx = -INFINITY;
+  float mx = GC_NEG_INF;
   for (int s = 0; s < splits; s++) mx = fmaxf(mx, p[s * WSROW]);
   float total = 0.f;
   for (int s = 0; s < splits; s++) {
     const float ms = p[s * WSROW];
-    if (ms != -INFINITY) total += p[s * WSROW + 1] * expf(ms - mx);
+    if (ms != GC_NEG_INF) total += p[s * WSROW + 1] * expf(ms - mx);
   }
   %[7]s* o = out + (((long long)b * Hkv * G + hk * G + g) * L + l) * EV;
   for (int e = threadIdx.x; e < EV; e += blockDim.x) {
     float acc = 0.f;
     for (int s = 0; s < splits; s++) {
       const float ms = p[s * WSROW];
-      if (ms != -INFINITY) acc += p[s * WSROW + 2 + e] * expf(ms - mx);
+      if (ms != GC_NEG_INF) acc += p[s * WSROW + 2 + e] * expf(ms - mx);
     }
     // No visible key: 0/0, NaN, as softmax over no keys gives.
     o[e] = %[13]s;
@@ -245,6 +246,7 @@ extern "C" __global__ void %[1]s_combine(const float* __restrict__ ws, %[7]s* __
 #undef EVL
 #undef WARPS
 #undef WSROW
+#undef GC_NEG_INF
 `, k.Name(), k.Rows, k.E, k.Ev, evPer, AttentionWarps, t,
 		load("q[b * qb + (hk * G + g) * qh + l * ql + e * qe]"),
 		load("kp[(long long)j * ks + e * ke]"),
