@@ -577,7 +577,7 @@ func gpuIndexCopy(op string, dst *Array, d int, idx, src *Array) {
 	check, deferred, bad := g.indexCheck(op, size, operands)
 	args := g.GetArgs()
 	defer g.PutArgs(args)
-	args.I64(int64(n)).Ptr(src.DevicePtr()).Ptr(idx.DevicePtr()).I64(int64(istride)).Ptr(dst.DevicePtr()).
+	args.I64(int64(n)).Ptr(src.DevicePtr()).Ptr(idx.DevicePtr()).I64(int64(idx.Numel())).I64(int64(istride)).Ptr(dst.DevicePtr()).
 		I64(int64(d)).I64(int64(size)).Ptr(check).Bytes(geo.Bytes(), 8)
 	g.Launch(op, fn, g.gridFor(n), threadsPerBlock, args)
 	if !deferred {

@@ -70,8 +70,12 @@ func (k *IndexKernel) body() string {
 
 // IndexCopyKernel writes src into dst along one dim at a 1-D index held
 // on the device: dst[pos with pos[dim] = index[pos[dim]]] = src[pos] for
-// every position pos of src (both of Elem). An out-of-range index is not
-// written: the kernel sets *bad and records it, as IndexKernel does.
+// every position pos of src (both of Elem). Where the index repeats a
+// destination, the last occurrence's element is written, as a sequential
+// copy leaves it (each thread looks for a later occurrence of its
+// destination, so results do not depend on timing). An out-of-range
+// index is not written: the kernel sets *bad and records it, as
+// IndexKernel does.
 type IndexCopyKernel struct {
 	Elem  ir.DType
 	Index ir.DType // Int32 or Int64
@@ -81,7 +85,8 @@ type IndexCopyKernel struct {
 func (k *IndexCopyKernel) Name() string { return fmt.Sprintf("gc_index_copy_%v_by_%v", k.Elem, k.Index) }
 
 // Source generates the kernel. Parameters: long long n (src's elements),
-// const Elem* src, const Index* index, long long indexStride, Elem* dst,
+// const Elem* src, const Index* index, long long indexLen, long long
+// indexStride, Elem* dst,
 // long long dim, long long dimSize (dst's), long long* bad, Geometry g
 // with src's sizes, stride[0] = dst's strides and stride[1] = src's.
 func (k *IndexCopyKernel) Source() string {
@@ -89,7 +94,7 @@ func (k *IndexCopyKernel) Source() string {
 	fmt.Fprintf(&b, "// gocompile eager kernel: %s\n%s", k.Name(), cudaPrelude)
 	fmt.Fprintf(&b, "struct Geometry { long long rank; long long size[%d]; long long stride[2][%d]; };\n\n", MaxRank, MaxRank)
 	fmt.Fprintf(&b, `extern "C" __global__ void %[1]s(long long n, const %[2]s* __restrict__ src, const %[3]s* __restrict__ index,
-    long long indexStride, %[2]s* __restrict__ dst, long long dim, long long dimSize, long long* bad, Geometry g) {
+    long long indexLen, long long indexStride, %[2]s* __restrict__ dst, long long dim, long long dimSize, long long* bad, Geometry g) {
   for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
     long long rem = i, dof = 0, sof = 0, at = 0;
     for (int d = (int)g.rank - 1; d >= 0; d--) {
@@ -105,7 +110,13 @@ func (k *IndexCopyKernel) Source() string {
       atomicExch((unsigned long long*)bad, 1ull);
       continue;
     }
-    dst[dof + j * g.stride[0][dim]] = src[sof];
+    bool last = true;
+    for (long long a = at + 1; a < indexLen && last; a++) {
+      long long j2 = (long long)index[a * indexStride];
+      if (j2 < 0) j2 += dimSize;
+      last = j2 != j;
+    }
+    if (last) dst[dof + j * g.stride[0][dim]] = src[sof];
   }
 }
 `, k.Name(), storageC(k.Elem), storageC(k.Index))

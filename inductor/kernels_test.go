@@ -137,7 +137,7 @@ func allKernels(t *testing.T) []source {
 			{Elem: dt, Rows: 8, E: 64, Ev: 64},
 			{Elem: dt, Rows: 3, E: 17, Ev: 40, Mask: true, Causal: true},
 		} {
-			out = append(out, source{k.Name(), afterPrelude(k.Source()), func() (string, error) { return k.Source(), nil }})
+			out = append(out, source{k.Name() + "_part", afterPrelude(k.Source()), func() (string, error) { return k.Source(), nil }})
 		}
 	}
 	// Horizontal groups: one kernel, several outputs of other types.

@@ -90,18 +90,18 @@ func TestGPUReduceOverheadConcurrent(t *testing.T) {
 	}
 }
 
-// A program that waits for the device (an index bounds check reads a flag
-// back) cannot be captured: it runs with plain launches, correctly, and
-// GOCOMPILE_LOGS=cudagraphs says why.
-func TestGPUReduceOverheadCaptureFallback(t *testing.T) {
+// A program with an index op is captured: its bounds check goes to the
+// device's fault log instead of waiting for the device, so replays give
+// the plain result, call after call, with new indices.
+func TestGPUReduceOverheadIndexSelect(t *testing.T) {
 	requireGPU(t)
 	dev := CUDA(0)
-	buf := captureLogs(t, "cudagraphs")
 	f := Compile(func(x, idx *Tensor) *Tensor { return x.MulScalar(2).IndexSelect(0, idx).AddScalar(1) }, WithMode(ReduceOverhead))
 	x := Randn(1, Float32, 6, 5)
-	idx := FromSlice([]int64{4, 0, 5}, 3)
-	want := x.MulScalar(2).IndexSelect(0, idx).AddScalar(1).Float64s()
-	for i := range 4 {
+	before := stats.GraphReplays.Load()
+	for i := range 5 {
+		idx := FromSlice([]int64{int64(4 - i), 0, int64(i) % 6}, 3)
+		want := x.MulScalar(2).IndexSelect(0, idx).AddScalar(1).Float64s()
 		got := f(x.To(dev), idx.To(dev)).Float64s()
 		for j := range got {
 			if math.Abs(got[j]-want[j]) > 1e-6 {
@@ -109,8 +109,8 @@ func TestGPUReduceOverheadCaptureFallback(t *testing.T) {
 			}
 		}
 	}
-	if log := buf.String(); !strings.Contains(log, "cannot capture") {
-		t.Errorf("no capture fallback logged:\n%s", log)
+	if n := stats.GraphReplays.Load() - before; n != 4 {
+		t.Errorf("%d replays over 5 calls, want 4 (the first call runs plainly)", n)
 	}
 }
 
@@ -183,8 +183,9 @@ func TestGPUReduceOverheadWritesCache(t *testing.T) {
 			want := eager(tok, pos)
 			got := graphed(tok, pos)
 			what := fmt.Sprintf("%v step %d", dt, p)
-			checkClose(t, what, got, dt, want.Shape(), want.Float64s(), 4)
-			checkClose(t, what+": the cache", graphCache, dt, eagerCache.Shape(), eagerCache.Float64s(), 1)
+			// Eager products (cuBLAS) and the generated GEMM round apart.
+			checkClose(t, what, got, dt, want.Shape(), want.Float64s(), 16)
+			checkClose(t, what+": the cache", graphCache, dt, eagerCache.Shape(), eagerCache.Float64s(), 16)
 		}
 		if n := stats.GraphReplays.Load() - before; n < 10 {
 			t.Errorf("%v: %d graph replays over 12 steps, want 10 (a plain first call, a captured second)", dt, n)
@@ -206,6 +207,6 @@ func TestGPUReduceOverheadWritesCache(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "IndexCopy") || !strings.Contains(err.Error(), "out of range") {
 			t.Errorf("%v: a bad position in a replay: error %v, want one naming the index copy and the range", dt, err)
 		}
-		checkClose(t, fmt.Sprintf("%v: the cache after the bad step", dt), graphCache, dt, eagerCache.Shape(), eagerCache.Float64s(), 1)
+		checkClose(t, fmt.Sprintf("%v: the cache after the bad step", dt), graphCache, dt, eagerCache.Shape(), eagerCache.Float64s(), 16)
 	}
 }
