@@ -166,11 +166,11 @@ type replayGraph struct {
 	results []int // output i is a view of outputs[results[i]] (-1: fixed, see fixed)
 	// fixed[i] >= 0: output i is a view of input fixed[i], written in
 	// place; -1 with results[i] -1: views[i] itself (a constant).
-	fixed []int
-	views []*Array
-	inOff []int // the element offsets of the inputs the graph was captured with
-	keep    []*storage // memory the graph owns
-	static  []*Array   // copyInputs: the buffers inputs are copied into
+	fixed  []int
+	views  []*Array
+	inOff  []int      // the element offsets of the inputs the graph was captured with
+	keep   []*storage // memory the graph owns
+	static []*Array   // copyInputs: the buffers inputs are copied into
 }
 
 // paramRef is a kernel parameter holding an address: base + delta.

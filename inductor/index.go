@@ -82,7 +82,9 @@ type IndexCopyKernel struct {
 }
 
 // Name is the kernel's entry point.
-func (k *IndexCopyKernel) Name() string { return fmt.Sprintf("gc_index_copy_%v_by_%v", k.Elem, k.Index) }
+func (k *IndexCopyKernel) Name() string {
+	return fmt.Sprintf("gc_index_copy_%v_by_%v", k.Elem, k.Index)
+}
 
 // Source generates the kernel. Parameters: long long n (src's elements),
 // const Elem* src, const Index* index, long long indexLen, long long
