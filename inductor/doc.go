@@ -35,8 +35,14 @@
 //     for very few rows, or a tiled kernel that splits k across blocks and
 //     adds the partial sums in a fixed order (through a thread block
 //     cluster's shared memory on sm_90). GemmCandidates lists the launch
-//     shapes an autotuner times.
-//   - ReduceKernel and IndexKernel: eager reductions and gathers.
+//     shapes an autotuner times. Products of bfloat16 or float16 operands
+//     of up to 16 rows (a decode step) add in float32 with m16n8k16 MMAs
+//     that stream the weight once (ChooseGemm16Config).
+//   - AttentionKernel: attention of few queries against many keys (a
+//     decode step against a KV cache), split along the keys with an
+//     online softmax per split and the splits merged in order.
+//   - ReduceKernel, IndexKernel and IndexCopyKernel: eager reductions,
+//     gathers and index writes, which check indices on the device.
 //
 // The generated C is self-contained (no CUDA headers), names the ops and
 // graph nodes each part comes from, and uses exactly the conversions and
