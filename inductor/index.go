@@ -37,9 +37,28 @@ func (k *IndexKernel) Source() string {
 	return fmt.Sprintf("// gocompile eager kernel: %s\n", k.Name()) + cudaPrelude + k.body()
 }
 
+// indexGeometryC is the Geometry struct of the index kernels and
+// gc_index_at, which finds element i's position: its coordinate along dim
+// (at), and its offsets through stride[0] without dim (o0) and through
+// stride[1] with it (o1).
+var indexGeometryC = fmt.Sprintf(`struct Geometry { long long rank; long long size[%d]; long long stride[2][%d]; };
+
+__device__ __forceinline__ void gc_index_at(long long i, const Geometry& g, long long dim, long long& at, long long& o0, long long& o1) {
+  long long rem = i;
+  at = 0, o0 = 0, o1 = 0;
+  for (int d = (int)g.rank - 1; d >= 0; d--) {
+    long long c = rem %% g.size[d];
+    rem /= g.size[d];
+    if (d == dim) at = c; else o0 += c * g.stride[0][d];
+    o1 += c * g.stride[1][d];
+  }
+}
+
+`, MaxRank, MaxRank)
+
 func (k *IndexKernel) body() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "struct Geometry { long long rank; long long size[%d]; long long stride[2][%d]; };\n\n", MaxRank, MaxRank)
+	b.WriteString(indexGeometryC)
 	at := "at * g.stride[1][0]" // IndexSelect: the 1-D index at pos[dim]
 	if k.Gather {
 		at = "io" // Gather: the index element at the output's position
@@ -47,13 +66,8 @@ func (k *IndexKernel) body() string {
 	fmt.Fprintf(&b, `extern "C" __global__ void %[1]s(long long n, const %[2]s* __restrict__ x, const %[3]s* __restrict__ index,
     %[2]s* __restrict__ out, long long dim, long long dimSize, long long* bad, Geometry g) {
   for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
-    long long rem = i, xo = 0, io = 0, at = 0;
-    for (int d = (int)g.rank - 1; d >= 0; d--) {
-      long long c = rem %% g.size[d];
-      rem /= g.size[d];
-      if (d == dim) at = c; else xo += c * g.stride[0][d];
-      io += c * g.stride[1][d];
-    }
+    long long at, xo, io;
+    gc_index_at(i, g, dim, at, xo, io);
     long long j = (long long)index[%[4]s];
     if (j < 0) j += dimSize;
     if (j < 0 || j >= dimSize) {
@@ -88,23 +102,18 @@ func (k *IndexCopyKernel) Name() string {
 
 // Source generates the kernel. Parameters: long long n (src's elements),
 // const Elem* src, const Index* index, long long indexLen, long long
-// indexStride, Elem* dst,
-// long long dim, long long dimSize (dst's), long long* bad, Geometry g
+// indexStride, Elem* dst, long long dim, long long dimSize (dst's),
+// long long* bad, Geometry g
 // with src's sizes, stride[0] = dst's strides and stride[1] = src's.
 func (k *IndexCopyKernel) Source() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "// gocompile eager kernel: %s\n%s", k.Name(), cudaPrelude)
-	fmt.Fprintf(&b, "struct Geometry { long long rank; long long size[%d]; long long stride[2][%d]; };\n\n", MaxRank, MaxRank)
+	b.WriteString(indexGeometryC)
 	fmt.Fprintf(&b, `extern "C" __global__ void %[1]s(long long n, const %[2]s* __restrict__ src, const %[3]s* __restrict__ index,
     long long indexLen, long long indexStride, %[2]s* __restrict__ dst, long long dim, long long dimSize, long long* bad, Geometry g) {
   for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
-    long long rem = i, dof = 0, sof = 0, at = 0;
-    for (int d = (int)g.rank - 1; d >= 0; d--) {
-      long long c = rem %% g.size[d];
-      rem /= g.size[d];
-      if (d == dim) at = c; else dof += c * g.stride[0][d];
-      sof += c * g.stride[1][d];
-    }
+    long long at, dof, sof;
+    gc_index_at(i, g, dim, at, dof, sof);
     long long j = (long long)index[at * indexStride];
     if (j < 0) j += dimSize;
     if (j < 0 || j >= dimSize) {

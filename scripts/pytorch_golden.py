@@ -548,6 +548,26 @@ def sdpa(q, k, v, mask=None, causal=False, scale=None):
     return torch.softmax(s, dim=-1) @ v
 
 
+def attention_case(g, op, name, dt, dims, causal, mask, scale):
+    """One attention case of op named op_name: q, k, v of dims (B, Hq,
+    Hkv, L, S, E) and a bool ("bool") or additive ("add") [L, S] mask."""
+    B, hq, hkv, L, S, E = dims
+    name = op + "_" + name
+    rng = rng_for(name)
+    inputs = [(make(rng, (B, hq, L, E), dt), dt), (make(rng, (B, hkv, S, E), dt), dt), (make(rng, (B, hkv, S, E), dt), dt)]
+    if mask == "bool":
+        m = rng.rand(L, S) < 0.7
+        m[:, 0] = True
+        inputs.append((m, "bool"))
+    elif mask == "add":
+        inputs.append((make(rng, (L, S), dt), dt))
+    attrs = {"causal": causal, "scale": jfloat(scale or 0.0)}
+
+    def fn(*ts):
+        return sdpa(ts[0], ts[1], ts[2], ts[3] if len(ts) > 3 else None, causal, scale)
+    g.add(name, op, inputs, fn, attrs=attrs, heavy=True)
+
+
 def attentions(g):
     for name, dt, (B, hq, hkv, L, S, E), causal, mask, scale in [
             ("float32_gqa_causal", "float32", (2, 4, 2, 5, 7, 8), True, None, None),
@@ -556,20 +576,7 @@ def attentions(g):
             ("float32_additive_mask", "float32", (2, 3, 3, 4, 5, 8), False, "add", None),
             ("bfloat16_gqa_causal", "bfloat16", (1, 4, 1, 6, 6, 16), True, None, None),
             ("float16_plain", "float16", (1, 2, 2, 3, 9, 8), False, None, None)]:
-        name = "scaled_dot_product_attention_" + name
-        rng = rng_for(name)
-        inputs = [(make(rng, (B, hq, L, E), dt), dt), (make(rng, (B, hkv, S, E), dt), dt), (make(rng, (B, hkv, S, E), dt), dt)]
-        if mask == "bool":
-            m = rng.rand(L, S) < 0.7
-            m[:, 0] = True
-            inputs.append((m, "bool"))
-        elif mask == "add":
-            inputs.append((make(rng, (L, S), dt), dt))
-        attrs = {"causal": causal, "scale": jfloat(scale or 0.0)}
-
-        def fn(*ts, causal=causal, scale=scale):
-            return sdpa(ts[0], ts[1], ts[2], ts[3] if len(ts) > 3 else None, causal, scale)
-        g.add(name, "scaled_dot_product_attention", inputs, fn, attrs=attrs, heavy=True)
+        attention_case(g, "scaled_dot_product_attention", name, dt, (B, hq, hkv, L, S, E), causal, mask, scale)
     # Few queries against many keys: the shapes that run as one split-key
     # kernel ("attention", what ScaledDotProductAttention lowers to there).
     for name, dt, (B, hq, hkv, L, S, E), causal, mask, scale in [
@@ -577,18 +584,7 @@ def attentions(g):
             ("bfloat16_decode_gqa", "bfloat16", (1, 8, 2, 1, 257, 64), False, None, None),
             ("float16_queries4_causal", "float16", (1, 4, 4, 4, 130, 32), True, None, None),
             ("float64_queries3_mask_scale", "float64", (3, 2, 1, 3, 45, 8), False, "bool", 0.3)]:
-        name = "attention_" + name
-        rng = rng_for(name)
-        inputs = [(make(rng, (B, hq, L, E), dt), dt), (make(rng, (B, hkv, S, E), dt), dt), (make(rng, (B, hkv, S, E), dt), dt)]
-        if mask == "bool":
-            m = rng.rand(L, S) < 0.7
-            m[:, 0] = True
-            inputs.append((m, "bool"))
-        attrs = {"causal": causal, "scale": jfloat(scale or 0.0)}
-
-        def fn(*ts, causal=causal, scale=scale):
-            return sdpa(ts[0], ts[1], ts[2], ts[3] if len(ts) > 3 else None, causal, scale)
-        g.add(name, "attention", inputs, fn, attrs=attrs, heavy=True)
+        attention_case(g, "attention", name, dt, (B, hq, hkv, L, S, E), causal, mask, scale)
 
 
 def index_copies(g):
