@@ -3,6 +3,7 @@ package array
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"gocompile/ir"
@@ -38,10 +39,16 @@ type Array struct {
 // []int64 or []bool); on a GPU a block of device memory; for a
 // placeholder (Meta), nothing.
 type storage struct {
-	dev  Device
-	data any
-	gpu  *gpuBuffer
+	dev     Device
+	data    any
+	gpu     *gpuBuffer
+	version atomic.Uint64 // writes into it in place (CopyInto, IndexCopyInto)
 }
+
+// Version counts the in-place writes into t's storage through CopyInto
+// and IndexCopyInto: autograd compares it to tell whether a value saved
+// for a gradient was overwritten.
+func (t *Array) Version() uint64 { return t.st.version.Load() }
 
 // Shape is the array's sizes (not a copy).
 func (t *Array) Shape() []int { return t.shape }

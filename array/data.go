@@ -76,7 +76,10 @@ func (t *Array) Set(off int, v float64) {
 
 // CopyInto writes src, broadcast to dst's shape and converted to dst's
 // type, into dst, which may be any view on any device.
-func CopyInto(dst, src *Array) { copyInto(dst, src) }
+func CopyInto(dst, src *Array) {
+	dst.st.version.Add(1)
+	copyInto(dst, src)
+}
 
 func dataLen(data any) int {
 	switch d := data.(type) {

@@ -364,6 +364,7 @@ func IndexCopyInto(op string, dst *Array, dim int, idx, src *Array) {
 		Throw(op, []*Array{dst, idx, src}, "give a 1-D index and src of dst's shape with the indexed dim as long as the index",
 			"index %s, src %s, want %s", ir.FormatShape(idx.shape), ir.FormatShape(src.shape), ir.FormatShape(want))
 	}
+	dst.st.version.Add(1)
 	indexCopyInto(op, dst, d, idx, src)
 }
 

@@ -135,7 +135,12 @@ type Op struct {
 	Shape func(in [][]int, a *Attrs) ([]int, error)
 	// Decompose defines a Composite op in terms of other ops.
 	Decompose func(b Builder, a Attrs, args ...Value) (Value, error)
-	Doc       string
+	// Math defines an Extern op that has one kernel per device in terms
+	// of other ops, for what needs its meaning as ops (gradients).
+	Math func(b Builder, a Attrs, args ...Value) (Value, error)
+	// VJP is the op's derivative (grad.go); nil for ops without one.
+	VJP VJPFunc
+	Doc string
 }
 
 func (op *Op) String() string { return op.Name }

@@ -301,6 +301,7 @@ type compiled struct {
 	// numbers are guarded by value from then on.
 	staticScalars atomic.Bool
 	warned        sync.Once
+	gradWarned    sync.Once // the warning that an argument requiring gradients runs fn eagerly
 	name          string
 	// consts maps the arrays of the tensors its graphs bind as constants
 	// back to those tensors (resultSources).
@@ -451,6 +452,18 @@ func (c *compiled) call(args []reflect.Value) []reflect.Value {
 		return c.invoke(args)
 	}
 	fa := c.flatten(args)
+	if gradientsFlow(fa.tensors) {
+		// Compiled programs record no gradients yet: run fn eagerly, so
+		// they flow to the arguments that require them.
+		c.gradWarned.Do(func() {
+			logs.Warn("gocompile: an argument requires gradients; running this compiled function eagerly so they flow (compiled gradients are not supported yet)",
+				"function", c.name)
+		})
+		if st != nil {
+			st.EagerCalls.Add(1)
+		}
+		return c.invoke(args)
+	}
 	if gc := c.guards.Load(); gc != nil {
 		if _, v, ok := gc.Lookup(&fa.call); ok {
 			return c.run(v.(*entry), fa, args)

@@ -239,6 +239,7 @@ func (t *Tensor) Fill(v float64) *Tensor {
 	defer rethrow()
 	t.must("Fill")
 	t.noInPlaceOnProxy("Fill")
+	t.noInPlaceOnGrad("Fill")
 	t.noOverlap("Fill")
 	array.CopyInto(t.v, array.FromFloat64s([]float64{v}, t.dtype()))
 	return t
@@ -255,6 +256,7 @@ func (t *Tensor) Copy(src *Tensor) *Tensor {
 		tr.write(t, src)
 		return t
 	}
+	t.noInPlaceOnGrad("Copy")
 	t.noOverlap("Copy")
 	if !broadcastsTo(src.shape(), t.shape()) {
 		throw("Copy", []*Tensor{t, src}, "the source must broadcast to the destination's shape",

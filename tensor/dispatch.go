@@ -19,6 +19,14 @@ func apply(op *ir.Op, a ir.Attrs, args ...ir.Value) *Tensor {
 			return tr.record(op, a, args) // reading a buffer a traced function writes (views stay views)
 		}
 	}
+	if needsGrad(args) {
+		return applyRecorded(op, a, args)
+	}
+	return applyArrays(op, a, args)
+}
+
+// applyArrays runs op's kernel on args' arrays.
+func applyArrays(op *ir.Op, a ir.Attrs, args []ir.Value) *Tensor {
 	res := array.Apply(op, a, arrays(args)...)
 	for _, v := range args {
 		if t, ok := v.(*Tensor); ok && t.v == res {

@@ -39,6 +39,20 @@
 // Copy into a view, IndexCopyInPlace at a position held in a tensor): the
 // writes are part of the graph and reach the tensors on every call.
 //
+// # Gradients
+//
+// Eager reverse-mode differentiation, as PyTorch's autograd:
+// SetRequiresGrad(true) makes a floating tensor a leaf whose gradient
+// Backward computes, through every op applied to it, adding it to Grad
+// until ZeroGrad. Each op's derivative is written once, as ops, next to
+// its registry entry (gocompile/ir), so gradients run on the tensors'
+// device; composite ops differentiate through their decomposition.
+// NoGrad turns recording off in one goroutine; Detach gives a tensor
+// without history; writing in place into a value saved for a gradient
+// before Backward reads it is an error. Package gocompile/tensor/optim
+// holds SGD, AdamW and ClipGradNorm. Not yet: gradients inside Compile,
+// and of Gather, Embedding, IndexSelect, CumSum and the index writes.
+//
 // # Logging
 //
 // gocompile logs through log/slog: warnings (a function that reached its

@@ -310,6 +310,7 @@ func (t *Tensor) IndexCopyInPlace(dim int, index, src *Tensor) *Tensor {
 	if !index.dtype().IsInt() {
 		throw("IndexCopyInPlace", []*Tensor{t, index, src}, "cast the index with To(Int64)", "index of type %v", index.dtype())
 	}
+	t.noInPlaceOnGrad("IndexCopyInPlace")
 	t.noOverlap("IndexCopyInPlace")
 	array.IndexCopyInto("IndexCopyInPlace", t.v, dim, index.v, src.v.ToDevice(t.v.Device()))
 	return t

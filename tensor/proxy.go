@@ -85,6 +85,11 @@ func tracerOf(args []ir.Value) *tracer {
 // nodeOf is the node of the current segment that stands for t.
 func (tr *tracer) nodeOf(t *Tensor, loc string) *ir.Node {
 	if t.px == nil { // a concrete tensor: a constant bound by reference
+		if t.RequiresGrad() && recording() {
+			panic(&Error{Op: "Compile", Shapes: [][]int{t.shape()},
+				Reason: "the function reads a captured tensor that requires gradients (a parameter being trained), and compiled functions record no gradients yet",
+				Fix:    "pass the parameter as an argument (the function then runs eagerly), call the function inside NoGrad for inference, or call it uncompiled"})
+		}
 		if tr.written(t) { // on a storage the function writes: its current version
 			return tr.readWritten(t, loc)
 		}

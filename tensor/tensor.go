@@ -54,8 +54,9 @@ type Target = ir.Target
 // stands for a graph node instead (a proxy, with a placeholder array).
 type Tensor struct {
 	v       *array.Array
-	px      *proxy // set while tracing: the tensor stands for a graph node
-	dynDims uint64 // dims MarkDynamic asked to compile as dynamic
+	px      *proxy     // set while tracing: the tensor stands for a graph node
+	dynDims uint64     // dims MarkDynamic asked to compile as dynamic
+	ag      *gradState // autograd: whether it requires gradients, its gradient, the op that made it
 }
 
 // wrap makes a tensor of an array.

@@ -1,0 +1,309 @@
+package tensor
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// gradCheck compares Backward's gradients of f at xs (float64) with
+// central differences: out = f(xs), loss = Σ w·out for a fixed random w
+// (so the upstream gradient is not all ones), every element of every
+// input perturbed by ±eps.
+func gradCheck(t *testing.T, name string, f func(xs []*Tensor) *Tensor, xs ...*Tensor) {
+	t.Helper()
+	leaves := make([]*Tensor, len(xs))
+	for i, x := range xs {
+		leaves[i] = FromSlice(x.Contiguous().Float64s(), x.Shape()...).SetRequiresGrad(true)
+	}
+	out := f(leaves)
+	w := Randn(99, Float64, out.Shape()...)
+	out.Backward(w)
+	loss := func(in []*Tensor) float64 {
+		var s float64
+		NoGrad(func() { s = f(in).Mul(w).Sum().Item() })
+		return s
+	}
+	const eps = 1e-6
+	for i, x := range xs {
+		g := leaves[i].Grad()
+		if g == nil {
+			t.Errorf("%s: input %d got no gradient", name, i)
+			continue
+		}
+		if !shapeEq(g.Shape(), x.Shape()) {
+			t.Errorf("%s: input %d: gradient of shape %v, want %v", name, i, g.Shape(), x.Shape())
+			continue
+		}
+		got := g.Float64s()
+		base := x.Contiguous().Float64s()
+		for j := range base {
+			in := make([]*Tensor, len(xs))
+			at := func(d float64) float64 {
+				for k, y := range xs {
+					in[k] = FromSlice(y.Contiguous().Float64s(), y.Shape()...)
+				}
+				v := append([]float64(nil), base...)
+				v[j] += d
+				in[i] = FromSlice(v, x.Shape()...)
+				return loss(in)
+			}
+			num := (at(eps) - at(-eps)) / (2 * eps)
+			if d := math.Abs(got[j] - num); !(d <= 1e-5*math.Abs(num)+2e-6) {
+				t.Errorf("%s: input %d element %d: gradient %v, finite differences %v", name, i, j, got[j], num)
+				break
+			}
+		}
+	}
+}
+
+// Every differentiable op's gradient, in float64 against finite
+// differences, with broadcasting operands and views among the inputs.
+func TestGradients(t *testing.T) {
+	r := func(seed uint64, shape ...int) *Tensor { return Randn(seed, Float64, shape...) }
+	pos := func(seed uint64, shape ...int) *Tensor { return Rand(seed, Float64, shape...).AddScalar(0.5) }
+	// Values kept away from the kinks of abs, relu, clamp, max and min.
+	away := func(seed uint64, shape ...int) *Tensor {
+		x := r(seed, shape...)
+		return x.Add(x.Sign().MulScalar(0.1))
+	}
+	one := func(f func(x *Tensor) *Tensor) func([]*Tensor) *Tensor {
+		return func(xs []*Tensor) *Tensor { return f(xs[0]) }
+	}
+	two := func(f func(x, y *Tensor) *Tensor) func([]*Tensor) *Tensor {
+		return func(xs []*Tensor) *Tensor { return f(xs[0], xs[1]) }
+	}
+	cases := []struct {
+		name string
+		f    func([]*Tensor) *Tensor
+		xs   []*Tensor
+	}{
+		{"add broadcast", two((*Tensor).Add), []*Tensor{r(1, 3, 4), r(2, 4)}},
+		{"sub broadcast both", two((*Tensor).Sub), []*Tensor{r(1, 2, 1, 3), r(2, 4, 1)}},
+		{"mul", two((*Tensor).Mul), []*Tensor{r(1, 3, 4), r(2, 3, 1)}},
+		{"div", two((*Tensor).Div), []*Tensor{r(1, 5), pos(2, 5)}},
+		{"pow", two((*Tensor).Pow), []*Tensor{pos(1, 4), r(2, 4)}},
+		{"pow scalar", one(func(x *Tensor) *Tensor { return x.PowScalar(3) }), []*Tensor{r(1, 6)}},
+		{"maximum", two((*Tensor).Maximum), []*Tensor{r(1, 7), r(2, 7)}},
+		{"minimum", two((*Tensor).Minimum), []*Tensor{r(1, 2, 3), r(2, 3)}},
+		{"scalar ops", one(func(x *Tensor) *Tensor { return x.MulScalar(3).AddScalar(1).DivScalar(2).SubScalar(4) }), []*Tensor{r(1, 5)}},
+		{"neg", one((*Tensor).Neg), []*Tensor{r(1, 4)}},
+		{"abs", one((*Tensor).Abs), []*Tensor{away(1, 9)}},
+		{"exp", one((*Tensor).Exp), []*Tensor{r(1, 4)}},
+		{"log", one((*Tensor).Log), []*Tensor{pos(1, 4)}},
+		{"sqrt", one((*Tensor).Sqrt), []*Tensor{pos(1, 4)}},
+		{"rsqrt", one((*Tensor).Rsqrt), []*Tensor{pos(1, 4)}},
+		{"sin cos", one(func(x *Tensor) *Tensor { return x.Sin().Mul(x.Cos()) }), []*Tensor{r(1, 5)}},
+		{"tanh", one((*Tensor).Tanh), []*Tensor{r(1, 5)}},
+		{"sigmoid", one((*Tensor).Sigmoid), []*Tensor{r(1, 5)}},
+		{"erf", one((*Tensor).Erf), []*Tensor{r(1, 5)}},
+		{"relu", one((*Tensor).ReLU), []*Tensor{away(1, 8)}},
+		{"gelu", one((*Tensor).GELU), []*Tensor{r(1, 6)}},
+		{"gelu tanh", one((*Tensor).GELUTanh), []*Tensor{r(1, 6)}},
+		{"silu", one((*Tensor).SiLU), []*Tensor{r(1, 6)}},
+		{"floor has zero gradient", one(func(x *Tensor) *Tensor { return x.Floor().Add(x) }), []*Tensor{away(1, 5).MulScalar(0.3).AddScalar(0.5)}},
+		{"where", two(func(x, y *Tensor) *Tensor { return Where(x.GtScalar(0), x, y) }), []*Tensor{away(1, 3, 4), r(2, 4)}},
+		{"masked fill", one(func(x *Tensor) *Tensor { return x.MaskedFill(x.LtScalar(0), 2) }), []*Tensor{away(1, 6)}},
+		{"clamp", one(func(x *Tensor) *Tensor { return x.Clamp(-0.5, 0.5) }), []*Tensor{r(3, 12).MulScalar(0.97)}},
+		{"sum dims", one(func(x *Tensor) *Tensor { return x.Sum(0, 2) }), []*Tensor{r(1, 2, 3, 4)}},
+		{"sum all", one(func(x *Tensor) *Tensor { return x.Sum() }), []*Tensor{r(1, 3, 2)}},
+		{"sum keepdim", one(func(x *Tensor) *Tensor { return x.SumKeepDim(-1) }), []*Tensor{r(1, 3, 2)}},
+		{"mean", one(func(x *Tensor) *Tensor { return x.Mean(1) }), []*Tensor{r(1, 3, 5)}},
+		{"max", one(func(x *Tensor) *Tensor { return x.Max(1) }), []*Tensor{r(1, 4, 5)}},
+		{"min keepdim", one(func(x *Tensor) *Tensor { return x.MinKeepDim(0) }), []*Tensor{r(1, 4, 5)}},
+		{"var", one(func(x *Tensor) *Tensor { return x.Var([]int{0, 2}, 1, false) }), []*Tensor{r(1, 3, 2, 4)}},
+		{"reshape of transpose", one(func(x *Tensor) *Tensor { return x.T().Reshape(2, 6).Mul(x.Reshape(2, 6)) }), []*Tensor{r(1, 3, 4)}},
+		{"permute", one(func(x *Tensor) *Tensor { return x.Permute(2, 0, 1).Exp() }), []*Tensor{r(1, 2, 3, 4)}},
+		{"expand", one(func(x *Tensor) *Tensor { return x.Expand(3, 4, 5).Sin() }), []*Tensor{r(1, 4, 1)}},
+		{"squeeze unsqueeze", one(func(x *Tensor) *Tensor { return x.Squeeze(1).Unsqueeze(0).Tanh() }), []*Tensor{r(1, 3, 1, 2)}},
+		{"narrow", one(func(x *Tensor) *Tensor { return x.Narrow(1, 1, 3).Exp() }), []*Tensor{r(1, 2, 5)}},
+		{"contiguous of a view", one(func(x *Tensor) *Tensor { return x.T().Contiguous().Exp() }), []*Tensor{r(1, 3, 4)}},
+		{"matmul", two((*Tensor).MatMul), []*Tensor{r(1, 3, 4), r(2, 4, 5)}},
+		{"matmul batch broadcast", two((*Tensor).MatMul), []*Tensor{r(1, 2, 3, 4), r(2, 4, 5)}},
+		{"matmul vector left", two((*Tensor).MatMul), []*Tensor{r(1, 4), r(2, 2, 4, 3)}},
+		{"matmul vector right", two((*Tensor).MatMul), []*Tensor{r(1, 3, 4), r(2, 4)}},
+		{"matmul dot", two((*Tensor).MatMul), []*Tensor{r(1, 4), r(2, 4)}},
+		{"cat", two(func(x, y *Tensor) *Tensor { return Cat([]*Tensor{x, y, x}, 1).Exp() }), []*Tensor{r(1, 2, 3), r(2, 2, 1)}},
+		{"stack", two(func(x, y *Tensor) *Tensor { return Stack([]*Tensor{x, y}, 1).Exp() }), []*Tensor{r(1, 2, 3), r(2, 2, 3)}},
+		{"tril", one(func(x *Tensor) *Tensor { return x.Tril(0).Exp() }), []*Tensor{r(1, 4, 4)}},
+		{"softmax", one(func(x *Tensor) *Tensor { return x.Softmax(-1) }), []*Tensor{r(1, 3, 5)}},
+		{"log softmax", one(func(x *Tensor) *Tensor { return x.LogSoftmax(0) }), []*Tensor{r(1, 3, 5)}},
+		{"layer norm", func(xs []*Tensor) *Tensor { return xs[0].LayerNorm([]int{5}, xs[1], xs[2], 1e-5) },
+			[]*Tensor{r(1, 3, 5), r(2, 5), r(3, 5)}},
+		{"rms norm", two(func(x, w *Tensor) *Tensor { return x.RMSNorm([]int{6}, w, 1e-6) }), []*Tensor{r(1, 2, 6), r(2, 6)}},
+		{"linear", func(xs []*Tensor) *Tensor { return xs[0].Linear(xs[1], xs[2]).GELU() },
+			[]*Tensor{r(1, 3, 4), r(2, 5, 4), r(3, 5)}},
+		{"attention, few queries", func(xs []*Tensor) *Tensor {
+			return ScaledDotProductAttention(xs[0], xs[1], xs[2], nil, true, 0)
+		}, []*Tensor{r(1, 1, 4, 2, 3), r(2, 1, 2, 5, 3), r(3, 1, 2, 5, 3)}},
+		{"attention, many queries", func(xs []*Tensor) *Tensor {
+			return ScaledDotProductAttention(xs[0], xs[1], xs[2], nil, false, 0.5)
+		}, []*Tensor{r(1, 2, 2, 17, 3), r(2, 2, 2, 6, 3), r(3, 2, 2, 6, 3)}},
+		{"a value used twice", one(func(x *Tensor) *Tensor { return x.Mul(x).Add(x.Exp()) }), []*Tensor{r(1, 4)}},
+	}
+	for _, c := range cases {
+		gradCheck(t, c.name, c.f, c.xs...)
+	}
+}
+
+// Gradients add up across Backward calls until ZeroGrad; a scalar result
+// needs no upstream gradient; results of tensors that need no gradient,
+// and anything inside NoGrad, record nothing.
+func TestBackwardAccumulatesAndNoGrad(t *testing.T) {
+	x := FromSlice([]float64{1, 2, 3}, 3).SetRequiresGrad(true)
+	x.Mul(x).Sum().Backward()
+	x.Mul(x).Sum().Backward()
+	checkClose(t, "accumulated", x.Grad(), Float64, []int{3}, []float64{4, 8, 12}, 1)
+	x.ZeroGrad()
+	if x.Grad() != nil {
+		t.Error("ZeroGrad left a gradient")
+	}
+	x.Exp().Sum().Backward()
+	checkClose(t, "after ZeroGrad", x.Grad(), Float64, []int{3}, []float64{math.E, math.Exp(2), math.Exp(3)}, 1)
+
+	y := Ones(Float64, 3)
+	if y.Mul(y).RequiresGrad() {
+		t.Error("an op on tensors without gradients records one")
+	}
+	var z *Tensor
+	NoGrad(func() { z = x.Mul(x) })
+	if z.RequiresGrad() || !z.IsLeaf() {
+		t.Error("an op inside NoGrad recorded a gradient")
+	}
+	if x.Mul(x).IsLeaf() {
+		t.Error("an op on a tensor that requires gradients gave a leaf")
+	}
+	if x.Detach().RequiresGrad() {
+		t.Error("Detach kept the gradient")
+	}
+	if x.GtScalar(1).RequiresGrad() || x.ArgMax(0, false).RequiresGrad() {
+		t.Error("a bool or integer result requires a gradient")
+	}
+}
+
+// NoGrad is per goroutine: another goroutine keeps recording meanwhile.
+func TestNoGradIsPerGoroutine(t *testing.T) {
+	x := FromSlice([]float64{1, 2}, 2).SetRequiresGrad(true)
+	inside, outside := make(chan struct{}), make(chan bool)
+	go func() {
+		<-inside
+		outside <- x.Mul(x).RequiresGrad()
+	}()
+	NoGrad(func() {
+		close(inside)
+		if !<-outside {
+			t.Error("another goroutine stopped recording during NoGrad")
+		}
+		if x.Mul(x).RequiresGrad() {
+			t.Error("NoGrad's own goroutine recorded")
+		}
+	})
+}
+
+// Independent models trained from separate goroutines get the gradients
+// they get one after another.
+func TestGradientsConcurrent(t *testing.T) {
+	step := func(seed uint64) []float64 {
+		w := Randn(seed, Float64, 4, 3).SetRequiresGrad(true)
+		x := Randn(seed+1, Float64, 5, 4)
+		for range 3 {
+			x.MatMul(w).Tanh().Sum().Backward()
+		}
+		return w.Grad().Float64s()
+	}
+	want := make([][]float64, 8)
+	for i := range want {
+		want[i] = step(uint64(10 * i))
+	}
+	var wg sync.WaitGroup
+	got := make([][]float64, 8)
+	for i := range got {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			NoGrad(func() {}) // scopes opening and closing elsewhere do not disturb them
+			got[i] = step(uint64(10 * i))
+		}()
+	}
+	wg.Wait()
+	for i := range got {
+		for j := range got[i] {
+			if got[i][j] != want[i][j] {
+				t.Fatalf("model %d: gradient %d is %v concurrently, %v alone", i, j, got[i][j], want[i][j])
+			}
+		}
+	}
+}
+
+// Misuse is an error naming the op and the fix: Backward of a non-scalar
+// without a gradient, of a tensor without gradients, a saved value
+// written in place before Backward, in-place writes into tensors that
+// take part, an op without a derivative, integer leaves.
+func TestAutogradErrors(t *testing.T) {
+	x := FromSlice([]float64{1, 2, 3}, 3).SetRequiresGrad(true)
+	checkOpError(t, "non-scalar", func() { x.Mul(x).Backward() }, "Backward", "scalar")
+	checkOpError(t, "no gradients", func() { Ones(Float64, 2).Sum().Backward() }, "Backward", "SetRequiresGrad")
+	checkOpError(t, "wrong gradient shape", func() { x.Mul(x).Backward(Ones(Float64, 2)) }, "Backward", "shape")
+
+	y := FromSlice([]float64{1, 2, 3}, 3)
+	z := x.Mul(y) // saves y
+	y.Fill(7)
+	checkOpError(t, "saved value overwritten", func() { z.Sum().Backward() }, "Mul", "written in place")
+
+	checkOpError(t, "write into a leaf", func() { x.Fill(0) }, "Fill", "NoGrad")
+	checkOpError(t, "write into a result", func() { x.Exp().Copy(Ones(Float64, 3)) }, "Copy", "Exp")
+	NoGrad(func() { x.Fill(0) }) // as an optimizer's update does
+	checkClose(t, "written under NoGrad", x.Detach(), Float64, []int{3}, []float64{0, 0, 0}, 1)
+
+	idx := FromSlice([]int64{0, 2}, 2)
+	checkOpError(t, "no derivative", func() { x.IndexSelect(0, idx).Sum().Backward() }, "IndexSelect", "no derivative")
+	checkOpError(t, "integer leaf", func() { FromSlice([]int64{1}, 1).SetRequiresGrad(true) }, "SetRequiresGrad", "floating")
+	err := Try(func() { x.Mul(x).SetRequiresGrad(true) })
+	if err == nil || !strings.Contains(err.Error(), "Detach") {
+		t.Errorf("SetRequiresGrad on a result: %v, want an error pointing at Detach", err)
+	}
+}
+
+// Gradients flow on the device the tensors live on.
+func TestGPUGradients(t *testing.T) {
+	requireGPU(t)
+	dev := CUDA(0)
+	for _, dt := range []DType{Float32, Float64} {
+		xs, ws := Randn(1, Float64, 4, 6), Randn(2, Float64, 3, 6)
+		f := func(x, w *Tensor) *Tensor { return x.Linear(w, nil).Softmax(-1).Mul(x.Sum(-1).Unsqueeze(-1)).Sum() }
+		xc, wc := xs.To(dt).SetRequiresGrad(true), ws.To(dt).SetRequiresGrad(true)
+		xg, wg := xs.To(dt).To(dev).SetRequiresGrad(true), ws.To(dt).To(dev).SetRequiresGrad(true)
+		f(xc, wc).Backward()
+		f(xg, wg).Backward()
+		for _, p := range [][2]*Tensor{{xg, xc}, {wg, wc}} {
+			if p[0].Grad().Device() != dev {
+				t.Fatalf("%v: a gradient on %v, want %v", dt, p[0].Grad().Device(), dev)
+			}
+			checkClose(t, fmt.Sprintf("%v gradient on the GPU", dt), p[0].Grad(), dt, p[1].Shape(), p[1].Grad().Float64s(), 64)
+		}
+	}
+}
+
+// A compiled function called with an argument that requires gradients
+// runs eagerly, so gradients flow; one that reads a captured parameter
+// requiring gradients is an error naming the fix, not silently without
+// gradients; inside NoGrad both compile as usual.
+func TestCompileWithGradients(t *testing.T) {
+	f := Compile(func(x, w *Tensor) *Tensor { return x.MatMul(w).Tanh().Sum() })
+	x, w := Randn(1, Float64, 3, 4), Randn(2, Float64, 4, 2).SetRequiresGrad(true)
+	f(x, w).Backward()
+	want := Randn(2, Float64, 4, 2).SetRequiresGrad(true)
+	x.MatMul(want).Tanh().Sum().Backward()
+	checkClose(t, "gradient through a compiled function", w.Grad(), Float64, []int{4, 2}, want.Grad().Float64s(), 1)
+
+	p := Randn(3, Float64, 4, 2).SetRequiresGrad(true)
+	g := Compile(func(x *Tensor) *Tensor { return x.MatMul(p).Sum() })
+	checkOpError(t, "captured parameter", func() { g(x) }, "Compile", "requires gradients")
+	var out *Tensor
+	NoGrad(func() { out = g(x) })
+	if math.Abs(out.Item()-x.MatMul(p.Detach()).Sum().Item()) > 1e-12 {
+		t.Error("a compiled function inside NoGrad computed another value")
+	}
+}

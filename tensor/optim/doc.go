@@ -1,0 +1,6 @@
+// Package optim holds optimizers for parameters trained with package
+// tensor's gradients: SGD (with momentum) and AdamW, computed as
+// torch.optim computes them, and ClipGradNorm. A step updates each
+// parameter in place, inside tensor.NoGrad, from the gradient Backward
+// accumulated in it; ZeroGrad clears the gradients for the next step.
+package optim

@@ -1,0 +1,138 @@
+package optim
+
+import (
+	"math"
+
+	"gocompile/tensor"
+)
+
+// SGD is stochastic gradient descent with optional momentum, Nesterov
+// momentum, dampening and weight decay, as torch.optim.SGD computes it:
+//
+//	d = g + WeightDecay·p
+//	buf = Momentum·buf + (1 − Dampening)·d   (buf = d on the first step)
+//	d = d + Momentum·buf if Nesterov, else buf (with momentum)
+//	p = p − LR·d
+type SGD struct {
+	LR, Momentum, Dampening, WeightDecay float64
+	Nesterov                             bool
+
+	params []*tensor.Tensor
+	bufs   []*tensor.Tensor
+}
+
+// NewSGD returns an SGD over params (leaves that require gradients) with
+// learning rate lr and no momentum; set the other fields before the first
+// Step.
+func NewSGD(params []*tensor.Tensor, lr float64) *SGD {
+	return &SGD{LR: lr, params: params, bufs: make([]*tensor.Tensor, len(params))}
+}
+
+// Step updates every parameter that has a gradient, in place.
+func (o *SGD) Step() {
+	tensor.NoGrad(func() {
+		for i, p := range o.params {
+			g := p.Grad()
+			if g == nil {
+				continue
+			}
+			d := g
+			if o.WeightDecay != 0 {
+				d = d.Add(p.MulScalar(o.WeightDecay))
+			}
+			if o.Momentum != 0 {
+				if o.bufs[i] == nil {
+					o.bufs[i] = d
+				} else {
+					o.bufs[i] = o.bufs[i].MulScalar(o.Momentum).Add(d.MulScalar(1 - o.Dampening))
+				}
+				if o.Nesterov {
+					d = d.Add(o.bufs[i].MulScalar(o.Momentum))
+				} else {
+					d = o.bufs[i]
+				}
+			}
+			p.Copy(p.Sub(d.MulScalar(o.LR)))
+		}
+	})
+}
+
+// ZeroGrad clears every parameter's gradient.
+func (o *SGD) ZeroGrad() { zeroGrad(o.params) }
+
+// AdamW is Adam with decoupled weight decay, as torch.optim.AdamW computes
+// it (without amsgrad): at step t,
+//
+//	p = p·(1 − LR·WeightDecay)
+//	m = Beta1·m + (1 − Beta1)·g,  v = Beta2·v + (1 − Beta2)·g²
+//	p = p − LR·(m / (1 − Beta1^t)) / (sqrt(v / (1 − Beta2^t)) + Eps)
+type AdamW struct {
+	LR, Beta1, Beta2, Eps, WeightDecay float64
+
+	params []*tensor.Tensor
+	m, v   []*tensor.Tensor
+	t      int
+}
+
+// NewAdamW returns an AdamW over params with learning rate lr and
+// PyTorch's defaults: betas 0.9 and 0.999, eps 1e-8, weight decay 0.01.
+func NewAdamW(params []*tensor.Tensor, lr float64) *AdamW {
+	return &AdamW{LR: lr, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01, params: params,
+		m: make([]*tensor.Tensor, len(params)), v: make([]*tensor.Tensor, len(params))}
+}
+
+// Step updates every parameter that has a gradient, in place.
+func (o *AdamW) Step() {
+	o.t++
+	c1 := 1 - math.Pow(o.Beta1, float64(o.t))
+	c2 := 1 - math.Pow(o.Beta2, float64(o.t))
+	tensor.NoGrad(func() {
+		for i, p := range o.params {
+			g := p.Grad()
+			if g == nil {
+				continue
+			}
+			if o.m[i] == nil {
+				o.m[i], o.v[i] = tensor.ZerosLike(p), tensor.ZerosLike(p)
+			}
+			o.m[i] = o.m[i].MulScalar(o.Beta1).Add(g.MulScalar(1 - o.Beta1))
+			o.v[i] = o.v[i].MulScalar(o.Beta2).Add(g.Mul(g).MulScalar(1 - o.Beta2))
+			denom := o.v[i].DivScalar(c2).Sqrt().AddScalar(o.Eps)
+			update := o.m[i].DivScalar(c1).Div(denom).MulScalar(o.LR)
+			p.Copy(p.MulScalar(1 - o.LR*o.WeightDecay).Sub(update))
+		}
+	})
+}
+
+// ZeroGrad clears every parameter's gradient.
+func (o *AdamW) ZeroGrad() { zeroGrad(o.params) }
+
+func zeroGrad(params []*tensor.Tensor) {
+	for _, p := range params {
+		p.ZeroGrad()
+	}
+}
+
+// ClipGradNorm scales the gradients of params so that their joint 2-norm
+// is at most maxNorm, as torch.nn.utils.clip_grad_norm_ does (scaling by
+// maxNorm / (norm + 1e-6) when that is below 1), and returns the norm
+// before clipping.
+func ClipGradNorm(params []*tensor.Tensor, maxNorm float64) float64 {
+	var total float64
+	tensor.NoGrad(func() {
+		for _, p := range params {
+			if g := p.Grad(); g != nil {
+				total += g.To(tensor.Float64).Mul(g.To(tensor.Float64)).Sum().Item()
+			}
+		}
+		total = math.Sqrt(total)
+		if coef := maxNorm / (total + 1e-6); coef < 1 {
+			for _, p := range params {
+				if g := p.Grad(); g != nil {
+					p.SetGrad(g.MulScalar(coef))
+				}
+			}
+		}
+	})
+	return total
+}

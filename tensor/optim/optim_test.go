@@ -1,0 +1,142 @@
+package optim
+
+import (
+	"math"
+	"testing"
+
+	"gocompile/tensor"
+)
+
+// refStep runs the optimizer's update on plain float64 values: the
+// parameter p and gradient g of each step, in order.
+type refOpt interface {
+	step(p, g []float64)
+}
+
+type refSGD struct {
+	lr, momentum, dampening, wd float64
+	nesterov                    bool
+	buf                         []float64
+}
+
+func (r *refSGD) step(p, g []float64) {
+	for i := range p {
+		d := g[i] + r.wd*p[i]
+		if r.momentum != 0 {
+			if r.buf == nil {
+				r.buf = make([]float64, len(p))
+				for j := range p { // NaN: no momentum yet
+					r.buf[j] = math.NaN()
+				}
+			}
+			if math.IsNaN(r.buf[i]) {
+				r.buf[i] = d
+			} else {
+				r.buf[i] = r.momentum*r.buf[i] + (1-r.dampening)*d
+			}
+			if r.nesterov {
+				d += r.momentum * r.buf[i]
+			} else {
+				d = r.buf[i]
+			}
+		}
+		p[i] -= r.lr * d
+	}
+}
+
+type refAdamW struct {
+	lr, b1, b2, eps, wd float64
+	m, v                []float64
+	t                   int
+}
+
+func (r *refAdamW) step(p, g []float64) {
+	if r.m == nil {
+		r.m, r.v = make([]float64, len(p)), make([]float64, len(p))
+	}
+	r.t++
+	for i := range p {
+		p[i] *= 1 - r.lr*r.wd
+		r.m[i] = r.b1*r.m[i] + (1-r.b1)*g[i]
+		r.v[i] = r.b2*r.v[i] + (1-r.b2)*g[i]*g[i]
+		mh := r.m[i] / (1 - math.Pow(r.b1, float64(r.t)))
+		vh := r.v[i] / (1 - math.Pow(r.b2, float64(r.t)))
+		p[i] -= r.lr * mh / (math.Sqrt(vh) + r.eps)
+	}
+}
+
+// Each optimizer, over several steps of a small least-squares problem,
+// gives the parameters a float64 loop gives from the same gradients.
+func TestOptimizersMatchReference(t *testing.T) {
+	x := tensor.Randn(1, tensor.Float64, 8, 5)
+	y := tensor.Randn(2, tensor.Float64, 8, 3)
+	loss := func(w *tensor.Tensor) *tensor.Tensor {
+		d := x.MatMul(w).Sub(y)
+		return d.Mul(d).Mean()
+	}
+	type stepper interface {
+		Step()
+		ZeroGrad()
+	}
+	for _, tc := range []struct {
+		name string
+		make func(w *tensor.Tensor) stepper
+		ref  refOpt
+	}{
+		{"sgd", func(w *tensor.Tensor) stepper { return NewSGD([]*tensor.Tensor{w}, 0.1) }, &refSGD{lr: 0.1}},
+		{"sgd momentum", func(w *tensor.Tensor) stepper {
+			o := NewSGD([]*tensor.Tensor{w}, 0.05)
+			o.Momentum, o.Dampening, o.WeightDecay = 0.9, 0.1, 0.01
+			return o
+		}, &refSGD{lr: 0.05, momentum: 0.9, dampening: 0.1, wd: 0.01}},
+		{"sgd nesterov", func(w *tensor.Tensor) stepper {
+			o := NewSGD([]*tensor.Tensor{w}, 0.05)
+			o.Momentum, o.Nesterov = 0.8, true
+			return o
+		}, &refSGD{lr: 0.05, momentum: 0.8, nesterov: true}},
+		{"adamw", func(w *tensor.Tensor) stepper { return NewAdamW([]*tensor.Tensor{w}, 0.01) },
+			&refAdamW{lr: 0.01, b1: 0.9, b2: 0.999, eps: 1e-8, wd: 0.01}},
+	} {
+		w := tensor.Randn(3, tensor.Float64, 5, 3).SetRequiresGrad(true)
+		opt := tc.make(w)
+		ref := w.Detach().Contiguous().Float64s()
+		for step := range 6 {
+			opt.ZeroGrad()
+			loss(w).Backward()
+			g := w.Grad().Float64s()
+			opt.Step()
+			tc.ref.step(ref, g)
+			got := w.Detach().Float64s()
+			for i := range ref {
+				if math.Abs(got[i]-ref[i]) > 1e-12*math.Max(1, math.Abs(ref[i])) {
+					t.Fatalf("%s step %d: parameter %d is %v, reference %v", tc.name, step, i, got[i], ref[i])
+				}
+			}
+		}
+		if w.Grad() == nil || !w.RequiresGrad() || !w.IsLeaf() {
+			t.Errorf("%s: the parameter stopped being a leaf with a gradient", tc.name)
+		}
+	}
+}
+
+// ClipGradNorm returns the joint norm and scales gradients above the
+// limit to it, leaving smaller ones alone.
+func TestClipGradNorm(t *testing.T) {
+	a := tensor.FromSlice([]float64{1, 2}, 2).SetRequiresGrad(true)
+	b := tensor.FromSlice([]float64{2}, 1).SetRequiresGrad(true)
+	a.SetGrad(tensor.FromSlice([]float64{3, 0}, 2))
+	b.SetGrad(tensor.FromSlice([]float64{4}, 1))
+	if n := ClipGradNorm([]*tensor.Tensor{a, b}, 1); math.Abs(n-5) > 1e-12 {
+		t.Errorf("norm %v, want 5", n)
+	}
+	want := 1 / (5 + 1e-6)
+	if g := a.Grad().Float64s(); math.Abs(g[0]-3*want) > 1e-12 || g[1] != 0 {
+		t.Errorf("clipped gradient %v, want [%v 0]", g, 3*want)
+	}
+	if n := ClipGradNorm([]*tensor.Tensor{a, b}, 10); math.Abs(n-5*want) > 1e-9 {
+		t.Errorf("second norm %v, want %v", n, 5*want)
+	}
+	if g := b.Grad().Float64s(); math.Abs(g[0]-4*want) > 1e-12 {
+		t.Errorf("a gradient below the limit changed: %v", g)
+	}
+}
