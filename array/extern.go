@@ -22,6 +22,7 @@ func init() {
 		"cumsum":       cumsumKernel,
 		"argsort":      argsortKernel,
 		"index_copy":   indexCopyKernel,
+		"index_add":    indexAddKernel,
 		"attention":    attentionKernel,
 
 		"as_strided_scatter":    asStridedScatterKernel,
@@ -451,4 +452,43 @@ func pick[S any](d, s []S, offs []int) {
 	for i, o := range offs {
 		d[i] = s[o]
 	}
+}
+
+// indexAddKernel is IndexAdd: on the CPU in float64, each sum rounded
+// once to the result's type; on a GPU with atomic adds (see gpuIndexAdd).
+func indexAddKernel(op *ir.Op, a ir.Attrs, args []ir.Value) *Array {
+	x, idx, src := args[0].(*Array), args[1].(*Array), args[2].(*Array)
+	shape, _, out := externTypes(op, &a, []*Array{x, idx, src})
+	d := x.normDim(op.Title, a.Dim)
+	if dev := x.st.dev; dev != CPU {
+		return gpuIndexAdd(op.Title, x, d, idx.ToDevice(dev), src.ToDevice(dev), out)
+	}
+	acc, s64 := newArray(ir.Float64, shape), newArray(ir.Float64, src.shape)
+	copyInto(acc, x)
+	copyInto(s64, src.cpu())
+	av, sv := acc.st.data.([]float64), s64.st.data.([]float64)
+	iv := indexValues(idx)
+	outer, inner, L, n := 1, 1, shape[d], len(iv)
+	for _, s := range shape[:d] {
+		outer *= s
+	}
+	for _, s := range shape[d+1:] {
+		inner *= s
+	}
+	ts := []*Array{x, idx, src}
+	for o := range outer {
+		for i, v := range iv {
+			j := checkIndex(op.Title, ts, v, L)
+			dst, from := av[(o*L+j)*inner:(o*L+j+1)*inner], sv[(o*n+i)*inner:(o*n+i+1)*inner]
+			for k := range dst {
+				dst[k] += from[k]
+			}
+		}
+	}
+	if out == ir.Float64 {
+		return acc
+	}
+	res := newArray(out, shape)
+	copyInto(res, acc)
+	return res
 }

@@ -134,6 +134,44 @@ func (k *IndexCopyKernel) Source() string {
 	return b.String()
 }
 
+// IndexAddKernel adds src into dst along one dim at a 1-D index held on
+// the device: dst[pos with pos[dim] = index[pos[dim]]] += src[pos] for
+// every position pos of src, with atomic adds, so repeated indices add up
+// (in an order that depends on timing, as torch.index_add on a GPU). Elem
+// is Float32 or Float64 (16-bit types add into a float32 copy). Its
+// parameters are IndexCopyKernel's.
+type IndexAddKernel struct {
+	Elem  ir.DType
+	Index ir.DType
+}
+
+// Name is the kernel's entry point.
+func (k *IndexAddKernel) Name() string { return fmt.Sprintf("gc_index_add_%v_by_%v", k.Elem, k.Index) }
+
+// Source generates the kernel.
+func (k *IndexAddKernel) Source() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "// gocompile eager kernel: %s\n%s", k.Name(), cudaPrelude)
+	b.WriteString(indexGeometryC)
+	fmt.Fprintf(&b, `extern "C" __global__ void %[1]s(long long n, const %[2]s* __restrict__ src, const %[3]s* __restrict__ index,
+    long long indexLen, long long indexStride, %[2]s* __restrict__ dst, long long dim, long long dimSize, long long* bad, Geometry g) {
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
+    long long at, dof, sof;
+    gc_index_at(i, g, dim, at, dof, sof);
+    long long j = (long long)index[at * indexStride];
+    if (j < 0) j += dimSize;
+    if (j < 0 || j >= dimSize) {
+      bad[1] = (long long)index[at * indexStride];
+      atomicExch((unsigned long long*)bad, 1ull);
+      continue;
+    }
+    atomicAdd(dst + dof + j * g.stride[0][dim], src[sof]);
+  }
+}
+`, k.Name(), storageC(k.Elem), storageC(k.Index))
+	return b.String()
+}
+
 // IntMatMulSource is a plain integer matrix product over contiguous
 // batches, for the types cuBLAS does not multiply: out[b][i][j] =
 // sum_p a[b][i][p] * c[b][p][j], wrapping as integers do. Parameters:

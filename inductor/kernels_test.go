@@ -130,6 +130,10 @@ func allKernels(t *testing.T) []source {
 		for _, idx := range []ir.DType{ir.Int32, ir.Int64} {
 			k := &IndexCopyKernel{Elem: dt, Index: idx}
 			out = append(out, source{k.Name(), afterPrelude(k.Source()), func() (string, error) { return k.Source(), nil }})
+			if dt == ir.Float32 || dt == ir.Float64 {
+				k := &IndexAddKernel{Elem: dt, Index: idx}
+				out = append(out, source{k.Name(), afterPrelude(k.Source()), func() (string, error) { return k.Source(), nil }})
+			}
 		}
 	}
 	for _, dt := range []ir.DType{ir.Float32, ir.Float16, ir.BFloat16} {
@@ -279,6 +283,8 @@ inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z,
 template <typename T> T __ldcg(const T* p) { return *p; }
 inline void __threadfence() {}
 inline unsigned atomicAdd(unsigned* p, unsigned v) { auto o = *p; *p += v; return o; }
+inline float atomicAdd(float* p, float v) { auto o = *p; *p += v; return o; }
+inline double atomicAdd(double* p, double v) { auto o = *p; *p += v; return o; }
 template <typename T> T __ldg(const T* p) { return *p; }
 template <typename T> T __shfl_xor_sync(unsigned, T v, int) { return v; }
 template <typename T> T __shfl_sync(unsigned, T v, int) { return v; }

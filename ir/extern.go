@@ -26,6 +26,8 @@ var (
 		Doc: "inclusive running sum along Attrs.Dim; floats sum in float64 and round each result once, integers and bools sum in int64"})
 	OpIndexCopy = extern(&Op{Name: "index_copy", Title: "IndexCopy", Arity: 3, Indices: []int{1}, Rule: SameAsFirst, Shape: indexCopyShape,
 		Doc: "x with its entries at the 1-D index along Attrs.Dim replaced by src's, in order, as torch.index_copy (a new tensor; src converted to x's type)"})
+	OpIndexAdd = extern(&Op{Name: "index_add", Title: "IndexAdd", Arity: 3, Indices: []int{1}, Rule: FloatOnly, Shape: indexAddShape,
+		Doc: "x with src's entries added to its entries at the 1-D index along Attrs.Dim, repeated indices adding up, as torch.index_add (a new tensor; floating types)"})
 	OpArgSort = extern(&Op{Name: "argsort", Title: "ArgSort", Arity: 1, Rule: IndexType, Shape: alongDimShape("ArgSort"),
 		Doc: "the indices that sort x along Attrs.Dim, stably: ascending, or descending where Attrs.Step < 0; NaN sorts above every number"})
 	OpTril = extern(&Op{Name: "tril", Title: "Tril", Arity: 1, Rule: SameAsFirst, Shape: triangleShape("Tril"),
@@ -223,22 +225,27 @@ func triangleShape(title string) func(in [][]int, _ *Attrs) ([]int, error) {
 	}
 }
 
-func indexCopyShape(in [][]int, a *Attrs) ([]int, error) {
+func indexCopyShape(in [][]int, a *Attrs) ([]int, error) { return indexWriteShape("IndexCopy", in, a) }
+func indexAddShape(in [][]int, a *Attrs) ([]int, error)  { return indexWriteShape("IndexAdd", in, a) }
+
+// indexWriteShape is the shape rule of ops that write src into x at a 1-D
+// index along a dim: x's shape, with src's the same but along the dim.
+func indexWriteShape(title string, in [][]int, a *Attrs) ([]int, error) {
 	x, idx, src := in[0], in[1], in[2]
 	if len(x) == 0 {
-		return nil, Errorf("IndexCopy", in, "Unsqueeze a scalar first", "cannot index into a scalar")
+		return nil, Errorf(title, in, "Unsqueeze a scalar first", "cannot index into a scalar")
 	}
-	d, err := NormDim("IndexCopy", x, a.Dim)
+	d, err := NormDim(title, x, a.Dim)
 	if err != nil {
 		return nil, err
 	}
 	if len(idx) > 1 {
-		return nil, Errorf("IndexCopy", in, "flatten the index", "index must be 1-D, not %d-D", len(idx))
+		return nil, Errorf(title, in, "flatten the index", "index must be 1-D, not %d-D", len(idx))
 	}
 	want := clone(x)
 	want[d] = Numel(idx)
 	if !SameShape(src, want) {
-		return nil, Errorf("IndexCopy", in, "give src x's shape with the indexed dim as long as the index",
+		return nil, Errorf(title, in, "give src x's shape with the indexed dim as long as the index",
 			"src has shape %s, want %s", FormatShape(src), FormatShape(want))
 	}
 	return clone(x), nil

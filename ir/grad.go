@@ -346,6 +346,38 @@ func init() {
 		}
 	}
 	OpAttention.Math = SDPAMath
+
+	// Gathering rows: their gradients add up at the rows they came from.
+	OpIndexSelect.VJP = func(b Builder, a Attrs, args []Value, out, g Value) ([]Value, error) {
+		x, idx := args[0], args[1]
+		if len(b.Shape(x)) == 0 {
+			return nil, Errorf("IndexSelect", [][]int{b.Shape(x)}, "index a tensor of at least one dim", "no gradient for a scalar source")
+		}
+		return []Value{b.Apply(OpIndexAdd, Attrs{Dim: a.Dim}, zerosLike(b, x), flat(b, idx), g), nil}, nil
+	}
+	OpEmbedding.VJP = func(b Builder, a Attrs, args []Value, out, g Value) ([]Value, error) {
+		idx, w := args[0], args[1]
+		rows := reshapeTo(b, g, []int{Numel(b.Shape(idx)), b.Shape(w)[1]})
+		return []Value{nil, b.Apply(OpIndexAdd, Attrs{Dim: 0}, zerosLike(b, w), flat(b, idx), rows)}, nil
+	}
+	OpIndexAdd.VJP = func(b Builder, a Attrs, args []Value, out, g Value) ([]Value, error) {
+		return []Value{g, nil, b.Apply(OpIndexSelect, Attrs{Dim: a.Dim}, g, args[1])}, nil
+	}
+}
+
+// zerosLike is a tensor of x's shape and type holding zeros (NaN and
+// infinities in x too).
+func zerosLike(b Builder, x Value) Value {
+	all := b.Apply(OpLogicalOr, Attrs{}, b.Apply(OpEq, Attrs{}, x, x), b.Apply(OpNe, Attrs{}, x, x))
+	return b.Apply(OpMaskedFill, Attrs{Scalars: []float64{0}}, x, all)
+}
+
+// flat is idx as a 1-D tensor.
+func flat(b Builder, idx Value) Value {
+	if len(b.Shape(idx)) == 1 {
+		return idx
+	}
+	return reshapeTo(b, idx, []int{Numel(b.Shape(idx))})
 }
 
 // sliceBounds is a slice's [start, stop) within a dim of size n, as

@@ -77,7 +77,7 @@ OPS = [
     # views
     "reshape", "transpose", "permute", "expand", "squeeze", "unsqueeze", "slice",
     # externs
-    "matmul", "cat", "stack", "gather", "index_select", "embedding", "contiguous", "cumsum", "tril", "triu", "argsort", "index_copy", "as_strided", "as_strided_scatter",
+    "matmul", "cat", "stack", "gather", "index_select", "embedding", "contiguous", "cumsum", "tril", "triu", "argsort", "index_copy", "index_add", "as_strided", "as_strided_scatter",
     "as_strided_index_copy",
 ]
 
@@ -605,6 +605,22 @@ def index_copies(g):
               (lambda dd: (lambda x, i, s: torch.index_copy(x, dd, i, s)))(dim), attrs={"dim": dim})
 
 
+def index_adds(g):
+    for name, shape, dt, dim, index in [
+            ("float32_5x3_repeated", (5, 3), "float32", 0, [4, 0, 4, 3, 4]),
+            ("float64_3x7_cols", (3, 7), "float64", 1, [6, 1, 1]),
+            ("bfloat16_rows", (6, 4), "bfloat16", 0, [2, 5]),
+            ("float16_9_m1", (9,), "float16", -1, [8, 0, 8])]:
+        name = "index_add_" + name
+        rng = rng_for(name)
+        d = dim % len(shape)
+        src_shape = list(shape)
+        src_shape[d] = len(index)
+        g.add(name, "index_add",
+              [(make(rng, shape, dt), dt), (np.array(index, dtype=np.int64), "int64"), (make(rng, src_shape, dt), dt)],
+              (lambda dd: (lambda x, i, s: torch.index_add(x, dd, i, s)))(dim), attrs={"dim": dim})
+
+
 def strided(g):
     for name, n, dt, size, stride, offset in [
             ("float32_rows", 24, "float32", (3, 4), (8, 1), 2),
@@ -1011,6 +1027,7 @@ def main():
     triangles(g)
     argsorts(g)
     index_copies(g)
+    index_adds(g)
     strided(g)
     strided_index_copies(g)
     attentions(g)

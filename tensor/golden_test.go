@@ -319,6 +319,8 @@ func goldenOp(c *goldenCase) (func(in []*Tensor) *Tensor, error) {
 		}, nil
 	case "index_copy":
 		return func(in []*Tensor) *Tensor { return in[0].IndexCopy(dim, in[1], in[2]) }, nil
+	case "index_add":
+		return func(in []*Tensor) *Tensor { return in[0].IndexAdd(dim, in[1], in[2]) }, nil
 	case "argsort":
 		return func(in []*Tensor) *Tensor { return in[0].ArgSort(dim, a.Descending) }, nil
 	case "tril":

@@ -358,6 +358,16 @@ func (t *Tensor) IndexCopy(dim int, index, src *Tensor) *Tensor {
 	return apply(ir.OpIndexCopy, ir.Attrs{Dim: dim}, t, index, src)
 }
 
+// IndexAdd returns a copy of t, a floating tensor, with src's entries
+// added to its entries at index (1-D, Int32 or Int64, negative counting
+// from the end) along dim, as torch.index_add: src has t's shape but
+// along dim, where it is as long as index, and a repeated index adds each
+// of its entries. It writes a new tensor; t is unchanged. It is the
+// gradient of IndexSelect and Embedding.
+func (t *Tensor) IndexAdd(dim int, index, src *Tensor) *Tensor {
+	return apply(ir.OpIndexAdd, ir.Attrs{Dim: dim}, t, index, src)
+}
+
 // ArgSort returns the indices (Int64) that sort t along dim, ascending or
 // descending, as torch.argsort with stable=True: equal values keep their
 // order, NaN sorts above every number (last ascending, first
