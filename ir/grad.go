@@ -145,7 +145,13 @@ func init() {
 		} else {
 			ym1 = o.sub(y, o.c(1))
 		}
+		// 0 where the exponent is 0 (x**-1 of a zero x would give NaN).
 		gx := o.mul(o.mul(g, y), o.ap(OpPow, Attrs{}, x, ym1))
+		if s, ok := y.(Scalar); ok && s.Value == 0 {
+			gx = o.mul(g, o.c(0))
+		} else if !ok {
+			gx = o.zeroWhere(gx, o.ap(OpEq, Attrs{}, y, o.c(0)))
+		}
 		var gy Value
 		if tensorArg(y) {
 			// x**y·log(x), 0 where x is 0 and y >= 0 (as PyTorch's).
@@ -237,11 +243,17 @@ func init() {
 			return []Value{o.zeroWhere(g, outside(o, a, args[0]))}, nil
 		}
 	}
+	// (NaN is outside: no gradient, as PyTorch's.)
 	OpClamp.VJP = clampVJP(func(o gradOps, a Attrs, x Value) Value {
-		return o.ap(OpLogicalOr, Attrs{}, o.ap(OpLt, Attrs{}, x, o.c(a.Scalars[0])), o.ap(OpGt, Attrs{}, x, o.c(a.Scalars[1])))
+		inside := o.ap(OpLogicalAnd, Attrs{}, o.ap(OpGe, Attrs{}, x, o.c(a.Scalars[0])), o.ap(OpLe, Attrs{}, x, o.c(a.Scalars[1])))
+		return o.ap(OpLogicalNot, Attrs{}, inside)
 	})
-	OpClampMin.VJP = clampVJP(func(o gradOps, a Attrs, x Value) Value { return o.ap(OpLt, Attrs{}, x, o.c(a.Scalars[0])) })
-	OpClampMax.VJP = clampVJP(func(o gradOps, a Attrs, x Value) Value { return o.ap(OpGt, Attrs{}, x, o.c(a.Scalars[0])) })
+	OpClampMin.VJP = clampVJP(func(o gradOps, a Attrs, x Value) Value {
+		return o.ap(OpLogicalNot, Attrs{}, o.ap(OpGe, Attrs{}, x, o.c(a.Scalars[0])))
+	})
+	OpClampMax.VJP = clampVJP(func(o gradOps, a Attrs, x Value) Value {
+		return o.ap(OpLogicalNot, Attrs{}, o.ap(OpLe, Attrs{}, x, o.c(a.Scalars[0])))
+	})
 	OpCast.VJP = func(b Builder, a Attrs, args []Value, out, g Value) ([]Value, error) {
 		return []Value{b.Apply(OpCast, Attrs{DType: b.DType(args[0])}, g)}, nil
 	}
@@ -293,22 +305,31 @@ func init() {
 	OpExpand.VJP = func(b Builder, a Attrs, args []Value, out, g Value) ([]Value, error) {
 		return []Value{g}, nil
 	}
+	// A slice's gradient is g spread back to its places: interleaved with
+	// step − 1 zeros, then padded (or cropped) to x's extent along the dim.
 	OpSlice.VJP = func(b Builder, a Attrs, args []Value, out, g Value) ([]Value, error) {
-		xs := b.Shape(args[0])
+		xs, gs := b.Shape(args[0]), b.Shape(g)
 		d := a.Dim
 		if d < 0 {
 			d += len(xs)
 		}
-		if a.Step != 1 {
-			return nil, Errorf("Slice", [][]int{xs}, "take every element (step 1), or copy the slice first",
-				"the gradient of a slice with step %d is not implemented", a.Step)
+		if gs[d] == 0 {
+			return []Value{zerosLike(b, args[0])}, nil
 		}
-		if b.Shape(g)[d] == 0 {
-			return nil, Errorf("Slice", [][]int{xs}, "slice at least one element", "the gradient of an empty slice is not implemented")
+		start, _ := sliceBounds(a.Start, a.Stop, xs[d])
+		covered := gs[d]
+		if a.Step > 1 {
+			g = b.Apply(OpUnsqueeze, Attrs{Dim: d + 1}, g)
+			pads := make([]int, 2*(len(gs)-d))
+			pads[len(pads)-1] = a.Step - 1
+			g = b.Apply(OpPad, Attrs{Dims: pads, Scalars: []float64{0}}, g)
+			covered *= a.Step
+			merged := clone(gs)
+			merged[d] = covered
+			g = reshapeTo(b, g, merged)
 		}
-		start, stop := sliceBounds(a.Start, a.Stop, xs[d])
 		pads := make([]int, 2*(len(xs)-d))
-		pads[len(pads)-2], pads[len(pads)-1] = start, xs[d]-stop
+		pads[len(pads)-2], pads[len(pads)-1] = start, xs[d]-start-covered
 		return []Value{b.Apply(OpPad, Attrs{Dims: pads, Scalars: []float64{0}}, g)}, nil
 	}
 	OpContiguous.VJP = func(b Builder, a Attrs, args []Value, out, g Value) ([]Value, error) {

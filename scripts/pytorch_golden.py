@@ -173,6 +173,18 @@ def stored(t):
     return c_order(t.numpy())
 
 
+# The differentiable ops: each gets gradient goldens (see Golden.gradients).
+GRAD_OPS = {
+    "add", "sub", "mul", "div", "pow", "maximum", "minimum", "neg", "abs", "exp", "log", "sqrt", "rsqrt",
+    "sin", "cos", "tanh", "erf", "floor", "ceil", "round", "sign", "sigmoid", "relu", "gelu", "gelu_tanh", "silu",
+    "where", "masked_fill", "clamp", "clamp_min", "clamp_max", "cast", "sum", "mean", "amax", "amin",
+    "reshape", "transpose", "permute", "expand", "squeeze", "unsqueeze", "slice", "matmul", "cat", "stack",
+    "index_select", "embedding", "contiguous", "tril", "triu", "index_add",
+    "var", "softmax", "log_softmax", "layer_norm", "rms_norm", "linear", "repeat", "pad",
+    "scaled_dot_product_attention", "attention",
+}
+
+
 def apply_pre(ts, pre):
     """Non-contiguous inputs: views applied to inputs before the op, in
     PyTorch here and in Go by the test."""
@@ -239,7 +251,42 @@ class Golden:
         }
         if note:
             c["note"] = note
+        grad = self.gradients(name, op, kind, inputs, fn, attrs)
+        if grad:
+            c["grad"] = grad
         self.cases.append(c)
+
+    def gradients(self, name, op, kind, inputs, fn, attrs):
+        """The gradients of sum(upstream * fn(inputs)) with respect to the
+        float32 and float64 inputs, for differentiable ops and the models,
+        where every floating input is float32 or float64 and the pre-views
+        are transposes or step-1 slices; None otherwise."""
+        if kind == "op" and op not in GRAD_OPS:
+            return None
+        dts = [dt for _, dt in inputs]
+        if not any(dt in ("float32", "float64") for dt in dts) or any(dt in ("float16", "bfloat16") for dt in dts):
+            return None
+        if any(p["op"] == "slice" and p["step"] != 1 for p in attrs.get("pre") or []):
+            return None
+        leaves = [to_torch(a, dt).requires_grad_(dt in ("float32", "float64")) for a, dt in inputs]
+        res = fn(*apply_pre(leaves, attrs.get("pre")))
+        if not res.requires_grad or not res.dtype.is_floating_point:
+            return None
+        rng = rng_for(name + "/grad")
+        up = torch.from_numpy(rng.standard_normal(res.shape)).to(res.dtype)
+        want = [t for t in leaves if t.requires_grad]
+        gs = iter(torch.autograd.grad(res, want, up, allow_unused=True))
+        files = []
+        for t in leaves:
+            g = next(gs) if t.requires_grad else None
+            if g is None:
+                files.append(None)
+                continue
+            f = "%s/grad%d.npy" % (name, len(files))
+            np.save(os.path.join(self.out, f), stored(g))
+            files.append(f)
+        np.save(os.path.join(self.out, name, "upstream.npy"), stored(up))
+        return {"upstream": name + "/upstream.npy", "inputs": files}
 
     def write(self):
         covered = {c["op"] for c in self.cases if c["kind"] == "op"}

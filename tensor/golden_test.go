@@ -51,6 +51,13 @@ type goldenCase struct {
 		ATol float64 `json:"atol"`
 	} `json:"tol"`
 	Note string `json:"note"`
+	// Grad holds PyTorch's gradients of sum(upstream * output) with
+	// respect to the float32 and float64 inputs (nil for the others), for
+	// differentiable ops and the models.
+	Grad *struct {
+		Upstream string    `json:"upstream"`
+		Inputs   []*string `json:"inputs"`
+	} `json:"grad"`
 }
 
 type goldenAttrs struct {
@@ -163,6 +170,15 @@ func loadGoldenManifest(t *testing.T) *goldenManifest {
 // loadGoldenInputs reads a case's inputs, casts each to its dtype (bfloat16
 // is stored as float32) and applies the case's pre-views.
 func loadGoldenInputs(c *goldenCase) ([]*Tensor, error) {
+	ins, err := loadGoldenRaw(c)
+	if err != nil {
+		return nil, err
+	}
+	return applyGoldenPre(c, ins)
+}
+
+// loadGoldenRaw loads a case's inputs, before its pre-views.
+func loadGoldenRaw(c *goldenCase) ([]*Tensor, error) {
 	if len(c.Inputs) != len(c.InputDTypes) {
 		return nil, fmt.Errorf("%d inputs, %d input dtypes", len(c.Inputs), len(c.InputDTypes))
 	}
@@ -178,6 +194,12 @@ func loadGoldenInputs(c *goldenCase) ([]*Tensor, error) {
 		}
 		ins[i] = x.To(dt)
 	}
+	return ins, nil
+}
+
+// applyGoldenPre applies a case's pre-views to its inputs.
+func applyGoldenPre(c *goldenCase, ins []*Tensor) ([]*Tensor, error) {
+	ins = slices.Clone(ins)
 	for _, p := range c.Attrs.Pre {
 		if p.Input < 0 || p.Input >= len(ins) {
 			return nil, fmt.Errorf("pre-view of input %d", p.Input)
@@ -470,12 +492,70 @@ func runGoldenCase(t *testing.T, c *goldenCase) {
 	if err := goldenClose(c, compiledOut, eagerOut); err != nil {
 		t.Errorf("compiled vs eager: %v", err)
 	}
+	if c.Grad != nil {
+		checkGoldenGrad(t, c, fn, false)
+		checkGoldenGrad(t, c, Compile(fn), true)
+	}
+}
+
+// checkGoldenGrad runs fn on the case's inputs as leaves that require
+// gradients, Backward with the case's upstream gradient, and checks each
+// leaf's gradient against PyTorch's at the case's tolerance.
+func checkGoldenGrad(t *testing.T, c *goldenCase, fn func([]*Tensor) *Tensor, compiled bool) {
+	t.Helper()
+	what := map[bool]string{false: "eager", true: "compiled"}[compiled]
+	err := Try(func() {
+		raw, err := loadGoldenRaw(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(c.Grad.Inputs) != len(raw) {
+			t.Fatalf("%d gradients for %d inputs", len(c.Grad.Inputs), len(raw))
+		}
+		for i, f := range c.Grad.Inputs {
+			if f != nil {
+				raw[i].SetRequiresGrad(true)
+			}
+		}
+		ins, err := applyGoldenPre(c, raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		up, err := LoadNPY(filepath.Join(goldenDir, c.Grad.Upstream))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := fn(ins)
+		out.Backward(up.To(out.DType()).To(out.Device()))
+		for i, f := range c.Grad.Inputs {
+			if f == nil {
+				continue
+			}
+			want, err := LoadNPY(filepath.Join(goldenDir, *f))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := raw[i].Grad()
+			if got == nil {
+				t.Errorf("%s gradient of input %d: none", what, i)
+				continue
+			}
+			gc := *c
+			gc.OutputDType, gc.OutputShape = c.InputDTypes[i], raw[i].Shape()
+			if err := goldenClose(&gc, got, want); err != nil {
+				t.Errorf("%s gradient of input %d vs PyTorch: %v", what, i, err)
+			}
+		}
+	})
+	if err != nil {
+		t.Errorf("%s gradient: %v", what, err)
+	}
 }
 
 func TestGoldenPyTorch(t *testing.T) {
 	m := loadGoldenManifest(t)
 	t.Logf("%d golden cases from PyTorch %s, on %v", len(m.Cases), m.Torch, DefaultDevice())
-	covered := map[string]int{}
+	covered, grads := map[string]int{}, map[string]int{}
 	for i := range m.Cases {
 		c := &m.Cases[i]
 		if c.Kind == "op" {
@@ -483,10 +563,16 @@ func TestGoldenPyTorch(t *testing.T) {
 				t.Errorf("case %s: op %q is not in the registry", c.Name, c.Op)
 			}
 			covered[c.Op]++
+			if c.Grad != nil {
+				grads[c.Op]++
+			}
 		}
 		t.Run(c.Name, func(t *testing.T) { runGoldenCase(t, c) })
 	}
 	for _, op := range ir.Ops() {
+		if op.Differentiable() && grads[op.Name] == 0 {
+			t.Errorf("differentiable registry op %q has no PyTorch gradient case: add it to GRAD_OPS in scripts/pytorch_golden.py and regenerate", op.Name)
+		}
 		if covered[op.Name] == 0 {
 			t.Errorf("registry op %q has no PyTorch golden case: add cases to scripts/pytorch_golden.py (and its OPS list), "+
 				"regenerate testdata/golden, and map the op to its method in goldenOp", op.Name)
