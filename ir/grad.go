@@ -368,6 +368,77 @@ func init() {
 	}
 	OpAttention.Math = SDPAMath
 
+	// The composites below have fused derivatives, as PyTorch's: their
+	// forward runs as one kernel where a device has one, and the backward
+	// is a few ops, computed in float32 for 16-bit values.
+	OpSoftmax.VJP = func(b Builder, a Attrs, args []Value, out, g Value) ([]Value, error) {
+		d, err := NormDim("Softmax", b.Shape(args[0]), a.Dim)
+		if err != nil {
+			return nil, err
+		}
+		o := gradOps{b}
+		y, _ := upcast(b, out)
+		g, _ = upcast(b, g)
+		dot := o.ap(OpSum, Attrs{Dims: []int{d}, KeepDim: true}, o.mul(g, y))
+		return []Value{o.mul(y, o.sub(g, dot))}, nil
+	}
+	OpLogSoftmax.VJP = func(b Builder, a Attrs, args []Value, out, g Value) ([]Value, error) {
+		d, err := NormDim("LogSoftmax", b.Shape(args[0]), a.Dim)
+		if err != nil {
+			return nil, err
+		}
+		o := gradOps{b}
+		y, _ := upcast(b, out)
+		g, _ = upcast(b, g)
+		total := o.ap(OpSum, Attrs{Dims: []int{d}, KeepDim: true}, g)
+		return []Value{o.sub(g, o.mul(o.ap(OpExp, Attrs{}, y), total))}, nil
+	}
+	OpLayerNorm.VJP = func(b Builder, a Attrs, args []Value, out, g Value) ([]Value, error) {
+		x, w, bias := args[0], args[1], args[2]
+		dims, err := normDims(b, "LayerNorm", x, a.Dims, w, bias)
+		if err != nil {
+			return nil, err
+		}
+		o := gradOps{b}
+		red := Attrs{Dims: dims, KeepDim: true}
+		x, _ = upcast(b, x)
+		g, _ = upcast(b, g)
+		dev := o.sub(x, o.ap(OpMean, red, x))
+		rstd := o.ap(OpRsqrt, Attrs{}, o.add(o.ap(OpMean, red, o.mul(dev, dev)), eps(a)))
+		xhat := o.mul(dev, rstd)
+		res := normVJP(o, red, xhat, rstd, g, w)
+		if bias != nil {
+			res = append(res, g) // SumTo reduces it to the bias's shape
+		} else {
+			res = append(res, nil)
+		}
+		return res, nil
+	}
+	OpRMSNorm.VJP = func(b Builder, a Attrs, args []Value, out, g Value) ([]Value, error) {
+		x, w := args[0], args[1]
+		dims, err := normDims(b, "RMSNorm", x, a.Dims, w)
+		if err != nil {
+			return nil, err
+		}
+		o := gradOps{b}
+		red := Attrs{Dims: dims, KeepDim: true}
+		x, _ = upcast(b, x)
+		g, _ = upcast(b, g)
+		rstd := o.ap(OpRsqrt, Attrs{}, o.add(o.ap(OpMean, red, o.mul(x, x)), eps(a)))
+		xhat := o.mul(x, rstd)
+		// No mean subtracted: the first term of LayerNorm's goes.
+		gy := g
+		if w != nil {
+			gy = o.mul(g, w)
+		}
+		gx := o.mul(rstd, o.sub(gy, o.mul(xhat, o.ap(OpMean, red, o.mul(gy, xhat)))))
+		var gw Value
+		if w != nil {
+			gw = o.mul(g, xhat)
+		}
+		return []Value{gx, gw}, nil
+	}
+
 	// Gathering rows: their gradients add up at the rows they came from.
 	OpIndexSelect.VJP = func(b Builder, a Attrs, args []Value, out, g Value) ([]Value, error) {
 		x, idx := args[0], args[1]
@@ -433,4 +504,21 @@ func matmulVJP(b Builder, a Attrs, args []Value, out, g Value) ([]Value, error) 
 	gx = reshapeTo(b, SumTo(b, gx, x2), xs)
 	gy = reshapeTo(b, SumTo(b, gy, y2), ys)
 	return []Value{gx, gy}, nil
+}
+
+// normVJP is the gradient of y = xhat·w (+ bias) with respect to x and w,
+// xhat = (x − mean)·rstd normalized over red's dims: for x,
+// rstd·(gy − mean(gy) − xhat·mean(gy·xhat)) with gy = g·w; for w, g·xhat
+// (SumTo reduces it to w's shape).
+func normVJP(o gradOps, red Attrs, xhat, rstd, g, w Value) []Value {
+	gy := g
+	if w != nil {
+		gy = o.mul(g, w)
+	}
+	inner := o.sub(o.sub(gy, o.ap(OpMean, red, gy)), o.mul(xhat, o.ap(OpMean, red, o.mul(gy, xhat))))
+	var gw Value
+	if w != nil {
+		gw = o.mul(g, xhat)
+	}
+	return []Value{o.mul(rstd, inner), gw}
 }

@@ -320,3 +320,41 @@ func TestCompileWithGradients(t *testing.T) {
 		t.Error("a compiled function inside NoGrad computed another value")
 	}
 }
+
+// Gradients of 16-bit tensors are 16-bit, computed in float32 inside the
+// fused derivatives, and near float64's on the same values.
+func TestGradients16(t *testing.T) {
+	for _, dt := range []DType{BFloat16, Float16} {
+		f := func(x, w, b *Tensor) *Tensor {
+			return x.LayerNorm([]int{8}, w, b, 1e-5).Softmax(-1).Mul(x.RMSNorm([]int{8}, w, 1e-6)).Sum()
+		}
+		x, w, b := Randn(1, Float64, 3, 8), Randn(2, Float64, 8), Randn(3, Float64, 8)
+		var ref []*Tensor
+		for _, v := range []*Tensor{x, w, b} {
+			ref = append(ref, v.To(dt).To(Float64).SetRequiresGrad(true))
+		}
+		f(ref[0], ref[1], ref[2]).Backward()
+		var low []*Tensor
+		for _, v := range []*Tensor{x, w, b} {
+			low = append(low, v.To(dt).SetRequiresGrad(true))
+		}
+		f(low[0], low[1], low[2]).Backward()
+		for i := range low {
+			g := low[i].Grad()
+			if g.DType() != dt {
+				t.Fatalf("%v: gradient %d is %v", dt, i, g.DType())
+			}
+			want, got := ref[i].Grad().Float64s(), g.Float64s()
+			scale := 0.0
+			for _, v := range want {
+				scale = math.Max(scale, math.Abs(v))
+			}
+			for j := range got {
+				if math.Abs(got[j]-want[j]) > 0.05*scale {
+					t.Errorf("%v gradient %d element %d: %v, float64 gives %v", dt, i, j, got[j], want[j])
+					break
+				}
+			}
+		}
+	}
+}
