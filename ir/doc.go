@@ -19,6 +19,12 @@
 //     into other ops, written once against the Builder interface, which both
 //     eager execution and tracing implement.
 //
+// An op's derivative (Op.VJP, grad.go) is written once too, as ops
+// against the same Builder: given the operands, the result and the
+// gradient of the result, the gradients of the operands. Composites
+// without one differentiate through their decomposition; SumTo reduces a
+// broadcast gradient to its operand's shape.
+//
 // Shape helpers (Broadcast, NormDim, ViewStrides, InferShape) and the type
 // rules (PromoteTypes, ResultType) are exported for the packages above.
 package ir
