@@ -3,6 +3,7 @@ package tensor
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -21,6 +22,18 @@ func gradCheck(t *testing.T, name string, f func(xs []*Tensor) *Tensor, xs ...*T
 	out := f(leaves)
 	w := Randn(99, Float64, out.Shape()...)
 	out.Backward(w)
+	// Through Compile too (which runs f eagerly for arguments that
+	// require gradients): the same gradients.
+	again := make([]*Tensor, len(xs))
+	for i, x := range xs {
+		again[i] = FromSlice(x.Contiguous().Float64s(), x.Shape()...).SetRequiresGrad(true)
+	}
+	Compile(f)(again).Backward(w)
+	for i := range xs {
+		if g, h := leaves[i].Grad(), again[i].Grad(); g != nil && (h == nil || !slices.Equal(g.Float64s(), h.Float64s())) {
+			t.Errorf("%s: input %d: the compiled function's gradient differs", name, i)
+		}
+	}
 	loss := func(in []*Tensor) float64 {
 		var s float64
 		NoGrad(func() { s = f(in).Mul(w).Sum().Item() })
