@@ -75,6 +75,7 @@ func gradCheck(t *testing.T, name string, f func(xs []*Tensor) *Tensor, xs ...*T
 // Every differentiable op's gradient, in float64 against finite
 // differences, with broadcasting operands and views among the inputs.
 func TestGradients(t *testing.T) {
+	captureLogs(t, "") // Compile's warnings that it runs f eagerly
 	r := func(seed uint64, shape ...int) *Tensor { return Randn(seed, Float64, shape...) }
 	pos := func(seed uint64, shape ...int) *Tensor { return Rand(seed, Float64, shape...).AddScalar(0.5) }
 	// Values kept away from the kinks of abs, relu, clamp, max and min.
@@ -317,9 +318,16 @@ func TestGPUGradients(t *testing.T) {
 // requiring gradients is an error naming the fix, not silently without
 // gradients; inside NoGrad both compile as usual.
 func TestCompileWithGradients(t *testing.T) {
+	logged := captureLogs(t, "")
 	f := Compile(func(x, w *Tensor) *Tensor { return x.MatMul(w).Tanh().Sum() })
 	x, w := Randn(1, Float64, 3, 4), Randn(2, Float64, 4, 2).SetRequiresGrad(true)
 	f(x, w).Backward()
+	f(x, w).Backward()
+	w.ZeroGrad()
+	f(x, w).Backward()
+	if n := strings.Count(logged.String(), "running this compiled function eagerly"); n != 1 {
+		t.Errorf("the eager-fallback warning was logged %d times, want once:\n%s", n, logged)
+	}
 	want := Randn(2, Float64, 4, 2).SetRequiresGrad(true)
 	x.MatMul(want).Tanh().Sum().Backward()
 	checkClose(t, "gradient through a compiled function", w.Grad(), Float64, []int{4, 2}, want.Grad().Float64s(), 1)
