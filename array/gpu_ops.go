@@ -549,20 +549,47 @@ func compileCached(a *Artifacts, dev *cuda.Device, name string, gen func() (stri
 // captured into a CUDA graph). Out-of-range indices become an *Error as
 // gpuIndex's do.
 func gpuIndexCopy(op string, dst *Array, d int, idx, src *Array) {
+	if src.dtype != dst.dtype {
+		src = asType(src, dst.dtype)
+	}
+	kern := &inductor.IndexCopyKernel{Elem: dst.dtype, Index: idx.dtype}
+	gpuIndexWrite(op, kern.Name(), kern.Source, dst, d, idx, src, []*Array{dst, idx, src})
+}
+
+// gpuIndexAdd is IndexAdd on a GPU: x copied to float32 (float64 for
+// float64), src's entries added at idx along dim d with atomic adds, then
+// the sums rounded to out.
+func gpuIndexAdd(op string, x *Array, d int, idx, src *Array, out DType) *Array {
+	work := ir.Float32
+	if out == ir.Float64 {
+		work = ir.Float64
+	}
+	acc := newGPUArray(x.st.dev, work, x.shape)
+	copyInto(acc, x)
+	if src.dtype != work {
+		src = asType(src, work)
+	}
+	kern := &inductor.IndexAddKernel{Elem: work, Index: idx.dtype}
+	gpuIndexWrite(op, kern.Name(), kern.Source, acc, d, idx, src, []*Array{x, idx, src})
+	if out == work {
+		return acc
+	}
+	return asType(acc, out)
+}
+
+// gpuIndexWrite launches an index write kernel (inductor.IndexCopyKernel's
+// parameters) of src (dst's type) into dst along d at idx; errors name op
+// and operands.
+func gpuIndexWrite(op, name string, source func() string, dst *Array, d int, idx, src *Array, operands []*Array) {
 	n := src.Numel()
 	if n == 0 {
 		return
 	}
 	g := dst.st.gpu.g
-	operands := []*Array{dst, idx, src}
 	if len(src.shape) > inductor.MaxRank {
-		Throw(op, operands, "use fewer dims", "GPU index copies index at most %d dims", inductor.MaxRank)
+		Throw(op, operands, "use fewer dims", "GPU index writes index at most %d dims", inductor.MaxRank)
 	}
-	if src.dtype != dst.dtype {
-		src = asType(src, dst.dtype)
-	}
-	kern := &inductor.IndexCopyKernel{Elem: dst.dtype, Index: idx.dtype}
-	fn := g.kernel(kern.Name(), func() (string, error) { return kern.Source(), nil })
+	fn := g.kernel(name, func() (string, error) { return source(), nil })
 	geo := inductor.Geometry{Rank: len(src.shape), Strides: make([][inductor.MaxRank]int64, 2)}
 	for i, s := range src.shape {
 		geo.Sizes[i] = int64(s)
@@ -583,52 +610,4 @@ func gpuIndexCopy(op string, dst *Array, d int, idx, src *Array) {
 	if !deferred {
 		g.readIndexCheck(op, size, bad, operands)
 	}
-}
-
-// gpuIndexAdd is IndexAdd on a GPU: x copied to float32 (float64 for
-// float64), src's entries added at idx along dim d with atomic adds, then
-// the sums rounded to out.
-func gpuIndexAdd(op string, x *Array, d int, idx, src *Array, out DType) *Array {
-	work := ir.Float32
-	if out == ir.Float64 {
-		work = ir.Float64
-	}
-	acc := newGPUArray(x.st.dev, work, x.shape)
-	copyInto(acc, x)
-	if n := src.Numel(); n > 0 {
-		g := acc.st.gpu.g
-		operands := []*Array{x, idx, src}
-		if len(src.shape) > inductor.MaxRank {
-			Throw(op, operands, "use fewer dims", "GPU index adds index at most %d dims", inductor.MaxRank)
-		}
-		if src.dtype != work {
-			src = asType(src, work)
-		}
-		kern := &inductor.IndexAddKernel{Elem: work, Index: idx.dtype}
-		fn := g.kernel(kern.Name(), func() (string, error) { return kern.Source(), nil })
-		geo := inductor.Geometry{Rank: len(src.shape), Strides: make([][inductor.MaxRank]int64, 2)}
-		for i, s := range src.shape {
-			geo.Sizes[i] = int64(s)
-			geo.Strides[0][i] = int64(acc.strides[i])
-			geo.Strides[1][i] = int64(src.strides[i])
-		}
-		istride := 0
-		if len(idx.shape) == 1 {
-			istride = idx.strides[0]
-		}
-		size := acc.shape[d]
-		check, deferred, bad := g.indexCheck(op, size, operands)
-		args := g.GetArgs()
-		defer g.PutArgs(args)
-		args.I64(int64(n)).Ptr(src.DevicePtr()).Ptr(idx.DevicePtr()).I64(int64(idx.Numel())).I64(int64(istride)).Ptr(acc.DevicePtr()).
-			I64(int64(d)).I64(int64(size)).Ptr(check).Bytes(geo.Bytes(), 8)
-		g.Launch(op, fn, g.gridFor(n), threadsPerBlock, args)
-		if !deferred {
-			g.readIndexCheck(op, size, bad, operands)
-		}
-	}
-	if out == work {
-		return acc
-	}
-	return asType(acc, out)
 }

@@ -103,11 +103,24 @@ func (k *IndexCopyKernel) Name() string {
 // Source generates the kernel. Parameters: long long n (src's elements),
 // const Elem* src, const Index* index, long long indexLen, long long
 // indexStride, Elem* dst, long long dim, long long dimSize (dst's),
-// long long* bad, Geometry g
-// with src's sizes, stride[0] = dst's strides and stride[1] = src's.
+// long long* bad, Geometry g with src's sizes, stride[0] = dst's strides
+// and stride[1] = src's.
 func (k *IndexCopyKernel) Source() string {
+	return indexWriteSource(k.Name(), k.Elem, k.Index, `    bool last = true;
+    for (long long a = at + 1; a < indexLen && last; a++) {
+      long long j2 = (long long)index[a * indexStride];
+      if (j2 < 0) j2 += dimSize;
+      last = j2 != j;
+    }
+    if (last) dst[dof + j * g.stride[0][dim]] = src[sof];
+`)
+}
+
+// indexWriteSource is the source of an index write kernel (IndexCopyKernel's
+// parameters) whose write of src[sof] to dst at index j is write.
+func indexWriteSource(name string, elem, index ir.DType, write string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "// gocompile eager kernel: %s\n%s", k.Name(), cudaPrelude)
+	fmt.Fprintf(&b, "// gocompile eager kernel: %s\n%s", name, cudaPrelude)
 	b.WriteString(indexGeometryC)
 	fmt.Fprintf(&b, `extern "C" __global__ void %[1]s(long long n, const %[2]s* __restrict__ src, const %[3]s* __restrict__ index,
     long long indexLen, long long indexStride, %[2]s* __restrict__ dst, long long dim, long long dimSize, long long* bad, Geometry g) {
@@ -121,16 +134,9 @@ func (k *IndexCopyKernel) Source() string {
       atomicExch((unsigned long long*)bad, 1ull);
       continue;
     }
-    bool last = true;
-    for (long long a = at + 1; a < indexLen && last; a++) {
-      long long j2 = (long long)index[a * indexStride];
-      if (j2 < 0) j2 += dimSize;
-      last = j2 != j;
-    }
-    if (last) dst[dof + j * g.stride[0][dim]] = src[sof];
-  }
+%[4]s  }
 }
-`, k.Name(), storageC(k.Elem), storageC(k.Index))
+`, name, storageC(elem), storageC(index), write)
 	return b.String()
 }
 
@@ -150,26 +156,7 @@ func (k *IndexAddKernel) Name() string { return fmt.Sprintf("gc_index_add_%v_by_
 
 // Source generates the kernel.
 func (k *IndexAddKernel) Source() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "// gocompile eager kernel: %s\n%s", k.Name(), cudaPrelude)
-	b.WriteString(indexGeometryC)
-	fmt.Fprintf(&b, `extern "C" __global__ void %[1]s(long long n, const %[2]s* __restrict__ src, const %[3]s* __restrict__ index,
-    long long indexLen, long long indexStride, %[2]s* __restrict__ dst, long long dim, long long dimSize, long long* bad, Geometry g) {
-  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
-    long long at, dof, sof;
-    gc_index_at(i, g, dim, at, dof, sof);
-    long long j = (long long)index[at * indexStride];
-    if (j < 0) j += dimSize;
-    if (j < 0 || j >= dimSize) {
-      bad[1] = (long long)index[at * indexStride];
-      atomicExch((unsigned long long*)bad, 1ull);
-      continue;
-    }
-    atomicAdd(dst + dof + j * g.stride[0][dim], src[sof]);
-  }
-}
-`, k.Name(), storageC(k.Elem), storageC(k.Index))
-	return b.String()
+	return indexWriteSource(k.Name(), k.Elem, k.Index, "    atomicAdd(dst + dof + j * g.stride[0][dim], src[sof]);\n")
 }
 
 // IntMatMulSource is a plain integer matrix product over contiguous

@@ -634,38 +634,35 @@ def attentions(g):
         attention_case(g, "attention", name, dt, (B, hq, hkv, L, S, E), causal, mask, scale)
 
 
-def index_copies(g):
-    for name, shape, dt, dim, index in [
-            ("float32_5x3_rows", (5, 3), "float32", 0, [4, 0, 3]),
-            ("float64_3x7_cols", (3, 7), "float64", 1, [6, 1]),
-            ("bfloat16_cache", (1, 2, 6, 4), "bfloat16", 2, [3]),
-            ("float16_9", (9,), "float16", 0, [8, 0, 4]),
-            ("int64_4x4_m1", (4, 4), "int64", -1, [2]),
-            ("bool_3x5", (3, 5), "bool", 1, [0, 4])]:
-        name = "index_copy_" + name
+def index_writes(g, op, fn, cases):
+    """Cases of an op writing src into x at a 1-D index along a dim."""
+    for name, shape, dt, dim, index in cases:
+        name = op + "_" + name
         rng = rng_for(name)
         d = dim % len(shape)
         src_shape = list(shape)
         src_shape[d] = len(index)
-        g.add(name, "index_copy",
+        g.add(name, op,
               [(make(rng, shape, dt), dt), (np.array(index, dtype=np.int64), "int64"), (make(rng, src_shape, dt), dt)],
-              (lambda dd: (lambda x, i, s: torch.index_copy(x, dd, i, s)))(dim), attrs={"dim": dim})
+              (lambda dd: (lambda x, i, s: fn(x, dd, i, s)))(dim), attrs={"dim": dim})
+
+
+def index_copies(g):
+    index_writes(g, "index_copy", torch.index_copy, [
+        ("float32_5x3_rows", (5, 3), "float32", 0, [4, 0, 3]),
+        ("float64_3x7_cols", (3, 7), "float64", 1, [6, 1]),
+        ("bfloat16_cache", (1, 2, 6, 4), "bfloat16", 2, [3]),
+        ("float16_9", (9,), "float16", 0, [8, 0, 4]),
+        ("int64_4x4_m1", (4, 4), "int64", -1, [2]),
+        ("bool_3x5", (3, 5), "bool", 1, [0, 4])])
 
 
 def index_adds(g):
-    for name, shape, dt, dim, index in [
-            ("float32_5x3_repeated", (5, 3), "float32", 0, [4, 0, 4, 3, 4]),
-            ("float64_3x7_cols", (3, 7), "float64", 1, [6, 1, 1]),
-            ("bfloat16_rows", (6, 4), "bfloat16", 0, [2, 5]),
-            ("float16_9_m1", (9,), "float16", -1, [8, 0, 8])]:
-        name = "index_add_" + name
-        rng = rng_for(name)
-        d = dim % len(shape)
-        src_shape = list(shape)
-        src_shape[d] = len(index)
-        g.add(name, "index_add",
-              [(make(rng, shape, dt), dt), (np.array(index, dtype=np.int64), "int64"), (make(rng, src_shape, dt), dt)],
-              (lambda dd: (lambda x, i, s: torch.index_add(x, dd, i, s)))(dim), attrs={"dim": dim})
+    index_writes(g, "index_add", torch.index_add, [
+        ("float32_5x3_repeated", (5, 3), "float32", 0, [4, 0, 4, 3, 4]),
+        ("float64_3x7_cols", (3, 7), "float64", 1, [6, 1, 1]),
+        ("bfloat16_rows", (6, 4), "bfloat16", 0, [2, 5]),
+        ("float16_9_m1", (9,), "float16", -1, [8, 0, 8])])
 
 
 def strided(g):
