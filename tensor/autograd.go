@@ -2,6 +2,7 @@ package tensor
 
 import (
 	"bytes"
+	"cmp"
 	"runtime"
 	"slices"
 	"strconv"
@@ -292,7 +293,7 @@ func backward(t, g *Tensor) {
 		}
 	}
 	// Later nodes first: every use of a result is later than the result.
-	slices.SortFunc(nodes, func(a, b *gradNode) int { return -cmpUint(a.seq, b.seq) })
+	slices.SortFunc(nodes, func(a, b *gradNode) int { return cmp.Compare(b.seq, a.seq) })
 	grads := map[*Tensor]*Tensor{t: g}
 	addGrad := func(x, gx *Tensor) {
 		if x.ag.node == nil { // a leaf
@@ -335,25 +336,13 @@ func backward(t, g *Tensor) {
 				continue
 			}
 			gx := vs[i].(*Tensor)
-			gx = wrapValue(ir.SumTo(tensorBuilder{}, gx, x.shape()))
+			gx = ir.SumTo(tensorBuilder{}, gx, x.shape()).(*Tensor)
 			if gx.dtype() != x.dtype() {
 				gx = gx.To(x.dtype())
 			}
 			addGrad(x, gx)
 		}
 	}
-}
-
-func wrapValue(v ir.Value) *Tensor { return v.(*Tensor) }
-
-func cmpUint(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // shapes are the shapes of n's tensor operands.
