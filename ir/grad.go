@@ -452,6 +452,55 @@ func init() {
 		rows := reshapeTo(b, g, []int{Numel(b.Shape(idx)), b.Shape(w)[1]})
 		return []Value{nil, b.Apply(OpIndexAdd, Attrs{Dim: 0}, zerosLike(b, w), flat(b, idx), rows)}, nil
 	}
+	// Gather's gradient adds each output's gradient at the element it
+	// read: a one-hot comparison of the index with the positions along the
+	// dim (memory: the index's elements times the dim's size, as a
+	// cross-entropy's logits), summed over the index's extent along it,
+	// then padded with zeros where the index is smaller than x.
+	OpGather.VJP = func(b Builder, a Attrs, args []Value, out, g Value) ([]Value, error) {
+		x, idx := args[0], args[1]
+		xs, is := b.Shape(x), b.Shape(idx)
+		if len(xs) == 0 {
+			return []Value{g, nil}, nil
+		}
+		d, err := NormDim("Gather", xs, a.Dim)
+		if err != nil {
+			return nil, err
+		}
+		o := gradOps{b}
+		n := xs[d]
+		pos := zerosLike(b, x) // 0, 1, …, n−1 along d, one element along the other dims
+		for k := range xs {
+			if k != d && xs[k] != 1 {
+				pos = b.Apply(OpSlice, Attrs{Dim: k, Start: 0, Stop: 1, Step: 1}, pos)
+			}
+		}
+		pos = o.sub(b.Apply(OpCumSum, Attrs{Dim: d}, o.add(pos, o.c(1))), o.c(1))
+		pos = b.Apply(OpUnsqueeze, Attrs{Dim: d}, pos)
+		wrapped := b.Apply(OpWhere, Attrs{}, b.Apply(OpLt, Attrs{}, idx, Scalar{Value: 0, DType: Int64}),
+			b.Apply(OpAdd, Attrs{}, idx, Scalar{Value: float64(n), DType: Int64}), idx)
+		hit := o.as(b.Apply(OpEq, Attrs{}, b.Apply(OpUnsqueeze, Attrs{Dim: d + 1}, wrapped), pos), g)
+		gx := b.Apply(OpSum, Attrs{Dims: []int{d}}, o.mul(hit, b.Apply(OpUnsqueeze, Attrs{Dim: d + 1}, g)))
+		pads := make([]int, 2*len(xs))
+		padded := false
+		for k := range xs {
+			if k != d && is[k] < xs[k] {
+				pads[2*(len(xs)-1-k)+1] = xs[k] - is[k]
+				padded = true
+			}
+		}
+		if padded {
+			gx = b.Apply(OpPad, Attrs{Dims: pads, Scalars: []float64{0}}, gx)
+		}
+		return []Value{gx, nil}, nil
+	}
+	// The running sum's gradient is the reversed running sum of g:
+	// sum(g) − cumsum(g) + g along the dim.
+	OpCumSum.VJP = func(b Builder, a Attrs, args []Value, out, g Value) ([]Value, error) {
+		o := gradOps{b}
+		total := o.ap(OpSum, Attrs{Dims: []int{a.Dim}, KeepDim: true}, g)
+		return []Value{o.add(o.sub(total, b.Apply(OpCumSum, Attrs{Dim: a.Dim}, g)), g)}, nil
+	}
 	OpIndexAdd.VJP = func(b Builder, a Attrs, args []Value, out, g Value) ([]Value, error) {
 		return []Value{g, nil, b.Apply(OpIndexSelect, Attrs{Dim: a.Dim}, g, args[1])}, nil
 	}

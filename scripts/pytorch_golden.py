@@ -179,7 +179,7 @@ GRAD_OPS = {
     "sin", "cos", "tanh", "erf", "floor", "ceil", "round", "sign", "sigmoid", "relu", "gelu", "gelu_tanh", "silu",
     "where", "masked_fill", "clamp", "clamp_min", "clamp_max", "cast", "sum", "mean", "amax", "amin",
     "reshape", "transpose", "permute", "expand", "squeeze", "unsqueeze", "slice", "matmul", "cat", "stack",
-    "index_select", "embedding", "contiguous", "tril", "triu", "index_add",
+    "index_select", "embedding", "contiguous", "tril", "triu", "index_add", "gather", "cumsum",
     "var", "softmax", "log_softmax", "layer_norm", "rms_norm", "linear", "repeat", "pad",
     "scaled_dot_product_attention", "attention",
 }

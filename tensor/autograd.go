@@ -27,8 +27,8 @@ import (
 // derivative of their own.
 //
 // Results of integer or bool type do not require gradients (comparisons,
-// ArgMax, …). An op with no derivative yet (Gather, Embedding, CumSum …)
-// is an error when its gradient is needed, naming the op.
+// ArgMax, …). An op with no derivative yet (IndexCopy, the AsStrided
+// writes) is an error when its gradient is needed, naming the op.
 //
 // The tensors an op saves for its derivative carry the version of their
 // storage: writing into one in place (Copy, Fill, IndexCopyInPlace) before

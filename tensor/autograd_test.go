@@ -166,6 +166,17 @@ func TestGradients(t *testing.T) {
 			[]*Tensor{r(1, 5, 3)}},
 		{"index add", two(func(x, s *Tensor) *Tensor { return x.IndexAdd(0, FromSlice([]int64{1, 1, 3}, 3), s).Exp() }),
 			[]*Tensor{r(1, 4, 2), r(2, 3, 2)}},
+		{"gather, repeated and negative", one(func(x *Tensor) *Tensor {
+			return x.Gather(1, FromSlice([]int64{0, 2, 2, -1, 1, 0}, 2, 3)).Exp()
+		}), []*Tensor{r(1, 2, 4)}},
+		{"gather, a smaller index", one(func(x *Tensor) *Tensor { return x.Gather(0, FromSlice([]int64{2, 0}, 1, 2)).Exp() }),
+			[]*Tensor{r(1, 3, 4)}},
+		{"cross-entropy by gather", one(func(x *Tensor) *Tensor {
+			return x.LogSoftmax(-1).Gather(-1, FromSlice([]int64{3, 0, 4}, 3, 1)).Sum().Neg()
+		}), []*Tensor{r(1, 3, 5)}},
+		{"cumsum", one(func(x *Tensor) *Tensor { return x.CumSum(1).Exp() }), []*Tensor{r(1, 3, 5)}},
+		{"cumsum, negative dim", one(func(x *Tensor) *Tensor { return x.CumSum(-2).Sin() }), []*Tensor{r(1, 4, 2)}},
+		{"sort values", one(func(x *Tensor) *Tensor { v, _ := x.Sort(-1, false); return v.Mul(v) }), []*Tensor{r(1, 3, 6)}},
 	}
 	for _, c := range cases {
 		gradCheck(t, c.name, c.f, c.xs...)
@@ -281,7 +292,9 @@ func TestAutogradErrors(t *testing.T) {
 	NoGrad(func() { x.Fill(0) }) // as an optimizer's update does
 	checkClose(t, "written under NoGrad", x.Detach(), Float64, []int{3}, []float64{0, 0, 0}, 1)
 
-	checkOpError(t, "no derivative", func() { x.CumSum(0).Sum().Backward() }, "CumSum", "no derivative")
+	checkOpError(t, "no derivative", func() {
+		x.IndexCopy(0, FromSlice([]int64{1}, 1), FromSlice([]float64{5}, 1)).Sum().Backward()
+	}, "IndexCopy", "no derivative")
 	checkOpError(t, "integer leaf", func() { FromSlice([]int64{1}, 1).SetRequiresGrad(true) }, "SetRequiresGrad", "floating")
 	err := Try(func() { x.Mul(x).SetRequiresGrad(true) })
 	if err == nil || !strings.Contains(err.Error(), "Detach") {

@@ -50,8 +50,9 @@
 // NoGrad turns recording off in one goroutine; Detach gives a tensor
 // without history; writing in place into a value saved for a gradient
 // before Backward reads it is an error. Package gocompile/tensor/optim
-// holds SGD, AdamW and ClipGradNorm. Not yet: gradients inside Compile,
-// and of Gather, Embedding, IndexSelect, CumSum and the index writes.
+// holds SGD, AdamW and ClipGradNorm. Not yet: gradients inside Compile
+// (a compiled function called with arguments that require gradients runs
+// eagerly), and of the index writes (IndexCopy, the AsStrided writes).
 //
 // # Logging
 //
