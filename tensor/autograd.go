@@ -3,6 +3,7 @@ package tensor
 import (
 	"bytes"
 	"cmp"
+	"reflect"
 	"runtime"
 	"slices"
 	"strconv"
@@ -10,6 +11,7 @@ import (
 	"sync/atomic"
 
 	"gocompile/ir"
+	"gocompile/trace"
 )
 
 // Reverse-mode automatic differentiation, eagerly, as PyTorch's autograd.
@@ -42,6 +44,9 @@ type gradState struct {
 	requires bool
 	grad     *Tensor   // a leaf's accumulated gradient
 	node     *gradNode // the op that made a non-leaf
+	// arg is the real tensor a traced argument's proxy stands for: its
+	// gradient goes to that tensor (see tracer.addLeafGrad).
+	arg *Tensor
 }
 
 // gradNode is one recorded op.
@@ -204,10 +209,11 @@ func (tensorBuilder) Apply(op *ir.Op, a ir.Attrs, args ...ir.Value) ir.Value {
 func (tensorBuilder) Shape(v ir.Value) []int    { return v.(*Tensor).shape() }
 func (tensorBuilder) DType(v ir.Value) ir.DType { return v.(*Tensor).dtype() }
 
-// applyRecorded runs op on args, some of which require gradients: a
-// composite (or an extern defined by ops) op by op through its definition,
-// so each op is recorded; else the op, with a node on its result.
-func applyRecorded(op *ir.Op, a ir.Attrs, args []ir.Value) *Tensor {
+// applyRecorded runs op on args, some of which require gradients, with
+// run (the kernels, or a tracer's record): a composite (or an extern
+// defined by ops) op by op through its definition, so each op is
+// recorded; else the op, with a node on its result.
+func applyRecorded(op *ir.Op, a ir.Attrs, args []ir.Value, run func(*ir.Op, ir.Attrs, []ir.Value) *Tensor) *Tensor {
 	if op.VJP == nil {
 		def := op.Decompose
 		if op.Kind != ir.Composite {
@@ -221,19 +227,23 @@ func applyRecorded(op *ir.Op, a ir.Attrs, args []ir.Value) *Tensor {
 			return v.(*Tensor)
 		}
 	}
-	out := applyArrays(op, a, args)
+	out := run(op, a, args)
 	if !out.dtype().IsFloat() {
 		return out // indices, masks: no gradient flows through them
 	}
 	n := &gradNode{op: op, attrs: a, args: args, out: out, seq: gradSeq.Add(1)}
-	for _, v := range args {
-		if t, ok := v.(*Tensor); ok && t != nil {
-			n.versions = append(n.versions, t.v.Version())
+	if out.px != nil {
+		out.px.tr.gradActive = true // a traced run's writes are versions of the graph
+	} else {
+		for _, v := range args {
+			if t, ok := v.(*Tensor); ok && t != nil {
+				n.versions = append(n.versions, t.v.Version())
+			}
 		}
+		n.versions = append(n.versions, out.v.Version())
 	}
-	n.versions = append(n.versions, out.v.Version())
 	if out.ag != nil { // the kernel returned an operand (Contiguous): a new handle
-		out = &Tensor{v: out.v}
+		out = &Tensor{v: out.v, px: out.px}
 	}
 	out.ag = &gradState{requires: true, node: n}
 	n.out = out
@@ -268,7 +278,27 @@ func (t *Tensor) Backward(grad ...*Tensor) {
 	default:
 		g = Ones(t.dtype(), t.shape()...).To(t.Device())
 	}
+	if t.px != nil {
+		t.px.tr.backwardCalled = true
+	}
 	NoGrad(func() { backward(t, g) })
+}
+
+// resultsRequireGrad reports whether a traced run's results include a
+// tensor that requires gradients.
+func resultsRequireGrad(results []reflect.Value) bool {
+	var l trace.Leaves
+	for _, r := range results {
+		if trace.Flatten(r, tensorType, &l) != nil {
+			return false
+		}
+	}
+	for _, v := range l.Tensors {
+		if t, _ := v.Interface().(*Tensor); t.RequiresGrad() {
+			return true
+		}
+	}
+	return false
 }
 
 // backward runs the recorded nodes from t's back.
@@ -295,7 +325,15 @@ func backward(t, g *Tensor) {
 	// Later nodes first: every use of a result is later than the result.
 	slices.SortFunc(nodes, func(a, b *gradNode) int { return cmp.Compare(b.seq, a.seq) })
 	grads := map[*Tensor]*Tensor{t: g}
+	var tr *tracer // tracing a compiled function: leaves' gradients are its outputs
+	if t.px != nil {
+		tr = t.px.tr
+	}
 	addGrad := func(x, gx *Tensor) {
+		if x.ag.node == nil && tr != nil {
+			tr.addLeafGrad(x, gx)
+			return
+		}
 		if x.ag.node == nil { // a leaf
 			x.ag.mu.Lock()
 			if x.ag.grad == nil {
@@ -356,8 +394,12 @@ func (n *gradNode) shapes() [][]int {
 	return s
 }
 
-// checkVersions panics if a tensor n saved was written in place since.
+// checkVersions panics if a tensor n saved was written in place since
+// (not for traced nodes, whose writes are versions in the graph).
 func (n *gradNode) checkVersions() {
+	if n.out.px != nil {
+		return
+	}
 	i := 0
 	check := func(t *Tensor, what string) {
 		if v := t.v.Version(); v != n.versions[i] {
@@ -388,13 +430,3 @@ func (t *Tensor) noInPlaceOnGrad(op string) {
 	}
 }
 
-// gradientsFlow reports whether gradients are recorded through ts, some
-// of which require them.
-func gradientsFlow(ts []*Tensor) bool {
-	for _, t := range ts {
-		if t.RequiresGrad() {
-			return recording()
-		}
-	}
-	return false
-}

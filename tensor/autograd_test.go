@@ -326,32 +326,94 @@ func TestGPUGradients(t *testing.T) {
 	}
 }
 
-// A compiled function called with an argument that requires gradients
-// runs eagerly, so gradients flow; one that reads a captured parameter
-// requiring gradients is an error naming the fix, not silently without
-// gradients; inside NoGrad both compile as usual.
-func TestCompileWithGradients(t *testing.T) {
-	logged := captureLogs(t, "")
-	f := Compile(func(x, w *Tensor) *Tensor { return x.MatMul(w).Tanh().Sum() })
-	x, w := Randn(1, Float64, 3, 4), Randn(2, Float64, 4, 2).SetRequiresGrad(true)
-	f(x, w).Backward()
-	f(x, w).Backward()
-	w.ZeroGrad()
-	f(x, w).Backward()
-	if n := strings.Count(logged.String(), "running this compiled function eagerly"); n != 1 {
-		t.Errorf("the eager-fallback warning was logged %d times, want once:\n%s", n, logged)
+// A compiled training step: a function that computes a loss from
+// captured parameters and arguments that require gradients and calls
+// Backward is traced into one graph with its backward, compiled once and
+// replayed; each call adds the same gradients an eager call does, to the
+// captured parameters and to the arguments, and reads the parameters'
+// values as updated between calls.
+func TestCompileTrainingStep(t *testing.T) {
+	params := func() []*Tensor {
+		return []*Tensor{
+			Randn(1, Float64, 6, 4).MulScalar(0.5).SetRequiresGrad(true),
+			Randn(2, Float64, 6).SetRequiresGrad(true),
+			Randn(3, Float64, 6).SetRequiresGrad(true),
+			Randn(4, Float64, 3, 6).MulScalar(0.5).SetRequiresGrad(true),
+		}
 	}
-	want := Randn(2, Float64, 4, 2).SetRequiresGrad(true)
-	x.MatMul(want).Tanh().Sum().Backward()
-	checkClose(t, "gradient through a compiled function", w.Grad(), Float64, []int{4, 2}, want.Grad().Float64s(), 1)
+	step := func(p []*Tensor) func(x, scale *Tensor, target *Tensor) *Tensor {
+		return func(x, scale, target *Tensor) *Tensor {
+			h := x.Mul(scale).Linear(p[0], p[1]).LayerNorm([]int{6}, p[2], nil, 1e-5).GELU()
+			logp := h.Linear(p[3], nil).LogSoftmax(-1)
+			loss := logp.Gather(-1, target).Mean().Neg()
+			loss.Backward()
+			return loss
+		}
+	}
+	pe, pc := params(), params()
+	var st CompileStats
+	eager, compiled := step(pe), Compile(step(pc), WithStats(&st))
+	x, target := Randn(5, Float64, 5, 4), FromSlice([]int64{0, 2, 1, 1, 0}, 5, 1)
+	se, sc := Ones(Float64, 4).SetRequiresGrad(true), Ones(Float64, 4).SetRequiresGrad(true)
+	for call := range 4 {
+		le, lc := eager(x, se, target), compiled(x, sc, target)
+		what := fmt.Sprintf("call %d", call)
+		checkClose(t, what+": loss", lc.Detach(), Float64, []int{}, []float64{le.Item()}, 1)
+		for i := range pe {
+			checkClose(t, fmt.Sprintf("%s: parameter %d's gradient", what, i), pc[i].Grad(), Float64, pe[i].Shape(), pe[i].Grad().Float64s(), 1)
+		}
+		checkClose(t, what+": the argument's gradient", sc.Grad(), Float64, []int{4}, se.Grad().Float64s(), 1)
+		if call%2 == 1 { // an optimizer step between calls, eagerly
+			NoGrad(func() {
+				for i := range pe {
+					pe[i].Copy(pe[i].Sub(pe[i].Grad().MulScalar(0.1)))
+					pc[i].Copy(pc[i].Sub(pc[i].Grad().MulScalar(0.1)))
+					pe[i].ZeroGrad()
+					pc[i].ZeroGrad()
+				}
+			})
+		}
+	}
+	if n := st.Compiles.Load(); n != 1 {
+		t.Errorf("%d compilations over 4 calls, want 1", n)
+	}
+	if n := st.EagerCalls.Load(); n != 0 {
+		t.Errorf("%d calls ran eagerly", n)
+	}
+}
 
-	p := Randn(3, Float64, 4, 2).SetRequiresGrad(true)
-	g := Compile(func(x *Tensor) *Tensor { return x.MatMul(p).Sum() })
-	checkOpError(t, "captured parameter", func() { g(x) }, "Compile", "requires gradients")
-	var out *Tensor
-	NoGrad(func() { out = g(x) })
-	if math.Abs(out.Item()-x.MatMul(p.Detach()).Sum().Item()) > 1e-12 {
-		t.Error("a compiled function inside NoGrad computed another value")
+// What the joint graph cannot hold runs eagerly, with one warning, and
+// gives eager gradients: a result that requires gradients without
+// Backward in the function (Backward after the call), and a graph break.
+func TestCompileGradientsFallBack(t *testing.T) {
+	logged := captureLogs(t, "")
+	w := Randn(1, Float64, 4, 2).SetRequiresGrad(true)
+	x := Randn(2, Float64, 3, 4)
+	f := Compile(func(x *Tensor) *Tensor { return x.MatMul(w).Tanh().Sum() })
+	f(x).Backward()
+	f(x).Backward()
+	want := Randn(1, Float64, 4, 2).SetRequiresGrad(true)
+	x.MatMul(want).Tanh().Sum().Backward()
+	x.MatMul(want).Tanh().Sum().Backward()
+	checkClose(t, "Backward after the call", w.Grad(), Float64, []int{4, 2}, want.Grad().Float64s(), 1)
+
+	w.ZeroGrad()
+	want.ZeroGrad()
+	var seen float64
+	g := Compile(func(x *Tensor) *Tensor {
+		loss := x.MatMul(w).Sin().Sum()
+		seen = loss.Item() // a graph break
+		loss.Backward()
+		return loss
+	})
+	g(x)
+	x.MatMul(want).Sin().Sum().Backward()
+	checkClose(t, "with a graph break", w.Grad(), Float64, []int{4, 2}, want.Grad().Float64s(), 1)
+	if seen == 0 {
+		t.Error("the function did not run")
+	}
+	if n := strings.Count(logged.String(), "running this compiled function eagerly"); n != 2 {
+		t.Errorf("%d eager-fallback warnings, want one per function:\n%s", n, logged)
 	}
 }
 

@@ -301,8 +301,14 @@ type compiled struct {
 	// numbers are guarded by value from then on.
 	staticScalars atomic.Bool
 	warned        sync.Once
-	gradWarned    sync.Once // the warning that an argument requiring gradients runs fn eagerly
+	gradWarned    sync.Once // the warning that gradients make fn run eagerly
 	name          string
+	// isGrad marks a twin that traces gradients (compilegrad.go); twins
+	// holds them by which arguments require gradients, and capturesGrad
+	// says fn reads a captured tensor that requires them.
+	isGrad       bool
+	twins        sync.Map // mask → *compiled
+	capturesGrad atomic.Bool
 	// consts maps the arrays of the tensors its graphs bind as constants
 	// back to those tensors (resultSources).
 	consts sync.Map // *array.Array → *Tensor
@@ -331,6 +337,9 @@ type entry struct {
 	nresults int
 	stores   []*array.Array
 	written  []any
+	// grads are where the outputs past the stores' versions go: the
+	// gradients of a run that called Backward (compilegrad.go).
+	grads []gradTarget
 }
 
 func newCompiled(fn reflect.Value, opts []Option) *compiled {
@@ -439,7 +448,7 @@ func (c *compiled) flatten(args []reflect.Value) *flatArgs {
 }
 
 // call is the compiled function.
-func (c *compiled) call(args []reflect.Value) []reflect.Value {
+func (c *compiled) call(args []reflect.Value) (res []reflect.Value) {
 	defer rethrow()
 	st := c.opts.stats
 	if st != nil {
@@ -452,18 +461,12 @@ func (c *compiled) call(args []reflect.Value) []reflect.Value {
 		return c.invoke(args)
 	}
 	fa := c.flatten(args)
-	if gradientsFlow(fa.tensors) {
-		// Compiled programs record no gradients yet: run fn eagerly, so
-		// they flow to the arguments that require them.
-		c.gradWarned.Do(func() {
-			logs.Warn("gocompile: an argument requires gradients; running this compiled function eagerly so they flow (compiled gradients are not supported yet)",
-				"function", c.name)
-		})
-		if st != nil {
-			st.EagerCalls.Add(1)
+	if !c.isGrad && recording() {
+		if mask := gradMask(fa.tensors); mask != "" || c.capturesGrad.Load() {
+			return c.gradTwin(mask).call(args) // gradients: the joint graph
 		}
-		return c.invoke(args)
 	}
+	defer c.recoverGrad(&res, args, fa)
 	if gc := c.guards.Load(); gc != nil {
 		if _, v, ok := gc.Lookup(&fa.call); ok {
 			return c.run(v.(*entry), fa, args)
@@ -613,11 +616,18 @@ func (c *compiled) compileEntry(ge *guard.Entry, fa *flatArgs, args []reflect.Va
 		return e
 	}
 	g := tr.g
+	if c.isGrad && !tr.backwardCalled && resultsRequireGrad(results) {
+		panic(&errGradEager{why: "the function returns a tensor that requires gradients without calling Backward"})
+	}
 	g.Outputs = resultNodes(tr, results)
 	e.nresults = len(g.Outputs)
 	versions, stores := tr.versionNodes()
 	g.Outputs = append(g.Outputs, versions...)
 	e.stores = stores
+	for _, v := range tr.gradVals {
+		g.Outputs = append(g.Outputs, tr.nodeOf(v, "gradient"))
+	}
+	e.grads = tr.gradTargets()
 	e.graphs = []*ir.Graph{g}
 	e.prog = c.compileGraph(g, inputSymbols(ge, fa))
 	e.sources = c.resultSources(g)
@@ -648,7 +658,11 @@ func (c *compiled) traceRun(tr *tracer, fa *flatArgs, args []reflect.Value) []re
 			proxies[i] = reflect.Zero(tensorType)
 			continue
 		}
-		proxies[i] = reflect.ValueOf(tr.proxyFor(tr.input(t, "argument")))
+		p := tr.proxyFor(tr.input(t, "argument"))
+		if c.isGrad && t.RequiresGrad() {
+			p.ag = &gradState{requires: true, arg: t}
+		}
+		proxies[i] = reflect.ValueOf(p)
 	}
 	tr.args = fa.tensors
 	k := 0
@@ -699,6 +713,11 @@ func (c *compiled) run(e *entry, fa *flatArgs, args []reflect.Value) []reflect.V
 		outs = e.prog.Run(fa.tensors)
 	}
 	c.checkOutputs(outs, e.graphs[0])
+	if len(e.grads) > 0 { // the gradients of a run that called Backward
+		ng := len(outs) - len(e.grads)
+		applyGrads(e.grads, outs[ng:], fa.tensors)
+		outs = outs[:ng:ng]
+	}
 	if len(e.stores) > 0 { // the last versions of the tensors fn writes
 		versions := outs[e.nresults:]
 		outs = outs[:e.nresults:e.nresults]

@@ -12,6 +12,9 @@ func apply(op *ir.Op, a ir.Attrs, args ...ir.Value) *Tensor {
 	defer rethrow()
 	mustArgs(op.Title, args)
 	if tr := tracerOf(args); tr != nil {
+		if needsGrad(args) { // a traced run that records gradients: the joint graph
+			return applyRecorded(op, a, args, tr.record)
+		}
 		return tr.record(op, a, args) // tracing a compiled function
 	}
 	if op.Kind != ir.View {
@@ -20,7 +23,7 @@ func apply(op *ir.Op, a ir.Attrs, args ...ir.Value) *Tensor {
 		}
 	}
 	if needsGrad(args) {
-		return applyRecorded(op, a, args)
+		return applyRecorded(op, a, args, applyArrays)
 	}
 	return applyArrays(op, a, args)
 }

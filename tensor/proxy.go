@@ -36,6 +36,10 @@ type tracer struct {
 	onShapeRead func(sizes []int)
 	mut         mutation  // the storages the function writes (mutation.go)
 	args        []*Tensor // the call's tensor arguments
+	// Gradients (compilegrad.go): whether an op recorded a gradient node,
+	// whether Backward ran, and the leaves' gradients it output.
+	gradActive, backwardCalled bool
+	gradLeaves, gradVals       []*Tensor
 }
 
 func newTracer(c *compiled, fullGraph bool) *tracer {
@@ -85,10 +89,8 @@ func tracerOf(args []ir.Value) *tracer {
 // nodeOf is the node of the current segment that stands for t.
 func (tr *tracer) nodeOf(t *Tensor, loc string) *ir.Node {
 	if t.px == nil { // a concrete tensor: a constant bound by reference
-		if t.RequiresGrad() && recording() {
-			panic(&Error{Op: "Compile", Shapes: [][]int{t.shape()},
-				Reason: "the function reads a captured tensor that requires gradients (a parameter being trained), and compiled functions record no gradients yet",
-				Fix:    "pass the parameter as an argument (the function then runs eagerly), call the function inside NoGrad for inference, or call it uncompiled"})
+		if t.RequiresGrad() && recording() && tr.c != nil && !tr.c.isGrad {
+			panic(errNeedGradTwin) // the call goes to the twin that traces gradients
 		}
 		if tr.written(t) { // on a storage the function writes: its current version
 			return tr.readWritten(t, loc)
@@ -156,6 +158,9 @@ func (t *Tensor) materialize(reason string) *Tensor {
 	}
 	if v, ok := tr.realized[t.px.node]; ok {
 		return v
+	}
+	if tr.c != nil && tr.c.isGrad {
+		panic(&errGradEager{why: fmt.Sprintf("graph break at %s: %s reads a traced value, and gradients are traced as one graph", loc, reason)})
 	}
 	tr.breaks = append(tr.breaks, trace.Break{Reason: reason, Loc: loc})
 	tr.finishSegment(nil)
