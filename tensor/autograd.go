@@ -429,4 +429,3 @@ func (t *Tensor) noInPlaceOnGrad(op string) {
 			"the tensor is %s: writing into it in place would change what the backward pass reads", what)
 	}
 }
-
