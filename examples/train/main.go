@@ -11,7 +11,7 @@
 //
 // Usage:
 //
-//	go run ./examples/train [-steps 200] [-out DIR] [-device cuda]
+//	go run ./examples/train [-steps 200] [-compile] [-out DIR] [-device cuda]
 package main
 
 import (
@@ -44,17 +44,26 @@ func main() {
 const corpusTokens = 20000
 
 // Train runs c.Steps steps of AdamW on m over the corpus and returns each
-// step's loss (before its update).
-func Train(m *Model, corpus []int64, dev tensor.Device, progress func(step int, loss float64)) []float64 {
+// step's loss (before its update). With compiled, the loss and its
+// backward run as one compiled function (tensor.Compile traces them into
+// one graph); the optimizer's update runs eagerly after it.
+func Train(m *Model, corpus []int64, dev tensor.Device, compiled bool, progress func(step int, loss float64)) []float64 {
 	c := m.Cfg
 	opt := optim.NewAdamW(m.List(), c.LR)
 	opt.WeightDecay = c.WeightDecay
+	lossAndGrads := func(in, tg *tensor.Tensor) *tensor.Tensor {
+		loss := m.Loss(in, tg)
+		loss.Backward()
+		return loss
+	}
+	if compiled {
+		lossAndGrads = tensor.Compile(lossAndGrads)
+	}
 	losses := make([]float64, c.Steps)
 	for step := range c.Steps {
 		in, tg := Batch(corpus, c, step)
 		opt.ZeroGrad()
-		loss := m.Loss(in.ToDevice(dev), tg.ToDevice(dev))
-		loss.Backward()
+		loss := lossAndGrads(in.ToDevice(dev), tg.ToDevice(dev))
 		opt.Step()
 		losses[step] = loss.Item()
 		if progress != nil {
@@ -124,6 +133,7 @@ func run(args []string, stdout io.Writer) error {
 	steps := fl.Int("steps", Tiny.Steps, "training steps")
 	out := fl.String("out", filepath.Join(os.TempDir(), "gocompile-train"), "folder for the weights, losses and plot")
 	device := fl.String("device", "", "cpu or cuda (default: GOCOMPILE_DEVICE, else cpu)")
+	compiled := fl.Bool("compile", false, "run the loss and its backward as one compiled function")
 	if err := fl.Parse(args); err != nil {
 		return err
 	}
@@ -152,14 +162,18 @@ func run(args []string, stdout io.Writer) error {
 		m.Params[n] = p.ToDevice(dev).SetRequiresGrad(true)
 	}
 	start := time.Now()
-	losses := Train(m, corpus, dev, func(step int, loss float64) {
+	losses := Train(m, corpus, dev, *compiled, func(step int, loss float64) {
 		if step%20 == 0 || step == c.Steps-1 {
 			fmt.Fprintf(stdout, "step %4d  loss %.4f\n", step, loss)
 		}
 	})
 	secs := time.Since(start).Seconds()
-	fmt.Fprintf(stdout, "%d steps on %v in %.1f s (%.1f ms a step); loss %.4f → %.4f\n",
-		c.Steps, dev, secs, 1e3*secs/float64(c.Steps), losses[0], losses[len(losses)-1])
+	mode := "eagerly"
+	if *compiled {
+		mode = "compiled"
+	}
+	fmt.Fprintf(stdout, "%d steps on %v, %s, in %.1f s (%.1f ms a step); loss %.4f → %.4f\n",
+		c.Steps, dev, mode, secs, 1e3*secs/float64(c.Steps), losses[0], losses[len(losses)-1])
 
 	csv := "step,loss\n"
 	for i, l := range losses {
