@@ -50,9 +50,16 @@
 // NoGrad turns recording off in one goroutine; Detach gives a tensor
 // without history; writing in place into a value saved for a gradient
 // before Backward reads it is an error. Package gocompile/tensor/optim
-// holds SGD, AdamW and ClipGradNorm. Not yet: gradients inside Compile
-// (a compiled function called with arguments that require gradients runs
-// eagerly), and of the index writes (IndexCopy, the AsStrided writes).
+// holds SGD, AdamW and ClipGradNorm.
+//
+// A compiled function that computes a loss from tensors that require
+// gradients (arguments or captured parameters) and calls Backward is a
+// compiled training step: Compile traces forward and backward into one
+// graph, fuses and replays it, and each call adds the gradients to the
+// leaves as an eager Backward does. A graph break in such a function, or
+// a result that requires gradients without Backward in the function, runs
+// it eagerly instead (with one warning). Not yet differentiable: the index
+// writes (IndexCopy, the AsStrided writes).
 //
 // # Logging
 //
