@@ -61,6 +61,7 @@ type config struct {
 	mlp       bool
 	llm       string // -llm: the decoder's configuration, dtype (tiny/float32 …)
 	gemv      bool   // -gemv: the weight-streaming products
+	train     bool   // -train: the training step
 	mode      string // -mode, for the header
 
 	sweep     bool   // -sweep
@@ -168,6 +169,7 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	only := fs.String("only", "", "run only workloads whose name contains this (-gemv: only this dtype)")
 	mlp := fs.Bool("mlp", false, "time the 4-layer MLP eager and compiled at batch 1 and 32")
 	llmCfg := fs.String("llm", "", "time examples/llm's decode step (config/dtype: tiny/float32, 1b/bfloat16 …) at batch 1, 4 and 16 against the bandwidth roofline")
+	train := fs.Bool("train", false, "time a training step (4-layer 1024-wide MLP, batch 64: loss, backward, AdamW) eagerly and compiled")
 	gemv := fs.Bool("gemv", false, "time the weight-streaming products x·wᵀ (1–16 rows, 2048² and 4096² weights, float32 and bfloat16) against the copy bandwidth")
 	warm := fs.Bool("warmstart", false, "measure the first call of a compiled MLP in new processes, with a cold and a warm kernel cache")
 	sweep := fs.Bool("sweep", false, "run the seeded shape sweep (see bench/README.md) instead of the suite")
@@ -184,7 +186,7 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	c := &config{jsonPath: *jsonPath, chartPath: *chart, iters: *iters, reps: *reps, quick: *quick, only: *only, warmstart: *warm, mlp: *mlp,
-		sweep: *sweep, seed: *seed, cases: *cases, casesJSON: *casesJSON, listOnly: *listOnly, cpuProfile: *cpuProfile, llm: *llmCfg, gemv: *gemv}
+		sweep: *sweep, seed: *seed, cases: *cases, casesJSON: *casesJSON, listOnly: *listOnly, cpuProfile: *cpuProfile, llm: *llmCfg, gemv: *gemv, train: *train}
 	if c.sweep && c.cases < 1 {
 		return nil, errors.New("-cases must be >= 1")
 	}
@@ -262,6 +264,9 @@ func run(args []string, out io.Writer) (err error) {
 	}
 	if cfg.gemv {
 		return runGemv(cfg, out)
+	}
+	if cfg.train {
+		return runTrain(cfg, out)
 	}
 	if cfg.llm != "" {
 		return runLLM(cfg, out)

@@ -1,0 +1,61 @@
+"""PyTorch side of `bench -train`: the 4-layer 1024-wide MLP (Linear + GELU,
+float32) at batch 64, a mean squared error loss, backward and an AdamW
+update per step, eagerly and with torch.compile of the model (AOTAutograd
+compiles its forward and backward); µs per step, many steps, one sync.
+
+    python3 bench/pytorch/train_bench.py [--device cuda]
+"""
+import argparse
+import statistics
+
+import torch
+import torch.nn.functional as F
+
+from timing import time_calls
+
+
+class MLP(torch.nn.Module):
+    def __init__(self, d=1024, layers=4):
+        super().__init__()
+        self.ls = torch.nn.ModuleList([torch.nn.Linear(d, d) for _ in range(layers)])
+
+    def forward(self, x):
+        for layer in self.ls:
+            x = F.gelu(layer(x))
+        return x
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--iters", type=int, default=50)
+    ap.add_argument("--reps", type=int, default=5)
+    args = ap.parse_args()
+    dev = args.device
+    x, y = torch.randn(64, 1024, device=dev), torch.randn(64, 1024, device=dev)
+
+    def stepper(model):
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+
+        def step():
+            opt.zero_grad()
+            loss = F.mse_loss(model(x), y)
+            loss.backward()
+            opt.step()
+            return loss
+        return step
+
+    eager = stepper(MLP().to(dev))
+    compile = getattr(torch, "compile", lambda m: m)  # PyTorch before 2.0: eager twice
+    compiled = stepper(compile(MLP().to(dev)))
+    for _ in range(3):
+        eager()
+        compiled()
+    eu, cu = (statistics.median(time_calls(dev, args.iters, f) for _ in range(args.reps)) * 1e6 for f in (eager, compiled))
+    print("torch %s: training step, MLP 4 x Linear(1024, 1024) + GELU, batch 64, float32 (µs a step)" % torch.__version__)
+    print("%10s %10s %15s" % ("eager", "compiled", "eager/compiled"))
+    print("%10.1f %10.1f %14.2fx" % (eu, cu, eu / cu))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,70 @@
+package main
+
+import (
+	"fmt"
+	"io"
+
+	"gocompile/tensor"
+	"gocompile/tensor/optim"
+)
+
+// The training-step workload: the MLP of runMLP (4 × Linear(1024, 1024)
+// + GELU, float32) at batch 64, a mean squared error loss, its backward
+// and an AdamW update, eagerly and with the loss and backward compiled
+// (one graph; the update runs eagerly). bench/pytorch/train_bench.py is
+// the PyTorch side (torch.compile of the model, AOTAutograd's backward).
+
+// runTrain prints µs per training step eagerly and compiled.
+func runTrain(cfg *config, out io.Writer) error {
+	const layers, width, batch = 4, 1024, 64
+	params := func() []*tensor.Tensor {
+		var ps []*tensor.Tensor
+		for i := range layers {
+			ps = append(ps,
+				tensor.Randn(uint64(10+i), tensor.Float32, width, width).MulScalar(0.03).ToDevice(cfg.device).SetRequiresGrad(true),
+				tensor.Randn(uint64(20+i), tensor.Float32, width).MulScalar(0.1).ToDevice(cfg.device).SetRequiresGrad(true))
+		}
+		return ps
+	}
+	lossAndGrads := func(ps []*tensor.Tensor) func(x, y *tensor.Tensor) *tensor.Tensor {
+		return func(x, y *tensor.Tensor) *tensor.Tensor {
+			h := x
+			for i := 0; i < len(ps); i += 2 {
+				h = h.Linear(ps[i], ps[i+1]).GELU()
+			}
+			d := h.Sub(y)
+			loss := d.Mul(d).Mean()
+			loss.Backward()
+			return loss
+		}
+	}
+	x := tensor.Randn(1, tensor.Float32, batch, width).ToDevice(cfg.device)
+	y := tensor.Randn(2, tensor.Float32, batch, width).ToDevice(cfg.device)
+	step := func(ps []*tensor.Tensor, f func(x, y *tensor.Tensor) *tensor.Tensor) func() *tensor.Tensor {
+		opt := optim.NewAdamW(ps, 1e-4)
+		return func() *tensor.Tensor {
+			opt.ZeroGrad()
+			loss := f(x, y)
+			opt.Step()
+			return loss
+		}
+	}
+	pe, pc := params(), params()
+	eager := step(pe, lossAndGrads(pe))
+	compiled := step(pc, tensor.Compile(lossAndGrads(pc), compileOpts...))
+	for range 3 {
+		eager()
+		compiled()
+	}
+	n := cfg.iters
+	if n == 0 {
+		n = 50
+	}
+	med, _ := measure(cfg, n, eager, compiled)
+	eu, cu := us(med[0]), us(med[1])
+	fmt.Fprintf(out, "training step: MLP %d × Linear(%d, %d) + GELU, batch %d, float32, MSE loss + backward + AdamW on %s (µs a step)\n",
+		layers, width, width, batch, cfg.device)
+	fmt.Fprintf(out, "%10s %10s %15s\n", "eager", "compiled", "eager/compiled")
+	fmt.Fprintf(out, "%10.1f %10.1f %14.2fx\n", eu, cu, eu/cu)
+	return nil
+}
