@@ -454,3 +454,41 @@ func TestGradients16(t *testing.T) {
 		}
 	}
 }
+
+// One compiled training step called from many goroutines at once, each
+// with its own parameters as arguments, gives each the gradients an eager
+// call gives (race detector clean).
+func TestCompileTrainingStepConcurrent(t *testing.T) {
+	f := Compile(func(x, w *Tensor) *Tensor {
+		loss := x.MatMul(w).Tanh().Sum()
+		loss.Backward()
+		return loss
+	})
+	x := Randn(1, Float64, 5, 4)
+	want := make([][]float64, 6)
+	for i := range want {
+		w := Randn(uint64(10+i), Float64, 4, 3).SetRequiresGrad(true)
+		x.MatMul(w).Tanh().Sum().Backward()
+		want[i] = w.Grad().Float64s()
+	}
+	got := make([][]float64, len(want))
+	var wg sync.WaitGroup
+	for i := range got {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w := Randn(uint64(10+i), Float64, 4, 3).SetRequiresGrad(true)
+			f(x, w)
+			got[i] = w.Grad().Float64s()
+		}()
+	}
+	wg.Wait()
+	for i := range got {
+		for j := range got[i] {
+			if math.Abs(got[i][j]-want[i][j]) > 1e-12*math.Max(1, math.Abs(want[i][j])) {
+				t.Errorf("goroutine %d: gradient %v, eager %v", i, got[i], want[i])
+				break
+			}
+		}
+	}
+}
