@@ -492,3 +492,31 @@ func TestCompileTrainingStepConcurrent(t *testing.T) {
 		}
 	}
 }
+
+// Explain shows a training step as Compile traces it: one graph with the
+// backward's ops, and the leaves whose gradients it outputs.
+func TestExplainTrainingStep(t *testing.T) {
+	w := Randn(1, Float64, 4, 3).SetRequiresGrad(true)
+	ex, err := Explain(func(x, b *Tensor) *Tensor {
+		loss := x.MatMul(w).Add(b).Tanh().Sum()
+		loss.Backward()
+		return loss
+	}, Randn(2, Float64, 5, 4), Zeros(Float64, 3).SetRequiresGrad(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ex.Gradients) != 2 || ex.Graphs != 1 {
+		t.Fatalf("%d graphs, gradients %v; want one graph and two gradients", ex.Graphs, ex.Gradients)
+	}
+	// The backward's products: the forward has one MatMul, the backward
+	// one more for w's gradient (x's is not needed).
+	if ex.OpCounts["matmul"] != 2 {
+		t.Errorf("%d matmuls in the joint graph, want 2:\n%s", ex.OpCounts["matmul"], ex)
+	}
+	if s := ex.String(); !strings.Contains(s, "gradients (forward and backward in one graph)") || !strings.Contains(s, "argument tensor 1") {
+		t.Errorf("explanation:\n%s", s)
+	}
+	if w.Grad() != nil {
+		t.Error("Explain added a gradient")
+	}
+}

@@ -1,6 +1,7 @@
 package tensor
 
 import (
+	"errors"
 	"fmt"
 	"reflect"
 	"sort"
@@ -43,6 +44,9 @@ type Explanation struct {
 	// their values (inputs excluded), by their buffer plans at these
 	// shapes; EagerPeakBytes is the same running the ops one by one.
 	PeakBytes, EagerPeakBytes int64
+	// Gradients lists the leaves whose gradients a training step's graph
+	// outputs (after its results), when the function calls Backward.
+	Gradients []string
 }
 
 func (e *Explanation) String() string {
@@ -68,6 +72,12 @@ func (e *Explanation) String() string {
 		fmt.Fprintf(&b, "  %s\n", r)
 	}
 	fmt.Fprintf(&b, "peak memory: %d bytes compiled, %d bytes eager\n", e.PeakBytes, e.EagerPeakBytes)
+	if len(e.Gradients) > 0 {
+		b.WriteString("gradients (forward and backward in one graph):\n")
+		for _, g := range e.Gradients {
+			fmt.Fprintf(&b, "  %s\n", g)
+		}
+	}
 	b.WriteString("guards:\n")
 	for _, l := range strings.Split(strings.TrimSpace(e.Guards), "\n") {
 		fmt.Fprintf(&b, "  %s\n", l)
@@ -90,9 +100,27 @@ func Explain(fn any, args ...any) (*Explanation, error) {
 		in := explainArgs(v.Type(), args)
 		c := newCompiled(v, nil)
 		fa := c.flatten(in)
+		// A training step (tensors that require gradients) is explained as
+		// Compile traces it: forward and backward in one graph.
+		c.isGrad = recording() && gradMask(fa.tensors) != ""
 		ge, _ := guard.NewCache(c.policy(fa), c.opts.limit).Plan(&fa.call)
-		e := c.compileEntry(ge, fa, in)
+		var e *entry
+		if err := Try(func() { e = c.compileEntry(ge, fa, in) }); err != nil {
+			if c.isGrad || !errors.Is(err, errNeedGradTwin) {
+				panic(err)
+			}
+			c.isGrad = true // it reads captured parameters that require gradients
+			e = c.compileEntry(ge, fa, in)
+		}
 		ex = &Explanation{Graphs: len(e.graphs), Breaks: e.breaks, OpCounts: map[string]int{}, Guards: ge.String()}
+		for _, tg := range e.grads {
+			leaf := tg.t
+			what := "a captured tensor"
+			if tg.arg >= 0 {
+				leaf, what = fa.tensors[tg.arg], fmt.Sprintf("argument tensor %d", tg.arg)
+			}
+			ex.Gradients = append(ex.Gradients, fmt.Sprintf("%s %v %v", what, leaf.dtype(), ir.FormatShape(leaf.shape())))
+		}
 
 		for _, g := range e.graphs {
 			ex.Graph = append(ex.Graph, g.String())
