@@ -371,28 +371,25 @@ func init() {
 	// The composites below have fused derivatives, as PyTorch's: their
 	// forward runs as one kernel where a device has one, and the backward
 	// is a few ops, computed in float32 for 16-bit values.
-	OpSoftmax.VJP = func(b Builder, a Attrs, args []Value, out, g Value) ([]Value, error) {
-		d, err := NormDim("Softmax", b.Shape(args[0]), a.Dim)
-		if err != nil {
-			return nil, err
+	// along is the derivative of an op along Attrs.Dim from its result y
+	// and g, both in float32 at least.
+	along := func(title string, d func(o gradOps, red Attrs, y, g Value) Value) VJPFunc {
+		return func(b Builder, a Attrs, args []Value, out, g Value) ([]Value, error) {
+			dim, err := NormDim(title, b.Shape(args[0]), a.Dim)
+			if err != nil {
+				return nil, err
+			}
+			y, _ := upcast(b, out)
+			g, _ = upcast(b, g)
+			return []Value{d(gradOps{b}, Attrs{Dims: []int{dim}, KeepDim: true}, y, g)}, nil
 		}
-		o := gradOps{b}
-		y, _ := upcast(b, out)
-		g, _ = upcast(b, g)
-		dot := o.ap(OpSum, Attrs{Dims: []int{d}, KeepDim: true}, o.mul(g, y))
-		return []Value{o.mul(y, o.sub(g, dot))}, nil
 	}
-	OpLogSoftmax.VJP = func(b Builder, a Attrs, args []Value, out, g Value) ([]Value, error) {
-		d, err := NormDim("LogSoftmax", b.Shape(args[0]), a.Dim)
-		if err != nil {
-			return nil, err
-		}
-		o := gradOps{b}
-		y, _ := upcast(b, out)
-		g, _ = upcast(b, g)
-		total := o.ap(OpSum, Attrs{Dims: []int{d}, KeepDim: true}, g)
-		return []Value{o.sub(g, o.mul(o.ap(OpExp, Attrs{}, y), total))}, nil
-	}
+	OpSoftmax.VJP = along("Softmax", func(o gradOps, red Attrs, y, g Value) Value {
+		return o.mul(y, o.sub(g, o.ap(OpSum, red, o.mul(g, y))))
+	})
+	OpLogSoftmax.VJP = along("LogSoftmax", func(o gradOps, red Attrs, y, g Value) Value {
+		return o.sub(g, o.mul(o.ap(OpExp, Attrs{}, y), o.ap(OpSum, red, g)))
+	})
 	OpLayerNorm.VJP = func(b Builder, a Attrs, args []Value, out, g Value) ([]Value, error) {
 		x, w, bias := args[0], args[1], args[2]
 		dims, err := normDims(b, "LayerNorm", x, a.Dims, w, bias)

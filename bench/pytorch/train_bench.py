@@ -11,18 +11,8 @@ import statistics
 import torch
 import torch.nn.functional as F
 
+from mlp import MLP
 from timing import time_calls
-
-
-class MLP(torch.nn.Module):
-    def __init__(self, d=1024, layers=4):
-        super().__init__()
-        self.ls = torch.nn.ModuleList([torch.nn.Linear(d, d) for _ in range(layers)])
-
-    def forward(self, x):
-        for layer in self.ls:
-            x = F.gelu(layer(x))
-        return x
 
 
 def main():
