@@ -10,8 +10,8 @@ import (
 
 // The training-step workload: the MLP of runMLP (4 × Linear(1024, 1024)
 // + GELU, float32) at batch 64, a mean squared error loss, its backward
-// and an AdamW update, eagerly and with the loss and backward compiled
-// (one graph; the update runs eagerly). bench/pytorch/train_bench.py is
+// and an AdamW update, eagerly and compiled (the loss and backward as one
+// graph, the update as another). bench/pytorch/train_bench.py is
 // the PyTorch side (torch.compile of the model, AOTAutograd's backward).
 
 // runTrain prints µs per training step eagerly and compiled.
@@ -40,8 +40,9 @@ func runTrain(cfg *config, out io.Writer) error {
 	}
 	x := tensor.Randn(1, tensor.Float32, batch, width).ToDevice(cfg.device)
 	y := tensor.Randn(2, tensor.Float32, batch, width).ToDevice(cfg.device)
-	step := func(ps []*tensor.Tensor, f func(x, y *tensor.Tensor) *tensor.Tensor) func() *tensor.Tensor {
+	step := func(ps []*tensor.Tensor, f func(x, y *tensor.Tensor) *tensor.Tensor, compiled bool) func() *tensor.Tensor {
 		opt := optim.NewAdamW(ps, 1e-4)
+		opt.Compiled = compiled
 		return func() *tensor.Tensor {
 			opt.ZeroGrad()
 			loss := f(x, y)
@@ -50,8 +51,8 @@ func runTrain(cfg *config, out io.Writer) error {
 		}
 	}
 	pe, pc := params(), params()
-	eager := step(pe, lossAndGrads(pe))
-	compiled := step(pc, tensor.Compile(lossAndGrads(pc), compileOpts...))
+	eager := step(pe, lossAndGrads(pe), false)
+	compiled := step(pc, tensor.Compile(lossAndGrads(pc), compileOpts...), true)
 	for range 3 {
 		eager()
 		compiled()

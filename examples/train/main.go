@@ -46,11 +46,12 @@ const corpusTokens = 20000
 // Train runs c.Steps steps of AdamW on m over the corpus and returns each
 // step's loss (before its update). With compiled, the loss and its
 // backward run as one compiled function (tensor.Compile traces them into
-// one graph); the optimizer's update runs eagerly after it.
+// one graph), and so does the optimizer's update (AdamW.Compiled).
 func Train(m *Model, corpus []int64, dev tensor.Device, compiled bool, progress func(step int, loss float64)) []float64 {
 	c := m.Cfg
 	opt := optim.NewAdamW(m.List(), c.LR)
 	opt.WeightDecay = c.WeightDecay
+	opt.Compiled = compiled
 	lossAndGrads := func(in, tg *tensor.Tensor) *tensor.Tensor {
 		loss := m.Loss(in, tg)
 		loss.Backward()

@@ -68,10 +68,18 @@ func (o *SGD) ZeroGrad() { zeroGrad(o.params) }
 //	p = p − LR·(m / (1 − Beta1^t)) / (sqrt(v / (1 − Beta2^t)) + Eps)
 type AdamW struct {
 	LR, Beta1, Beta2, Eps, WeightDecay float64
+	// Compiled runs each step as one compiled function over every
+	// parameter (tensor.Compile: the updates fused, the moments and
+	// parameters written in place), compiled once; the learning rate and
+	// the step's bias corrections are its tensor arguments. A step where
+	// some parameter has no gradient runs eagerly.
+	Compiled bool
 
 	params []*tensor.Tensor
 	m, v   []*tensor.Tensor
 	t      int
+	step   func(grads []*tensor.Tensor, lr, c1, c2 *tensor.Tensor) *tensor.Tensor
+	stats  tensor.CompileStats // of step
 }
 
 // NewAdamW returns an AdamW over params with learning rate lr and
@@ -86,6 +94,9 @@ func (o *AdamW) Step() {
 	o.t++
 	c1 := 1 - math.Pow(o.Beta1, float64(o.t))
 	c2 := 1 - math.Pow(o.Beta2, float64(o.t))
+	if o.Compiled && o.compiledStep(c1, c2) {
+		return
+	}
 	tensor.NoGrad(func() {
 		for i, p := range o.params {
 			g := p.Grad()
@@ -106,6 +117,41 @@ func (o *AdamW) Step() {
 
 // ZeroGrad clears every parameter's gradient.
 func (o *AdamW) ZeroGrad() { zeroGrad(o.params) }
+
+// compiledStep runs the step with bias corrections c1, c2 as the compiled
+// function, or reports false when a parameter has no gradient.
+func (o *AdamW) compiledStep(c1, c2 float64) bool {
+	grads := make([]*tensor.Tensor, len(o.params))
+	for i, p := range o.params {
+		if grads[i] = p.Grad(); grads[i] == nil {
+			return false
+		}
+	}
+	if o.step == nil {
+		for i, p := range o.params {
+			if o.m[i] == nil {
+				o.m[i], o.v[i] = tensor.ZerosLike(p), tensor.ZerosLike(p)
+			}
+		}
+		b1, b2, eps, wd := o.Beta1, o.Beta2, o.Eps, o.WeightDecay
+		o.step = tensor.Compile(func(grads []*tensor.Tensor, lr, c1, c2 *tensor.Tensor) *tensor.Tensor {
+			for i, p := range o.params {
+				g, m, v := grads[i], o.m[i], o.v[i]
+				m.Copy(m.MulScalar(b1).Add(g.MulScalar(1 - b1)))
+				v.Copy(v.MulScalar(b2).Add(g.Mul(g).MulScalar(1 - b2)))
+				denom := v.Div(c2).Sqrt().AddScalar(eps)
+				p.Copy(p.Sub(p.Mul(lr).MulScalar(wd)).Sub(m.Div(c1).Div(denom).Mul(lr)))
+			}
+			return lr
+		}, tensor.WithStats(&o.stats))
+	}
+	dev := o.params[0].Device()
+	scalar := func(v float64) *tensor.Tensor {
+		return tensor.FromSlice([]float64{v}).Reshape().To(o.params[0].DType()).ToDevice(dev)
+	}
+	tensor.NoGrad(func() { o.step(grads, scalar(o.LR), scalar(c1), scalar(c2)) })
+	return true
+}
 
 func zeroGrad(params []*tensor.Tensor) {
 	for _, p := range params {

@@ -140,3 +140,58 @@ func TestClipGradNorm(t *testing.T) {
 		t.Errorf("a gradient below the limit changed: %v", g)
 	}
 }
+
+// A compiled AdamW step gives the eager step's parameters, step after
+// step, compiled once; a step with a missing gradient runs eagerly.
+func TestAdamWCompiled(t *testing.T) {
+	mk := func() []*tensor.Tensor {
+		return []*tensor.Tensor{
+			tensor.Randn(1, tensor.Float64, 4, 3).SetRequiresGrad(true),
+			tensor.Randn(2, tensor.Float64, 3).SetRequiresGrad(true),
+		}
+	}
+	pe, pc := mk(), mk()
+	eager, compiled := NewAdamW(pe, 0.05), NewAdamW(pc, 0.05)
+	compiled.Compiled = true
+	x := tensor.Randn(3, tensor.Float64, 5, 4)
+	loss := func(p []*tensor.Tensor) *tensor.Tensor { return x.MatMul(p[0]).Add(p[1]).Tanh().Sum() }
+	for step := range 5 {
+		eager.ZeroGrad()
+		compiled.ZeroGrad()
+		loss(pe).Backward()
+		loss(pc).Backward()
+		if step == 3 {
+			eager.LR, compiled.LR = 0.02, 0.02 // a new learning rate: no recompile
+		}
+		eager.Step()
+		compiled.Step()
+		for i := range pe {
+			want, got := pe[i].Detach().Float64s(), pc[i].Detach().Float64s()
+			for j := range want {
+				if math.Abs(got[j]-want[j]) > 1e-12*math.Max(1, math.Abs(want[j])) {
+					t.Fatalf("step %d: parameter %d element %d is %v compiled, %v eager", step, i, j, got[j], want[j])
+				}
+			}
+		}
+	}
+	if n, e := compiled.stats.Compiles.Load(), compiled.stats.EagerCalls.Load(); n != 1 || e != 0 {
+		t.Errorf("%d compilations and %d eager calls over 5 steps, want 1 and 0", n, e)
+	}
+	// A parameter without a gradient: the step runs eagerly.
+	pc[1].ZeroGrad()
+	pe[1].ZeroGrad()
+	eager.Step()
+	compiled.Step()
+	if !slicesEqual(pe[0].Detach().Float64s(), pc[0].Detach().Float64s(), 1e-12) {
+		t.Error("the eager fallback step differs")
+	}
+}
+
+func slicesEqual(a, b []float64, tol float64) bool {
+	for i := range a {
+		if math.Abs(a[i]-b[i]) > tol*math.Max(1, math.Abs(a[i])) {
+			return false
+		}
+	}
+	return len(a) == len(b)
+}
