@@ -3,4 +3,6 @@
 // torch.optim computes them, and ClipGradNorm. A step updates each
 // parameter in place, inside tensor.NoGrad, from the gradient Backward
 // accumulated in it; ZeroGrad clears the gradients for the next step.
+// AdamW.Compiled runs each step as one compiled function (tensor.Compile)
+// over every parameter, compiled once.
 package optim
