@@ -380,6 +380,9 @@ func TestCompileTrainingStep(t *testing.T) {
 	if n := st.EagerCalls.Load(); n != 0 {
 		t.Errorf("%d calls ran eagerly", n)
 	}
+	if n := st.Calls.Load(); n != 4 {
+		t.Errorf("%d calls counted, want 4", n)
+	}
 }
 
 // What the joint graph cannot hold runs eagerly, with one warning, and

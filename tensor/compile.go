@@ -451,7 +451,7 @@ func (c *compiled) flatten(args []reflect.Value) *flatArgs {
 func (c *compiled) call(args []reflect.Value) (res []reflect.Value) {
 	defer rethrow()
 	st := c.opts.stats
-	if st != nil {
+	if st != nil && !c.isGrad { // a gradient twin's calls were counted by the function it serves
 		st.Calls.Add(1)
 	}
 	if c.eager.Load() {
