@@ -4,8 +4,12 @@ import (
 	"math"
 	"testing"
 
+	"gocompile/internal/testcache"
 	"gocompile/tensor"
 )
+
+// The compiled steps write kernels to a temporary cache, not the user's.
+func TestMain(m *testing.M) { testcache.Main(m) }
 
 // refStep runs the optimizer's update on plain float64 values: the
 // parameter p and gradient g of each step, in order.
