@@ -284,21 +284,22 @@ func (t *Tensor) Backward(grad ...*Tensor) {
 	NoGrad(func() { backward(t, g) })
 }
 
-// resultsRequireGrad reports whether a traced run's results include a
-// tensor that requires gradients.
-func resultsRequireGrad(results []reflect.Value) bool {
+// resultsRequiringGrad lists which of a traced run's flattened tensor
+// results require gradients.
+func resultsRequiringGrad(results []reflect.Value) []int {
 	var l trace.Leaves
 	for _, r := range results {
 		if trace.Flatten(r, tensorType, &l) != nil {
-			return false
+			return nil
 		}
 	}
-	for _, v := range l.Tensors {
+	var ks []int
+	for i, v := range l.Tensors {
 		if t, _ := v.Interface().(*Tensor); t.RequiresGrad() {
-			return true
+			ks = append(ks, i)
 		}
 	}
-	return false
+	return ks
 }
 
 // backward runs the recorded nodes from t's back.

@@ -309,6 +309,13 @@ type compiled struct {
 	isGrad       bool
 	twins        sync.Map // mask → *compiled
 	capturesGrad atomic.Bool
+	// A twin's base is the function it serves; viaResult (k+1) says fn's
+	// result k requires gradients without Backward inside, and bwd is
+	// then its compiled backward (compilegrad.go).
+	base      *compiled
+	viaResult atomic.Int64
+	bwdOnce   sync.Once
+	bwd       *compiled
 	// consts maps the arrays of the tensors its graphs bind as constants
 	// back to those tensors (resultSources).
 	consts sync.Map // *array.Array → *Tensor
@@ -466,6 +473,9 @@ func (c *compiled) call(args []reflect.Value) (res []reflect.Value) {
 			return c.gradTwin(mask).call(args) // gradients: the joint graph
 		}
 	}
+	if k := c.viaResult.Load(); k > 0 {
+		return c.callViaResult(args, int(k-1))
+	}
 	defer c.recoverGrad(&res, args, fa)
 	if gc := c.guards.Load(); gc != nil {
 		if _, v, ok := gc.Lookup(&fa.call); ok {
@@ -616,8 +626,13 @@ func (c *compiled) compileEntry(ge *guard.Entry, fa *flatArgs, args []reflect.Va
 		return e
 	}
 	g := tr.g
-	if c.isGrad && !tr.backwardCalled && resultsRequireGrad(results) {
-		panic(&errGradEager{why: "the function returns a tensor that requires gradients without calling Backward"})
+	if c.isGrad && !tr.backwardCalled {
+		switch ks := resultsRequiringGrad(results); {
+		case len(ks) == 1:
+			panic(&errGradResult{k: ks[0]}) // the forward compiles plainly, the backward apart
+		case len(ks) > 1:
+			panic(&errGradEager{why: "more than one result requires gradients without Backward in the function"})
+		}
 	}
 	g.Outputs = resultNodes(tr, results)
 	e.nresults = len(g.Outputs)

@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"gocompile/internal/logs"
+	"gocompile/ir"
+	"gocompile/trace"
 )
 
 // Compiled gradients. A compiled function called while gradients are
@@ -18,10 +20,18 @@ import (
 // eager Backward would. The compiled program fuses forward and backward
 // together.
 //
+// A function that returns a tensor requiring gradients without calling
+// Backward (a compiled model whose loss is taken after the call) runs its
+// forward as the plain compiled program and gives that result a gradient
+// node: its backward is a compiled function of the same arguments and the
+// upstream gradient that runs fn again and calls Backward on the result
+// inside, so forward and backward compile as one graph there (the forward
+// recomputed, nothing saved but the arguments).
+//
 // What the twin cannot trace it runs eagerly, with one warning: a graph
-// break (reading a value) in the function, or a result that requires
-// gradients when the function did not call Backward (gradients through a
-// compiled function's results).
+// break (reading a value) in the function, more than one result requiring
+// gradients, an argument requiring gradients that is not a leaf, or a
+// variadic function.
 
 // errGradEager stops a twin's trace: the function runs eagerly.
 type errGradEager struct{ why string }
@@ -57,7 +67,7 @@ func (c *compiled) gradTwin(mask string) *compiled {
 	if v, ok := c.twins.Load(mask); ok {
 		return v.(*compiled)
 	}
-	t := &compiled{fn: c.fn, opts: c.opts, backend: c.backend, name: c.name, isGrad: true}
+	t := &compiled{fn: c.fn, opts: c.opts, backend: c.backend, name: c.name, isGrad: true, base: c}
 	v, _ := c.twins.LoadOrStore(mask, t)
 	return v.(*compiled)
 }
@@ -144,7 +154,11 @@ func (c *compiled) recoverGrad(res *[]reflect.Value, args []reflect.Value, fa *f
 	}
 	err, _ := r.(error)
 	var ge *errGradEager
+	var gr *errGradResult
 	switch {
+	case err != nil && errors.As(err, &gr) && c.isGrad:
+		c.viaResult.Store(int64(gr.k + 1))
+		*res = c.callViaResult(args, gr.k)
 	case err != nil && errors.Is(err, errNeedGradTwin) && !c.isGrad:
 		c.capturesGrad.Store(true)
 		*res = c.gradTwin(gradMask(fa.tensors)).call(args)
@@ -154,4 +168,124 @@ func (c *compiled) recoverGrad(res *[]reflect.Value, args []reflect.Value, fa *f
 	default:
 		panic(r)
 	}
+}
+
+// errGradResult stops a twin's trace whose function returned a tensor
+// requiring gradients (result k of its flattened tensor results) without
+// calling Backward: calls then go through callViaResult.
+type errGradResult struct{ k int }
+
+func (e *errGradResult) Error() string { return "gocompile: a result requires gradients" }
+
+// callViaResult runs fn's forward as the plain compiled program and gives
+// its result k a gradient node whose backward is backwardFn.
+func (c *compiled) callViaResult(args []reflect.Value, k int) []reflect.Value {
+	fa := c.flatten(args)
+	var saved []ir.Value
+	for _, t := range fa.tensors {
+		if t.RequiresGrad() {
+			if !t.IsLeaf() {
+				c.gradFallback("an argument that requires gradients is the result of ops that record them (not a leaf)")
+				return c.invoke(args)
+			}
+			saved = append(saved, t)
+		}
+	}
+	bwd := c.backwardFn(k)
+	if bwd == nil {
+		c.gradFallback("a variadic function's result requires gradients")
+		return c.invoke(args)
+	}
+	var res []reflect.Value
+	NoGrad(func() { res = c.base.call(args) })
+	var l trace.Leaves
+	for _, r := range res {
+		if err := trace.Flatten(r, tensorType, &l); err != nil {
+			panic(err)
+		}
+	}
+	out := l.Tensors[k].Interface().(*Tensor)
+	kept := append([]reflect.Value(nil), args...)
+	op := &ir.Op{Name: "compiled_backward", Title: "Compile(" + c.name + ")",
+		VJP: func(_ ir.Builder, _ ir.Attrs, _ []ir.Value, _, g ir.Value) ([]ir.Value, error) {
+			// The compiled backward adds the leaves' gradients itself.
+			enableGrad(func() { bwd.call(append(kept, reflect.ValueOf(g.(*Tensor)))) })
+			return nil, nil
+		}}
+	w := &Tensor{v: out.v}
+	n := &gradNode{op: op, args: saved, out: w, seq: gradSeq.Add(1)}
+	for _, v := range saved {
+		n.versions = append(n.versions, v.(*Tensor).v.Version())
+	}
+	n.versions = append(n.versions, w.v.Version())
+	w.ag = &gradState{requires: true, node: n}
+	i := 0
+	next := func() reflect.Value {
+		i++
+		if i-1 == k {
+			return reflect.ValueOf(w)
+		}
+		return l.Tensors[i-1]
+	}
+	for j, r := range res {
+		res[j] = trace.Rebuild(r, tensorType, next)
+	}
+	return res
+}
+
+// backwardFn is the compiled backward of a function whose result k
+// requires gradients: fn's arguments and the upstream gradient in, fn run
+// and Backward called on result k with it (nil for a variadic fn).
+func (c *compiled) backwardFn(k int) *compiled {
+	c.bwdOnce.Do(func() {
+		ft := c.fn.Type()
+		if ft.IsVariadic() {
+			return
+		}
+		n := ft.NumIn()
+		ins := make([]reflect.Type, n+1)
+		for i := range n {
+			ins[i] = ft.In(i)
+		}
+		ins[n] = tensorType
+		outs := make([]reflect.Type, ft.NumOut())
+		for i := range outs {
+			outs[i] = ft.Out(i)
+		}
+		fn := c.fn
+		wrapper := reflect.MakeFunc(reflect.FuncOf(ins, outs, false), func(in []reflect.Value) []reflect.Value {
+			res := fn.Call(in[:n])
+			var l trace.Leaves
+			for _, r := range res {
+				if err := trace.Flatten(r, tensorType, &l); err != nil {
+					panic(err)
+				}
+			}
+			l.Tensors[k].Interface().(*Tensor).Backward(in[n].Interface().(*Tensor))
+			return res
+		})
+		c.bwd = &compiled{fn: wrapper, opts: c.opts, backend: c.backend, name: c.name + " (backward)"}
+	})
+	return c.bwd
+}
+
+// enableGrad runs f with gradients recorded in the calling goroutine even
+// inside NoGrad (as torch.enable_grad): a compiled backward, which runs
+// inside Backward, traces its forward with gradients.
+func enableGrad(f func()) {
+	id := goroutineID()
+	noGradMu.Lock()
+	depth := noGradDepth[id]
+	delete(noGradDepth, id)
+	noGradMu.Unlock()
+	noGradActive.Add(-int64(depth))
+	defer func() {
+		noGradMu.Lock()
+		if depth > 0 {
+			noGradDepth[id] = depth
+		}
+		noGradMu.Unlock()
+		noGradActive.Add(int64(depth))
+	}()
+	f()
 }

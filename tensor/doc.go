@@ -56,10 +56,14 @@
 // gradients (arguments or captured parameters) and calls Backward is a
 // compiled training step: Compile traces forward and backward into one
 // graph, fuses and replays it, and each call adds the gradients to the
-// leaves as an eager Backward does. A graph break in such a function, or
-// a result that requires gradients without Backward in the function, runs
-// it eagerly instead (with one warning). Not yet differentiable: the index
-// writes (IndexCopy, the AsStrided writes).
+// leaves as an eager Backward does. A compiled model whose result
+// requires gradients (Backward taken after the call) runs its forward as
+// the plain compiled program, and Backward runs a compiled backward that
+// recomputes the forward in the same graph. A graph break in such a
+// function, more than one result requiring gradients, or an argument that
+// requires gradients but is not a leaf runs it eagerly instead (with one
+// warning). Not yet differentiable: the index writes (IndexCopy, the
+// AsStrided writes).
 //
 // # Logging
 //

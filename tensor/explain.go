@@ -105,12 +105,19 @@ func Explain(fn any, args ...any) (*Explanation, error) {
 		c.isGrad = recording() && gradMask(fa.tensors) != ""
 		ge, _ := guard.NewCache(c.policy(fa), c.opts.limit).Plan(&fa.call)
 		var e *entry
-		if err := Try(func() { e = c.compileEntry(ge, fa, in) }); err != nil {
-			if c.isGrad || !errors.Is(err, errNeedGradTwin) {
-				panic(err)
-			}
+		err := Try(func() { e = c.compileEntry(ge, fa, in) })
+		if err != nil && !c.isGrad && errors.Is(err, errNeedGradTwin) {
 			c.isGrad = true // it reads captured parameters that require gradients
-			e = c.compileEntry(ge, fa, in)
+			err = Try(func() { e = c.compileEntry(ge, fa, in) })
+		}
+		var gr *errGradResult
+		if err != nil && errors.As(err, &gr) {
+			// Backward is taken after the call: the forward compiles plainly.
+			c.isGrad = false
+			NoGrad(func() { err = Try(func() { e = c.compileEntry(ge, fa, in) }) })
+		}
+		if err != nil {
+			panic(err)
 		}
 		ex = &Explanation{Graphs: len(e.graphs), Breaks: e.breaks, OpCounts: map[string]int{}, Guards: ge.String()}
 		for _, tg := range e.grads {
