@@ -29,13 +29,11 @@ import (
 // Both take the shapes as parameters; Rows, E and Ev are compile-time
 // constants, so the rows' sums stay in registers.
 type AttentionKernel struct {
-	Elem     ir.DType // q, k, v and the output
-	Rows     int      // query rows of a key head: query heads per key head × queries
-	E, Ev    int      // features of q and k, of v
-	Mask     bool     // a bool mask operand (broadcast by strides)
-	Causal   bool     // key j is visible to query l only where j <= l
-	Splits   int      // key splits (a launch parameter; not in the name)
-	KeysPart int      // keys per split (a launch parameter; not in the name)
+	Elem   ir.DType // q, k, v and the output
+	Rows   int      // query rows of a key head: query heads per key head × queries
+	E, Ev  int      // features of q and k, of v
+	Mask   bool     // a bool mask operand (broadcast by strides)
+	Causal bool     // key j is visible to query l only where j <= l
 }
 
 // AttentionWarps is the warps of a _part block.

@@ -403,7 +403,7 @@ func init() {
 		dev := o.sub(x, o.ap(OpMean, red, x))
 		rstd := o.ap(OpRsqrt, Attrs{}, o.add(o.ap(OpMean, red, o.mul(dev, dev)), eps(a)))
 		xhat := o.mul(dev, rstd)
-		res := normVJP(o, red, xhat, rstd, g, w)
+		res := normVJP(o, red, xhat, rstd, g, w, true)
 		if bias != nil {
 			res = append(res, g) // SumTo reduces it to the bias's shape
 		} else {
@@ -422,18 +422,7 @@ func init() {
 		x, _ = upcast(b, x)
 		g, _ = upcast(b, g)
 		rstd := o.ap(OpRsqrt, Attrs{}, o.add(o.ap(OpMean, red, o.mul(x, x)), eps(a)))
-		xhat := o.mul(x, rstd)
-		// No mean subtracted: the first term of LayerNorm's goes.
-		gy := g
-		if w != nil {
-			gy = o.mul(g, w)
-		}
-		gx := o.mul(rstd, o.sub(gy, o.mul(xhat, o.ap(OpMean, red, o.mul(gy, xhat)))))
-		var gw Value
-		if w != nil {
-			gw = o.mul(g, xhat)
-		}
-		return []Value{gx, gw}, nil
+		return normVJP(o, red, o.mul(x, rstd), rstd, g, w, false), nil
 	}
 
 	// Gathering rows: their gradients add up at the rows they came from.
@@ -553,15 +542,20 @@ func matmulVJP(b Builder, a Attrs, args []Value, out, g Value) ([]Value, error) 
 }
 
 // normVJP is the gradient of y = xhat·w (+ bias) with respect to x and w,
-// xhat = (x − mean)·rstd normalized over red's dims: for x,
-// rstd·(gy − mean(gy) − xhat·mean(gy·xhat)) with gy = g·w; for w, g·xhat
-// (SumTo reduces it to w's shape).
-func normVJP(o gradOps, red Attrs, xhat, rstd, g, w Value) []Value {
+// xhat normalized over red's dims with 1/rstd: for x,
+// rstd·(gy − mean(gy) − xhat·mean(gy·xhat)) with gy = g·w, where the mean
+// of gy is there only for a centered xhat (LayerNorm's, not RMSNorm's);
+// for w, g·xhat (SumTo reduces it to w's shape).
+func normVJP(o gradOps, red Attrs, xhat, rstd, g, w Value, centered bool) []Value {
 	gy := g
 	if w != nil {
 		gy = o.mul(g, w)
 	}
-	inner := o.sub(o.sub(gy, o.ap(OpMean, red, gy)), o.mul(xhat, o.ap(OpMean, red, o.mul(gy, xhat))))
+	inner := gy
+	if centered {
+		inner = o.sub(gy, o.ap(OpMean, red, gy))
+	}
+	inner = o.sub(inner, o.mul(xhat, o.ap(OpMean, red, o.mul(gy, xhat))))
 	var gw Value
 	if w != nil {
 		gw = o.mul(g, xhat)

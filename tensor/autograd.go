@@ -49,6 +49,17 @@ type gradState struct {
 	arg *Tensor
 }
 
+// accumulate adds g to a leaf's gradient.
+func (s *gradState) accumulate(g *Tensor) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.grad == nil {
+		s.grad = g
+	} else {
+		s.grad = s.grad.Add(g)
+	}
+}
+
 // gradNode is one recorded op.
 type gradNode struct {
 	op       *ir.Op
@@ -336,13 +347,7 @@ func backward(t, g *Tensor) {
 			return
 		}
 		if x.ag.node == nil { // a leaf
-			x.ag.mu.Lock()
-			if x.ag.grad == nil {
-				x.ag.grad = gx
-			} else {
-				x.ag.grad = x.ag.grad.Add(gx)
-			}
-			x.ag.mu.Unlock()
+			x.ag.accumulate(gx)
 			return
 		}
 		if old := grads[x]; old != nil {

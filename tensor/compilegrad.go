@@ -126,13 +126,7 @@ func applyGrads(targets []gradTarget, grads, args []*Tensor) {
 		if g.dtype() != leaf.dtype() {
 			g = g.To(leaf.dtype())
 		}
-		leaf.ag.mu.Lock()
-		if leaf.ag.grad == nil {
-			leaf.ag.grad = g
-		} else {
-			leaf.ag.grad = leaf.ag.grad.Add(g)
-		}
-		leaf.ag.mu.Unlock()
+		leaf.ag.accumulate(g)
 	}
 }
 

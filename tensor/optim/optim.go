@@ -98,21 +98,44 @@ func (o *AdamW) Step() {
 		return
 	}
 	tensor.NoGrad(func() {
+		scalars := map[[2]any][3]*tensor.Tensor{} // by device and type
 		for i, p := range o.params {
 			g := p.Grad()
 			if g == nil {
 				continue
 			}
-			if o.m[i] == nil {
-				o.m[i], o.v[i] = tensor.ZerosLike(p), tensor.ZerosLike(p)
+			o.moments(i)
+			k := [2]any{p.Device(), p.DType()}
+			sc, ok := scalars[k]
+			if !ok {
+				sc = [3]*tensor.Tensor{scalarLike(p, o.LR), scalarLike(p, c1), scalarLike(p, c2)}
+				scalars[k] = sc
 			}
-			o.m[i] = o.m[i].MulScalar(o.Beta1).Add(g.MulScalar(1 - o.Beta1))
-			o.v[i] = o.v[i].MulScalar(o.Beta2).Add(g.Mul(g).MulScalar(1 - o.Beta2))
-			denom := o.v[i].DivScalar(c2).Sqrt().AddScalar(o.Eps)
-			update := o.m[i].DivScalar(c1).Div(denom).MulScalar(o.LR)
-			p.Copy(p.MulScalar(1 - o.LR*o.WeightDecay).Sub(update))
+			o.update(p, g, o.m[i], o.v[i], sc[0], sc[1], sc[2])
 		}
 	})
+}
+
+// update writes parameter p's AdamW update for gradient g in place, with
+// its moments m and v: lr and the bias corrections c1, c2 are 0-d
+// tensors, so that the compiled step takes them as arguments.
+func (o *AdamW) update(p, g, m, v, lr, c1, c2 *tensor.Tensor) {
+	m.Copy(m.MulScalar(o.Beta1).Add(g.MulScalar(1 - o.Beta1)))
+	v.Copy(v.MulScalar(o.Beta2).Add(g.Mul(g).MulScalar(1 - o.Beta2)))
+	denom := v.Div(c2).Sqrt().AddScalar(o.Eps)
+	p.Copy(p.Sub(p.Mul(lr).MulScalar(o.WeightDecay)).Sub(m.Div(c1).Div(denom).Mul(lr)))
+}
+
+// moments makes parameter i's moments (zeros) on its first step.
+func (o *AdamW) moments(i int) {
+	if o.m[i] == nil {
+		o.m[i], o.v[i] = tensor.ZerosLike(o.params[i]), tensor.ZerosLike(o.params[i])
+	}
+}
+
+// scalarLike is v as a 0-d tensor of p's type on p's device.
+func scalarLike(p *tensor.Tensor, v float64) *tensor.Tensor {
+	return tensor.FromSlice([]float64{v}).Reshape().To(p.DType()).ToDevice(p.Device())
 }
 
 // ZeroGrad clears every parameter's gradient.
@@ -128,28 +151,18 @@ func (o *AdamW) compiledStep(c1, c2 float64) bool {
 		}
 	}
 	if o.step == nil {
-		for i, p := range o.params {
-			if o.m[i] == nil {
-				o.m[i], o.v[i] = tensor.ZerosLike(p), tensor.ZerosLike(p)
-			}
+		for i := range o.params {
+			o.moments(i)
 		}
-		b1, b2, eps, wd := o.Beta1, o.Beta2, o.Eps, o.WeightDecay
 		o.step = tensor.Compile(func(grads []*tensor.Tensor, lr, c1, c2 *tensor.Tensor) *tensor.Tensor {
 			for i, p := range o.params {
-				g, m, v := grads[i], o.m[i], o.v[i]
-				m.Copy(m.MulScalar(b1).Add(g.MulScalar(1 - b1)))
-				v.Copy(v.MulScalar(b2).Add(g.Mul(g).MulScalar(1 - b2)))
-				denom := v.Div(c2).Sqrt().AddScalar(eps)
-				p.Copy(p.Sub(p.Mul(lr).MulScalar(wd)).Sub(m.Div(c1).Div(denom).Mul(lr)))
+				o.update(p, grads[i], o.m[i], o.v[i], lr, c1, c2)
 			}
 			return lr
 		}, tensor.WithStats(&o.stats))
 	}
-	dev := o.params[0].Device()
-	scalar := func(v float64) *tensor.Tensor {
-		return tensor.FromSlice([]float64{v}).Reshape().To(o.params[0].DType()).ToDevice(dev)
-	}
-	tensor.NoGrad(func() { o.step(grads, scalar(o.LR), scalar(c1), scalar(c2)) })
+	p := o.params[0]
+	tensor.NoGrad(func() { o.step(grads, scalarLike(p, o.LR), scalarLike(p, c1), scalarLike(p, c2)) })
 	return true
 }
 
