@@ -166,11 +166,14 @@ type replayGraph struct {
 	results []int // output i is a view of outputs[results[i]] (-1: fixed, see fixed)
 	// fixed[i] >= 0: output i is a view of input fixed[i], written in
 	// place; -1 with results[i] -1: views[i] itself (a constant).
-	fixed  []int
-	views  []*Array
-	inOff  []int      // the element offsets of the inputs the graph was captured with
-	keep   []*storage // memory the graph owns
-	static []*Array   // copyInputs: the buffers inputs are copied into
+	fixed []int
+	views []*Array
+	inOff []int // the element offsets of the inputs the graph was captured with
+	// checksIndices: its index kernels record bad indices in the fault log
+	// (faults.go), which a replay arms.
+	checksIndices bool
+	keep          []*storage // memory the graph owns
+	static        []*Array   // copyInputs: the buffers inputs are copied into
 }
 
 // paramRef is a kernel parameter holding an address: base + delta.
@@ -297,6 +300,7 @@ func capture(inputs []*Array, slots int, run func([]*Array, *Arena) []*Array) (r
 		return nil, err
 	}
 	g.captured.Store(&rg.keep)
+	reserved := g.faults.used()
 	var outs []*Array
 	func() {
 		defer func() {
@@ -307,6 +311,7 @@ func capture(inputs []*Array, slots int, run func([]*Array, *Arena) []*Array) (r
 		outs = run(in, a)
 	}()
 	g.captured.Store(nil)
+	rg.checksIndices = g.faults.used() > reserved
 	graph, endErr := g.stream.EndCapture()
 	if err == nil && endErr != nil {
 		err = fmt.Errorf("capture failed (the program waits for the device, or uses an op that cannot be captured): %w", endErr)
@@ -453,6 +458,9 @@ func (rg *replayGraph) replay(inputs []*Array) ([]*Array, error) {
 	}
 	if err := rg.exec.Launch(g.stream); err != nil {
 		return nil, err
+	}
+	if rg.checksIndices {
+		g.faults.armed.Store(true)
 	}
 	stats.GraphReplays.Add(1)
 	outs := make([]*Array, len(rg.views))

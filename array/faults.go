@@ -3,6 +3,7 @@ package array
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"gocompile/cuda"
@@ -31,6 +32,16 @@ type faultLog struct {
 	block cuda.Block
 	mu    sync.Mutex
 	sites []faultSite // the slots in use, in order
+	// armed is set by the replay of a graph with slots: only then does the
+	// next read of device memory read the log.
+	armed atomic.Bool
+}
+
+// used is how many slots are reserved.
+func (f *faultLog) used() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.sites)
 }
 
 // faultSite is the op a slot's kernel runs for and the size of the dim it
@@ -76,16 +87,15 @@ func (g *GPU) faultSlot(op string, size int, operands []*Array) (cuda.DevicePtr,
 }
 
 // checkFaults reads g's fault log, after the stream has been
-// synchronized, and panics with an *ir.Error for the first bad index a
+// synchronized, when a graph that checks indices there has been replayed
+// since the last check, and panics with an *ir.Error for the first bad index a
 // captured kernel met (clearing the log).
 func (g *GPU) checkFaults() {
 	f := &g.faults
-	f.mu.Lock()
-	n := len(f.sites)
-	f.mu.Unlock()
-	if n == 0 {
-		return
+	if !f.armed.Swap(false) {
+		return // no replay since the last check could have met a bad index
 	}
+	n := f.used()
 	flags := make([]int64, 2*n)
 	Check(g.stream.CopyDtoH(unsafe.Pointer(&flags[0]), f.block.Ptr, 16*n), "ToDevice")
 	Check(g.stream.Synchronize(), "ToDevice")
