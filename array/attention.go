@@ -10,7 +10,7 @@ import (
 )
 
 // attentionKernel is ir.OpAttention: on a GPU the split-key kernels of
-// inductor.AttentionKernel, elsewhere its meaning, ir.SDPAMath, op by op.
+// inductor.AttentionKernel, elsewhere its meaning, op.Math, op by op.
 func attentionKernel(op *ir.Op, a ir.Attrs, args []ir.Value) *Array {
 	q, k, v := args[0].(*Array), args[1].(*Array), args[2].(*Array)
 	var mask *Array
@@ -25,7 +25,7 @@ func attentionKernel(op *ir.Op, a ir.Attrs, args []ir.Value) *Array {
 		if mask != nil {
 			mv = mask
 		}
-		res, err := ir.SDPAMath(eager{}, a, q, k, v, mv)
+		res, err := op.Math(eager{}, a, q, k, v, mv)
 		Check(err, op.Title, ts...)
 		return res.(*Array)
 	}

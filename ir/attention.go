@@ -18,7 +18,7 @@ var OpSDPA = composite(&Op{Name: "scaled_dot_product_attention", Title: "ScaledD
 // AttentionFits accepts, and its meaning is SDPAMath's (devices without a
 // kernel for it run SDPAMath). Operand 3 is a bool mask or nil.
 var OpAttention = extern(&Op{Name: "attention", Title: "ScaledDotProductAttention", Arity: 4, Params: 2,
-	Rule: SameAsFirst, Masks: []int{3}, Shape: attentionShape,
+	Rule: SameAsFirst, Masks: []int{3}, Shape: attentionShape, Math: SDPAMath,
 	Doc: "ScaledDotProductAttention (its math) for at most AttentionMaxQueries queries per head: q [B, Hq, L, E] or [Hq, L, E], " +
 		"k and v [B, Hkv, S, E|Ev] of q's type, an optional bool mask broadcasting to [B, Hq, L, S]; Attrs.Scalars as ScaledDotProductAttention's"})
 

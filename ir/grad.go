@@ -366,7 +366,6 @@ func init() {
 			return []Value{b.Apply(op, a, g)}, nil
 		}
 	}
-	OpAttention.Math = SDPAMath
 
 	// The composites below have fused derivatives, as PyTorch's: their
 	// forward runs as one kernel where a device has one, and the backward

@@ -375,14 +375,7 @@ func TestCompileTrainingStep(t *testing.T) {
 		}
 		checkClose(t, what+": the argument's gradient", sc.Grad(), Float64, []int{4}, se.Grad().Float64s(), 1)
 		if call%2 == 1 { // an optimizer step between calls, eagerly
-			NoGrad(func() {
-				for i := range pe {
-					pe[i].Copy(pe[i].Sub(pe[i].Grad().MulScalar(0.1)))
-					pc[i].Copy(pc[i].Sub(pc[i].Grad().MulScalar(0.1)))
-					pe[i].ZeroGrad()
-					pc[i].ZeroGrad()
-				}
-			})
+			sgdStep(0.1, pe, pc)
 		}
 	}
 	if n := st.Compiles.Load(); n != 1 {
@@ -566,14 +559,7 @@ func TestCompiledModelBackwardOutside(t *testing.T) {
 			checkClose(t, fmt.Sprintf("step %d, parameter %d", step, i), pc[i].Grad(), Float64, pe[i].Shape(), pe[i].Grad().Float64s(), 1)
 		}
 		checkClose(t, fmt.Sprintf("step %d, the argument", step), sc.Grad(), Float64, []int{4}, se.Grad().Float64s(), 1)
-		NoGrad(func() {
-			for i := range pe {
-				pe[i].Copy(pe[i].Sub(pe[i].Grad().MulScalar(0.1)))
-				pc[i].Copy(pc[i].Sub(pc[i].Grad().MulScalar(0.1)))
-				pe[i].ZeroGrad()
-				pc[i].ZeroGrad()
-			}
-		})
+		sgdStep(0.1, pe, pc)
 	}
 	if n := st.EagerCalls.Load(); n != 0 {
 		t.Errorf("%d calls ran eagerly", n)
@@ -592,4 +578,17 @@ func TestCompiledModelBackwardOutside(t *testing.T) {
 	if !strings.Contains(logged.String(), "not a leaf") {
 		t.Errorf("no warning for a non-leaf argument:\n%s", logged)
 	}
+}
+
+// sgdStep updates each parameter of each set by plain SGD, in place, and
+// clears its gradient: the optimizer step between compiled calls.
+func sgdStep(lr float64, sets ...[]*Tensor) {
+	NoGrad(func() {
+		for _, ps := range sets {
+			for _, p := range ps {
+				p.Copy(p.Sub(p.Grad().MulScalar(lr)))
+				p.ZeroGrad()
+			}
+		}
+	})
 }

@@ -474,7 +474,7 @@ func (c *compiled) call(args []reflect.Value) (res []reflect.Value) {
 		}
 	}
 	if k := c.viaResult.Load(); k > 0 {
-		return c.callViaResult(args, int(k-1))
+		return c.callViaResult(args, fa, int(k-1))
 	}
 	defer c.recoverGrad(&res, args, fa)
 	if gc := c.guards.Load(); gc != nil {

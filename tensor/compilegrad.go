@@ -152,7 +152,7 @@ func (c *compiled) recoverGrad(res *[]reflect.Value, args []reflect.Value, fa *f
 	switch {
 	case err != nil && errors.As(err, &gr) && c.isGrad:
 		c.viaResult.Store(int64(gr.k + 1))
-		*res = c.callViaResult(args, gr.k)
+		*res = c.callViaResult(args, fa, gr.k)
 	case err != nil && errors.Is(err, errNeedGradTwin) && !c.isGrad:
 		c.capturesGrad.Store(true)
 		*res = c.gradTwin(gradMask(fa.tensors)).call(args)
@@ -173,8 +173,7 @@ func (e *errGradResult) Error() string { return "gocompile: a result requires gr
 
 // callViaResult runs fn's forward as the plain compiled program and gives
 // its result k a gradient node whose backward is backwardFn.
-func (c *compiled) callViaResult(args []reflect.Value, k int) []reflect.Value {
-	fa := c.flatten(args)
+func (c *compiled) callViaResult(args []reflect.Value, fa *flatArgs, k int) []reflect.Value {
 	var saved []ir.Value
 	for _, t := range fa.tensors {
 		if t.RequiresGrad() {
