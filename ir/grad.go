@@ -391,14 +391,10 @@ func init() {
 	})
 	OpLayerNorm.VJP = func(b Builder, a Attrs, args []Value, out, g Value) ([]Value, error) {
 		x, w, bias := args[0], args[1], args[2]
-		dims, err := normDims(b, "LayerNorm", x, a.Dims, w, bias)
+		o, red, x, g, err := normPrologue(b, "LayerNorm", a, x, g, w, bias)
 		if err != nil {
 			return nil, err
 		}
-		o := gradOps{b}
-		red := Attrs{Dims: dims, KeepDim: true}
-		x, _ = upcast(b, x)
-		g, _ = upcast(b, g)
 		dev := o.sub(x, o.ap(OpMean, red, x))
 		rstd := o.ap(OpRsqrt, Attrs{}, o.add(o.ap(OpMean, red, o.mul(dev, dev)), eps(a)))
 		xhat := o.mul(dev, rstd)
@@ -412,14 +408,10 @@ func init() {
 	}
 	OpRMSNorm.VJP = func(b Builder, a Attrs, args []Value, out, g Value) ([]Value, error) {
 		x, w := args[0], args[1]
-		dims, err := normDims(b, "RMSNorm", x, a.Dims, w)
+		o, red, x, g, err := normPrologue(b, "RMSNorm", a, x, g, w)
 		if err != nil {
 			return nil, err
 		}
-		o := gradOps{b}
-		red := Attrs{Dims: dims, KeepDim: true}
-		x, _ = upcast(b, x)
-		g, _ = upcast(b, g)
 		rstd := o.ap(OpRsqrt, Attrs{}, o.add(o.ap(OpMean, red, o.mul(x, x)), eps(a)))
 		return normVJP(o, red, o.mul(x, rstd), rstd, g, w, false), nil
 	}
@@ -538,6 +530,19 @@ func matmulVJP(b Builder, a Attrs, args []Value, out, g Value) ([]Value, error) 
 	gx = reshapeTo(b, SumTo(b, gx, x2), xs)
 	gy = reshapeTo(b, SumTo(b, gy, y2), ys)
 	return []Value{gx, gy}, nil
+}
+
+// normPrologue checks a norm's operands as its decomposition does and
+// returns the reduction over its normalized dims, and x and g in float32
+// at least.
+func normPrologue(b Builder, title string, a Attrs, x, g Value, params ...Value) (gradOps, Attrs, Value, Value, error) {
+	dims, err := normDims(b, title, x, a.Dims, params...)
+	if err != nil {
+		return gradOps{}, Attrs{}, nil, nil, err
+	}
+	x, _ = upcast(b, x)
+	g, _ = upcast(b, g)
+	return gradOps{b}, Attrs{Dims: dims, KeepDim: true}, x, g, nil
 }
 
 // normVJP is the gradient of y = xhat·w (+ bias) with respect to x and w,
