@@ -154,6 +154,15 @@ func MemoryStats(d Device) cuda.AllocatorStats {
 	return MustGPU("MemoryStats", d).alloc.Stats()
 }
 
+// ResetPeakMemoryStats sets GPU d's peak statistics to the memory held
+// now, after collecting the memory of tensors no longer reachable, so
+// that the peaks measure what follows.
+func ResetPeakMemoryStats(d Device) {
+	g := MustGPU("ResetPeakMemoryStats", d)
+	g.heap.collect()
+	g.alloc.ResetPeakStats()
+}
+
 // EmptyCache returns the cached, unused GPU memory of device d to the
 // driver, after collecting the memory of tensors no longer reachable
 // (tensors still alive keep theirs). On the CPU, which caches

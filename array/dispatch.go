@@ -191,6 +191,18 @@ func RunBlocks(blks []*ir.Block, args []ir.Value, params []float64, res []*Array
 			}
 		}
 	}
+	// straight is, per program, whether it may compute into its result's
+	// memory as it goes: not where the result is an operand's storage too
+	// (a kernel storing in place), whose elements it may still read.
+	straight := make([]bool, len(blks))
+	for j := range blks {
+		straight[j] = sameKind(res[j].dtype, blks[j].OutKind()) && blks[j].Computes()
+		for _, t := range tensorsOf(args) {
+			if t.SharesStorage(res[j]) {
+				straight[j] = false
+			}
+		}
+	}
 	parallelFor(n, MinParallel, func(lo, hi int) {
 		frames := make([]*ir.Frame, len(blks))
 		for j, b := range blks {
@@ -226,7 +238,7 @@ func RunBlocks(blks []*ir.Block, args []ir.Value, params []float64, res []*Array
 			}
 			for j, f := range frames {
 				out, k := res[j].dtype, blks[j].OutKind()
-				if sameKind(out, k) && blks[j].Computes() { // compute straight into the result
+				if straight[j] { // compute straight into the result
 					dst, _ := aliasVec(res[j].st.data, out, k, s, s+m)
 					f.Run(m, &dst)
 					continue

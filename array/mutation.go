@@ -1,6 +1,8 @@
 package array
 
-import "gocompile/ir"
+import (
+	"gocompile/ir"
+)
 
 // StorageKey is a key equal for every view of t's storage (Compile tracks
 // writes into a tensor's storage by it).
@@ -31,7 +33,9 @@ func asStridedScatterKernel(op *ir.Op, a ir.Attrs, args []ir.Value) *Array {
 	}
 	l, err := ir.OpAsStrided.View(res.Layout(), &a)
 	Check(err, op.Title, x, src)
-	copyInto(res.withLayout(l), src)
+	if !src.SharesStorage(res) || !src.Layout().Same(l) { // else a kernel stored src in place
+		copyInto(res.withLayout(l), src)
+	}
 	return res
 }
 

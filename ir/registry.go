@@ -3,6 +3,7 @@ package ir
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"sync"
 )
@@ -78,6 +79,12 @@ type Layout struct {
 	Shape   []int
 	Strides []int
 	Offset  int
+}
+
+// Same reports whether l and m address the same elements in the same
+// order.
+func (l Layout) Same(m Layout) bool {
+	return l.Offset == m.Offset && SameShape(l.Shape, m.Shape) && slices.Equal(l.Strides, m.Strides)
 }
 
 // Scalar is a Go number passed where an op takes a tensor operand.

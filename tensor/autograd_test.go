@@ -527,6 +527,19 @@ func TestExplainTrainingStep(t *testing.T) {
 	if w.Grad() != nil {
 		t.Error("Explain added a gradient")
 	}
+	// Only a captured parameter requires gradients: a model's training
+	// step, explained as Compile traces it through its gradient twin.
+	ex, err = Explain(func(x *Tensor) *Tensor {
+		loss := x.MatMul(w).Tanh().Sum()
+		loss.Backward()
+		return loss
+	}, Randn(2, Float64, 5, 4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ex.Gradients) != 1 || !strings.Contains(ex.Gradients[0], "a captured tensor") {
+		t.Errorf("gradients %v, want the captured parameter's", ex.Gradients)
+	}
 }
 
 // A compiled model whose loss is taken after the call: the forward is the

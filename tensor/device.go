@@ -103,6 +103,14 @@ func MemoryStats(d Device) cuda.AllocatorStats {
 	return array.MemoryStats(d)
 }
 
+// ResetPeakMemoryStats sets GPU d's peak statistics (PeakAllocated,
+// PeakReserved) to the memory held now, after collecting the memory of
+// unreachable tensors, so that the peaks measure the work that follows.
+func ResetPeakMemoryStats(d Device) {
+	defer rethrow()
+	array.ResetPeakMemoryStats(d)
+}
+
 // EmptyCache returns the cached, unused GPU memory of device d to the
 // driver, after collecting the memory of unreachable tensors (tensors
 // still alive keep theirs). On the CPU, which caches

@@ -105,16 +105,16 @@ func Explain(fn any, args ...any) (*Explanation, error) {
 		c.isGrad = recording() && gradMask(fa.tensors) != ""
 		ge, _ := guard.NewCache(c.policy(fa), c.opts.limit).Plan(&fa.call)
 		var e *entry
-		err := Try(func() { e = c.compileEntry(ge, fa, in) })
+		err := tryTrace(func() { e = c.compileEntry(ge, fa, in) })
 		if err != nil && !c.isGrad && errors.Is(err, errNeedGradTwin) {
 			c.isGrad = true // it reads captured parameters that require gradients
-			err = Try(func() { e = c.compileEntry(ge, fa, in) })
+			err = tryTrace(func() { e = c.compileEntry(ge, fa, in) })
 		}
 		var gr *errGradResult
 		if err != nil && errors.As(err, &gr) {
 			// Backward is taken after the call: the forward compiles plainly.
 			c.isGrad = false
-			NoGrad(func() { err = Try(func() { e = c.compileEntry(ge, fa, in) }) })
+			NoGrad(func() { err = tryTrace(func() { e = c.compileEntry(ge, fa, in) }) })
 		}
 		if err != nil {
 			panic(err)
@@ -150,6 +150,25 @@ func Explain(fn any, args ...any) (*Explanation, error) {
 		}
 	})
 	return ex, err
+}
+
+// tryTrace is Try that also returns the errors a trace stops with to be
+// served another way (errNeedGradTwin, errGradResult, errGradEager), which
+// a compiled call recovers in recoverGrad.
+func tryTrace(f func()) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			re, _ := r.(error)
+			var gr *errGradResult
+			var ge *errGradEager
+			if re != nil && (errors.Is(re, errNeedGradTwin) || errors.As(re, &gr) || errors.As(re, &ge)) {
+				err = re
+				return
+			}
+			panic(r)
+		}
+	}()
+	return Try(f)
 }
 
 // explainArgs converts Explain's arguments to fn's parameters as a

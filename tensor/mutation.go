@@ -1,6 +1,7 @@
 package tensor
 
 import (
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -196,38 +197,45 @@ func writeBack(stores []*array.Array, vals []*Tensor) {
 }
 
 // markInPlace lets each write of g (AsStridedScatter) update its storage
-// operand in place where nothing else can read it: the operand is the
-// previous version of the storage and has no other use, and, where it is
-// the storage bound by reference (a constant), no other constant shares
-// that storage (a folded view of it). A decode step's cache write then
-// costs the written rows, not a copy of the cache, and the write-back
-// after the call copies nothing.
+// operand in place where nothing can read the old contents after it: the
+// operand is the previous version of the storage, and everything computed
+// from it (other than through the write) is computed before the write,
+// because the write depends on it, and is no result of g; where the
+// operand is the storage bound by reference (a constant), so is
+// everything computed from the other constants viewing that storage (the
+// tensor itself, or a folded view of it). A decode step's
+// cache write then costs the written rows, not a copy of the cache, an
+// optimizer's m.Copy(m·β + g·(1−β)) writes m where it is, and the
+// write-back after the call copies nothing.
 func markInPlace(g *ir.Graph) {
-	uses := map[*ir.Node]int{}
+	users := map[*ir.Node][]*ir.Node{}
 	for _, n := range g.Nodes {
 		for _, a := range n.Args {
 			if an, ok := a.(*ir.Node); ok && an != nil {
-				uses[an]++
+				users[an] = append(users[an], n)
 			}
 		}
 	}
+	result := map[*ir.Node]bool{}
 	for _, o := range g.Outputs {
-		uses[o]++
+		result[o] = true
 	}
 	for _, n := range g.Nodes {
 		if !writes(n) {
 			continue
 		}
 		base, ok := n.Args[0].(*ir.Node)
-		if !ok || uses[base] != 1 {
+		if !ok || slices.Contains(n.Args[1:], ir.Value(base)) {
 			continue
 		}
+		readers := []*ir.Node{base}
 		switch base.Kind {
 		case ir.ConstNode:
 			arr, ok := base.Value.(*array.Array)
-			if !ok || aliased(g, base, arr) {
+			if !ok {
 				continue
 			}
+			readers = append(readers, aliases(g, base, arr)...)
 		case ir.CallNode:
 			if !writes(base) {
 				continue
@@ -235,21 +243,64 @@ func markInPlace(g *ir.Graph) {
 		default:
 			continue
 		}
-		n.Attrs.KeepDim = true
+		inPlace := true
+		for _, r := range readers {
+			inPlace = inPlace && readBefore(n, r, users, result)
+		}
+		n.Attrs.KeepDim = inPlace
 	}
 }
 
-// aliased reports whether a constant of g other than c views arr's
-// storage.
-func aliased(g *ir.Graph, c *ir.Node, arr *array.Array) bool {
-	for _, n := range g.Nodes {
-		if n != c && n.Kind == ir.ConstNode {
-			if v, ok := n.Value.(*array.Array); ok && v.SharesStorage(arr) {
-				return true
+// readBefore reports whether everything computed from base, other than
+// through the write n, is an ancestor of n and no result: base's contents
+// are then read only before n overwrites them, whatever the schedule.
+func readBefore(n, base *ir.Node, users map[*ir.Node][]*ir.Node, result map[*ir.Node]bool) bool {
+	if result[base] {
+		return false
+	}
+	ancestors := map[*ir.Node]bool{}
+	stack := []*ir.Node{n}
+	for len(stack) > 0 {
+		v := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		for _, a := range v.Args {
+			if an, ok := a.(*ir.Node); ok && an != nil && !ancestors[an] {
+				ancestors[an] = true
+				stack = append(stack, an)
 			}
 		}
 	}
-	return false
+	seen := map[*ir.Node]bool{}
+	stack = append(stack[:0], base)
+	for len(stack) > 0 {
+		v := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		for _, u := range users[v] {
+			if u == n || seen[u] {
+				continue
+			}
+			if result[u] || !ancestors[u] {
+				return false
+			}
+			seen[u] = true
+			stack = append(stack, u)
+		}
+	}
+	return true
+}
+
+// aliases lists the constants of g other than c that view arr's storage
+// (a captured tensor, whose storage c is).
+func aliases(g *ir.Graph, c *ir.Node, arr *array.Array) []*ir.Node {
+	var views []*ir.Node
+	for _, n := range g.Nodes {
+		if n != c && n.Kind == ir.ConstNode {
+			if v, ok := n.Value.(*array.Array); ok && v.SharesStorage(arr) {
+				views = append(views, n)
+			}
+		}
+	}
+	return views
 }
 
 // noArgumentWritten panics with an *Error if an argument views a tensor

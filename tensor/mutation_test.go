@@ -163,8 +163,9 @@ func TestCompileWriteInPlace(t *testing.T) {
 }
 
 // markInPlace lets a write update its storage in place only where nothing
-// else reads the old contents: not where the old storage is read, or a
-// folded view of it is a constant too.
+// reads the old contents after it: not where the old storage is read
+// apart from the written value, is a result, or a folded view of it is a
+// constant too.
 func TestMarkInPlace(t *testing.T) {
 	store := Zeros(Float32, 8)
 	dev := store.v.Device()
@@ -172,15 +173,40 @@ func TestMarkInPlace(t *testing.T) {
 		name             string
 		readOld, viewOld bool
 		chained, inPlace bool
+		readInSrc        bool // the written value reads the old storage
+		returnOld        bool
+		viewInSrc        bool // the written value reads a constant view of the old storage
 	}{
-		{"a lone write", false, false, false, true},
-		{"the old storage read", true, false, false, false},
-		{"a constant view of the old storage", false, true, false, false},
-		{"a write after a write", false, false, true, true},
+		{"a lone write", false, false, false, true, false, false, false},
+		{"the old storage read", true, false, false, false, false, false, false},
+		{"a constant view of the old storage", false, true, false, false, false, false, false},
+		{"a write after a write", false, false, true, true, false, false, false},
+		{"the written value reads the old storage", false, false, false, true, true, false, false},
+		{"the written value and a result read the old storage", true, false, false, false, true, false, false},
+		{"the old storage is a result", false, false, false, false, true, true, false},
+		{"the written value reads a constant view of the old storage", false, false, false, true, false, false, true},
+		{"the written value and a result read a constant view", false, true, false, false, false, false, true},
 	} {
 		g := &ir.Graph{}
 		base := g.Const(store.v, []int{8}, Float32, dev, "")
 		src := g.Input([]int{2}, Float32, dev, "")
+		if c.viewInSrc {
+			view := store.v.WithLayout(ir.Layout{Shape: []int{2}, Strides: []int{1}, Offset: 3})
+			v := g.Const(view, []int{2}, Float32, dev, "")
+			var err error
+			if src, err = g.Call(ir.OpMul, ir.Attrs{}, "", src, v); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if c.readInSrc {
+			total, err := g.Call(ir.OpSum, ir.Attrs{}, "", base)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if src, err = g.Call(ir.OpAdd, ir.Attrs{}, "", src, total); err != nil {
+				t.Fatal(err)
+			}
+		}
 		at := func(off int) ir.Attrs {
 			return ir.StridedLayout(ir.Layout{Shape: []int{2}, Strides: []int{1}, Offset: off})
 		}
@@ -195,6 +221,9 @@ func TestMarkInPlace(t *testing.T) {
 			}
 		}
 		g.Outputs = []*ir.Node{last}
+		if c.returnOld {
+			g.Outputs = append(g.Outputs, base)
+		}
 		if c.readOld {
 			r, err := g.Call(ir.OpSum, ir.Attrs{}, "", base)
 			if err != nil {

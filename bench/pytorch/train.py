@@ -5,6 +5,11 @@ loss and writes them to --out as losses.npy, for the parity test.
 
     go run ./examples/train -out /tmp/train
     python3 bench/pytorch/train.py --init /tmp/train/init.safetensors --out examples/train/testdata/parity
+
+With --bench N it times N steps instead (eagerly and with torch.compile of
+the loss, whose backward AOTAutograd compiles; torch.optim.AdamW's foreach
+update), as `go run ./examples/train -bench N` does, with the peak device
+memory a step holds beyond its model, gradients and optimizer state.
 """
 import argparse
 import json
@@ -30,7 +35,7 @@ def logits(p, c, tokens):
     D, H = c["dim"], c["heads"]
     hd = D // H
     x = p["wte"][tokens] + p["wpe"][:T]
-    causal = torch.ones(T, T, dtype=torch.bool).tril()
+    causal = torch.ones(T, T, dtype=torch.bool, device=tokens.device).tril()
     for i in range(c["layers"]):
         w = lambda n: p["h%d.%s" % (i, n)]
         h = F.layer_norm(x, (D,), w("ln1.w"), w("ln1.b"), 1e-5)
@@ -57,7 +62,13 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--init", required=True)
     ap.add_argument("--out", help="folder for losses.npy")
+    ap.add_argument("--bench", type=int, default=0, help="time this many steps eagerly and compiled instead")
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--device", default="cpu")
     args = ap.parse_args()
+    if args.bench:
+        bench(args)
+        return
     meta = metadata(args.init)
     c = {k: int(meta[k]) for k in ("vocab", "dim", "heads", "layers", "seq", "batch", "steps")}
     ts = load_safetensors(args.init)
@@ -77,6 +88,59 @@ def main():
     if args.out:
         os.makedirs(args.out, exist_ok=True)
         np.save(os.path.join(args.out, "losses.npy"), np.array(losses, dtype=np.float64))
+
+
+def bench(args):
+    from timing import sync
+    import statistics
+    import time
+    meta = metadata(args.init)
+    c = {k: int(meta[k]) for k in ("vocab", "dim", "heads", "layers", "seq", "batch", "steps")}
+    ts = load_safetensors(args.init)
+    corpus = ts.pop("corpus").long()
+    dev = args.device
+    inp, tg = (t.to(dev) for t in batch(corpus, c, 0))
+
+    def loss_of(p, inp, tg):
+        return F.cross_entropy(logits(p, c, inp).reshape(-1, c["vocab"]), tg.reshape(-1))
+
+    def stepper(loss_fn):
+        p = {k: v.float().to(dev).requires_grad_(True) for k, v in ts.items()}
+        opt = torch.optim.AdamW([p[k] for k in sorted(p)], lr=float(meta["lr"]), weight_decay=float(meta["weight_decay"]))
+
+        def step():
+            opt.zero_grad()
+            loss = loss_fn(p, inp, tg)
+            loss.backward()
+            opt.step()
+            return loss
+        return step
+
+    variants = [("eager", stepper(loss_of)), ("compiled", stepper(getattr(torch, "compile", lambda f: f)(loss_of)))]
+    for _, f in variants:
+        for _ in range(3):
+            f()
+    us, extra = {n: [] for n, _ in variants}, {n: 0 for n, _ in variants}
+    gpu = dev.startswith("cuda")
+    for _ in range(args.reps):
+        for name, f in variants:
+            sync(dev)
+            if gpu:
+                torch.cuda.reset_peak_memory_stats(dev)
+                base = torch.cuda.memory_allocated(dev)
+            t0 = time.perf_counter()
+            for _ in range(args.bench):
+                f()
+            sync(dev)
+            us[name].append((time.perf_counter() - t0) / args.bench * 1e6)
+            if gpu:
+                extra[name] = max(extra[name], torch.cuda.max_memory_allocated(dev) - base)
+    print("torch %s: training step: %d layers, dim %d, vocab %d, batch %d x %d tokens, float32, on %s" % (
+        torch.__version__, c["layers"], c["dim"], c["vocab"], c["batch"], c["seq"], dev))
+    print("%-9s %10s %16s" % ("", "µs a step", "peak extra MB"))
+    for name, _ in variants:
+        print("%-9s %10.1f %16.2f" % (name, statistics.median(us[name]), extra[name] / 2**20))
+    print("eager/compiled: %.2fx" % (statistics.median(us["eager"]) / statistics.median(us["compiled"])))
 
 
 if __name__ == "__main__":

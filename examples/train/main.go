@@ -12,6 +12,7 @@
 // Usage:
 //
 //	go run ./examples/train [-steps 200] [-compile] [-out DIR] [-device cuda]
+//	go run ./examples/train -bench 50 [-device cuda]   # µs a step, eager vs compiled
 package main
 
 import (
@@ -22,6 +23,8 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
+	"slices"
 	"strconv"
 	"time"
 
@@ -49,6 +52,23 @@ const corpusTokens = 20000
 // one graph), and so does the optimizer's update (AdamW.Compiled).
 func Train(m *Model, corpus []int64, dev tensor.Device, compiled bool, progress func(step int, loss float64)) []float64 {
 	c := m.Cfg
+	step := NewStep(m, compiled)
+	losses := make([]float64, c.Steps)
+	for i := range c.Steps {
+		in, tg := Batch(corpus, c, i)
+		losses[i] = step(in.ToDevice(dev), tg.ToDevice(dev)).Item()
+		if progress != nil {
+			progress(i, losses[i])
+		}
+	}
+	return losses
+}
+
+// NewStep returns one training step of m with a new AdamW: zero the
+// gradients, the loss of a batch and its backward, the update. It returns
+// the loss without waiting for it.
+func NewStep(m *Model, compiled bool) func(in, tg *tensor.Tensor) *tensor.Tensor {
+	c := m.Cfg
 	opt := optim.NewAdamW(m.List(), c.LR)
 	opt.WeightDecay = c.WeightDecay
 	opt.Compiled = compiled
@@ -60,18 +80,73 @@ func Train(m *Model, corpus []int64, dev tensor.Device, compiled bool, progress 
 	if compiled {
 		lossAndGrads = tensor.Compile(lossAndGrads)
 	}
-	losses := make([]float64, c.Steps)
-	for step := range c.Steps {
-		in, tg := Batch(corpus, c, step)
+	return func(in, tg *tensor.Tensor) *tensor.Tensor {
 		opt.ZeroGrad()
-		loss := lossAndGrads(in.ToDevice(dev), tg.ToDevice(dev))
+		loss := lossAndGrads(in, tg)
 		opt.Step()
-		losses[step] = loss.Item()
-		if progress != nil {
-			progress(step, losses[step])
+		return loss
+	}
+}
+
+// benchSteps times n training steps of the c model eagerly and compiled,
+// the two taking turns for reps repetitions, each queued with one
+// synchronization at its end, and reports the median µs a step and the
+// most device memory a step holds beyond its model, gradients and
+// optimizer state (on a GPU).
+func benchSteps(w io.Writer, c Config, corpus []int64, dev tensor.Device, n, reps int) {
+	type variant struct {
+		name  string
+		step  func(in, tg *tensor.Tensor) *tensor.Tensor
+		us    []float64
+		extra int64
+	}
+	in, tg := Batch(corpus, c, 0)
+	in, tg = in.ToDevice(dev), tg.ToDevice(dev)
+	var vs []*variant
+	for _, compiled := range []bool{false, true} {
+		m := NewModel(c, 1)
+		for k, p := range m.Params {
+			m.Params[k] = p.ToDevice(dev).SetRequiresGrad(true)
+		}
+		v := &variant{name: map[bool]string{false: "eager", true: "compiled"}[compiled], step: NewStep(m, compiled)}
+		for range 3 { // compile, and the optimizer's state
+			v.step(in, tg)
+		}
+		vs = append(vs, v)
+	}
+	for range reps {
+		for _, v := range vs {
+			tensor.Synchronize(dev)
+			if dev != tensor.CPU {
+				tensor.ResetPeakMemoryStats(dev)
+			}
+			base := memoryHeld(dev)
+			start := time.Now()
+			for range n {
+				v.step(in, tg)
+			}
+			tensor.Synchronize(dev)
+			v.us = append(v.us, float64(time.Since(start).Microseconds())/float64(n))
+			if dev != tensor.CPU {
+				v.extra = max(v.extra, tensor.MemoryStats(dev).PeakAllocated-base)
+			}
 		}
 	}
-	return losses
+	fmt.Fprintf(w, "training step: %d layers, dim %d, vocab %d, batch %d × %d tokens, float32, on %v\n", c.Layers, c.Dim, c.Vocab, c.Batch, c.Seq, dev)
+	fmt.Fprintf(w, "%-9s %10s %16s\n", "", "µs a step", "peak extra MB")
+	for _, v := range vs {
+		slices.Sort(v.us)
+		fmt.Fprintf(w, "%-9s %10.1f %16.2f\n", v.name, v.us[len(v.us)/2], float64(v.extra)/(1<<20))
+	}
+	fmt.Fprintf(w, "eager/compiled: %.2fx\n", vs[0].us[len(vs[0].us)/2]/vs[1].us[len(vs[1].us)/2])
+}
+
+// memoryHeld is the device memory tensors hold on dev (0 on the CPU).
+func memoryHeld(dev tensor.Device) int64 {
+	if dev == tensor.CPU {
+		return 0
+	}
+	return tensor.MemoryStats(dev).Allocated
 }
 
 // save writes m's parameters (and extra tensors) as safetensors.
@@ -135,6 +210,9 @@ func run(args []string, stdout io.Writer) error {
 	out := fl.String("out", filepath.Join(os.TempDir(), "gocompile-train"), "folder for the weights, losses and plot")
 	device := fl.String("device", "", "cpu or cuda (default: GOCOMPILE_DEVICE, else cpu)")
 	compiled := fl.Bool("compile", false, "run the loss and its backward as one compiled function")
+	bench := fl.Int("bench", 0, "time this many steps eagerly and compiled (median of -reps) instead of training")
+	reps := fl.Int("reps", 5, "repetitions of -bench")
+	cpuProfile := fl.String("cpuprofile", "", "write a CPU profile of the run to this file")
 	if err := fl.Parse(args); err != nil {
 		return err
 	}
@@ -148,12 +226,27 @@ func run(args []string, stdout io.Writer) error {
 			return err
 		}
 	}
-	if err := os.MkdirAll(*out, 0o755); err != nil {
-		return err
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	c := Tiny
 	c.Steps = *steps
 	corpus := Corpus(corpusTokens)
+	if *bench > 0 {
+		benchSteps(stdout, c, corpus, dev, *bench, max(*reps, 1))
+		return nil
+	}
+	if err := os.MkdirAll(*out, 0o755); err != nil {
+		return err
+	}
 	m := NewModel(c, 1)
 	if err := save(filepath.Join(*out, "init.safetensors"), m, map[string]*tensor.Tensor{
 		"corpus": tensor.FromSlice(corpus, len(corpus))}); err != nil {

@@ -22,6 +22,7 @@ type groupStep struct {
 	kinds  []ir.Kind
 	blks   []*ir.Block
 	kernel inductor.PointwiseKernel
+	reads  [][]bool // per member, per input: whether its expression reads it
 	cache  *array.Artifacts // where its GPU kernels are kept (nil: the process-wide cache)
 	tune   bool             // MaxAutotune: time launch shapes
 }
@@ -41,6 +42,7 @@ func newGroupStep(r *fuse.Region) (*groupStep, error) {
 			return nil, fmt.Errorf("region %v: %w", m, err)
 		}
 		s.blks = append(s.blks, blk)
+		s.reads = append(s.reads, inputsRead(exprs[i], len(s.inputs)))
 		fmt.Fprintln(h, exprs[i])
 		if i > 0 {
 			s.kernel.Extra = append(s.kernel.Extra, inductor.ExtraOutput{Expr: exprs[i], Compute: m.Compute, Out: m.Root.DType})

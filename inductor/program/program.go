@@ -76,6 +76,12 @@ type inductorStep struct {
 	// before its store (gemm.go).
 	epilogue *gemmEpilogue
 	tuned    *sync.Map // a product's step: the GEMM launch shape MaxAutotune chose, per shape
+	// stores gives, per member, the node index of the storage the member's
+	// value overwrites whole (an in-place write of it, its only use), or
+	// -1: the member's kernel then stores into that storage directly,
+	// where storeInto allows it, and the write copies nothing.
+	stores []int
+	writes []*ir.Node // per member with a store, the write
 	// dependent marks a product whose kernel may start before the
 	// kernel ahead of it finishes (cuda.Stream.LaunchDependent): its
 	// weight is an input or constant, which no kernel of the program
@@ -126,6 +132,7 @@ func newInductorProgramWith(g *ir.Graph, cfg Config) (*inductorProgram, error) {
 	}
 	p.findEpilogues()
 	p.findDependentProducts()
+	p.findDirectStores()
 	if logs.On("fusion") {
 		plan, fused := p.fusionPlan()
 		logs.Text("gocompile: fusion", "plan", plan, cfg.Artifacts.LogArgs("regions", len(regions), "fused", fused)...)
@@ -225,7 +232,22 @@ func (p *inductorProgram) runWith(inputs []*array.Array, a *array.Arena, q *arra
 			}, q)
 			continue
 		}
-		res := s.group.run(viewInputs(s.group.inputs, args), dst, q)
+		if s.stores != nil {
+			in, planned := viewInputs(s.group.inputs, args), dst
+			dst = func(m int, dev ir.Device, dt ir.DType, shape []int) *array.Array {
+				if st := s.stores[m]; st >= 0 {
+					if x := s.group.canStoreInto(m, vals[st], s.writes[m], dt, shape, in); x != nil {
+						stats.DirectStores.Add(1)
+						return x
+					}
+				}
+				return planned(m, dev, dt, shape)
+			}
+			args = in
+		} else {
+			args = viewInputs(s.group.inputs, args)
+		}
+		res := s.group.run(args, dst, q)
 		for m, t := range res {
 			vals[s.roots[m]] = t
 		}

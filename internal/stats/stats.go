@@ -24,4 +24,7 @@ var (
 	AutotuneSearches atomic.Int64
 	// LtProducts counts matrix products run through cuBLASLt.
 	LtProducts atomic.Int64
+	// DirectStores counts fused kernels that stored a value into the
+	// storage it overwrites instead of a buffer copied there.
+	DirectStores atomic.Int64
 )
