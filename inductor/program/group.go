@@ -22,7 +22,7 @@ type groupStep struct {
 	kinds  []ir.Kind
 	blks   []*ir.Block
 	kernel inductor.PointwiseKernel
-	reads  [][]bool // per member, per input: whether its expression reads it
+	reads  [][]bool         // per member, per input: whether its expression reads it
 	cache  *array.Artifacts // where its GPU kernels are kept (nil: the process-wide cache)
 	tune   bool             // MaxAutotune: time launch shapes
 }
