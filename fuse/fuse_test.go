@@ -206,7 +206,9 @@ func TestRegionExprConverts(t *testing.T) {
 }
 
 // Independent pointwise regions over one iteration space run as one
-// group, placed where everything they read is ready.
+// group, and flat ones of other shapes as one combo, placed where
+// everything they read is ready; an in-place write moves up to just after
+// what it reads.
 func TestHorizontal(t *testing.T) {
 	tests := []struct {
 		name  string
@@ -220,11 +222,28 @@ func TestHorizontal(t *testing.T) {
 			c := call(t, g, ir.OpMul, ir.Attrs{}, x, ir.ScalarOf(3))
 			return []*ir.Node{a, b, c}
 		}, "horizontal [fused exp -> v1 | fused sin -> v2 | fused mul -> v3]"},
-		{"other shapes stay apart", func(g *ir.Graph) []*ir.Node {
+		{"flat regions of other shapes share a combo", func(g *ir.Graph) []*ir.Node {
 			x := g.Input([]int{4, 8}, ir.Float32, ir.CPU, "")
 			y := g.Input([]int{8}, ir.Float32, ir.CPU, "")
 			return []*ir.Node{call(t, g, ir.OpExp, ir.Attrs{}, x), call(t, g, ir.OpExp, ir.Attrs{}, y)}
-		}, "fused exp -> v2; fused exp -> v3"},
+		}, "horizontal [fused exp -> v2 | fused exp -> v3]"},
+		{"a broadcasting region stays apart from other shapes", func(g *ir.Graph) []*ir.Node {
+			x := g.Input([]int{4, 8}, ir.Float32, ir.CPU, "")
+			y := g.Input([]int{8}, ir.Float32, ir.CPU, "")
+			z := g.Input([]int{3, 8}, ir.Float32, ir.CPU, "")
+			return []*ir.Node{call(t, g, ir.OpExp, ir.Attrs{}, x), call(t, g, ir.OpAdd, ir.Attrs{}, z, y)}
+		}, "fused exp -> v3; fused add -> v4"},
+		{"an in-place write moves up after its source", func(g *ir.Graph) []*ir.Node {
+			m := g.Input([]int{8}, ir.Float32, ir.CPU, "")
+			x := g.Input([]int{4, 8}, ir.Float32, ir.CPU, "")
+			src := call(t, g, ir.OpMul, ir.Attrs{}, m, ir.ScalarOf(2))
+			s := call(t, g, ir.OpSum, ir.Attrs{}, x) // a separate region
+			w := call(t, g, ir.OpAsStridedScatter, ir.StridedLayout(ir.Layout{Shape: []int{8}, Strides: []int{1}}), m, src)
+			w.Attrs.KeepDim = true
+			a := call(t, g, ir.OpAdd, ir.Attrs{}, w, ir.ScalarOf(1))
+			b := call(t, g, ir.OpExp, ir.Attrs{}, x)
+			return []*ir.Node{s, a, b}
+		}, "horizontal [fused mul -> v2 | fused exp -> v6]; v4 (as_strided_scatter); v3 (sum); fused add -> v5"},
 		{"a region joins only after what it reads", func(g *ir.Graph) []*ir.Node {
 			x := g.Input([]int{4, 8}, ir.Float32, ir.CPU, "")
 			a := call(t, g, ir.OpExp, ir.Attrs{}, x)

@@ -110,7 +110,7 @@ func (l *Layout) Rebuild(g *ir.Graph) ([]*Region, error) {
 		var r *Region
 		switch rl.Kind {
 		case layoutGroup:
-			if len(rl.Members) < 2 || len(rl.Members) > MaxGroup {
+			if len(rl.Members) < 2 || len(rl.Members) > MaxCombo {
 				return nil, fmt.Errorf("fuse: layout has a group of %d", len(rl.Members))
 			}
 			r = &Region{}

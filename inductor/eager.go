@@ -111,6 +111,13 @@ type PointwiseKernel struct {
 	// output pointer (out1, out2, ... after out) with the same layout as
 	// the output. Fused expressions take no op parameters.
 	Extra []ExtraOutput
+
+	// member makes a dense kernel's source a device function, NAME_body,
+	// that a ComboKernel calls for its range of blocks (taking the block
+	// index and count as its last parameters, bid and nb).
+	member bool
+	// params are the kernel's parameter declarations, set by body.
+	params []string
 }
 
 // ExtraOutput is one more value a fused pointwise kernel computes.
@@ -428,7 +435,14 @@ func (k *PointwiseKernel) body() (string, error) {
 			return "", fmt.Errorf("%s: a dense kernel cannot read operand %d with access %c", k.label(), i, o.Access.letter())
 		}
 	}
-	fmt.Fprintf(&b, "extern \"C\" __global__ void %s(\n    %s) {\n", k.Name(), strings.Join(params, ",\n    "))
+	k.params = params
+	block, grid := "blockIdx.x", "gridDim.x"
+	if k.member {
+		fmt.Fprintf(&b, "__device__ __forceinline__ void %s_body(\n    %s,\n    long long bid, long long nb) {\n", k.Name(), strings.Join(params, ",\n    "))
+		block, grid = "bid", "nb"
+	} else {
+		fmt.Fprintf(&b, "extern \"C\" __global__ void %s(\n    %s) {\n", k.Name(), strings.Join(params, ",\n    "))
+	}
 	c.uniforms(&b)
 	// storeAll stores every output at index at, its operands loaded by load.
 	storeAll := func(indent, at string, load func(i int, o Operand) string) string {
@@ -455,7 +469,7 @@ func (k *PointwiseKernel) body() (string, error) {
 		}
 	}
 	fmt.Fprintf(&b, "  const long long tile = (long long)blockDim.x * %d;\n", VectorWidth*u)
-	b.WriteString("  for (long long t0 = (long long)blockIdx.x * tile; t0 < n; t0 += (long long)gridDim.x * tile) {\n")
+	fmt.Fprintf(&b, "  for (long long t0 = (long long)%s * tile; t0 < n; t0 += (long long)%s * tile) {\n", block, grid)
 	b.WriteString("    if (aligned && t0 + tile <= n) {\n")
 	// vecIndex is the first flat index of a thread's vector v.
 	vecIndex := fmt.Sprintf("t0 + ((long long)v * blockDim.x + threadIdx.x) * %d", VectorWidth)

@@ -161,6 +161,24 @@ func allKernels(t *testing.T) []source {
 			out = append(out, source{k.Name(), mustBody(t, k), k.Source})
 		}
 	}
+	// A combo: the same expression over operands read two ways (its two
+	// device functions must not clash), and another expression.
+	adam := ir.Add(ir.Mul(ir.Arg(0), ir.Arg(2)), ir.Arg(1))
+	combo := &ComboKernel{Members: []PointwiseKernel{
+		{Expr: adam, Label: "m", Compute: ir.F32, Out: ir.Float32, Index32: true, Operands: []Operand{
+			{DType: ir.Float32, Kind: ir.F32, Access: Dense}, {DType: ir.Float32, Kind: ir.F32, Access: Dense}, {DType: ir.Float32, Kind: ir.F32, Access: Uniform}}},
+		{Expr: adam, Label: "m", Compute: ir.F32, Out: ir.Float32, Index32: true, Operands: []Operand{
+			{DType: ir.Float32, Kind: ir.F32, Access: Dense}, {DType: ir.Float32, Kind: ir.F32, Access: Uniform}, {DType: ir.Float32, Kind: ir.F32, Access: Uniform}}},
+		{Expr: adam, Label: "m", Compute: ir.F32, Out: ir.Float32, Index32: true, Operands: []Operand{
+			{DType: ir.Float32, Kind: ir.F32, Access: Dense}, {DType: ir.Float32, Kind: ir.F32, Access: Dense}, {DType: ir.Float32, Kind: ir.F32, Access: Uniform}}},
+		{Expr: ir.Sqrt(ir.Arg(0)), Label: "v", Compute: ir.F32, Out: ir.BFloat16, Operands: []Operand{
+			{DType: ir.BFloat16, Kind: ir.F32, Access: Dense}}},
+	}}
+	if src, err := combo.Source(); err != nil {
+		t.Fatal(err)
+	} else {
+		out = append(out, source{combo.Name(), afterPrelude(src), combo.Source})
+	}
 	// Fused 16-bit intermediates, rounded as their store would be.
 	for _, via := range []ir.DType{ir.Float16, ir.BFloat16} {
 		for _, kind := range []ir.Kind{ir.F32, ir.F64} {

@@ -27,4 +27,7 @@ var (
 	// DirectStores counts fused kernels that stored a value into the
 	// storage it overwrites instead of a buffer copied there.
 	DirectStores atomic.Int64
+	// ComboLaunches counts combo kernels launched (fused regions of
+	// different shapes run as one launch).
+	ComboLaunches atomic.Int64
 )

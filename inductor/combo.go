@@ -1,0 +1,96 @@
+package inductor
+
+import (
+	"fmt"
+	"hash/fnv"
+	"strings"
+)
+
+// ComboKernel runs several dense pointwise kernels (Members, each over its
+// own elements) as one launch: member i takes blocks [end(i-1), end(i)) of
+// the grid, as a multi-tensor kernel does, so that an optimizer's update
+// of every parameter, or any independent flat regions of different shapes
+// (fuse.Horizontal's combos), cost one launch instead of one each.
+type ComboKernel struct {
+	Members []PointwiseKernel // dense kernels (not Strided nor Tile)
+
+	named []PointwiseKernel // the members as generated (see named)
+	name  string
+}
+
+// Name is the kernel's entry point, unique for its members.
+func (c *ComboKernel) Name() string {
+	if c.name == "" {
+		h := fnv.New64a()
+		for _, k := range c.generated() {
+			fmt.Fprintln(h, k.Name())
+		}
+		c.name = fmt.Sprintf("gc_combo%d_%016x", len(c.Members), h.Sum64())
+	}
+	return c.name
+}
+
+// generated gives the members as their device functions are generated:
+// each labelled by its position among the distinct kernels, so that two
+// members with the same expression but other operands do not define one
+// device function twice.
+func (c *ComboKernel) generated() []PointwiseKernel {
+	if c.named != nil {
+		return c.named
+	}
+	distinct := map[string]int{}
+	for _, k := range c.Members {
+		name := k.Name()
+		if _, ok := distinct[name]; !ok {
+			distinct[name] = len(distinct)
+		}
+		k.member = true
+		k.Expr, k.Label = k.expr(), fmt.Sprintf("%s_c%d", k.label(), distinct[name])
+		k.Op = nil // a member is named by its label
+		c.named = append(c.named, k)
+	}
+	return c.named
+}
+
+// Source generates the CUDA C: each distinct member's body as a device
+// function, then the kernel, which finds its block's member and calls its
+// body. Parameters, in order, per member: the member kernel's parameters
+// (see PointwiseKernel.Source: n, its pointers, scalars, aligned, inners),
+// then long long end, the first block past the member's.
+func (c *ComboKernel) Source() (string, error) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "// gocompile combo kernel of %d fused members, each a range of blocks\n", len(c.Members))
+	b.WriteString(cudaPrelude)
+	defined := map[string]bool{}
+	var params, calls []string
+	for i := range c.generated() {
+		k := &c.named[i]
+		body, err := k.body()
+		if err != nil {
+			return "", fmt.Errorf("combo member %d: %w", i, err)
+		}
+		if k.Strided || k.Tile {
+			return "", fmt.Errorf("combo member %d (%s) is not a dense kernel", i, k.Name())
+		}
+		if !defined[k.Name()] {
+			defined[k.Name()] = true
+			fmt.Fprintf(&b, "\n// member %d: %s\n%s", i, k.label(), body)
+		}
+		var names []string
+		for _, p := range k.params {
+			name := p[strings.LastIndexAny(p, " *")+1:]
+			params = append(params, fmt.Sprintf("%s_m%d", p, i))
+			names = append(names, fmt.Sprintf("%s_m%d", name, i))
+		}
+		params = append(params, fmt.Sprintf("long long end_m%d", i))
+		start := "0LL"
+		if i > 0 {
+			start = fmt.Sprintf("end_m%d", i-1)
+		}
+		calls = append(calls, fmt.Sprintf("  if (b < end_m%d) {\n    %s_body(%s,\n        b - %s, end_m%d - %s);\n    return;\n  }\n",
+			i, k.Name(), strings.Join(names, ", "), start, i, start))
+	}
+	fmt.Fprintf(&b, "\nextern \"C\" __global__ void %s(\n    %s) {\n  const long long b = blockIdx.x;\n%s}\n",
+		c.Name(), strings.Join(params, ",\n    "), strings.Join(calls, ""))
+	return b.String(), nil
+}
