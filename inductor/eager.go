@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"strings"
+	"sync"
 
 	"gocompile/ir"
 )
@@ -152,10 +153,13 @@ func (k *PointwiseKernel) outputs() []output {
 // many vectors as keep 16 bytes of each in flight a thread, as one
 // float32 vector does: 2 for 16-bit elements.
 func (k *PointwiseKernel) AutoUnroll() int {
-	seen := map[*ir.Expr]bool{}
-	n := mathOps(k.expr(), seen)
-	for _, x := range k.Extra {
-		n += mathOps(x.Expr, seen)
+	n := countMathOps(k.expr())
+	if len(k.Extra) > 0 {
+		seen := map[*ir.Expr]bool{}
+		n = mathOps(k.expr(), seen)
+		for _, x := range k.Extra {
+			n += mathOps(x.Expr, seen)
+		}
 	}
 	u := 4
 	switch {
@@ -185,6 +189,20 @@ func (k *PointwiseKernel) unroll() int {
 		return k.Unroll
 	}
 	return k.AutoUnroll()
+}
+
+// mathOpCounts memoizes countMathOps: a launch asks for it, and
+// expressions do not change once built.
+var mathOpCounts sync.Map // *ir.Expr → int
+
+// countMathOps is mathOps of e alone.
+func countMathOps(e *ir.Expr) int {
+	if n, ok := mathOpCounts.Load(e); ok {
+		return n.(int)
+	}
+	n := mathOps(e, map[*ir.Expr]bool{})
+	mathOpCounts.Store(e, n)
+	return n
 }
 
 // mathOps counts the nodes of e (each shared node once) that compile to

@@ -22,13 +22,13 @@ type groupStep struct {
 	kinds  []ir.Kind
 	blks   []*ir.Block
 	kernel inductor.PointwiseKernel
-	reads  [][]bool         // per member, per input: whether its expression reads it
+	reads  [][]bool // per member, per input: whether its expression reads it
 	// combo is set for a combo (fuse.Region.Combo): members of different
 	// shapes, each run over its own inputs, on a GPU as one
 	// inductor.ComboKernel launch.
 	combo []comboMember
-	cache  *array.Artifacts // where its GPU kernels are kept (nil: the process-wide cache)
-	tune   bool             // MaxAutotune: time launch shapes
+	cache *array.Artifacts // where its GPU kernels are kept (nil: the process-wide cache)
+	tune  bool             // MaxAutotune: time launch shapes
 }
 
 func newGroupStep(r *fuse.Region) (*groupStep, error) {

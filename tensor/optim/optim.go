@@ -36,6 +36,7 @@ func (o *SGD) Step() {
 			if g == nil {
 				continue
 			}
+			p = p.Detach() // no op on it asks whether to record gradients
 			d := g
 			if o.WeightDecay != 0 {
 				d = d.Add(p.MulScalar(o.WeightDecay))
@@ -70,7 +71,9 @@ type AdamW struct {
 	LR, Beta1, Beta2, Eps, WeightDecay float64
 	// Compiled runs each step as one compiled function over every
 	// parameter (tensor.Compile: the updates fused, the moments and
-	// parameters written in place), compiled once; the learning rate and
+	// parameters stored in place; on a GPU, multi-tensor kernels, one
+	// launch for every parameter's moments and one for the parameters,
+	// up to 32 tensors a launch), compiled once; the learning rate and
 	// the step's bias corrections are its tensor arguments. A step where
 	// some parameter has no gradient runs eagerly.
 	Compiled bool
@@ -111,7 +114,8 @@ func (o *AdamW) Step() {
 				sc = [3]*tensor.Tensor{scalarLike(p, o.LR), scalarLike(p, c1), scalarLike(p, c2)}
 				scalars[k] = sc
 			}
-			o.update(p, g, o.m[i], o.v[i], sc[0], sc[1], sc[2])
+			// Detached, no op on p asks whether to record gradients.
+			o.update(p.Detach(), g, o.m[i], o.v[i], sc[0], sc[1], sc[2])
 		}
 	})
 }
