@@ -16,6 +16,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -77,8 +78,9 @@ type Generator struct {
 	busy   atomic.Int64 // nanoseconds spent generating
 }
 
-func newGenerator(m *llama.Model, compiled bool, seed uint64) *Generator {
-	dec := llama.NewDecoder(m, 1)
+// newGenerator makes a generator of batch sequences at a time.
+func newGenerator(m *llama.Model, compiled bool, seed uint64, batch int) *Generator {
+	dec := llama.NewDecoder(m, batch)
 	g := &Generator{dec: dec, step: dec.Forward, rng: tensor.NewGenerator(seed)}
 	if compiled {
 		g.step = tensor.Compile(dec.Forward, tensor.WithMode(tensor.ReduceOverhead))
@@ -86,14 +88,36 @@ func newGenerator(m *llama.Model, compiled bool, seed uint64) *Generator {
 	return g
 }
 
-// Generate feeds prompt (one sequence), then draws n tokens, calling emit
-// with each; it stops early when the cache is full or emit returns false.
+// Generate feeds prompt (one sequence; the generator's batch must be 1),
+// then draws n tokens, calling emit with each; it stops early when the
+// cache is full or emit returns false.
 func (g *Generator) Generate(prompt []int64, n int, s Sampling, emit func(tok int64) bool) error {
+	return g.GenerateBatch([][]int64{prompt}, n, s, func(toks []int64) bool { return emit(toks[0]) })
+}
+
+// GenerateBatch feeds prompts, one per sequence of the generator's batch,
+// all of one length, then draws n tokens for each, calling emit with each
+// step's tokens (one per sequence); it stops early when the cache is full
+// or emit returns false. Every step is one call of the decode step for
+// the whole batch.
+func (g *Generator) GenerateBatch(prompts [][]int64, n int, s Sampling, emit func(toks []int64) bool) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	c := g.dec.M.Cfg
-	if len(prompt) == 0 || len(prompt) >= c.MaxSeq {
-		return fmt.Errorf("a prompt of %d tokens; give 1 to %d", len(prompt), c.MaxSeq-1)
+	b := g.dec.K[0].Size(0)
+	if len(prompts) != b {
+		return fmt.Errorf("%d prompts for a generator of batch %d; give one per sequence", len(prompts), b)
+	}
+	t := len(prompts[0])
+	if t == 0 || t >= c.MaxSeq {
+		return fmt.Errorf("a prompt of %d tokens; give 1 to %d", t, c.MaxSeq-1)
+	}
+	flat := make([]int64, 0, b*t)
+	for i, p := range prompts {
+		if len(p) != t {
+			return fmt.Errorf("prompt %d has %d tokens, prompt 0 has %d; give prompts of one length", i, len(p), t)
+		}
+		flat = append(flat, p...)
 	}
 	start := time.Now()
 	defer func() { g.busy.Add(int64(time.Since(start))) }()
@@ -102,18 +126,18 @@ func (g *Generator) Generate(prompt []int64, n int, s Sampling, emit func(tok in
 		return tensor.Arange(float64(from), float64(to), 1, tensor.Int64).ToDevice(dev)
 	}
 	// Prefill runs eagerly: its length differs from call to call.
-	logits := g.dec.Forward(tensor.FromSlice(prompt, 1, len(prompt)).ToDevice(dev), positions(0, len(prompt)))
-	for i := 0; i < n && len(prompt)+i < c.MaxSeq; i++ {
-		tok := sample(logits, s, g.rng)[0]
-		g.tokens.Add(1)
-		if !emit(tok) {
+	logits := g.dec.Forward(tensor.FromSlice(flat, b, t).ToDevice(dev), positions(0, t))
+	for i := 0; i < n && t+i < c.MaxSeq; i++ {
+		toks := sample(logits, s, g.rng)
+		g.tokens.Add(int64(b))
+		if !emit(toks) {
 			return nil
 		}
-		p := len(prompt) + i
+		p := t + i
 		if p+1 >= c.MaxSeq {
 			break
 		}
-		logits = g.step(tensor.FromSlice([]int64{tok}, 1, 1).ToDevice(dev), positions(p, p+1))
+		logits = g.step(tensor.FromSlice(toks, b, 1).ToDevice(dev), positions(p, p+1))
 	}
 	return nil
 }
@@ -210,8 +234,12 @@ func run(args []string, stdout io.Writer) error {
 	topK := fl.Int("top-k", 0, "sample among the k most likely tokens (0: all)")
 	topP := fl.Float64("top-p", 0, "sample among the most likely tokens holding this mass (0: all)")
 	serve := fl.String("serve", "", "serve HTTP on this address instead of generating once")
+	batch := fl.Int("batch", 1, "sequences generated at once from the prompt (each sampled on its own)")
 	if err := fl.Parse(args); err != nil {
 		return err
+	}
+	if *batch < 1 || *serve != "" && *batch != 1 {
+		return errors.New("-batch must be at least 1, and 1 with -serve")
 	}
 	c, ok := llama.Configs[*config]
 	if !ok {
@@ -235,7 +263,7 @@ func run(args []string, stdout io.Writer) error {
 		}
 	}
 	m.ToDevice(dev)
-	g := newGenerator(m, !*eager, 7)
+	g := newGenerator(m, !*eager, 7, *batch)
 	if *serve != "" {
 		fmt.Fprintf(stdout, "serving %s config on %v at http://%s/generate?prompt=…\n", *config, dev, *serve)
 		return http.ListenAndServe(*serve, handler(g))
@@ -244,12 +272,32 @@ func run(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprint(stdout, *prompt)
-	err = g.Generate(toks, *n, Sampling{Temperature: *temp, TopK: *topK, TopP: *topP}, func(tok int64) bool {
-		fmt.Fprint(stdout, decode(tok, c.Vocab))
+	prompts := make([][]int64, *batch)
+	texts := make([]string, *batch)
+	for i := range prompts {
+		prompts[i], texts[i] = toks, *prompt
+	}
+	sampling := Sampling{Temperature: *temp, TopK: *topK, TopP: *topP}
+	if *batch == 1 {
+		fmt.Fprint(stdout, *prompt) // streamed as generated
+	}
+	err = g.GenerateBatch(prompts, *n, sampling, func(toks []int64) bool {
+		for i, tok := range toks {
+			texts[i] += decode(tok, c.Vocab)
+		}
+		if *batch == 1 {
+			fmt.Fprint(stdout, decode(toks[0], c.Vocab))
+		}
 		return true
 	})
-	fmt.Fprintf(stdout, "\n%d tokens, %.1f tokens/s (%s config, %v, %s, compiled %v)\n",
-		g.tokens.Load(), g.TokensPerSecond(), *config, dev, *dtype, !*eager)
+	if *batch > 1 {
+		for i, text := range texts {
+			fmt.Fprintf(stdout, "[%d] %s\n", i, text)
+		}
+	} else {
+		fmt.Fprintln(stdout)
+	}
+	fmt.Fprintf(stdout, "%d tokens, %.1f tokens/s (%s config, batch %d, %v, %s, compiled %v)\n",
+		g.tokens.Load(), g.TokensPerSecond(), *config, *batch, dev, *dtype, !*eager)
 	return err
 }

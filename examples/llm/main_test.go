@@ -34,7 +34,7 @@ func tinyModel(t *testing.T) *llama.Model {
 // same KV cache.
 func TestCompiledDecodeMatchesEager(t *testing.T) {
 	m := tinyModel(t)
-	eager, compiled := newGenerator(m, false, 1), newGenerator(m, true, 1)
+	eager, compiled := newGenerator(m, false, 1, 1), newGenerator(m, true, 1, 1)
 	prompt, _ := encode("The quick brown fox", m.Cfg.Vocab)
 	var te, tc []int64
 	if err := eager.Generate(prompt, 32, Sampling{}, func(tok int64) bool { te = append(te, tok); return true }); err != nil {
@@ -67,6 +67,50 @@ func TestCompiledDecodeMatchesEager(t *testing.T) {
 	}
 }
 
+// A batch of sequences decodes as each sequence alone: three prompts of
+// one length through the compiled step of a batch-3 generator give each
+// prompt's greedy tokens from a batch-1 generator (eager), step by step;
+// prompts of other lengths or counts are refused.
+func TestBatchMatchesSingleSequences(t *testing.T) {
+	m := tinyModel(t)
+	var prompts [][]int64
+	for _, text := range []string{"The quick brown fox", "Lorem ipsum dolor s", "0123456789abcdefghi"} {
+		p, _ := encode(text, m.Cfg.Vocab)
+		prompts = append(prompts, p)
+	}
+	const n = 24
+	batch := newGenerator(m, true, 1, len(prompts))
+	got := make([][]int64, len(prompts))
+	if err := batch.GenerateBatch(prompts, n, Sampling{}, func(toks []int64) bool {
+		for i, tok := range toks {
+			got[i] = append(got[i], tok)
+		}
+		return true
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for i, p := range prompts {
+		var want []int64
+		if err := newGenerator(m, false, 1, 1).Generate(p, n, Sampling{}, func(tok int64) bool { want = append(want, tok); return true }); err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(got[i]) != fmt.Sprint(want) {
+			t.Errorf("sequence %d: batched %v, alone %v", i, got[i], want)
+		}
+	}
+	if n := batch.tokens.Load(); n != int64(len(prompts)*24) {
+		t.Errorf("%d tokens counted, want %d", n, len(prompts)*24)
+	}
+	emit := func([]int64) bool { return true }
+	if err := batch.GenerateBatch(prompts[:2], 4, Sampling{}, emit); err == nil || !strings.Contains(err.Error(), "one per sequence") {
+		t.Errorf("two prompts for a batch of 3: %v", err)
+	}
+	short := [][]int64{prompts[0], prompts[1], prompts[2][:5]}
+	if err := batch.GenerateBatch(short, 4, Sampling{}, emit); err == nil || !strings.Contains(err.Error(), "one length") {
+		t.Errorf("prompts of other lengths: %v", err)
+	}
+}
+
 // Top-k of 1 and a tiny top-p are greedy; seeded sampling repeats.
 func TestSampling(t *testing.T) {
 	logits := tensor.Randn(3, tensor.Float32, 2, 50)
@@ -89,7 +133,7 @@ func TestSampling(t *testing.T) {
 // The server streams one event per token, then done, and counts them in
 // /metrics; a request without a prompt is refused.
 func TestServer(t *testing.T) {
-	g := newGenerator(tinyModel(t), true, 1)
+	g := newGenerator(tinyModel(t), true, 1, 1)
 	srv := httptest.NewServer(handler(g))
 	defer srv.Close()
 	res, err := http.Get(srv.URL + "/generate?prompt=hi&tokens=5&temperature=0.7&top_k=10&top_p=0.9")
@@ -228,7 +272,7 @@ func checkParity(t *testing.T, m *llama.Model, prompt []int64, want *tensor.Tens
 	wl, wt := want.Float64s(), wantTok.Int64s()
 	vocab := m.Cfg.Vocab
 	for _, compiled := range []bool{false, true} {
-		g := newGenerator(m, compiled, 1)
+		g := newGenerator(m, compiled, 1, 1)
 		dev := m.TokEmb.Device()
 		var logits []*tensor.Tensor
 		logits = append(logits, g.dec.Forward(tensor.FromSlice(prompt, 1, len(prompt)).ToDevice(dev),
