@@ -5,6 +5,7 @@ import (
 	"io"
 	"strings"
 
+	"gocompile/cuda"
 	"gocompile/examples/llm/llama"
 	"gocompile/tensor"
 )
@@ -67,5 +68,43 @@ func runLLM(cfg *config, out io.Writer) error {
 		fmt.Fprintf(out, "%-6d %11.1f %11.1f %16.1f %12.1f %12.1f %14.1f%%\n", batch, eu, cu, gu,
 			float64(batch)/best*1e6, float64(bytes)/1e6, 100*roof/best)
 	}
+	steadyDecode(out, m, cfg.device)
 	return nil
+}
+
+// steadyDecode runs 256 greedy decode steps of batch 1 through the
+// ReduceOverhead step, as a generation loop does (the position a new
+// device tensor each step, the next token the argmax of the logits), and
+// reports what the device allocator did meanwhile (on a GPU): a steady
+// loop takes no new device memory, its buffers all coming from the
+// allocator's cache.
+func steadyDecode(out io.Writer, m *llama.Model, dev tensor.Device) {
+	const steps = 256
+	c := m.Cfg
+	dec := llama.NewDecoder(m, 1)
+	step := tensor.Compile(dec.Forward, tensor.WithMode(tensor.ReduceOverhead))
+	tok := tensor.Zeros(tensor.Int64, 1, 1).ToDevice(dev)
+	at := func(p int) *tensor.Tensor { return tensor.FromSlice([]int64{int64(p % c.MaxSeq)}).ToDevice(dev) }
+	for p := range 8 { // compile, capture, replay
+		tok = step(tok, at(p)).ArgMax(-1, false).Reshape(1, 1)
+	}
+	stats := func() cuda.AllocatorStats {
+		if dev == tensor.CPU {
+			return cuda.AllocatorStats{}
+		}
+		tensor.Synchronize(dev)
+		return tensor.MemoryStats(dev)
+	}
+	before := stats()
+	for p := 8; p < 8+steps; p++ {
+		tok = step(tok, at(p)).ArgMax(-1, false).Reshape(1, 1)
+	}
+	tok.Int64s()
+	after := stats()
+	if dev == tensor.CPU {
+		fmt.Fprintf(out, "steady decode, %d tokens (batch 1, reduce-overhead): the allocator's statistics are a GPU's\n", steps)
+		return
+	}
+	fmt.Fprintf(out, "steady decode, %d tokens (batch 1, reduce-overhead): %d new device allocations (cuMemAlloc), %d buffers from the cache, %+.1f MB held\n",
+		steps, after.NumMallocs-before.NumMallocs, after.NumCacheHits-before.NumCacheHits, float64(after.Allocated-before.Allocated)/1e6)
 }
