@@ -32,12 +32,12 @@ import (
 	"os"
 	"runtime"
 	"runtime/metrics"
-	"runtime/pprof"
 	"slices"
 	"strings"
 	"time"
 
 	"gocompile/cuda"
+	"gocompile/internal/cpuprofile"
 	"gocompile/tensor"
 )
 
@@ -231,17 +231,11 @@ func run(args []string, out io.Writer) (err error) {
 	if cfg.warmstart {
 		return warmStartParent(cfg, out)
 	}
-	if cfg.cpuProfile != "" {
-		f, err := os.Create(cfg.cpuProfile)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+	stop, err := cpuprofile.Start(cfg.cpuProfile)
+	if err != nil {
+		return err
 	}
+	defer stop()
 	defer func() { // the library reports misuse and device failures by panicking with *tensor.Error
 		if r := recover(); r != nil {
 			if e, ok := r.(error); ok {

@@ -68,6 +68,29 @@ func (g *Graph) Const(value any, shape []int, dt DType, dev Device, loc string) 
 
 // Call appends op applied to args, inferring the result's metadata with the
 // registry's rules. Composite ops are recorded as one node (see Decompose).
+// Users maps each node of g to the nodes that take it as an argument, in
+// graph order (once per argument it is).
+func (g *Graph) Users() map[*Node][]*Node {
+	users := map[*Node][]*Node{}
+	for _, n := range g.Nodes {
+		for _, a := range n.Args {
+			if an, ok := a.(*Node); ok && an != nil {
+				users[an] = append(users[an], n)
+			}
+		}
+	}
+	return users
+}
+
+// IsOutput reports, per node, whether it is one of g's outputs.
+func (g *Graph) IsOutput() map[*Node]bool {
+	out := make(map[*Node]bool, len(g.Outputs))
+	for _, o := range g.Outputs {
+		out[o] = true
+	}
+	return out
+}
+
 func (g *Graph) Call(op *Op, attrs Attrs, loc string, args ...Value) (*Node, error) {
 	shape, dt, dev, err := InferMeta(op, attrs, args)
 	if err != nil {

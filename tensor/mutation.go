@@ -208,18 +208,7 @@ func writeBack(stores []*array.Array, vals []*Tensor) {
 // optimizer's m.Copy(m·β + g·(1−β)) writes m where it is, and the
 // write-back after the call copies nothing.
 func markInPlace(g *ir.Graph) {
-	users := map[*ir.Node][]*ir.Node{}
-	for _, n := range g.Nodes {
-		for _, a := range n.Args {
-			if an, ok := a.(*ir.Node); ok && an != nil {
-				users[an] = append(users[an], n)
-			}
-		}
-	}
-	result := map[*ir.Node]bool{}
-	for _, o := range g.Outputs {
-		result[o] = true
-	}
+	users, result := g.Users(), g.IsOutput()
 	for _, n := range g.Nodes {
 		if !writes(n) {
 			continue

@@ -23,7 +23,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"runtime/pprof"
 	"slices"
 	"strconv"
 	"time"
@@ -32,6 +31,7 @@ import (
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 
+	"gocompile/internal/cpuprofile"
 	"gocompile/tensor"
 	"gocompile/tensor/optim"
 )
@@ -226,17 +226,11 @@ func run(args []string, stdout io.Writer) error {
 			return err
 		}
 	}
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+	stop, err := cpuprofile.Start(*cpuProfile)
+	if err != nil {
+		return err
 	}
+	defer stop()
 	c := Tiny
 	c.Steps = *steps
 	corpus := Corpus(corpusTokens)

@@ -41,18 +41,7 @@ func gemmType(dt ir.DType) bool {
 // findEpilogues pairs each matrix-product step with the fused region that
 // can be its epilogue.
 func (p *inductorProgram) findEpilogues() {
-	uses := map[*ir.Node][]*ir.Node{}
-	for _, n := range p.g.Nodes {
-		for _, a := range n.Args {
-			if an, ok := a.(*ir.Node); ok && an != nil {
-				uses[an] = append(uses[an], n)
-			}
-		}
-	}
-	outputs := map[*ir.Node]bool{}
-	for _, n := range p.g.Outputs {
-		outputs[n] = true
-	}
+	uses, outputs := p.g.Users(), p.g.IsOutput()
 	for i := range p.steps {
 		s := &p.steps[i]
 		mm := s.r.Root

@@ -16,18 +16,7 @@ import (
 // marked KeepDim) of a storage: the write, run after the kernel, then
 // finds its source already in place.
 func (p *inductorProgram) findDirectStores() {
-	users := map[*ir.Node][]*ir.Node{}
-	for _, n := range p.g.Nodes {
-		for _, a := range n.Args {
-			if an, ok := a.(*ir.Node); ok && an != nil {
-				users[an] = append(users[an], n)
-			}
-		}
-	}
-	result := map[*ir.Node]bool{}
-	for _, o := range p.g.Outputs {
-		result[o] = true
-	}
+	users, result := p.g.Users(), p.g.IsOutput()
 	for i := range p.steps {
 		s := &p.steps[i]
 		if s.group == nil {

@@ -27,17 +27,17 @@ func TestDirectStores(t *testing.T) {
 		direct bool
 	}{
 		{"m·0.9 + g", func(g *ir.Graph, base, grad *ir.Node) (*ir.Node, *ir.Node) {
-			return call(t, g, ir.OpAdd, ir.Attrs{}, call(t, g, ir.OpMul, ir.Attrs{}, base, ir.Scalar{Value: 0.9, DType: ir.Float64}), grad), nil
+			return mustCall(t, g, ir.OpAdd, ir.Attrs{}, mustCall(t, g, ir.OpMul, ir.Attrs{}, base, ir.Scalar{Value: 0.9, DType: ir.Float64}), grad), nil
 		}, func(old []float64, i, j int) (float64, float64) {
 			return old[i*n+j]*0.9 + grad(i, j), 0
 		}, true},
 		{"the transposed storage + g", func(g *ir.Graph, base, grad *ir.Node) (*ir.Node, *ir.Node) {
-			return call(t, g, ir.OpAdd, ir.Attrs{}, call(t, g, ir.OpTranspose, ir.Attrs{Dim: 0, Dim2: 1}, base), grad), nil
+			return mustCall(t, g, ir.OpAdd, ir.Attrs{}, mustCall(t, g, ir.OpTranspose, ir.Attrs{Dim: 0, Dim2: 1}, base), grad), nil
 		}, func(old []float64, i, j int) (float64, float64) {
 			return old[j*n+i] + grad(i, j), 0
 		}, false},
 		{"another result reads the storage", func(g *ir.Graph, base, grad *ir.Node) (*ir.Node, *ir.Node) {
-			return call(t, g, ir.OpMul, ir.Attrs{}, base, grad), call(t, g, ir.OpExp, ir.Attrs{}, base)
+			return mustCall(t, g, ir.OpMul, ir.Attrs{}, base, grad), mustCall(t, g, ir.OpExp, ir.Attrs{}, base)
 		}, func(old []float64, i, j int) (float64, float64) {
 			return old[i*n+j] * grad(i, j), math.Exp(old[i*n+j])
 		}, false},
@@ -50,9 +50,9 @@ func TestDirectStores(t *testing.T) {
 		g := &ir.Graph{}
 		base := g.Const(store, []int{n * n}, ir.Float32, ir.CPU, "m")
 		gn := g.Input([]int{n, n}, ir.Float32, ir.CPU, "g")
-		src, other := c.src(g, call(t, g, ir.OpReshape, ir.Attrs{Dims: []int{n, n}}, base), gn)
+		src, other := c.src(g, mustCall(t, g, ir.OpReshape, ir.Attrs{Dims: []int{n, n}}, base), gn)
 		whole := ir.StridedLayout(ir.Layout{Shape: []int{n, n}, Strides: []int{n, 1}})
-		w := call(t, g, ir.OpAsStridedScatter, whole, base, src)
+		w := mustCall(t, g, ir.OpAsStridedScatter, whole, base, src)
 		w.Attrs.KeepDim = true // in place, as markInPlace decides for these graphs
 		g.Outputs = []*ir.Node{w}
 		if other != nil {
@@ -96,12 +96,3 @@ func TestDirectStores(t *testing.T) {
 }
 
 func grad(i, j int) float64 { return float64(i) - 0.5*float64(j) }
-
-func call(t *testing.T, g *ir.Graph, op *ir.Op, a ir.Attrs, args ...ir.Value) *ir.Node {
-	t.Helper()
-	n, err := g.Call(op, a, "", args...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n
-}

@@ -1,0 +1,28 @@
+// Package cpuprofile starts a CPU profile for the commands' -cpuprofile
+// flags.
+package cpuprofile
+
+import (
+	"os"
+	"runtime/pprof"
+)
+
+// Start writes a CPU profile to path until the returned stop is called;
+// with an empty path it does nothing.
+func Start(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
+}
