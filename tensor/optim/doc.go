@@ -3,6 +3,8 @@
 // torch.optim computes them, and ClipGradNorm. A step updates each
 // parameter in place, inside tensor.NoGrad, from the gradient Backward
 // accumulated in it; ZeroGrad clears the gradients for the next step.
-// AdamW.Compiled runs each step as one compiled function (tensor.Compile)
-// over every parameter, compiled once.
+// With Compiled set, SGD and AdamW run each step as one compiled function
+// (tensor.Compile) over every parameter, compiled once: its buffers and
+// parameters are stored in place, and on a GPU its updates run as
+// multi-tensor kernels, one launch for up to 32 parameters.
 package optim

@@ -16,46 +16,117 @@ import (
 type SGD struct {
 	LR, Momentum, Dampening, WeightDecay float64
 	Nesterov                             bool
+	// Compiled runs each step as one compiled function over every
+	// parameter (as AdamW.Compiled: the momentum buffers and parameters
+	// stored in place, multi-tensor kernels on a GPU), compiled once. A
+	// step where some parameter has no gradient runs eagerly.
+	Compiled bool
 
-	params []*tensor.Tensor
-	bufs   []*tensor.Tensor
+	params  []*tensor.Tensor
+	bufs    []*tensor.Tensor
+	started []bool // per parameter: whether a step has updated it
+	step    func(grads []*tensor.Tensor, lr, mom, keep *tensor.Tensor) *tensor.Tensor
+	stats   tensor.CompileStats // of step
 }
 
 // NewSGD returns an SGD over params (leaves that require gradients) with
 // learning rate lr and no momentum; set the other fields before the first
 // Step.
 func NewSGD(params []*tensor.Tensor, lr float64) *SGD {
-	return &SGD{LR: lr, params: params, bufs: make([]*tensor.Tensor, len(params))}
+	return &SGD{LR: lr, params: params, bufs: make([]*tensor.Tensor, len(params)), started: make([]bool, len(params))}
 }
 
 // Step updates every parameter that has a gradient, in place.
 func (o *SGD) Step() {
+	if o.Compiled && o.compiledStep() {
+		return
+	}
 	tensor.NoGrad(func() {
+		scalars := map[[3]any][3]*tensor.Tensor{} // by device, type and start
 		for i, p := range o.params {
 			g := p.Grad()
 			if g == nil {
 				continue
 			}
-			p = p.Detach() // no op on it asks whether to record gradients
-			d := g
-			if o.WeightDecay != 0 {
-				d = d.Add(p.MulScalar(o.WeightDecay))
+			o.buffer(i)
+			k := [3]any{p.Device(), p.DType(), o.started[i]}
+			sc, ok := scalars[k]
+			if !ok {
+				mom, keep := o.momentum(o.started[i])
+				sc = [3]*tensor.Tensor{scalarLike(p, o.LR), scalarLike(p, mom), scalarLike(p, keep)}
+				scalars[k] = sc
 			}
-			if o.Momentum != 0 {
-				if o.bufs[i] == nil {
-					o.bufs[i] = d
-				} else {
-					o.bufs[i] = o.bufs[i].MulScalar(o.Momentum).Add(d.MulScalar(1 - o.Dampening))
-				}
-				if o.Nesterov {
-					d = d.Add(o.bufs[i].MulScalar(o.Momentum))
-				} else {
-					d = o.bufs[i]
-				}
-			}
-			p.Copy(p.Sub(d.MulScalar(o.LR)))
+			o.started[i] = true
+			// Detached, no op on p asks whether to record gradients.
+			o.update(p.Detach(), g, o.bufs[i], sc[0], sc[1], sc[2])
 		}
 	})
+}
+
+// update writes parameter p's SGD update for gradient g in place, with
+// its momentum buffer buf (nil without momentum): lr, mom and keep are
+// 0-d tensors, so that the compiled step takes them as arguments.
+func (o *SGD) update(p, g, buf, lr, mom, keep *tensor.Tensor) {
+	d := g
+	if o.WeightDecay != 0 {
+		d = d.Add(p.MulScalar(o.WeightDecay))
+	}
+	if buf != nil {
+		buf.Copy(buf.Mul(mom).Add(d.Mul(keep)))
+		if o.Nesterov {
+			d = d.Add(buf.MulScalar(o.Momentum))
+		} else {
+			d = buf
+		}
+	}
+	p.Copy(p.Sub(d.Mul(lr)))
+}
+
+// momentum gives the buffer update's factors, buf = mom·buf + keep·d: the
+// buffer starts as a parameter's first d (mom 0, keep 1, from zeros).
+func (o *SGD) momentum(started bool) (mom, keep float64) {
+	if !started {
+		return 0, 1
+	}
+	return o.Momentum, 1 - o.Dampening
+}
+
+// buffer makes parameter i's momentum buffer (zeros) on its first step,
+// where there is momentum.
+func (o *SGD) buffer(i int) {
+	if o.Momentum != 0 && o.bufs[i] == nil {
+		o.bufs[i] = tensor.ZerosLike(o.params[i])
+	}
+}
+
+// compiledStep runs the step as the compiled function, or reports false
+// when a parameter has no gradient or the parameters are not all at their
+// first step or all past it.
+func (o *SGD) compiledStep() bool {
+	grads := make([]*tensor.Tensor, len(o.params))
+	for i, p := range o.params {
+		if grads[i] = p.Grad(); grads[i] == nil || o.started[i] != o.started[0] {
+			return false
+		}
+	}
+	mom, keep := o.momentum(o.started[0])
+	for i := range o.started {
+		o.started[i] = true
+	}
+	if o.step == nil {
+		for i := range o.params {
+			o.buffer(i)
+		}
+		o.step = tensor.Compile(func(grads []*tensor.Tensor, lr, mom, keep *tensor.Tensor) *tensor.Tensor {
+			for i, p := range o.params {
+				o.update(p, grads[i], o.bufs[i], lr, mom, keep)
+			}
+			return lr
+		}, tensor.WithStats(&o.stats))
+	}
+	p := o.params[0]
+	tensor.NoGrad(func() { o.step(grads, scalarLike(p, o.LR), scalarLike(p, mom), scalarLike(p, keep)) })
+	return true
 }
 
 // ZeroGrad clears every parameter's gradient.

@@ -145,49 +145,121 @@ func TestClipGradNorm(t *testing.T) {
 	}
 }
 
-// A compiled AdamW step gives the eager step's parameters, step after
-// step, compiled once; a step with a missing gradient runs eagerly.
-func TestAdamWCompiled(t *testing.T) {
-	mk := func() []*tensor.Tensor {
-		return []*tensor.Tensor{
-			tensor.Randn(1, tensor.Float64, 4, 3).SetRequiresGrad(true),
-			tensor.Randn(2, tensor.Float64, 3).SetRequiresGrad(true),
-		}
+// A compiled step gives the eager step's parameters, step after step,
+// compiled once, for each optimizer; a step with a missing gradient runs
+// eagerly.
+func TestCompiledOptimizers(t *testing.T) {
+	type optimizer interface {
+		Step()
+		ZeroGrad()
+		setLR(float64)
+		compiles() (n, eager int64)
 	}
-	pe, pc := mk(), mk()
-	eager, compiled := NewAdamW(pe, 0.05), NewAdamW(pc, 0.05)
-	compiled.Compiled = true
-	x := tensor.Randn(3, tensor.Float64, 5, 4)
-	loss := func(p []*tensor.Tensor) *tensor.Tensor { return x.MatMul(p[0]).Add(p[1]).Tanh().Sum() }
-	for step := range 5 {
-		eager.ZeroGrad()
-		compiled.ZeroGrad()
-		loss(pe).Backward()
-		loss(pc).Backward()
-		if step == 3 {
-			eager.LR, compiled.LR = 0.02, 0.02 // a new learning rate: no recompile
+	for _, tc := range []struct {
+		name string
+		make func(ps []*tensor.Tensor, compiled bool) optimizer
+	}{
+		{"adamw", func(ps []*tensor.Tensor, compiled bool) optimizer {
+			o := NewAdamW(ps, 0.05)
+			o.Compiled = compiled
+			return adamw{o}
+		}},
+		{"sgd momentum", func(ps []*tensor.Tensor, compiled bool) optimizer {
+			o := NewSGD(ps, 0.05)
+			o.Momentum, o.Dampening, o.WeightDecay, o.Compiled = 0.9, 0.1, 0.01, compiled
+			return sgd{o}
+		}},
+		{"sgd nesterov", func(ps []*tensor.Tensor, compiled bool) optimizer {
+			o := NewSGD(ps, 0.05)
+			o.Momentum, o.Nesterov, o.Compiled = 0.8, true, compiled
+			return sgd{o}
+		}},
+		{"sgd", func(ps []*tensor.Tensor, compiled bool) optimizer {
+			o := NewSGD(ps, 0.05)
+			o.Compiled = compiled
+			return sgd{o}
+		}},
+	} {
+		mk := func() []*tensor.Tensor {
+			return []*tensor.Tensor{
+				tensor.Randn(1, tensor.Float64, 4, 3).SetRequiresGrad(true),
+				tensor.Randn(2, tensor.Float64, 3).SetRequiresGrad(true),
+			}
 		}
-		eager.Step()
-		compiled.Step()
-		for i := range pe {
-			want, got := pe[i].Detach().Float64s(), pc[i].Detach().Float64s()
-			for j := range want {
-				if math.Abs(got[j]-want[j]) > 1e-12*math.Max(1, math.Abs(want[j])) {
-					t.Fatalf("step %d: parameter %d element %d is %v compiled, %v eager", step, i, j, got[j], want[j])
+		pe, pc := mk(), mk()
+		eager, compiled := tc.make(pe, false), tc.make(pc, true)
+		x := tensor.Randn(3, tensor.Float64, 5, 4)
+		loss := func(p []*tensor.Tensor) *tensor.Tensor { return x.MatMul(p[0]).Add(p[1]).Tanh().Sum() }
+		for step := range 5 {
+			eager.ZeroGrad()
+			compiled.ZeroGrad()
+			loss(pe).Backward()
+			loss(pc).Backward()
+			if step == 3 {
+				eager.setLR(0.02) // a new learning rate: no recompile
+				compiled.setLR(0.02)
+			}
+			eager.Step()
+			compiled.Step()
+			for i := range pe {
+				want, got := pe[i].Detach().Float64s(), pc[i].Detach().Float64s()
+				for j := range want {
+					if math.Abs(got[j]-want[j]) > 1e-12*math.Max(1, math.Abs(want[j])) {
+						t.Fatalf("%s step %d: parameter %d element %d is %v compiled, %v eager", tc.name, step, i, j, got[j], want[j])
+					}
 				}
 			}
 		}
+		if n, e := compiled.compiles(); n != 1 || e != 0 {
+			t.Errorf("%s: %d compilations and %d eager calls over 5 steps, want 1 and 0", tc.name, n, e)
+		}
+		// A parameter without a gradient: the step runs eagerly.
+		pc[1].ZeroGrad()
+		pe[1].ZeroGrad()
+		eager.Step()
+		compiled.Step()
+		if !slicesEqual(pe[0].Detach().Float64s(), pc[0].Detach().Float64s(), 1e-12) {
+			t.Errorf("%s: the eager fallback step differs", tc.name)
+		}
 	}
-	if n, e := compiled.stats.Compiles.Load(), compiled.stats.EagerCalls.Load(); n != 1 || e != 0 {
-		t.Errorf("%d compilations and %d eager calls over 5 steps, want 1 and 0", n, e)
-	}
-	// A parameter without a gradient: the step runs eagerly.
-	pc[1].ZeroGrad()
-	pe[1].ZeroGrad()
-	eager.Step()
-	compiled.Step()
-	if !slicesEqual(pe[0].Detach().Float64s(), pc[0].Detach().Float64s(), 1e-12) {
-		t.Error("the eager fallback step differs")
+}
+
+type adamw struct{ *AdamW }
+
+func (o adamw) setLR(lr float64) { o.LR = lr }
+func (o adamw) compiles() (int64, int64) {
+	return o.stats.Compiles.Load(), o.stats.EagerCalls.Load()
+}
+
+type sgd struct{ *SGD }
+
+func (o sgd) setLR(lr float64) { o.LR = lr }
+func (o sgd) compiles() (int64, int64) {
+	return o.stats.Compiles.Load(), o.stats.EagerCalls.Load()
+}
+
+// A parameter whose first gradient comes a step after the others' starts
+// its momentum buffer then, as torch.optim.SGD does (buf = d), compiled
+// or not.
+func TestSGDLateParameter(t *testing.T) {
+	for _, compiled := range []bool{false, true} {
+		a := tensor.FromSlice([]float64{1, 2}, 2).SetRequiresGrad(true)
+		b := tensor.FromSlice([]float64{3}, 1).SetRequiresGrad(true)
+		o := NewSGD([]*tensor.Tensor{a, b}, 0.1)
+		o.Momentum, o.Dampening, o.Compiled = 0.9, 0.5, compiled
+		a.SetGrad(tensor.FromSlice([]float64{1, 1}, 2))
+		o.Step() // b has no gradient yet
+		a.SetGrad(tensor.FromSlice([]float64{1, 1}, 2))
+		b.SetGrad(tensor.FromSlice([]float64{2}, 1))
+		o.Step()
+		// b: buf = d = 2 on its first step, p = 3 − 0.1·2.
+		if got := b.Detach().Float64s()[0]; math.Abs(got-2.8) > 1e-12 {
+			t.Errorf("compiled %v: b is %v, want 2.8", compiled, got)
+		}
+		// a: buf = 1, then 0.9·1 + 0.5·1 = 1.4; p = 1 − 0.1 − 0.14.
+		if got := a.Detach().Float64s()[0]; math.Abs(got-0.76) > 1e-12 {
+			t.Errorf("compiled %v: a is %v, want 0.76", compiled, got)
+		}
 	}
 }
 
