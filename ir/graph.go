@@ -66,8 +66,6 @@ func (g *Graph) Const(value any, shape []int, dt DType, dev Device, loc string) 
 	return g.add(&Node{Kind: ConstNode, Value: value, Shape: clone(shape), DType: dt, Device: dev, Loc: loc})
 }
 
-// Call appends op applied to args, inferring the result's metadata with the
-// registry's rules. Composite ops are recorded as one node (see Decompose).
 // Users maps each node of g to the nodes that take it as an argument, in
 // graph order (once per argument it is).
 func (g *Graph) Users() map[*Node][]*Node {
@@ -91,6 +89,8 @@ func (g *Graph) IsOutput() map[*Node]bool {
 	return out
 }
 
+// Call appends op applied to args, inferring the result's metadata with the
+// registry's rules. Composite ops are recorded as one node (see Decompose).
 func (g *Graph) Call(op *Op, attrs Attrs, loc string, args ...Value) (*Node, error) {
 	shape, dt, dev, err := InferMeta(op, attrs, args)
 	if err != nil {
