@@ -36,14 +36,7 @@ func (g *Graph) InferSymbols(inputs [][]int) {
 				}
 			}
 		case CallNode:
-			args := make([]Value, len(n.Args))
-			for i, a := range n.Args {
-				if an, ok := a.(*Node); ok && an != nil {
-					args[i] = shadow[an]
-				} else {
-					args[i] = a
-				}
-			}
+			args := mappedArgs(n, shadow)
 			shape, _, _, err := InferMeta(n.Op, n.Attrs, args)
 			if err != nil || len(shape) != len(n.Shape) {
 				n.Sym = make([]int, len(n.Shape))

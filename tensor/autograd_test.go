@@ -6,6 +6,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"gocompile/internal/stats"
 )
 
 // gradCheck compares Backward's gradients of f at xs (float64) with
@@ -540,6 +542,69 @@ func TestExplainTrainingStep(t *testing.T) {
 	if len(ex.Gradients) != 1 || !strings.Contains(ex.Gradients[0], "a captured tensor") {
 		t.Errorf("gradients %v, want the captured parameter's", ex.Gradients)
 	}
+	// Backward after the call: the joint graph split in two, the tanh's
+	// input saved (a product's value) and the tanh recomputed, with the
+	// rest of its derivative.
+	ex, err = Explain(func(x *Tensor) *Tensor { return x.MatMul(w).Tanh() }, Randn(2, Float64, 5, 4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	recomputed := strings.Join(ex.Recomputed, " ")
+	if ex.Forward == "" || ex.Backward == "" || len(ex.Saved) != 1 || !strings.Contains(ex.Saved[0], "(matmul)") ||
+		!strings.Contains(recomputed, "(tanh)") || strings.Contains(recomputed, "(matmul)") {
+		t.Errorf("split: saved %v, recomputed %v (%s):\n%s", ex.Saved, ex.Recomputed, ex.Split, ex)
+	}
+	if s := ex.String(); !strings.Contains(s, "saved for the backward") || !strings.Contains(s, "backward graph:") {
+		t.Errorf("explanation:\n%s", s)
+	}
+	if w.Grad() != nil {
+		t.Error("Explain added a gradient")
+	}
+}
+
+// One compiled model function called from several goroutines, each with
+// its own input and its loss's Backward taken after the call, splits its
+// joint graph once and gives each goroutine the gradients its call would
+// give alone (race detector clean).
+func TestCompiledModelBackwardOutsideConcurrent(t *testing.T) {
+	w := Randn(1, Float64, 4, 3).SetRequiresGrad(true)
+	model := Compile(func(x *Tensor) *Tensor { return x.MatMul(w).Tanh() })
+	const workers = 4
+	xs := make([]*Tensor, workers)
+	want := make([][]float64, workers)
+	for i := range xs {
+		xs[i] = Randn(uint64(10+i), Float64, 5, 4).SetRequiresGrad(true)
+		x := xs[i].Detach().SetRequiresGrad(true)
+		x.MatMul(w.Detach()).Tanh().Sum().Backward()
+		want[i] = x.Grad().Float64s()
+	}
+	model(xs[0]).Sum().Backward() // the first backward splits the graph
+	xs[0].ZeroGrad()
+	partitioned := stats.PartitionedBackwards.Load()
+	var wg sync.WaitGroup
+	errs := make([]error, workers)
+	for i := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = Try(func() {
+				for range 3 {
+					xs[i].ZeroGrad()
+					model(xs[i]).Sum().Backward()
+				}
+			})
+		}()
+	}
+	wg.Wait()
+	for i := range workers {
+		if errs[i] != nil {
+			t.Fatal(errs[i])
+		}
+		checkClose(t, fmt.Sprintf("goroutine %d", i), xs[i].Grad(), Float64, []int{5, 4}, want[i], 1)
+	}
+	if n := stats.PartitionedBackwards.Load() - partitioned; n != workers*3 {
+		t.Errorf("%d backwards ran from saved values, want %d", n, workers*3)
+	}
 }
 
 // A compiled model whose loss is taken after the call: the forward is the
@@ -560,6 +625,7 @@ func TestCompiledModelBackwardOutside(t *testing.T) {
 	eager, compiled := model(pe), Compile(model(pc), WithStats(&st))
 	x, y := Randn(4, Float64, 5, 4), Randn(5, Float64, 5, 2)
 	se, sc := Ones(Float64, 4).SetRequiresGrad(true), Ones(Float64, 4).SetRequiresGrad(true)
+	partitioned := stats.PartitionedBackwards.Load()
 	for step := range 4 {
 		for _, m := range []struct {
 			f func(x, s *Tensor) *Tensor
@@ -579,6 +645,11 @@ func TestCompiledModelBackwardOutside(t *testing.T) {
 	}
 	if n := st.Compiles.Load(); n != 2 {
 		t.Errorf("%d compilations, want 2 (the forward, and the backward with its forward)", n)
+	}
+	// The first backward recomputes the forward; it then splits the
+	// joint graph, and the three later ones run from saved values.
+	if n := stats.PartitionedBackwards.Load() - partitioned; n != 3 {
+		t.Errorf("%d backwards ran from saved values, want 3", n)
 	}
 	// An argument that is not a leaf: eagerly, gradients flowing through it.
 	logged := captureLogs(t, "")

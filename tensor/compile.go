@@ -316,6 +316,9 @@ type compiled struct {
 	viaResult atomic.Int64
 	bwdOnce   sync.Once
 	bwd       *compiled
+	// parts holds, by call signature (callKey), the forward and backward
+	// halves of the joint graph (*partitioned), or why there are none.
+	parts sync.Map
 	// consts maps the arrays of the tensors its graphs bind as constants
 	// back to those tensors (resultSources).
 	consts sync.Map // *array.Array → *Tensor

@@ -21,12 +21,13 @@ import (
 // together.
 //
 // A function that returns a tensor requiring gradients without calling
-// Backward (a compiled model whose loss is taken after the call) runs its
-// forward as the plain compiled program and gives that result a gradient
-// node: its backward is a compiled function of the same arguments and the
-// upstream gradient that runs fn again and calls Backward on the result
-// inside, so forward and backward compile as one graph there (the forward
-// recomputed, nothing saved but the arguments).
+// Backward (a compiled model whose loss is taken after the call) gives
+// that result a gradient node. Its first backward is a compiled function
+// of the same arguments and the upstream gradient that runs fn again and
+// calls Backward on the result inside (forward and backward as one graph,
+// the forward recomputed); that joint graph is then split (partition.go),
+// and later calls run its forward half, saving what its backward half
+// reads.
 //
 // What the twin cannot trace it runs eagerly, with one warning: a graph
 // break (reading a value) in the function, more than one result requiring
@@ -171,17 +172,21 @@ type errGradResult struct{ k int }
 
 func (e *errGradResult) Error() string { return "gocompile: a result requires gradients" }
 
-// callViaResult runs fn's forward as the plain compiled program and gives
-// its result k a gradient node whose backward is backwardFn.
+// callViaResult runs fn's forward and gives its result k a gradient node.
+// Once a backward has run for the call's signature, the forward is the
+// forward half of the joint graph split by ir.SplitJoint (its results and
+// the values the backward saves) and the backward the other half (see
+// partitioned); before, the forward is the plain compiled program and the
+// backward backwardFn, which runs the forward again.
 func (c *compiled) callViaResult(args []reflect.Value, fa *flatArgs, k int) []reflect.Value {
-	var saved []ir.Value
+	var leaves []ir.Value
 	for _, t := range fa.tensors {
 		if t.RequiresGrad() {
 			if !t.IsLeaf() {
 				c.gradFallback("an argument that requires gradients is the result of ops that record them (not a leaf)")
 				return c.invoke(args)
 			}
-			saved = append(saved, t)
+			leaves = append(leaves, t)
 		}
 	}
 	bwd := c.backwardFn(k)
@@ -189,8 +194,26 @@ func (c *compiled) callViaResult(args []reflect.Value, fa *flatArgs, k int) []re
 		c.gradFallback("a variadic function's result requires gradients")
 		return c.invoke(args)
 	}
+	key := callKey(&fa.call)
+	if v, ok := c.parts.Load(key); ok {
+		if p, ok := v.(*partitioned); ok {
+			return p.call(fa, k, leaves)
+		}
+	}
 	var res []reflect.Value
 	NoGrad(func() { res = c.base.call(args) })
+	kept := append([]reflect.Value(nil), args...)
+	return attachResultGrad(res, k, leaves, c.name, func(g *Tensor) {
+		// The compiled backward adds the leaves' gradients itself.
+		enableGrad(func() { bwd.call(append(kept, reflect.ValueOf(g))) })
+		c.partition(key, kept, g, k)
+	})
+}
+
+// attachResultGrad gives result k of res (counted over its flattened
+// tensors) a gradient node over leaves whose backward is backward, and
+// returns res with that result in place.
+func attachResultGrad(res []reflect.Value, k int, leaves []ir.Value, name string, backward func(g *Tensor)) []reflect.Value {
 	var l trace.Leaves
 	for _, r := range res {
 		if err := trace.Flatten(r, tensorType, &l); err != nil {
@@ -198,16 +221,14 @@ func (c *compiled) callViaResult(args []reflect.Value, fa *flatArgs, k int) []re
 		}
 	}
 	out := l.Tensors[k].Interface().(*Tensor)
-	kept := append([]reflect.Value(nil), args...)
-	op := &ir.Op{Name: "compiled_backward", Title: "Compile(" + c.name + ")",
+	op := &ir.Op{Name: "compiled_backward", Title: "Compile(" + name + ")",
 		VJP: func(_ ir.Builder, _ ir.Attrs, _ []ir.Value, _, g ir.Value) ([]ir.Value, error) {
-			// The compiled backward adds the leaves' gradients itself.
-			enableGrad(func() { bwd.call(append(kept, reflect.ValueOf(g.(*Tensor)))) })
+			backward(g.(*Tensor))
 			return nil, nil
 		}}
 	w := &Tensor{v: out.v}
-	n := &gradNode{op: op, args: saved, out: w, seq: gradSeq.Add(1)}
-	for _, v := range saved {
+	n := &gradNode{op: op, args: leaves, out: w, seq: gradSeq.Add(1)}
+	for _, v := range leaves {
 		n.versions = append(n.versions, v.(*Tensor).v.Version())
 	}
 	n.versions = append(n.versions, w.v.Version())
@@ -220,10 +241,11 @@ func (c *compiled) callViaResult(args []reflect.Value, fa *flatArgs, k int) []re
 		}
 		return l.Tensors[i-1]
 	}
+	out2 := make([]reflect.Value, len(res))
 	for j, r := range res {
-		res[j] = trace.Rebuild(r, tensorType, next)
+		out2[j] = trace.Rebuild(r, tensorType, next)
 	}
-	return res
+	return out2
 }
 
 // backwardFn is the compiled backward of a function whose result k

@@ -57,9 +57,13 @@
 // compiled training step: Compile traces forward and backward into one
 // graph, fuses and replays it, and each call adds the gradients to the
 // leaves as an eager Backward does. A compiled model whose result
-// requires gradients (Backward taken after the call) runs its forward as
-// the plain compiled program, and Backward runs a compiled backward that
-// recomputes the forward in the same graph. A graph break in such a
+// requires gradients (Backward taken after the call) splits its joint
+// graph of forward and backward in two, as AOTAutograd does: the forward
+// half returns the results and the values the backward needs (chosen by
+// a minimum cut that saves products' values and recomputes cheap
+// pointwise ones), and Backward runs the backward half from them. Its
+// first backward, which traces the joint graph, recomputes the forward
+// instead. Explain shows both halves and the saved values. A graph break in such a
 // function, more than one result requiring gradients, or an argument that
 // requires gradients but is not a leaf runs it eagerly instead (with one
 // warning). Not yet differentiable: the index writes (IndexCopy, the

@@ -47,6 +47,15 @@ type Explanation struct {
 	// Gradients lists the leaves whose gradients a training step's graph
 	// outputs (after its results), when the function calls Backward.
 	Gradients []string
+	// For a function whose result requires gradients and whose Backward
+	// is taken after the call: the joint graph split in two (see
+	// ir.SplitJoint), the forward half (results, then saved values) and
+	// the backward half (gradients from the saved values and the upstream
+	// gradient), the saved values and those the backward recomputes
+	// instead; Split says why not where there is none.
+	Forward, Backward string
+	Saved, Recomputed []string
+	Split             string
 }
 
 func (e *Explanation) String() string {
@@ -77,6 +86,19 @@ func (e *Explanation) String() string {
 		for _, g := range e.Gradients {
 			fmt.Fprintf(&b, "  %s\n", g)
 		}
+	}
+	if e.Forward != "" {
+		fmt.Fprintf(&b, "backward after the call: the joint graph split in two\nforward graph:\n%s\nbackward graph:\n%s\n", e.Forward, e.Backward)
+		b.WriteString("saved for the backward:\n")
+		for _, v := range e.Saved {
+			fmt.Fprintf(&b, "  %s\n", v)
+		}
+		b.WriteString("recomputed in the backward:\n")
+		for _, v := range e.Recomputed {
+			fmt.Fprintf(&b, "  %s\n", v)
+		}
+	} else if e.Split != "" {
+		fmt.Fprintf(&b, "backward after the call: not split (%s); it recomputes the forward\n", e.Split)
 	}
 	b.WriteString("guards:\n")
 	for _, l := range strings.Split(strings.TrimSpace(e.Guards), "\n") {
@@ -119,7 +141,21 @@ func Explain(fn any, args ...any) (*Explanation, error) {
 		if err != nil {
 			panic(err)
 		}
-		ex = &Explanation{Graphs: len(e.graphs), Breaks: e.breaks, OpCounts: map[string]int{}, Guards: ge.String()}
+		var split *partitioned
+		var noSplit string
+		if gr != nil {
+			split, noSplit = c.explainSplit(in, e, gr.k)
+		}
+		ex = &Explanation{Graphs: len(e.graphs), Breaks: e.breaks, OpCounts: map[string]int{}, Guards: ge.String(), Split: noSplit}
+		if split != nil {
+			ex.Forward, ex.Backward = split.split.Forward.String(), split.split.Backward.String()
+			for _, v := range split.split.Saved {
+				ex.Saved = append(ex.Saved, fmt.Sprintf("%s (%s) %v %v, %d bytes", v.Name(), v.Op.Name, v.DType, ir.FormatShape(v.Shape), int64(ir.Numel(v.Shape))*int64(v.DType.Size())))
+			}
+			for _, v := range split.split.Recomputed {
+				ex.Recomputed = append(ex.Recomputed, fmt.Sprintf("%s (%s)", v.Name(), v.Op.Name))
+			}
+		}
 		for _, tg := range e.grads {
 			leaf := tg.t
 			what := "a captured tensor"
@@ -150,6 +186,30 @@ func Explain(fn any, args ...any) (*Explanation, error) {
 		}
 	})
 	return ex, err
+}
+
+// explainSplit splits the joint graph of a function whose result k
+// requires gradients, as its first backward would, with a zero upstream
+// gradient of the result's shape, and returns the halves or why not.
+func (c *compiled) explainSplit(in []reflect.Value, e *entry, k int) (*partitioned, string) {
+	var l trace.Leaves
+	for _, r := range e.template {
+		if err := trace.Flatten(r, tensorType, &l); err != nil {
+			return nil, err.Error()
+		}
+	}
+	if k >= len(l.Tensors) {
+		return nil, "the result is not a tensor of the trace"
+	}
+	out := l.Tensors[k].Interface().(*Tensor)
+	g := Zeros(out.dtype(), out.shape()...).ToDevice(out.Device())
+	var p *partitioned
+	why := ""
+	err := tryTrace(func() { enableGrad(func() { p, why = c.split(in, g, k) }) })
+	if err != nil {
+		return nil, err.Error()
+	}
+	return p, why
 }
 
 // tryTrace is Try that also returns the errors a trace stops with to be

@@ -30,4 +30,7 @@ var (
 	// ComboLaunches counts combo kernels launched (fused regions of
 	// different shapes run as one launch).
 	ComboLaunches atomic.Int64
+	// PartitionedBackwards counts backwards of compiled functions run as
+	// the backward half of a split joint graph, from saved values.
+	PartitionedBackwards atomic.Int64
 )
