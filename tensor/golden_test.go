@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"gocompile/internal/stats"
+
 	"gocompile/ir"
 )
 
@@ -494,7 +496,11 @@ func runGoldenCase(t *testing.T, c *goldenCase) {
 	}
 	if c.Grad != nil {
 		checkGoldenGrad(t, c, fn, false)
-		checkGoldenGrad(t, c, Compile(fn), true)
+		// The first compiled backward recomputes the forward; the second
+		// call runs the split graph's halves from saved values.
+		compiled := Compile(fn)
+		checkGoldenGrad(t, c, compiled, true)
+		checkGoldenGrad(t, c, compiled, true)
 	}
 }
 
@@ -557,6 +563,7 @@ func TestGoldenPyTorch(t *testing.T) {
 	m := loadGoldenManifest(t)
 	t.Logf("%d golden cases from PyTorch %s, on %v", len(m.Cases), m.Torch, DefaultDevice())
 	covered, grads := map[string]int{}, map[string]int{}
+	partitioned, withGrads := stats.PartitionedBackwards.Load(), 0
 	for i := range m.Cases {
 		c := &m.Cases[i]
 		if c.Kind == "op" {
@@ -568,8 +575,15 @@ func TestGoldenPyTorch(t *testing.T) {
 				grads[c.Op]++
 			}
 		}
+		if c.Grad != nil {
+			withGrads++
+		}
 		t.Run(c.Name, func(t *testing.T) { runGoldenCase(t, c) })
 	}
+	// Every gradient case's second compiled call ran the split graph,
+	// but those whose trace breaks or runs eagerly.
+	t.Logf("%d of %d gradient cases ran their second compiled backward from saved values",
+		stats.PartitionedBackwards.Load()-partitioned, withGrads)
 	for _, op := range ir.Ops() {
 		if op.Differentiable() && grads[op.Name] == 0 {
 			t.Errorf("differentiable registry op %q has no PyTorch gradient case: add it to GRAD_OPS in scripts/pytorch_golden.py and regenerate", op.Name)
