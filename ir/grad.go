@@ -525,10 +525,15 @@ func matmulVJP(b Builder, a Attrs, args []Value, out, g Value) ([]Value, error) 
 	x2, y2 := b.Shape(x), b.Shape(y)
 	batch, m, _, n := MatMulBatch(x2, y2)
 	g = reshapeTo(b, g, append(clone(batch), m, n))
-	gx := b.Apply(OpMatMul, Attrs{}, g, b.Apply(OpTranspose, Attrs{Dim: -2, Dim2: -1}, y))
-	gy := b.Apply(OpMatMul, Attrs{}, b.Apply(OpTranspose, Attrs{Dim: -2, Dim2: -1}, x), g)
-	gx = reshapeTo(b, SumTo(b, gx, x2), xs)
-	gy = reshapeTo(b, SumTo(b, gy, y2), ys)
+	var gx, gy Value // products only for the operands that need them
+	if NeedsGrad(b, args[0]) {
+		gx = b.Apply(OpMatMul, Attrs{}, g, b.Apply(OpTranspose, Attrs{Dim: -2, Dim2: -1}, y))
+		gx = reshapeTo(b, SumTo(b, gx, x2), xs)
+	}
+	if NeedsGrad(b, args[1]) {
+		gy = b.Apply(OpMatMul, Attrs{}, b.Apply(OpTranspose, Attrs{Dim: -2, Dim2: -1}, x), g)
+		gy = reshapeTo(b, SumTo(b, gy, y2), ys)
+	}
 	return []Value{gx, gy}, nil
 }
 

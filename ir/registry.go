@@ -114,6 +114,23 @@ type Builder interface {
 	DType(v Value) DType
 }
 
+// GradNeeder is implemented by Builders that know which operands need a
+// gradient (eager backward: those that require one): a derivative may
+// skip the others, returning nil for them, rather than compute what would
+// be dropped. Graph builders need not: dead-code elimination drops it.
+type GradNeeder interface {
+	NeedsGrad(v Value) bool
+}
+
+// NeedsGrad reports whether b wants operand v's gradient: true unless b
+// is a GradNeeder that says otherwise.
+func NeedsGrad(b Builder, v Value) bool {
+	if gn, ok := b.(GradNeeder); ok {
+		return gn.NeedsGrad(v)
+	}
+	return true
+}
+
 // Op is everything the library knows about one op. It is the single place an
 // op's meaning lives: eager CPU kernels, generated kernels and reference
 // evaluators all derive from it.

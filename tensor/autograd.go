@@ -214,6 +214,14 @@ func needsGrad(args []ir.Value) bool {
 // and decompositions run through it, recorded when they need gradients.
 type tensorBuilder struct{}
 
+// NeedsGrad reports whether v requires a gradient (ir.GradNeeder), so that
+// derivatives skip the operands that do not: x in x·w when only w is a
+// parameter.
+func (tensorBuilder) NeedsGrad(v ir.Value) bool {
+	t, ok := v.(*Tensor)
+	return ok && t != nil && t.RequiresGrad()
+}
+
 func (tensorBuilder) Apply(op *ir.Op, a ir.Attrs, args ...ir.Value) ir.Value {
 	return apply(op, a, args...)
 }
