@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"gocompile/internal/stats"
+	"gocompile/ir"
 )
 
 // gradCheck compares Backward's gradients of f at xs (float64) with
@@ -190,9 +191,40 @@ func TestGradients(t *testing.T) {
 		{"cumsum", one(func(x *Tensor) *Tensor { return x.CumSum(1).Exp() }), []*Tensor{r(1, 3, 5)}},
 		{"cumsum, negative dim", one(func(x *Tensor) *Tensor { return x.CumSum(-2).Sin() }), []*Tensor{r(1, 4, 2)}},
 		{"sort values", one(func(x *Tensor) *Tensor { v, _ := x.Sort(-1, false); return v.Mul(v) }), []*Tensor{r(1, 3, 6)}},
+		{"ceil, round and sign have zero gradients", one(func(x *Tensor) *Tensor { return x.Ceil().Add(x.Round()).Add(x.Sign()).Add(x.Exp()) }),
+			[]*Tensor{away(4, 7).MulScalar(0.3)}},
+		{"clamp below", one(func(x *Tensor) *Tensor { return x.Clamp(-0.5, math.Inf(1)) }), []*Tensor{r(3, 12).MulScalar(0.97)}},
+		{"clamp above", one(func(x *Tensor) *Tensor { return x.Clamp(math.Inf(-1), 0.5) }), []*Tensor{r(3, 12).MulScalar(0.97)}},
+		{"pad and crop", one(func(x *Tensor) *Tensor { return x.Pad([]int{1, -1, 2, 0}, 0.5).Exp() }), []*Tensor{r(1, 3, 4)}},
+		{"repeat", one(func(x *Tensor) *Tensor { return x.Repeat(2, 1, 3).Sin() }), []*Tensor{r(1, 2, 3)}},
+		{"triu", one(func(x *Tensor) *Tensor { return x.Triu(1).Exp() }), []*Tensor{r(1, 2, 4, 4)}},
 	}
+	covered := map[string]bool{}
 	for _, c := range cases {
 		gradCheck(t, c.name, c.f, c.xs...)
+		var leaves []*Tensor
+		for _, x := range c.xs {
+			leaves = append(leaves, x.Detach().SetRequiresGrad(true))
+		}
+		recordedOps(c.f(leaves), covered)
+	}
+	// Every differentiable op of the registry is checked here: recorded by
+	// a case, or named below with the case that checks it another way
+	// (composites record their decomposition's ops) or why the golden
+	// cases check it instead.
+	elsewhere := map[string]string{
+		"cast":                         "a cast to a narrower type rounds below a finite difference's step: TestGradients16 and the golden cases check it",
+		"linear":                       "composite: the linear case checks it through its decomposition",
+		"pad":                          "composite: the pad and crop case checks it through its decomposition",
+		"repeat":                       "composite: the repeat case checks it through its decomposition",
+		"var":                          "composite: the var case checks it through its decomposition",
+		"scaled_dot_product_attention": "composite: the attention cases check it through its decomposition",
+		"attention":                    "the extern few-query attention lowers to: the attention cases check it compiled",
+	}
+	for _, op := range ir.Ops() {
+		if op.Differentiable() && !covered[op.Name] && elsewhere[op.Name] == "" {
+			t.Errorf("differentiable op %q has no finite-difference case: add one to TestGradients", op.Name)
+		}
 	}
 }
 
@@ -605,6 +637,26 @@ func TestCompiledModelBackwardOutsideConcurrent(t *testing.T) {
 	if n := stats.PartitionedBackwards.Load() - partitioned; n != workers*3 {
 		t.Errorf("%d backwards ran from saved values, want %d", n, workers*3)
 	}
+}
+
+// recordedOps adds the names of the ops whose gradient nodes lead to t.
+func recordedOps(t *Tensor, ops map[string]bool) {
+	seen := map[*gradNode]bool{}
+	var walk func(t *Tensor)
+	walk = func(t *Tensor) {
+		if t == nil || t.ag == nil || t.ag.node == nil || seen[t.ag.node] {
+			return
+		}
+		n := t.ag.node
+		seen[n] = true
+		ops[n.op.Name] = true
+		for _, a := range n.args {
+			if at, ok := a.(*Tensor); ok {
+				walk(at)
+			}
+		}
+	}
+	walk(t)
 }
 
 // A compiled model whose loss is taken after the call: the forward is the
