@@ -27,10 +27,11 @@
 //     reductions over every dim, views) is a region of its own.
 //
 // Horizontal then groups independent pointwise regions: over one
-// iteration space into one kernel that reads each input once, and flat
-// regions of different shapes (each reading its inputs element for
-// element) into combos, which a backend runs as one multi-tensor launch,
-// an optimizer's update of every parameter in two. In-place writes and
+// iteration space into one kernel that reads each input once, and small
+// flat regions of different shapes (each reading its inputs element for
+// element, up to MaxComboElems elements) into combos, which a backend
+// runs as one multi-tensor launch: an optimizer's update of many small
+// parameters in a few. In-place writes and
 // views move up to just after what they read, so that what reads them can
 // join groups early.
 //

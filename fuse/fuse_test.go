@@ -227,6 +227,11 @@ func TestHorizontal(t *testing.T) {
 			y := g.Input([]int{8}, ir.Float32, ir.CPU, "")
 			return []*ir.Node{call(t, g, ir.OpExp, ir.Attrs{}, x), call(t, g, ir.OpExp, ir.Attrs{}, y)}
 		}, "horizontal [fused exp -> v2 | fused exp -> v3]"},
+		{"a large region stays apart from other shapes", func(g *ir.Graph) []*ir.Node {
+			x := g.Input([]int{2048, 1024}, ir.Float32, ir.CPU, "")
+			y := g.Input([]int{8}, ir.Float32, ir.CPU, "")
+			return []*ir.Node{call(t, g, ir.OpExp, ir.Attrs{}, x), call(t, g, ir.OpExp, ir.Attrs{}, y)}
+		}, "fused exp -> v2; fused exp -> v3"},
 		{"a broadcasting region stays apart from other shapes", func(g *ir.Graph) []*ir.Node {
 			x := g.Input([]int{4, 8}, ir.Float32, ir.CPU, "")
 			y := g.Input([]int{8}, ir.Float32, ir.CPU, "")

@@ -8,10 +8,15 @@ import (
 
 // MaxGroup is the most pointwise regions a horizontal group over one
 // iteration space holds; MaxCombo the most a combo (members of different
-// shapes) holds, each a few kernel parameters.
+// shapes) holds, each a few kernel parameters; MaxComboElems the most
+// elements a combo member computes. Combos save launches, which matter
+// for small regions; a large one is bandwidth-bound and keeps its own
+// kernel, whose loads a group over its iteration space shares (a combo's
+// members each load their own inputs).
 const (
-	MaxGroup = 8
-	MaxCombo = 32
+	MaxGroup      = 8
+	MaxCombo      = 32
+	MaxComboElems = 1 << 20
 )
 
 // Members is the regions a region runs: the members of a horizontal group,
@@ -133,7 +138,7 @@ func Horizontal(regions []*Region) []*Region {
 
 // joins reports whether fused region r may join g (a region or group):
 // both on one device, and either over g's iteration space (g not a combo)
-// with room in the group, or both flat with room in a combo.
+// with room in the group, or all flat and small with room in a combo.
 func joins(g, r *Region) bool {
 	lead := g.Members()[0]
 	if !lead.Fused() || lead.Row != nil || lead.Root.Device != r.Root.Device {
@@ -143,11 +148,12 @@ func joins(g, r *Region) bool {
 	if ir.SameShape(lead.Root.Shape, r.Root.Shape) && !g.Combo() && n < MaxGroup {
 		return true
 	}
-	if n >= MaxCombo || !r.Flat() {
+	small := func(m *Region) bool { return m.Flat() && ir.Numel(m.Root.Shape) <= MaxComboElems }
+	if n >= MaxCombo || !small(r) {
 		return false
 	}
 	for _, m := range g.Members() {
-		if !m.Flat() {
+		if !small(m) {
 			return false
 		}
 	}

@@ -142,9 +142,9 @@ type AdamW struct {
 	LR, Beta1, Beta2, Eps, WeightDecay float64
 	// Compiled runs each step as one compiled function over every
 	// parameter (tensor.Compile: the updates fused, the moments and
-	// parameters stored in place; on a GPU, multi-tensor kernels, one
-	// launch for every parameter's moments and one for the parameters,
-	// up to 32 tensors a launch), compiled once; the learning rate and
+	// parameters stored in place; on a GPU, multi-tensor kernels for
+	// parameters up to a million elements, up to 32 tensors a launch),
+	// compiled once; the learning rate and
 	// the step's bias corrections are its tensor arguments. A step where
 	// some parameter has no gradient runs eagerly.
 	Compiled bool
