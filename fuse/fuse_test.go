@@ -297,3 +297,24 @@ func TestHalfIntermediatesRounded(t *testing.T) {
 		}
 	}
 }
+
+// Twelve independent regions of one shape make groups of at most
+// MaxGroup: a combo forms only across shapes.
+func TestHorizontalGroupSize(t *testing.T) {
+	g := &ir.Graph{}
+	var outs []*ir.Node
+	for range 12 {
+		x := g.Input([]int{4, 8}, ir.Float32, ir.CPU, "")
+		outs = append(outs, call(t, g, ir.OpMul, ir.Attrs{}, call(t, g, ir.OpExp, ir.Attrs{}, x), ir.ScalarOf(2)))
+	}
+	g.Outputs = outs
+	rs, err := Partition(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range Horizontal(rs) {
+		if n := len(r.Members()); n > MaxGroup && !r.Combo() {
+			t.Errorf("a group of %d members over one iteration space, above MaxGroup %d", n, MaxGroup)
+		}
+	}
+}

@@ -145,8 +145,8 @@ func joins(g, r *Region) bool {
 		return false
 	}
 	n := len(g.Members())
-	if ir.SameShape(lead.Root.Shape, r.Root.Shape) && !g.Combo() && n < MaxGroup {
-		return true
+	if ir.SameShape(lead.Root.Shape, r.Root.Shape) && !g.Combo() {
+		return n < MaxGroup // a group over one iteration space: a combo only across shapes
 	}
 	small := func(m *Region) bool { return m.Flat() && ir.Numel(m.Root.Shape) <= MaxComboElems }
 	if n >= MaxCombo || !small(r) {

@@ -122,6 +122,9 @@ func (l *Layout) Rebuild(g *ir.Graph) ([]*Region, error) {
 				r.Group = append(r.Group, m)
 			}
 			r.Root = r.Group[0].Root
+			if !r.Combo() && len(r.Group) > MaxGroup {
+				return nil, fmt.Errorf("fuse: layout has a group of %d over one iteration space", len(r.Group))
+			}
 		case layoutSingle, layoutPointwise, layoutRow:
 			var err error
 			if r, err = rebuildRegion(nodes, rl.Nodes, rl.Kind, rl.Full, rl.Dims); err != nil {

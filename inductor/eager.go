@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"gocompile/ir"
 )
@@ -191,17 +192,33 @@ func (k *PointwiseKernel) unroll() int {
 	return k.AutoUnroll()
 }
 
-// mathOpCounts memoizes countMathOps: a launch asks for it, and
-// expressions do not change once built.
-var mathOpCounts sync.Map // *ir.Expr → int
+// mathOpCounts memoizes countMathOps, for launches: expressions do not
+// change once built. It is dropped when it grows past maxMathOpCounts, so
+// that expressions of graphs no longer compiled are not kept for ever.
+var (
+	mathOpCounts    atomic.Pointer[sync.Map] // *ir.Expr → int
+	mathOpCountsLen atomic.Int64
+)
+
+const maxMathOpCounts = 1 << 14
 
 // countMathOps is mathOps of e alone.
 func countMathOps(e *ir.Expr) int {
-	if n, ok := mathOpCounts.Load(e); ok {
+	m := mathOpCounts.Load()
+	if m == nil {
+		mathOpCounts.CompareAndSwap(nil, new(sync.Map))
+		m = mathOpCounts.Load()
+	}
+	if n, ok := m.Load(e); ok {
 		return n.(int)
 	}
 	n := mathOps(e, map[*ir.Expr]bool{})
-	mathOpCounts.Store(e, n)
+	if mathOpCountsLen.Add(1) > maxMathOpCounts {
+		mathOpCounts.Store(new(sync.Map))
+		mathOpCountsLen.Store(0)
+		return n
+	}
+	m.Store(e, n)
 	return n
 }
 

@@ -232,12 +232,40 @@ func markInPlace(g *ir.Graph) {
 		default:
 			continue
 		}
-		inPlace := true
+		inPlace := !sourceAliases(g, n, readers)
 		for _, r := range readers {
 			inPlace = inPlace && readBefore(n, r, users, result)
 		}
 		n.Attrs.KeepDim = inPlace
 	}
+}
+
+// sourceAliases reports whether a value write n writes (its operands
+// past the storage) may share the storage's memory: a view of it, or an
+// op that may return its operand (anything but a pointwise op or a
+// reduction) applied to it. Copying it in place would read elements the
+// copy has already overwritten (a window shifted along its own storage).
+func sourceAliases(g *ir.Graph, n *ir.Node, storage []*ir.Node) bool {
+	alias := map[*ir.Node]bool{}
+	for _, s := range storage {
+		alias[s] = true
+	}
+	for _, u := range g.Nodes {
+		if u == n || u.Kind != ir.CallNode || u.Op.Kind == ir.Pointwise || u.Op.Kind == ir.Reduction {
+			continue
+		}
+		for _, a := range u.Args {
+			if an, ok := a.(*ir.Node); ok && alias[an] {
+				alias[u] = true
+			}
+		}
+	}
+	for _, a := range n.Args[1:] {
+		if an, ok := a.(*ir.Node); ok && alias[an] {
+			return true
+		}
+	}
+	return false
 }
 
 // readBefore reports whether everything computed from base, other than

@@ -176,20 +176,28 @@ func TestMarkInPlace(t *testing.T) {
 		readInSrc        bool // the written value reads the old storage
 		returnOld        bool
 		viewInSrc        bool // the written value reads a constant view of the old storage
+		srcIsView        bool // the written value is a view of the old storage
 	}{
-		{"a lone write", false, false, false, true, false, false, false},
-		{"the old storage read", true, false, false, false, false, false, false},
-		{"a constant view of the old storage", false, true, false, false, false, false, false},
-		{"a write after a write", false, false, true, true, false, false, false},
-		{"the written value reads the old storage", false, false, false, true, true, false, false},
-		{"the written value and a result read the old storage", true, false, false, false, true, false, false},
-		{"the old storage is a result", false, false, false, false, true, true, false},
-		{"the written value reads a constant view of the old storage", false, false, false, true, false, false, true},
-		{"the written value and a result read a constant view", false, true, false, false, false, false, true},
+		{"a lone write", false, false, false, true, false, false, false, false},
+		{"the old storage read", true, false, false, false, false, false, false, false},
+		{"a constant view of the old storage", false, true, false, false, false, false, false, false},
+		{"a write after a write", false, false, true, true, false, false, false, false},
+		{"the written value reads the old storage", false, false, false, true, true, false, false, false},
+		{"the written value and a result read the old storage", true, false, false, false, true, false, false, false},
+		{"the old storage is a result", false, false, false, false, true, true, false, false},
+		{"the written value reads a constant view of the old storage", false, false, false, true, false, false, true, false},
+		{"the written value and a result read a constant view", false, true, false, false, false, false, true, false},
+		{"the written value is a view of the old storage", false, false, false, false, false, false, false, true},
 	} {
 		g := &ir.Graph{}
 		base := g.Const(store.v, []int{8}, Float32, dev, "")
 		src := g.Input([]int{2}, Float32, dev, "")
+		if c.srcIsView {
+			var err error
+			if src, err = g.Call(ir.OpSlice, ir.Attrs{Dim: 0, Start: 2, Stop: 4, Step: 1}, "", base); err != nil {
+				t.Fatal(err)
+			}
+		}
 		if c.viewInSrc {
 			view := store.v.WithLayout(ir.Layout{Shape: []int{2}, Strides: []int{1}, Offset: 3})
 			v := g.Const(view, []int{2}, Float32, dev, "")
@@ -345,4 +353,123 @@ func TestCompileWriteRegressions(t *testing.T) {
 		})
 		checkClose(t, "x*2*3", f(Ones(Float32, 2)), Float32, []int{2}, []float64{6, 6}, 0)
 	})
+}
+
+type writeCase struct {
+	name   string
+	shapes [][]int
+	f      func(st []*Tensor, x *Tensor) *Tensor
+}
+
+// Compiled functions that write captured tensors from their own old
+// contents, in every shape markInPlace and the direct stores meet (a
+// moment then a parameter reading it, partial then whole writes, a swap,
+// a combo of writes of three shapes, reads through a reshape and a
+// transpose of the written storage): each call gives eager's results and
+// leaves eager's state, call after call (the first call builds the
+// kernels and copies, the later ones write in place).
+func TestCompiledWritesFromOldContents(t *testing.T) {
+	cases := []writeCase{
+		{"moment then param reads new moment", [][]int{{6}, {6}}, func(st []*Tensor, g *Tensor) *Tensor {
+			m, p := st[0], st[1]
+			m.Copy(m.MulScalar(0.9).Add(g))
+			p.Copy(p.Sub(m.MulScalar(0.1)))
+			return p.Sum()
+		}},
+		{"partial write then whole write (src first)", [][]int{{6}}, func(st []*Tensor, g *Tensor) *Tensor {
+			b := st[0]
+			s := g.MulScalar(2)
+			b.Narrow(0, 0, 2).Copy(g.Narrow(0, 0, 2).Exp())
+			b.Copy(s)
+			return g.Sum()
+		}},
+		{"partial write then whole write", [][]int{{6}}, func(st []*Tensor, g *Tensor) *Tensor {
+			b := st[0]
+			b.Narrow(0, 0, 2).Copy(g.Narrow(0, 0, 2).Exp())
+			b.Copy(g.MulScalar(2).Add(b))
+			return g.Sum()
+		}},
+		{"old read feeds other storage write, then overwrite", [][]int{{6}, {6}}, func(st []*Tensor, g *Tensor) *Tensor {
+			a, b := st[0], st[1]
+			b.Copy(a.MulScalar(3))
+			a.Copy(g.AddScalar(1))
+			return b.Sum()
+		}},
+		{"swap via temp", [][]int{{6}, {6}}, func(st []*Tensor, g *Tensor) *Tensor {
+			a, b := st[0], st[1]
+			tmp := a.Mul(g.MulScalar(0).AddScalar(1))
+			a.Copy(b.Add(g))
+			b.Copy(tmp)
+			return g.Sum()
+		}},
+		{"different shapes combo with write", [][]int{{6}, {3, 2}, {4}}, func(st []*Tensor, g *Tensor) *Tensor {
+			st[0].Copy(st[0].MulScalar(0.5).Add(g))
+			st[1].Copy(st[1].MulScalar(0.25).Add(g.Narrow(0, 0, 2).Sum()))
+			st[2].Copy(st[2].Exp().Mul(g.Narrow(0, 0, 4)))
+			return st[0].Sum().Add(st[1].Sum()).Add(st[2].Sum())
+		}},
+		{"read old through reshape then write whole", [][]int{{2, 3}}, func(st []*Tensor, g *Tensor) *Tensor {
+			b := st[0]
+			r := b.Reshape(6)
+			b.Copy(r.Add(g).Reshape(2, 3))
+			return b.Sum()
+		}},
+		{"transposed read of own storage", [][]int{{3, 3}}, func(st []*Tensor, g *Tensor) *Tensor {
+			b := st[0]
+			b.Copy(b.T().MulScalar(2).Add(g.Narrow(0, 0, 3)))
+			return b.Sum()
+		}},
+	}
+	for _, c := range cases {
+		mk := func() []*Tensor {
+			var st []*Tensor
+			for i, s := range c.shapes {
+				st = append(st, Randn(uint64(100+i), Float32, s...))
+			}
+			return st
+		}
+		es, cs := mk(), mk()
+		ef := func(x *Tensor) *Tensor { return c.f(es, x) }
+		cf := Compile(func(x *Tensor) *Tensor { return c.f(cs, x) })
+		for call := range 4 {
+			x := Randn(uint64(call), Float32, 6)
+			what := fmt.Sprintf("%s call %d", c.name, call)
+			checkSame(t, what, cf(x), ef(x))
+			for i := range es {
+				checkSame(t, fmt.Sprintf("%s state %d", what, i), cs[i], es[i])
+			}
+		}
+	}
+}
+
+// A captured buffer shifted by one along itself (a rolling window): the
+// written value is a view of the storage, so the write must not go in
+// place, where its copy would read elements it had already overwritten.
+func TestCompiledShiftAlongItself(t *testing.T) {
+	const n = 1 << 20
+	buf := Randn(7, Float32, n)
+	f := Compile(func(g *Tensor) *Tensor {
+		buf.Narrow(0, 0, 1).Copy(g)                       // makes the storage a written one
+		buf.Narrow(0, 1, n-1).Copy(buf.Narrow(0, 0, n-1)) // shift right by one
+		return g
+	})
+	for call := range 3 {
+		before := vals(buf)
+		g := Full(float64(call+1), Float32, 1)
+		f(g)
+		after := vals(buf)
+		want := make([]float64, n)
+		want[0] = float64(call + 1)
+		want[1] = float64(call + 1)
+		copy(want[2:], before[1:n-1])
+		bad := 0
+		for i := range want {
+			if after[i] != want[i] {
+				bad++
+			}
+		}
+		if bad > 0 {
+			t.Errorf("call %d: %d of %d elements wrong", call, bad, n)
+		}
+	}
 }

@@ -60,6 +60,11 @@ type inductorProgram struct {
 	// firstGPURun is set by the first run on a GPU, which queues its
 	// launches so that its kernels compile in parallel (array.LaunchQueue).
 	firstGPURun atomic.Bool
+	// ran is set once a run has completed: its kernels are built. Until
+	// then writes copy their storage instead of updating it in place
+	// (and no kernel stores into one), so that a run a kernel build
+	// failure stops has changed nothing the eager fallback reads.
+	ran atomic.Bool
 }
 
 type inductorStep struct {
@@ -200,6 +205,7 @@ func (p *inductorProgram) Run(inputs []*array.Array) (outs []*array.Array) {
 // runWith runs the program's steps with arena a.
 func (p *inductorProgram) runWith(inputs []*array.Array, a *array.Arena, q *array.LaunchQueue) []*array.Array {
 	vals := array.BindLeaves(p.g, inputs)
+	inPlace := p.ran.Load()
 	for i := range p.steps {
 		s := &p.steps[i]
 		if vals[s.roots[0]] != nil {
@@ -212,7 +218,11 @@ func (p *inductorProgram) runWith(inputs []*array.Array, a *array.Arena, q *arra
 				continue
 			}
 			q.Drain() // the eager kernel launches now
-			vals[s.roots[0]] = array.RunNode(n, n.Attrs, array.NodeArgs(n, vals, p.index))
+			attrs := n.Attrs
+			if !inPlace && (n.Op == ir.OpAsStridedScatter || n.Op == ir.OpAsStridedIndexCopy) {
+				attrs.KeepDim = false
+			}
+			vals[s.roots[0]] = array.RunNode(n, attrs, array.NodeArgs(n, vals, p.index))
 			continue
 		}
 		args := make([]*array.Array, len(s.args))
@@ -232,7 +242,7 @@ func (p *inductorProgram) runWith(inputs []*array.Array, a *array.Arena, q *arra
 			}, q)
 			continue
 		}
-		if s.stores != nil {
+		if s.stores != nil && inPlace {
 			in, planned := viewInputs(s.group.inputs, args), dst
 			dst = func(m int, dev ir.Device, dt ir.DType, shape []int) *array.Array {
 				if st := s.stores[m]; st >= 0 {
@@ -253,6 +263,7 @@ func (p *inductorProgram) runWith(inputs []*array.Array, a *array.Arena, q *arra
 		}
 	}
 	q.Drain()
+	p.ran.Store(true)
 	return array.OutputsOf(p.g, p.index, vals)
 }
 

@@ -51,7 +51,9 @@ func (p *inductorProgram) findDirectStores() {
 // expression, element for element (the layout w writes), so that each
 // element is read before the same thread writes it.
 func (s *groupStep) canStoreInto(m int, x *array.Array, w *ir.Node, dt ir.DType, shape []int, in []*array.Array) *array.Array {
-	if x == nil || x.DType() != dt || !x.IsContiguous() || x.Offset() != 0 || x.Numel() != ir.Numel(shape) {
+	// MaxAutotune times a kernel by running it again on its arguments,
+	// which must not change them.
+	if s.tune || x == nil || x.DType() != dt || !x.IsContiguous() || x.Offset() != 0 || x.Numel() != ir.Numel(shape) {
 		return nil
 	}
 	l, err := ir.OpAsStrided.View(x.Layout(), &w.Attrs)
