@@ -13,21 +13,16 @@ import (
 // (fuse.Horizontal's combos), cost one launch instead of one each.
 type ComboKernel struct {
 	Members []PointwiseKernel // dense kernels (not Strided nor Tile)
-
-	named []PointwiseKernel // the members as generated (see named)
-	name  string
 }
 
-// Name is the kernel's entry point, unique for its members.
+// Name is the kernel's entry point, unique for its members (whose names
+// decide how the source labels them).
 func (c *ComboKernel) Name() string {
-	if c.name == "" {
-		h := fnv.New64a()
-		for _, k := range c.generated() {
-			fmt.Fprintln(h, k.Name())
-		}
-		c.name = fmt.Sprintf("gc_combo%d_%016x", len(c.Members), h.Sum64())
+	h := fnv.New64a()
+	for i := range c.Members {
+		fmt.Fprintln(h, c.Members[i].Name())
 	}
-	return c.name
+	return fmt.Sprintf("gc_combo%d_%016x", len(c.Members), h.Sum64())
 }
 
 // generated gives the members as their device functions are generated:
@@ -35,9 +30,7 @@ func (c *ComboKernel) Name() string {
 // members with the same expression but other operands do not define one
 // device function twice.
 func (c *ComboKernel) generated() []PointwiseKernel {
-	if c.named != nil {
-		return c.named
-	}
+	var named []PointwiseKernel
 	distinct := map[string]int{}
 	for _, k := range c.Members {
 		name := k.Name()
@@ -47,9 +40,9 @@ func (c *ComboKernel) generated() []PointwiseKernel {
 		k.member = true
 		k.Expr, k.Label = k.expr(), fmt.Sprintf("%s_c%d", k.label(), distinct[name])
 		k.Op = nil // a member is named by its label
-		c.named = append(c.named, k)
+		named = append(named, k)
 	}
-	return c.named
+	return named
 }
 
 // Source generates the CUDA C: each distinct member's body as a device
@@ -63,9 +56,8 @@ func (c *ComboKernel) Source() (string, error) {
 	b.WriteString(cudaPrelude)
 	defined := map[string]bool{}
 	var params, calls []string
-	for i := range c.generated() {
-		k := &c.named[i]
-		body, err := k.body()
+	for i, k := range c.generated() {
+		body, kparams, err := k.bodyParams()
 		if err != nil {
 			return "", fmt.Errorf("combo member %d: %w", i, err)
 		}
@@ -77,7 +69,7 @@ func (c *ComboKernel) Source() (string, error) {
 			fmt.Fprintf(&b, "\n// member %d: %s\n%s", i, k.label(), body)
 		}
 		var names []string
-		for _, p := range k.params {
+		for _, p := range kparams {
 			name := p[strings.LastIndexAny(p, " *")+1:]
 			params = append(params, fmt.Sprintf("%s_m%d", p, i))
 			names = append(names, fmt.Sprintf("%s_m%d", name, i))

@@ -118,8 +118,6 @@ type PointwiseKernel struct {
 	// that a ComboKernel calls for its range of blocks (taking the block
 	// index and count as its last parameters, bid and nb).
 	member bool
-	// params are the kernel's parameter declarations, set by body.
-	params []string
 }
 
 // ExtraOutput is one more value a fused pointwise kernel computes.
@@ -386,20 +384,28 @@ func (k *PointwiseKernel) ParamKinds() ([]ir.Kind, error) {
 
 // body is the kernel's source after the prelude.
 func (k *PointwiseKernel) body() (string, error) {
+	src, _, err := k.bodyParams()
+	return src, err
+}
+
+// bodyParams is body, and the declarations of a dense kernel's parameters
+// (a combo's kernel passes its members theirs; an N-d kernel's lack its
+// geometry).
+func (k *PointwiseKernel) bodyParams() (string, []string, error) {
 	argKinds := make([]ir.Kind, len(k.Operands))
 	for i, o := range k.Operands {
 		argKinds[i] = o.Kind
 	}
 	paramKinds, outKind, err := k.expr().ParamKinds(argKinds, k.Compute)
 	if err != nil {
-		return "", fmt.Errorf("%s: %w", k.label(), err)
+		return "", nil, fmt.Errorf("%s: %w", k.label(), err)
 	}
 	expr, err := k.expr().C(
 		func(i int) string { return fmt.Sprintf("a%d", i) },
 		func(i int) string { return fmt.Sprintf("p%d", i) },
 		argKinds, k.Compute)
 	if err != nil {
-		return "", fmt.Errorf("%s: %w", k.label(), err)
+		return "", nil, fmt.Errorf("%s: %w", k.label(), err)
 	}
 
 	var b strings.Builder
@@ -421,11 +427,11 @@ func (k *PointwiseKernel) body() (string, error) {
 			err = fmt.Errorf("output %d takes op parameters", i+1)
 		}
 		if err != nil {
-			return "", fmt.Errorf("%s: %w", k.label(), err)
+			return "", nil, fmt.Errorf("%s: %w", k.label(), err)
 		}
 		e, err := o.expr.C(func(i int) string { return fmt.Sprintf("a%d", i) }, nil, argKinds, o.compute)
 		if err != nil {
-			return "", fmt.Errorf("%s: output %d: %w", k.label(), i+1, err)
+			return "", nil, fmt.Errorf("%s: output %d: %w", k.label(), i+1, err)
 		}
 		fmt.Fprintf(&b, "// output %d: %v\n", i+1, o.expr)
 		fmt.Fprintf(&b, "__device__ __forceinline__ %s %s(%s) {\n  return %s;\n}\n\n", kindC(ok), o.fn, strings.Join(fargs, ", "), e)
@@ -457,9 +463,9 @@ func (k *PointwiseKernel) body() (string, error) {
 	c := &kernelCtx{k: k, nparams: len(paramKinds), outKinds: outKinds}
 	if k.Strided || k.Tile {
 		if err := c.layoutBody(&b, params); err != nil {
-			return "", fmt.Errorf("%s: %w", k.label(), err)
+			return "", nil, fmt.Errorf("%s: %w", k.label(), err)
 		}
-		return b.String(), nil
+		return b.String(), params, nil
 	}
 	params = append(params, "int aligned")
 	for i, o := range k.Operands {
@@ -467,10 +473,9 @@ func (k *PointwiseKernel) body() (string, error) {
 		case o.Access.broadcast():
 			params = append(params, fmt.Sprintf("%s inner%d", idx, i))
 		case o.Access != Dense && o.Access != Uniform && o.Access != ScalarArg:
-			return "", fmt.Errorf("%s: a dense kernel cannot read operand %d with access %c", k.label(), i, o.Access.letter())
+			return "", nil, fmt.Errorf("%s: a dense kernel cannot read operand %d with access %c", k.label(), i, o.Access.letter())
 		}
 	}
-	k.params = params
 	block, grid := "blockIdx.x", "gridDim.x"
 	if k.member {
 		fmt.Fprintf(&b, "__device__ __forceinline__ void %s_body(\n    %s,\n    long long bid, long long nb) {\n", k.Name(), strings.Join(params, ",\n    "))
@@ -581,7 +586,7 @@ func (k *PointwiseKernel) body() (string, error) {
 		return loadC(fmt.Sprintf("x%d[i]", i), o.DType, o.Kind)
 	}))
 	b.WriteString("        }\n      }\n    }\n  }\n}\n")
-	return b.String(), nil
+	return b.String(), params, nil
 }
 
 // TileElems is the number of elements a block of the given size handles

@@ -83,7 +83,7 @@ func SplitJoint(g *Graph, upstream *Node, nresults int) (*JointSplit, error) {
 	s := &JointSplit{}
 	saved := map[*Node]bool{}
 	for _, n := range g.Nodes {
-		if cut.saved[n] {
+		if cut[n] {
 			saved[n] = true
 			s.Saved = append(s.Saved, n)
 		}
@@ -125,7 +125,7 @@ func SplitJoint(g *Graph, upstream *Node, nresults int) (*JointSplit, error) {
 	}
 	for _, n := range g.Nodes {
 		if recomputed[n] {
-			if !cut.recomputable(n) {
+			if !recomputable(n) {
 				return nil, fmt.Errorf("ir: the cut recomputes %s (%s), which only the forward may compute", n.Name(), n.Op.Name)
 			}
 			s.Recomputed = append(s.Recomputed, n)
@@ -179,21 +179,18 @@ func copyNodes(dst, src *Graph, m map[*Node]*Node, outs []*Node, copied func(*No
 	return nil
 }
 
-// cutResult is the minimum cut's choice.
-type cutResult struct {
-	saved   map[*Node]bool
-	isCheap func(*Node) bool
+// recomputable reports whether the backward may compute n again rather
+// than have it saved: a pointwise op or a view, cheap to redo.
+func recomputable(n *Node) bool {
+	return n.Kind == CallNode && (n.Op.Kind == Pointwise || n.Op.Kind == View)
 }
-
-func (c *cutResult) recomputable(n *Node) bool { return c.isCheap(n) }
 
 // minCut chooses the forward values to save: a maximum flow from the
 // values only the forward may compute to the values the backward needs,
 // through each forward call node as an edge of its bytes, cut where the
 // flow saturates (Edmonds–Karp). Inputs and constants cost nothing: the
-// backward reads them itself.
-func minCut(g *Graph, tangent, needed map[*Node]bool) *cutResult {
-	cheap := func(n *Node) bool { return n.Kind == CallNode && (n.Op.Kind == Pointwise || n.Op.Kind == View) }
+// backward reads them itself. It returns the nodes to save.
+func minCut(g *Graph, tangent, needed map[*Node]bool) map[*Node]bool {
 	const inf = math.MaxInt64 / 4
 	// Vertices: source 0, sink 1, then per forward call node an in and
 	// an out vertex.
@@ -219,7 +216,7 @@ func minCut(g *Graph, tangent, needed map[*Node]bool) *cutResult {
 	for _, n := range nodes {
 		in := idx[n]
 		add(in, in+1, max(nodeBytes(n), 1))
-		if !cheap(n) {
+		if !recomputable(n) {
 			add(0, in, inf)
 		}
 		if needed[n] {
@@ -281,7 +278,7 @@ func minCut(g *Graph, tangent, needed map[*Node]bool) *cutResult {
 			saved[n] = true
 		}
 	}
-	return &cutResult{saved: saved, isCheap: cheap}
+	return saved
 }
 
 // mappedArgs is n's arguments with each node replaced by its image in m

@@ -316,9 +316,11 @@ type compiled struct {
 	viaResult atomic.Int64
 	bwdOnce   sync.Once
 	bwd       *compiled
-	// parts holds, by call signature (callKey), the forward and backward
-	// halves of the joint graph (*partitioned), or why there are none.
-	parts sync.Map
+	// parts holds, behind static guards on the call, the forward and
+	// backward halves of the joint graph (*partSlot); partsMu serialises
+	// its inserts.
+	parts   atomic.Pointer[guard.Cache]
+	partsMu sync.Mutex
 	// consts maps the arrays of the tensors its graphs bind as constants
 	// back to those tensors (resultSources).
 	consts sync.Map // *array.Array → *Tensor

@@ -194,10 +194,11 @@ func (c *compiled) callViaResult(args []reflect.Value, fa *flatArgs, k int) []re
 		c.gradFallback("a variadic function's result requires gradients")
 		return c.invoke(args)
 	}
-	key := callKey(&fa.call)
-	if v, ok := c.parts.Load(key); ok {
-		if p, ok := v.(*partitioned); ok {
-			return p.call(fa, k, leaves)
+	if gc := c.parts.Load(); gc != nil {
+		if _, v, ok := gc.Lookup(&fa.call); ok {
+			if p := v.(*partSlot).p.Load(); p != nil {
+				return p.call(fa, k, leaves)
+			}
 		}
 	}
 	var res []reflect.Value
@@ -206,7 +207,7 @@ func (c *compiled) callViaResult(args []reflect.Value, fa *flatArgs, k int) []re
 	return attachResultGrad(res, k, leaves, c.name, func(g *Tensor) {
 		// The compiled backward adds the leaves' gradients itself.
 		enableGrad(func() { bwd.call(append(kept, reflect.ValueOf(g))) })
-		c.partition(key, kept, g, k)
+		c.partition(fa, kept, g, k)
 	})
 }
 

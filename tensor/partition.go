@@ -3,6 +3,7 @@ package tensor
 import (
 	"fmt"
 	"reflect"
+	"sync/atomic"
 
 	"gocompile/guard"
 	"gocompile/internal/logs"
@@ -38,27 +39,44 @@ type partitioned struct {
 	name                   string
 }
 
-// noPartition records why a signature has no partition (logged once).
-type noPartition struct{ why string }
+// partSlot is the value of a call signature's guard entry in parts: its
+// halves once split, nil while being split or where they cannot be.
+type partSlot struct{ p atomic.Pointer[partitioned] }
 
-// partition splits the joint graph of the call of args (its result k's
-// upstream gradient g) and keeps the halves under key, once per key; where
-// it cannot, it says why in the log and the signature keeps backwardFn.
-func (c *compiled) partition(key string, args []reflect.Value, g *Tensor, k int) {
-	if _, loaded := c.parts.LoadOrStore(key, noPartition{"being split"}); loaded {
+// partition splits the joint graph of the call fa (of args; g is its
+// result k's upstream gradient) and keeps the halves behind static guards
+// on the call, once per signature; where it cannot, it says why in the
+// log and the signature keeps backwardFn.
+func (c *compiled) partition(fa *flatArgs, args []reflect.Value, g *Tensor, k int) {
+	c.partsMu.Lock()
+	gc := c.parts.Load()
+	if gc == nil {
+		gc = guard.NewCache(guard.Policy{}, c.opts.limit) // static: the halves are compiled for these shapes
+		c.parts.Store(gc)
+	}
+	if _, _, ok := gc.Lookup(&fa.call); ok {
+		c.partsMu.Unlock()
+		return // split, being split, or refused already
+	}
+	ge, reason := gc.Plan(&fa.call)
+	if reason.LimitReached {
+		c.partsMu.Unlock()
 		return
 	}
+	slot := &partSlot{}
+	gc.Insert(ge, slot)
+	c.partsMu.Unlock()
+
 	var p *partitioned
 	var why string
 	err := tryTrace(func() { enableGrad(func() { p, why = c.split(args, g, k) }) })
-	switch {
-	case err != nil:
+	if err != nil {
 		why = err.Error()
-	case p != nil:
-		c.parts.Store(key, p)
+	}
+	if p != nil && err == nil {
+		slot.p.Store(p)
 		return
 	}
-	c.parts.Store(key, noPartition{why})
 	if logs.On("recompiles") {
 		logs.Info("gocompile: the backward recomputes the forward", "function", c.name, "reason", why)
 	}

@@ -38,15 +38,23 @@ func newGroupStep(r *fuse.Region) (*groupStep, error) {
 	for _, in := range s.inputs {
 		s.kinds = append(s.kinds, in.Kind)
 	}
-	h := fnv.New64a()
 	members := r.Members()
+	for i := range members {
+		s.reads = append(s.reads, inputsRead(exprs[i], len(s.inputs)))
+	}
+	if r.Combo() { // each member runs over its own inputs
+		if err := s.newCombo(); err != nil {
+			return nil, err
+		}
+		return s, nil
+	}
+	h := fnv.New64a()
 	for i, m := range members {
 		blk, err := compileFused(exprs[i], s.kinds, m.Compute)
 		if err != nil {
 			return nil, fmt.Errorf("region %v: %w", m, err)
 		}
 		s.blks = append(s.blks, blk)
-		s.reads = append(s.reads, inputsRead(exprs[i], len(s.inputs)))
 		fmt.Fprintln(h, exprs[i])
 		if i > 0 {
 			s.kernel.Extra = append(s.kernel.Extra, inductor.ExtraOutput{Expr: exprs[i], Compute: m.Compute, Out: m.Root.DType})
@@ -55,11 +63,6 @@ func newGroupStep(r *fuse.Region) (*groupStep, error) {
 	lead := members[0]
 	s.kernel.Expr, s.kernel.Compute, s.kernel.Out = exprs[0], lead.Compute, lead.Root.DType
 	s.kernel.Label = fmt.Sprintf("fused%d_%016x", len(members), h.Sum64())
-	if r.Combo() {
-		if err := s.newCombo(); err != nil {
-			return nil, err
-		}
-	}
 	return s, nil
 }
 

@@ -2,6 +2,7 @@ package optim
 
 import (
 	"math"
+	"slices"
 
 	"gocompile/tensor"
 )
@@ -25,8 +26,7 @@ type SGD struct {
 	params  []*tensor.Tensor
 	bufs    []*tensor.Tensor
 	started []bool // per parameter: whether a step has updated it
-	step    func(grads []*tensor.Tensor, lr, mom, keep *tensor.Tensor) *tensor.Tensor
-	stats   tensor.CompileStats // of step
+	stepper
 }
 
 // NewSGD returns an SGD over params (leaves that require gradients) with
@@ -38,29 +38,25 @@ func NewSGD(params []*tensor.Tensor, lr float64) *SGD {
 
 // Step updates every parameter that has a gradient, in place.
 func (o *SGD) Step() {
-	if o.Compiled && o.compiledStep() {
-		return
-	}
-	tensor.NoGrad(func() {
-		scalars := map[[3]any][3]*tensor.Tensor{} // by device, type and start
-		for i, p := range o.params {
-			g := p.Grad()
-			if g == nil {
-				continue
-			}
-			o.buffer(i)
-			k := [3]any{p.Device(), p.DType(), o.started[i]}
-			sc, ok := scalars[k]
-			if !ok {
-				mom, keep := o.momentum(o.started[i])
-				sc = [3]*tensor.Tensor{scalarLike(p, o.LR), scalarLike(p, mom), scalarLike(p, keep)}
-				scalars[k] = sc
+	r := rule{
+		prepare: func(i int) {
+			if o.Momentum != 0 && o.bufs[i] == nil {
+				o.bufs[i] = tensor.ZerosLike(o.params[i])
 			}
 			o.started[i] = true
-			// Detached, no op on p asks whether to record gradients.
-			o.update(p.Detach(), g, o.bufs[i], sc[0], sc[1], sc[2])
-		}
-	})
+		},
+		update: func(i int, p, g *tensor.Tensor, f [3]*tensor.Tensor) { o.update(p, g, o.bufs[i], f[0], f[1], f[2]) },
+	}
+	factors := func(i int) [3]float64 {
+		mom, keep := o.momentum(o.started[i])
+		return [3]float64{o.LR, mom, keep}
+	}
+	// Compiled, every parameter takes one step's factors: all at their
+	// first step, or all past it.
+	if o.Compiled && len(o.params) > 0 && !slices.Contains(o.started, !o.started[0]) && o.compiledStep(o.params, factors(0), r) {
+		return
+	}
+	o.eager(o.params, factors, r)
 }
 
 // update writes parameter p's SGD update for gradient g in place, with
@@ -91,44 +87,6 @@ func (o *SGD) momentum(started bool) (mom, keep float64) {
 	return o.Momentum, 1 - o.Dampening
 }
 
-// buffer makes parameter i's momentum buffer (zeros) on its first step,
-// where there is momentum.
-func (o *SGD) buffer(i int) {
-	if o.Momentum != 0 && o.bufs[i] == nil {
-		o.bufs[i] = tensor.ZerosLike(o.params[i])
-	}
-}
-
-// compiledStep runs the step as the compiled function, or reports false
-// when a parameter has no gradient or the parameters are not all at their
-// first step or all past it.
-func (o *SGD) compiledStep() bool {
-	grads := make([]*tensor.Tensor, len(o.params))
-	for i, p := range o.params {
-		if grads[i] = p.Grad(); grads[i] == nil || o.started[i] != o.started[0] {
-			return false
-		}
-	}
-	mom, keep := o.momentum(o.started[0])
-	for i := range o.started {
-		o.started[i] = true
-	}
-	if o.step == nil {
-		for i := range o.params {
-			o.buffer(i)
-		}
-		o.step = tensor.Compile(func(grads []*tensor.Tensor, lr, mom, keep *tensor.Tensor) *tensor.Tensor {
-			for i, p := range o.params {
-				o.update(p, grads[i], o.bufs[i], lr, mom, keep)
-			}
-			return lr
-		}, tensor.WithStats(&o.stats))
-	}
-	p := o.params[0]
-	tensor.NoGrad(func() { o.step(grads, scalarLike(p, o.LR), scalarLike(p, mom), scalarLike(p, keep)) })
-	return true
-}
-
 // ZeroGrad clears every parameter's gradient.
 func (o *SGD) ZeroGrad() { zeroGrad(o.params) }
 
@@ -144,16 +102,15 @@ type AdamW struct {
 	// parameter (tensor.Compile: the updates fused, the moments and
 	// parameters stored in place; on a GPU, multi-tensor kernels for
 	// parameters up to a million elements, up to 32 tensors a launch),
-	// compiled once; the learning rate and
-	// the step's bias corrections are its tensor arguments. A step where
-	// some parameter has no gradient runs eagerly.
+	// compiled once; the learning rate and the step's bias corrections
+	// are its tensor arguments. A step where some parameter has no
+	// gradient runs eagerly.
 	Compiled bool
 
 	params []*tensor.Tensor
 	m, v   []*tensor.Tensor
 	t      int
-	step   func(grads []*tensor.Tensor, lr, c1, c2 *tensor.Tensor) *tensor.Tensor
-	stats  tensor.CompileStats // of step
+	stepper
 }
 
 // NewAdamW returns an AdamW over params with learning rate lr and
@@ -168,27 +125,21 @@ func (o *AdamW) Step() {
 	o.t++
 	c1 := 1 - math.Pow(o.Beta1, float64(o.t))
 	c2 := 1 - math.Pow(o.Beta2, float64(o.t))
-	if o.Compiled && o.compiledStep(c1, c2) {
+	r := rule{
+		prepare: func(i int) {
+			if o.m[i] == nil {
+				o.m[i], o.v[i] = tensor.ZerosLike(o.params[i]), tensor.ZerosLike(o.params[i])
+			}
+		},
+		update: func(i int, p, g *tensor.Tensor, f [3]*tensor.Tensor) {
+			o.update(p, g, o.m[i], o.v[i], f[0], f[1], f[2])
+		},
+	}
+	f := [3]float64{o.LR, c1, c2}
+	if o.Compiled && o.compiledStep(o.params, f, r) {
 		return
 	}
-	tensor.NoGrad(func() {
-		scalars := map[[2]any][3]*tensor.Tensor{} // by device and type
-		for i, p := range o.params {
-			g := p.Grad()
-			if g == nil {
-				continue
-			}
-			o.moments(i)
-			k := [2]any{p.Device(), p.DType()}
-			sc, ok := scalars[k]
-			if !ok {
-				sc = [3]*tensor.Tensor{scalarLike(p, o.LR), scalarLike(p, c1), scalarLike(p, c2)}
-				scalars[k] = sc
-			}
-			// Detached, no op on p asks whether to record gradients.
-			o.update(p.Detach(), g, o.m[i], o.v[i], sc[0], sc[1], sc[2])
-		}
-	})
+	o.eager(o.params, func(int) [3]float64 { return f }, r)
 }
 
 // update writes parameter p's AdamW update for gradient g in place, with
@@ -201,45 +152,8 @@ func (o *AdamW) update(p, g, m, v, lr, c1, c2 *tensor.Tensor) {
 	p.Copy(p.Sub(p.Mul(lr).MulScalar(o.WeightDecay)).Sub(m.Div(c1).Div(denom).Mul(lr)))
 }
 
-// moments makes parameter i's moments (zeros) on its first step.
-func (o *AdamW) moments(i int) {
-	if o.m[i] == nil {
-		o.m[i], o.v[i] = tensor.ZerosLike(o.params[i]), tensor.ZerosLike(o.params[i])
-	}
-}
-
-// scalarLike is v as a 0-d tensor of p's type on p's device.
-func scalarLike(p *tensor.Tensor, v float64) *tensor.Tensor {
-	return tensor.FromSlice([]float64{v}).Reshape().To(p.DType()).ToDevice(p.Device())
-}
-
 // ZeroGrad clears every parameter's gradient.
 func (o *AdamW) ZeroGrad() { zeroGrad(o.params) }
-
-// compiledStep runs the step with bias corrections c1, c2 as the compiled
-// function, or reports false when a parameter has no gradient.
-func (o *AdamW) compiledStep(c1, c2 float64) bool {
-	grads := make([]*tensor.Tensor, len(o.params))
-	for i, p := range o.params {
-		if grads[i] = p.Grad(); grads[i] == nil {
-			return false
-		}
-	}
-	if o.step == nil {
-		for i := range o.params {
-			o.moments(i)
-		}
-		o.step = tensor.Compile(func(grads []*tensor.Tensor, lr, c1, c2 *tensor.Tensor) *tensor.Tensor {
-			for i, p := range o.params {
-				o.update(p, grads[i], o.m[i], o.v[i], lr, c1, c2)
-			}
-			return lr
-		}, tensor.WithStats(&o.stats))
-	}
-	p := o.params[0]
-	tensor.NoGrad(func() { o.step(grads, scalarLike(p, o.LR), scalarLike(p, c1), scalarLike(p, c2)) })
-	return true
-}
 
 func zeroGrad(params []*tensor.Tensor) {
 	for _, p := range params {
