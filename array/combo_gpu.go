@@ -1,6 +1,8 @@
 package array
 
 import (
+	"slices"
+
 	"gocompile/cuda"
 	"gocompile/inductor"
 	"gocompile/internal/stats"
@@ -12,70 +14,103 @@ import (
 const maxKernelParamBytes = 4096
 
 // ComboMember is one member of a combo launch (GPUComboIn): a fused
-// pointwise kernel over its own operands into its own result.
+// pointwise kernel over its own operands into its own result, and its
+// Extra outputs' (inductor.PointwiseKernel.Extra).
 type ComboMember struct {
-	Kernel inductor.PointwiseKernel // Expr, Label, Compute and Out set
+	Kernel inductor.PointwiseKernel // Expr, Label, Compute, Out and Extra set
 	Args   []ir.Value
 	Kinds  []ir.Kind
 	Res    *Array
+	Extra  []*Array
 }
 
-// GPUComboIn runs the members as one launch of an inductor.ComboKernel,
-// each member over a range of blocks, with the kernel kept in cache c and
-// the launch queued on q when q is not nil. It returns the members it
-// left out, for the caller to run one by one: those that are no dense
-// kernel (an operand strided or broadcast along some dims, or not aligned
-// for vector loads), and all of them where the launch's parameters would
-// pass maxKernelParamBytes.
+// GPUComboIn runs the members as launches of inductor.ComboKernels, each
+// member over a range of blocks, as few launches as the kernel parameters
+// allow (maxKernelParamBytes), with the kernels kept in cache c and the
+// launches queued on q when q is not nil. It returns the members it left
+// out, for the caller to run one by one: those that are no dense kernel
+// (an operand strided or broadcast along some dims, or not aligned for
+// vector loads), and any that a launch would hold alone.
 func GPUComboIn(c *Artifacts, q *LaunchQueue, ms []ComboMember) (left []int) {
-	combo := &inductor.ComboKernel{}
-	var live []*ComboMember
+	var batch []int // members of the next launch
 	paramBytes := 0
+	flush := func() {
+		if len(batch) == 1 {
+			left = append(left, batch[0])
+		} else if len(batch) > 1 {
+			launchCombo(c, q, ms, batch)
+		}
+		batch, paramBytes = batch[:0], 0
+	}
 	for i := range ms {
 		m := &ms[i]
 		if m.Res.Numel() == 0 {
 			continue
 		}
-		k := m.Kernel
-		tensors := tensorsOf(m.Args)
-		strides := [][]int{m.Res.strides}
-		lts := []layoutTensor{{uintptr(m.Res.DevicePtr()), m.Res.dtype.Size()}}
-		for _, t := range tensors {
-			strides = append(strides, ir.BroadcastStrides(t.shape, t.strides, m.Res.shape))
-			lts = append(lts, layoutTensor{uintptr(t.DevicePtr()), t.dtype.Size()})
-		}
-		var operands []inductor.Operand
-		for i, v := range m.Args {
-			o := inductor.Operand{Kind: m.Kinds[i], Access: inductor.ScalarArg}
-			if t, ok := v.(*Array); ok {
-				o.DType, o.Access = t.dtype, inductor.Strided
-			}
-			operands = append(operands, o)
-		}
-		k.Unroll = pointwiseUnroll
-		geo, inners, ok := planPointwise(&k, m.Res.shape, strides, 1, operands, lts)
-		if !ok || geo != nil || len(inners) > 0 || len(k.Extra) > 0 {
+		if !comboDense(m) {
 			left = append(left, i)
 			continue
 		}
-		combo.Members = append(combo.Members, k)
-		live = append(live, m)
-		paramBytes += 8 * (4 + len(m.Args)) // n, the result, aligned, end, and each operand
-	}
-	if paramBytes > maxKernelParamBytes || len(live) < 2 {
-		left = left[:0]
-		for i := range ms {
-			left = append(left, i)
+		// n, the results, each tensor operand, each scalar, aligned, end.
+		bytes := 8 * (3 + len(m.Extra) + len(m.Args))
+		if paramBytes+bytes > maxKernelParamBytes {
+			flush()
 		}
-		return left
+		batch = append(batch, i)
+		paramBytes += bytes
 	}
-	g := live[0].Res.st.gpu.g
+	flush()
+	slices.Sort(left)
+	return left
+}
+
+// comboDense reports whether member m runs as a dense kernel (its
+// operands element for element, aligned for vector loads), setting its
+// kernel's operands.
+func comboDense(m *ComboMember) bool {
+	k := &m.Kernel
+	tensors := tensorsOf(m.Args)
+	var strides [][]int
+	var lts []layoutTensor
+	outs := append([]*Array{m.Res}, m.Extra...)
+	for _, x := range outs {
+		if !ir.SameShape(x.shape, m.Res.shape) {
+			return false
+		}
+		strides = append(strides, x.strides)
+		lts = append(lts, layoutTensor{uintptr(x.DevicePtr()), x.dtype.Size()})
+	}
+	for _, t := range tensors {
+		strides = append(strides, ir.BroadcastStrides(t.shape, t.strides, m.Res.shape))
+		lts = append(lts, layoutTensor{uintptr(t.DevicePtr()), t.dtype.Size()})
+	}
+	k.Operands = nil
+	for i, v := range m.Args {
+		o := inductor.Operand{Kind: m.Kinds[i], Access: inductor.ScalarArg}
+		if t, ok := v.(*Array); ok {
+			o.DType, o.Access = t.dtype, inductor.Strided
+		}
+		k.Operands = append(k.Operands, o)
+	}
+	k.Unroll = pointwiseUnroll
+	geo, inners, ok := planPointwise(k, m.Res.shape, strides, len(outs), k.Operands, lts)
+	return ok && geo == nil && len(inners) == 0
+}
+
+// launchCombo launches the members of ms at indices batch as one combo.
+func launchCombo(c *Artifacts, q *LaunchQueue, ms []ComboMember, batch []int) {
+	combo := &inductor.ComboKernel{}
+	for _, i := range batch {
+		combo.Members = append(combo.Members, ms[i].Kernel)
+	}
+	g := ms[batch[0]].Res.st.gpu.g
 	args := q.Args(g)
 	defer q.Release(g, args)
 	var uses []*Array
 	end := 0
-	for i, m := range live {
-		k := &combo.Members[i]
+	for j, i := range batch {
+		m := &ms[i]
+		k := &combo.Members[j]
 		n := m.Res.Numel()
 		args.I64(int64(n))
 		tensors := tensorsOf(m.Args)
@@ -83,6 +118,9 @@ func GPUComboIn(c *Artifacts, q *LaunchQueue, ms []ComboMember) (left []int) {
 			args.Ptr(t.DevicePtr())
 		}
 		args.Ptr(m.Res.DevicePtr())
+		for _, x := range m.Extra {
+			args.Ptr(x.DevicePtr())
+		}
 		for j, v := range m.Args {
 			if s, ok := v.(ir.Scalar); ok {
 				addKind(args, m.Kinds[j], s.Value)
@@ -93,10 +131,10 @@ func GPUComboIn(c *Artifacts, q *LaunchQueue, ms []ComboMember) (left []int) {
 		end += (n + tile - 1) / tile
 		args.I64(int64(end))
 		uses = append(uses, m.Res)
+		uses = append(uses, m.Extra...)
 		uses = append(uses, tensors...)
 	}
 	grid := end
 	stats.ComboLaunches.Add(1)
 	KernelOrQueue(q, g, c, combo.Name(), combo.Source, func(fn *cuda.Function) { g.Launch("combo", fn, grid, pointwiseBlock, args) }, uses...)
-	return left
 }

@@ -762,12 +762,22 @@ func one(v uint32) uintptr {
 	return uintptr(v)
 }
 
+// launches counts Launch and LaunchDependent calls.
+var launches atomic.Int64
+
+// Launches returns how many kernels this process has launched through
+// Stream.Launch and Stream.LaunchDependent (library kernels such as
+// cuBLAS's not included): tests count them to check that a step is as
+// many kernels as it should be.
+func Launches() int64 { return launches.Load() }
+
 // Launch queues f on s with the given grid, block, dynamic shared memory in
 // bytes and parameters (cuLaunchKernel with kernelParams). args may be nil
 // for a kernel without parameters. The parameters are copied by the driver,
 // so args may be reset and reused as soon as Launch returns. Launch does not
 // allocate.
 func (s *Stream) Launch(f *Function, grid, block Dim3, sharedMem int, args *Args) error {
+	launches.Add(1)
 	d := f.mod.dev
 	b := callPool.Get().(*callBuf)
 	b.a = [24]uintptr{f.h,
@@ -840,6 +850,7 @@ func (s *Stream) LaunchDependent(f *Function, grid, block Dim3, sharedMem int, a
 	if !d.CanLaunchDependent() {
 		return s.Launch(f, grid, block, sharedMem, args)
 	}
+	launches.Add(1)
 	c := launchConfigPool.Get().(*launchConfig)
 	attrs := c.attrs
 	*c = launchConfig{

@@ -23,9 +23,15 @@ type Region struct {
 	// Row is set for a row region: see Row.
 	Row *Row
 	// Group is set for a horizontal group (see Horizontal): pointwise
-	// regions over one iteration space, run as one kernel. Root is then
-	// the first member's.
+	// regions over one iteration space, run as one kernel, or a combo of
+	// such units over different shapes. Root is then the first member's.
+	// A member may read an earlier member of its unit: the kernel keeps
+	// that value in registers (GroupExprs).
 	Group []*Region
+	// Units is set for a combo: the end, in Group, of each unit (members
+	// over one iteration space that one device function computes, such as
+	// a parameter's moments and its update, which reads them).
+	Units []int
 }
 
 // Input is one value a fused region reads. When Views is set, the region
@@ -61,7 +67,7 @@ func (r *Region) Fused() bool { return r.Expr != nil && r.Row == nil }
 
 func (r *Region) String() string {
 	if r.Group != nil {
-		return groupString(r.Group)
+		return groupString(r)
 	}
 	if !r.Fused() && r.Row == nil {
 		return fmt.Sprintf("%s (%s)", r.Root.Name(), r.Root.Op.Name)
@@ -83,11 +89,16 @@ func (r *Region) String() string {
 func (r *Region) Describe() string {
 	var b strings.Builder
 	if r.Group != nil {
-		for i, m := range r.Group {
-			if i > 0 {
-				b.WriteString(" | ")
+		for u, unit := range r.SplitUnits() {
+			if u > 0 {
+				b.WriteString(" || ")
 			}
-			b.WriteString(m.Describe())
+			for i, m := range unit {
+				if i > 0 {
+					b.WriteString(" | ")
+				}
+				b.WriteString(m.Describe())
+			}
 		}
 		return b.String()
 	}
@@ -293,20 +304,7 @@ func (r *Region) build() error {
 			switch a := a.(type) {
 			case *ir.Node:
 				if members[a] {
-					v := vals[a]
-					e := v.e
-					switch {
-					case a.DType == ir.Bool: // a store as bool keeps only non-zero-ness
-						e = ir.Ne(e, ir.Const(0))
-						v.kind = ir.I64
-					case roundedIntermediate(a): // rounded as its store and load would be
-						e = ir.CastVia(e, a.DType, kinds[i])
-						v.kind = kinds[i]
-					}
-					if v.kind != kinds[i] {
-						e = ir.Cast(e, kinds[i])
-					}
-					args[i] = e
+					args[i] = readKept(vals[a].e, vals[a].kind, a, kinds[i])
 					continue
 				}
 				in := Input{Node: a, Kind: kinds[i], Views: chains[n]}
@@ -331,7 +329,7 @@ func (r *Region) build() error {
 			if err != nil {
 				return fmt.Errorf("fuse: %s: %w", n.Name(), err)
 			}
-			v = value{substitute(n.Op.Expr, args, n.Attrs.Scalars, map[*ir.Expr]*ir.Expr{}), outKind}
+			v = value{ir.Substitute(n.Op.Expr, args, n.Attrs.Scalars), outKind}
 		}
 		if r.Row != nil && (n.Op.Kind == ir.Reduction || r.Row.rowLevel(n)) {
 			st := Stage{Node: n, Expr: v.e, Compute: compute, Kind: v.kind}
@@ -355,6 +353,22 @@ func (r *Region) build() error {
 		r.Expr = vals[r.Root].e
 	}
 	return nil
+}
+
+// readKept is the value of node a, e of kind k in a kernel that keeps it
+// (intermediateOf), as a reader loading a in kind want would see it after
+// a store and a load.
+func readKept(e *ir.Expr, k ir.Kind, a *ir.Node, want ir.Kind) *ir.Expr {
+	switch {
+	case a.DType == ir.Bool: // a store as bool keeps only non-zero-ness
+		e, k = ir.Ne(e, ir.Const(0)), ir.I64
+	case roundedIntermediate(a): // rounded as its store and load would be
+		e, k = ir.CastVia(e, a.DType, want), want
+	}
+	if k != want {
+		e = ir.Cast(e, want)
+	}
+	return e
 }
 
 // operandKinds is the kind node n computes in and the kind each of its
@@ -388,32 +402,6 @@ func operandKinds(n *ir.Node) (ir.Kind, []ir.Kind, error) {
 		}
 	}
 	return compute.Compute(), kinds, nil
-}
-
-// substitute copies e with Arg(i) replaced by args[i] and Param(j) by the
-// literal params[j], keeping shared subexpressions shared.
-func substitute(e *ir.Expr, args []*ir.Expr, params []float64, memo map[*ir.Expr]*ir.Expr) *ir.Expr {
-	if c, ok := memo[e]; ok {
-		return c
-	}
-	var out *ir.Expr
-	switch e.Prim {
-	case ir.PArg:
-		out = args[e.Index]
-	case ir.PParam:
-		out = ir.Const(params[e.Index])
-	case ir.PConst:
-		out = ir.Const(e.Value)
-	default:
-		c := *e
-		c.Args = make([]*ir.Expr, len(e.Args))
-		for i, a := range e.Args {
-			c.Args[i] = substitute(a, args, params, memo)
-		}
-		out = &c
-	}
-	memo[e] = out
-	return out
 }
 
 // viewChains gives each member read through fused views the chain of

@@ -226,7 +226,7 @@ func TestHorizontal(t *testing.T) {
 			x := g.Input([]int{4, 8}, ir.Float32, ir.CPU, "")
 			y := g.Input([]int{8}, ir.Float32, ir.CPU, "")
 			return []*ir.Node{call(t, g, ir.OpExp, ir.Attrs{}, x), call(t, g, ir.OpExp, ir.Attrs{}, y)}
-		}, "horizontal [fused exp -> v2 | fused exp -> v3]"},
+		}, "combo [fused exp -> v2 || fused exp -> v3]"},
 		{"a large region stays apart from other shapes", func(g *ir.Graph) []*ir.Node {
 			x := g.Input([]int{2048, 1024}, ir.Float32, ir.CPU, "")
 			y := g.Input([]int{8}, ir.Float32, ir.CPU, "")
@@ -248,7 +248,40 @@ func TestHorizontal(t *testing.T) {
 			a := call(t, g, ir.OpAdd, ir.Attrs{}, w, ir.ScalarOf(1))
 			b := call(t, g, ir.OpExp, ir.Attrs{}, x)
 			return []*ir.Node{s, a, b}
-		}, "horizontal [fused mul -> v2 | fused exp -> v6]; v4 (as_strided_scatter); v3 (sum); fused add -> v5"},
+		}, "combo [fused mul -> v2 || fused exp -> v6]; v4 (as_strided_scatter); v3 (sum); fused add -> v5"},
+		{"a reader of a group's value joins it", func(g *ir.Graph) []*ir.Node {
+			x := g.Input([]int{4, 8}, ir.Float32, ir.CPU, "")
+			a := call(t, g, ir.OpExp, ir.Attrs{}, x)
+			return []*ir.Node{a, call(t, g, ir.OpMul, ir.Attrs{}, a, ir.ScalarOf(2))}
+		}, "horizontal [fused exp -> v1 | fused mul -> v2]"},
+		{"a reader of the value and a view of it stays apart", func(g *ir.Graph) []*ir.Node {
+			x := g.Input([]int{8, 8}, ir.Float32, ir.CPU, "")
+			a := call(t, g, ir.OpExp, ir.Attrs{}, x)
+			at := call(t, g, ir.OpTranspose, ir.Attrs{Dim: 0, Dim2: 1}, a)
+			return []*ir.Node{a, call(t, g, ir.OpAdd, ir.Attrs{}, a, at)}
+		}, "fused exp -> v1; v2 (transpose); fused add -> v3"},
+		{"a reader at another shape stays apart", func(g *ir.Graph) []*ir.Node {
+			x := g.Input([]int{8}, ir.Float32, ir.CPU, "")
+			y := g.Input([]int{4, 8}, ir.Float32, ir.CPU, "")
+			a := call(t, g, ir.OpExp, ir.Attrs{}, x)
+			return []*ir.Node{a, call(t, g, ir.OpAdd, ir.Attrs{}, y, a)}
+		}, "fused exp -> v2; fused add -> v3"},
+		{"a 16-bit value on the CPU is not kept in registers", func(g *ir.Graph) []*ir.Node {
+			x := g.Input([]int{8}, ir.Float16, ir.CPU, "")
+			a := call(t, g, ir.OpExp, ir.Attrs{}, x)
+			return []*ir.Node{a, call(t, g, ir.OpMul, ir.Attrs{}, a, ir.ScalarOf(2))}
+		}, "fused exp -> v1; fused mul -> v2"},
+		{"each parameter's moment and update are a unit of one combo", func(g *ir.Graph) []*ir.Node {
+			var outs []*ir.Node
+			for _, shape := range [][]int{{8}, {3, 4}} {
+				p := g.Input(shape, ir.Float32, ir.CPU, "")
+				m := g.Input(shape, ir.Float32, ir.CPU, "")
+				d := g.Input(shape, ir.Float32, ir.CPU, "")
+				m2 := call(t, g, ir.OpAdd, ir.Attrs{}, call(t, g, ir.OpMul, ir.Attrs{}, m, ir.ScalarOf(0.9)), d)
+				outs = append(outs, m2, call(t, g, ir.OpSub, ir.Attrs{}, p, m2))
+			}
+			return outs
+		}, "combo [fused mul+add -> v4 | fused sub -> v5 || fused mul+add -> v10 | fused sub -> v11]"},
 		{"a region joins only after what it reads", func(g *ir.Graph) []*ir.Node {
 			x := g.Input([]int{4, 8}, ir.Float32, ir.CPU, "")
 			a := call(t, g, ir.OpExp, ir.Attrs{}, x)

@@ -23,13 +23,15 @@ type Layout struct {
 // RegionLayout is one region: its kind, its nodes (by position, in
 // topological order, the root last), the full shape of a row region and
 // its reduced dims when they are not the last alone (Row.Dims), and the
-// members of a horizontal group (each a pointwise region's nodes).
+// members of a horizontal group (each a pointwise region's nodes), with a
+// combo's unit ends (Region.Units).
 type RegionLayout struct {
 	Kind    uint8     `msg:"kind"`
 	Nodes   []int32   `msg:"nodes,limit=1048576"`
 	Full    []int64   `msg:"full,limit=64"`
 	Dims    []int64   `msg:"dims,limit=64"`
-	Members [][]int32 `msg:"members,limit=64"`
+	Members [][]int32 `msg:"members,limit=4096"`
+	Units   []int32   `msg:"units,limit=4096"`
 }
 
 // The kinds of RegionLayout.
@@ -61,6 +63,9 @@ func NewLayout(g *ir.Graph, regions []*Region) *Layout {
 			rl.Kind = layoutGroup
 			for _, m := range r.Group {
 				rl.Members = append(rl.Members, indices(m.Nodes))
+			}
+			for _, end := range r.Units {
+				rl.Units = append(rl.Units, int32(end))
 			}
 		case r.Row != nil:
 			rl.Kind, rl.Nodes = layoutRow, indices(r.Nodes)
@@ -110,7 +115,7 @@ func (l *Layout) Rebuild(g *ir.Graph) ([]*Region, error) {
 		var r *Region
 		switch rl.Kind {
 		case layoutGroup:
-			if len(rl.Members) < 2 || len(rl.Members) > MaxCombo {
+			if len(rl.Members) < 2 || len(rl.Members) > MaxCombo*MaxGroup {
 				return nil, fmt.Errorf("fuse: layout has a group of %d", len(rl.Members))
 			}
 			r = &Region{}
@@ -122,8 +127,8 @@ func (l *Layout) Rebuild(g *ir.Graph) ([]*Region, error) {
 				r.Group = append(r.Group, m)
 			}
 			r.Root = r.Group[0].Root
-			if !r.Combo() && len(r.Group) > MaxGroup {
-				return nil, fmt.Errorf("fuse: layout has a group of %d over one iteration space", len(r.Group))
+			if err := r.rebuildUnits(rl.Units); err != nil {
+				return nil, err
 			}
 		case layoutSingle, layoutPointwise, layoutRow:
 			var err error
@@ -133,18 +138,26 @@ func (l *Layout) Rebuild(g *ir.Graph) ([]*Region, error) {
 		default:
 			return nil, fmt.Errorf("fuse: layout region of kind %d", rl.Kind)
 		}
-		// Every value a region reads from outside it is computed before.
-		for _, m := range r.Members() {
-			inside := map[*ir.Node]bool{}
-			for _, n := range m.Nodes {
-				inside[n] = true
-			}
-			for _, n := range m.Nodes {
-				for _, a := range nodeArgs(n) {
-					if !inside[a] && a.Kind == ir.CallNode && !done[a] {
-						return nil, fmt.Errorf("fuse: layout reads %s before computing it", a.Name())
+		// Every value a region reads from outside it is computed before:
+		// by an earlier region, or an earlier member of its unit.
+		for _, unit := range r.SplitUnits() {
+			inUnit := map[*ir.Node]bool{}
+			for _, m := range unit {
+				inside := map[*ir.Node]bool{}
+				for _, n := range m.Nodes {
+					inside[n] = true
+				}
+				for _, n := range m.Nodes {
+					for _, a := range nodeArgs(n) {
+						if !inside[a] && a.Kind == ir.CallNode && !done[a] && !inUnit[a] {
+							return nil, fmt.Errorf("fuse: layout reads %s before computing it", a.Name())
+						}
 					}
 				}
+				if !readsKept(m, unit[:len(inUnit)]) {
+					return nil, fmt.Errorf("fuse: layout has %v read a member of its unit through a view or at another shape", m)
+				}
+				inUnit[m.Root] = true
 			}
 		}
 		for _, m := range r.Members() {
@@ -163,6 +176,40 @@ func (l *Layout) Rebuild(g *ir.Graph) ([]*Region, error) {
 		}
 	}
 	return regions, nil
+}
+
+// rebuildUnits sets group r's units from a layout's (none: a group over
+// one iteration space), checking the rules Horizontal keeps: units end in
+// order, each over one shape with at most MaxGroup members, at most
+// MaxCombo of them.
+func (r *Region) rebuildUnits(ends []int32) error {
+	if len(ends) == 0 {
+		ends = []int32{int32(len(r.Group))}
+	} else {
+		if len(ends) > MaxCombo {
+			return fmt.Errorf("fuse: layout has a combo of %d units", len(ends))
+		}
+		for _, e := range ends {
+			r.Units = append(r.Units, int(e))
+		}
+	}
+	start := 0
+	for _, e := range ends {
+		end := int(e)
+		if end <= start || end > len(r.Group) || end-start > MaxGroup {
+			return fmt.Errorf("fuse: layout has a unit from member %d to %d of %d", start, end, len(r.Group))
+		}
+		for _, m := range r.Group[start:end] {
+			if !ir.SameShape(m.Root.Shape, r.Group[start].Root.Shape) {
+				return fmt.Errorf("fuse: layout has a unit over shapes %v and %v", r.Group[start].Root.Shape, m.Root.Shape)
+			}
+		}
+		start = end
+	}
+	if start != len(r.Group) {
+		return fmt.Errorf("fuse: layout's units end at member %d of %d", start, len(r.Group))
+	}
+	return nil
 }
 
 // rebuildRegion makes the region of the given kind over the nodes at idx.

@@ -97,9 +97,9 @@ func (z *Layout) Msgsize() (s int) {
 // MarshalMsg implements msgp.Marshaler
 func (z *RegionLayout) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
-	// map header, size 5
+	// map header, size 6
 	// string "kind"
-	o = append(o, 0x85, 0xa4, 0x6b, 0x69, 0x6e, 0x64)
+	o = append(o, 0x86, 0xa4, 0x6b, 0x69, 0x6e, 0x64)
 	o = msgp.AppendUint8(o, z.Kind)
 	// string "nodes"
 	o = append(o, 0xa5, 0x6e, 0x6f, 0x64, 0x65, 0x73)
@@ -127,6 +127,12 @@ func (z *RegionLayout) MarshalMsg(b []byte) (o []byte, err error) {
 		for za0005 := range z.Members[za0004] {
 			o = msgp.AppendInt32(o, z.Members[za0004][za0005])
 		}
+	}
+	// string "units"
+	o = append(o, 0xa5, 0x75, 0x6e, 0x69, 0x74, 0x73)
+	o = msgp.AppendArrayHeader(o, uint32(len(z.Units)))
+	for za0006 := range z.Units {
+		o = msgp.AppendInt32(o, z.Units[za0006])
 	}
 	return
 }
@@ -231,7 +237,7 @@ func (z *RegionLayout) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				err = msgp.WrapError(err, "Members")
 				return
 			}
-			if zb0005 > 64 {
+			if zb0005 > 4096 {
 				err = msgp.ErrLimitExceeded
 				return
 			}
@@ -247,7 +253,7 @@ func (z *RegionLayout) UnmarshalMsg(bts []byte) (o []byte, err error) {
 					err = msgp.WrapError(err, "Members", za0004)
 					return
 				}
-				if zb0006 > 64 {
+				if zb0006 > 4096 {
 					err = msgp.ErrLimitExceeded
 					return
 				}
@@ -262,6 +268,29 @@ func (z *RegionLayout) UnmarshalMsg(bts []byte) (o []byte, err error) {
 						err = msgp.WrapError(err, "Members", za0004, za0005)
 						return
 					}
+				}
+			}
+		case "units":
+			var zb0007 uint32
+			zb0007, bts, err = msgp.ReadArrayHeaderBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Units")
+				return
+			}
+			if zb0007 > 4096 {
+				err = msgp.ErrLimitExceeded
+				return
+			}
+			if cap(z.Units) >= int(zb0007) {
+				z.Units = (z.Units)[:zb0007]
+			} else {
+				z.Units = make([]int32, zb0007)
+			}
+			for za0006 := range z.Units {
+				z.Units[za0006], bts, err = msgp.ReadInt32Bytes(bts)
+				if err != nil {
+					err = msgp.WrapError(err, "Units", za0006)
+					return
 				}
 			}
 		default:
@@ -282,5 +311,6 @@ func (z *RegionLayout) Msgsize() (s int) {
 	for za0004 := range z.Members {
 		s += msgp.ArrayHeaderSize + (len(z.Members[za0004]) * (msgp.Int32Size))
 	}
+	s += 6 + msgp.ArrayHeaderSize + (len(z.Units) * (msgp.Int32Size))
 	return
 }

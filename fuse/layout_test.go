@@ -31,6 +31,17 @@ func layoutGraphs(t *testing.T) map[string]*ir.Graph {
 			}
 			return []*ir.Node{call(t, g, ir.OpNeg, ir.Attrs{}, v)}
 		},
+		"a combo of units that read their own members": func(g *ir.Graph) []*ir.Node {
+			var outs []*ir.Node
+			for _, shape := range [][]int{{8}, {3, 4}, {5}} {
+				p := g.Input(shape, ir.Float32, ir.CPU, "")
+				m := g.Input(shape, ir.Float32, ir.CPU, "")
+				d := g.Input(shape, ir.Float32, ir.CPU, "")
+				m2 := call(t, g, ir.OpAdd, ir.Attrs{}, call(t, g, ir.OpMul, ir.Attrs{}, m, ir.ScalarOf(0.9)), d)
+				outs = append(outs, m2, call(t, g, ir.OpSub, ir.Attrs{}, p, m2))
+			}
+			return outs
+		},
 		"variance over dims 0 and 2": func(g *ir.Graph) []*ir.Node {
 			x := g.Input([]int{3, 4, 5}, ir.Float32, ir.CPU, "")
 			return []*ir.Node{call(t, g, ir.OpVar, ir.Attrs{Dims: []int{0, 2}, Scalars: []float64{1}}, x)}
@@ -151,7 +162,7 @@ func mutate(rng *rand.Rand, l *Layout, nodes int) {
 		return
 	}
 	r := &l.Regions[rng.IntN(len(l.Regions))]
-	switch rng.IntN(6) {
+	switch rng.IntN(8) {
 	case 0:
 		r.Kind = uint8(rng.IntN(5))
 	case 1:
@@ -167,5 +178,14 @@ func mutate(rng *rand.Rand, l *Layout, nodes int) {
 		l.Nodes += int32(rng.IntN(3) - 1)
 	case 5:
 		r.Full = append(r.Full[:0:0], int64(rng.IntN(9)))
+	case 6:
+		if len(r.Units) > 0 {
+			r.Units[rng.IntN(len(r.Units))] += int32(rng.IntN(5) - 2)
+		}
+	case 7:
+		if len(r.Members) > 1 { // a member moved before what it reads
+			i, j := rng.IntN(len(r.Members)), rng.IntN(len(r.Members))
+			r.Members[i], r.Members[j] = r.Members[j], r.Members[i]
+		}
 	}
 }

@@ -486,11 +486,8 @@ func (k *PointwiseKernel) bodyParams() (string, []string, error) {
 	c.uniforms(&b)
 	// storeAll stores every output at index at, its operands loaded by load.
 	storeAll := func(indent, at string, load func(i int, o Operand) string) string {
-		var l strings.Builder
-		for m, o := range k.outputs() {
-			fmt.Fprintf(&l, "%s%s[%s] = %s;\n", indent, o.ptr, at, c.store(m, load))
-		}
-		return l.String()
+		outs := k.outputs()
+		return c.storeOutputs(indent, func(m int) string { return fmt.Sprintf("%s[%s]", outs[m].ptr, at) }, load)
 	}
 
 	// Dense: the output is written at flat index i. Each thread handles

@@ -173,6 +173,12 @@ func allKernels(t *testing.T) []source {
 			{DType: ir.Float32, Kind: ir.F32, Access: Dense}, {DType: ir.Float32, Kind: ir.F32, Access: Dense}, {DType: ir.Float32, Kind: ir.F32, Access: Uniform}}},
 		{Expr: ir.Sqrt(ir.Arg(0)), Label: "v", Compute: ir.F32, Out: ir.BFloat16, Operands: []Operand{
 			{DType: ir.BFloat16, Kind: ir.F32, Access: Dense}}},
+		// A unit of three outputs, the last reading the first's value.
+		{Expr: adam, Label: "unit", Compute: ir.F32, Out: ir.Float32, Operands: []Operand{
+			{DType: ir.Float32, Kind: ir.F32, Access: Dense}, {DType: ir.Float32, Kind: ir.F32, Access: Dense},
+			{DType: ir.Float32, Kind: ir.F32, Access: Uniform}, {DType: ir.BFloat16, Kind: ir.F32, Access: Dense}},
+			Extra: []ExtraOutput{{Expr: ir.Mul(ir.Arg(3), ir.Arg(3)), Compute: ir.F32, Out: ir.BFloat16},
+				{Expr: ir.Sub(ir.Arg(3), adam), Compute: ir.F32, Out: ir.BFloat16}}},
 	}}
 	if src, err := combo.Source(); err != nil {
 		t.Fatal(err)

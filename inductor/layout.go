@@ -273,6 +273,32 @@ func (c *kernelCtx) store(m int, load func(i int, o Operand) string) string {
 	return storeC(fmt.Sprintf("%s(%s)", out.fn, strings.Join(as, ", ")), c.outKinds[m], out.out)
 }
 
+// storeOutputs gives the statements that store every output (to dst(m))
+// from the operands load gives. With several outputs each operand is
+// loaded once, into a local, before any store: an output may overwrite an
+// operand that another output reads at the same index (package program's
+// direct stores), and the outputs share the loads.
+func (c *kernelCtx) storeOutputs(indent string, dst func(m int) string, load func(i int, o Operand) string) string {
+	var b strings.Builder
+	outs := c.k.outputs()
+	if len(outs) > 1 {
+		names := make([]string, len(c.k.Operands))
+		for i, o := range c.k.Operands {
+			if s, ok := c.fixed(i, o); ok {
+				names[i] = s
+				continue
+			}
+			names[i] = fmt.Sprintf("ld%d", i)
+			fmt.Fprintf(&b, "%sconst %s ld%d = %s;\n", indent, kindC(o.Kind), i, load(i, o))
+		}
+		load = func(i int, _ Operand) string { return names[i] }
+	}
+	for m := range outs {
+		fmt.Fprintf(&b, "%s%s = %s;\n", indent, dst(m), c.store(m, load))
+	}
+	return b.String()
+}
+
 // uniforms reads each Uniform operand once.
 func (c *kernelCtx) uniforms(b *strings.Builder) {
 	for i, o := range c.k.Operands {
@@ -483,14 +509,12 @@ func (c *kernelCtx) ndBody(b *strings.Builder, geo map[int]int, offsets func(ind
 	b.WriteString("    } else {\n")
 	fmt.Fprintf(b, "      for (int j = 0; j < %d; j++) {\n", VectorWidth)
 	b.WriteString("        if (c0 + j < 0 || c0 + j >= S) continue;\n")
-	for m, o := range outs {
-		fmt.Fprintf(b, "        %s[%s] = %s;\n", o.ptr, at(m, outAcc, "j"), c.store(m, func(i int, o Operand) string {
-			if s, ok := c.fixed(i, o); ok {
-				return s
-			}
-			return loadC(fmt.Sprintf("x%d[%s]", i, at(geo[i], o.Access, "j")), o.DType, o.Kind)
-		}))
-	}
+	b.WriteString(c.storeOutputs("        ", func(m int) string { return fmt.Sprintf("%s[%s]", outs[m].ptr, at(m, outAcc, "j")) }, func(i int, o Operand) string {
+		if s, ok := c.fixed(i, o); ok {
+			return s
+		}
+		return loadC(fmt.Sprintf("x%d[%s]", i, at(geo[i], o.Access, "j")), o.DType, o.Kind)
+	}))
 	b.WriteString("      }\n    }\n  }\n")
 }
 
@@ -549,20 +573,18 @@ func (c *kernelCtx) tileBody(b *strings.Builder, geo map[int]int, offsets func(i
 	b.WriteString("    // Compute: r along the second innermost dim, c (the warp) along the innermost: stores coalesce.\n")
 	tileLoop(b, t, "r < ni && c < no", func(indent string) {
 		fmt.Fprintf(b, "%sconst %[2]s ri = (%[2]s)(bi + r), ci = (%[2]s)(bo + c);\n", indent, O)
-		for m, o := range outs {
-			fmt.Fprintf(b, "%s%s[%s] = %s;\n", indent, o.ptr, at(m, InnerContiguous), c.store(m, func(i int, o Operand) string {
-				if s, ok := c.fixed(i, o); ok {
-					return s
-				}
-				if o.Access == Tiled {
-					return fmt.Sprintf("sh%d[c][r]", i)
-				}
-				if early[i] {
-					return loadC(fmt.Sprintf("pf%d[rr][cc]", i), o.DType, o.Kind)
-				}
-				return loadC(fmt.Sprintf("x%d[%s]", i, at(geo[i], o.Access)), o.DType, o.Kind)
-			}))
-		}
+		b.WriteString(c.storeOutputs(indent, func(m int) string { return fmt.Sprintf("%s[%s]", outs[m].ptr, at(m, InnerContiguous)) }, func(i int, o Operand) string {
+			if s, ok := c.fixed(i, o); ok {
+				return s
+			}
+			if o.Access == Tiled {
+				return fmt.Sprintf("sh%d[c][r]", i)
+			}
+			if early[i] {
+				return loadC(fmt.Sprintf("pf%d[rr][cc]", i), o.DType, o.Kind)
+			}
+			return loadC(fmt.Sprintf("x%d[%s]", i, at(geo[i], o.Access)), o.DType, o.Kind)
+		}))
 	})
 	if k.hasTiled() {
 		b.WriteString("    __syncthreads(); // the tiles are reused\n")
@@ -669,20 +691,18 @@ func (c *kernelCtx) groupedTileBody(b *strings.Builder, geo map[int]int, offsets
 	}
 	b.WriteString("    // Compute: r along A, c (the warp) along B, the output's contiguous run: stores coalesce.\n")
 	tileLoop(b, t, "r < na && c < nb", func(indent string) {
-		for m, o := range outs {
-			fmt.Fprintf(b, "%s%s[%s] = %s;\n", indent, o.ptr, at(m, InnerContiguous, "r", "c"), c.store(m, func(i int, o Operand) string {
-				if s, ok := c.fixed(i, o); ok {
-					return s
-				}
-				if o.Access == Tiled {
-					return fmt.Sprintf("sh%d[c][r]", i)
-				}
-				if early[i] {
-					return loadC(fmt.Sprintf("pf%d[rr][cc]", i), o.DType, o.Kind)
-				}
-				return loadC(fmt.Sprintf("x%d[%s]", i, at(geo[i], o.Access, "r", "c")), o.DType, o.Kind)
-			}))
-		}
+		b.WriteString(c.storeOutputs(indent, func(m int) string { return fmt.Sprintf("%s[%s]", outs[m].ptr, at(m, InnerContiguous, "r", "c")) }, func(i int, o Operand) string {
+			if s, ok := c.fixed(i, o); ok {
+				return s
+			}
+			if o.Access == Tiled {
+				return fmt.Sprintf("sh%d[c][r]", i)
+			}
+			if early[i] {
+				return loadC(fmt.Sprintf("pf%d[rr][cc]", i), o.DType, o.Kind)
+			}
+			return loadC(fmt.Sprintf("x%d[%s]", i, at(geo[i], o.Access, "r", "c")), o.DType, o.Kind)
+		}))
 	})
 	b.WriteString("    __syncthreads(); // the tables and tiles are reused\n  }\n")
 }

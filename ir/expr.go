@@ -122,6 +122,39 @@ func And(a, b *Expr) *Expr      { return call(PAnd, a, b) }
 func Or(a, b *Expr) *Expr       { return call(POr, a, b) }
 func Where(c, a, b *Expr) *Expr { return call(PWhere, c, a, b) }
 
+// Substitute copies e with Arg(i) replaced by args[i] and Param(j) by the
+// literal params[j], keeping shared subexpressions shared: an expression
+// over other operands, or with an op's parameters filled in.
+func Substitute(e *Expr, args []*Expr, params []float64) *Expr {
+	return substitute(e, args, params, map[*Expr]*Expr{})
+}
+
+// substitute copies e with Arg(i) replaced by args[i] and Param(j) by the
+// literal params[j], keeping shared subexpressions shared.
+func substitute(e *Expr, args []*Expr, params []float64, memo map[*Expr]*Expr) *Expr {
+	if c, ok := memo[e]; ok {
+		return c
+	}
+	var out *Expr
+	switch e.Prim {
+	case PArg:
+		out = args[e.Index]
+	case PParam:
+		out = Const(params[e.Index])
+	case PConst:
+		out = Const(e.Value)
+	default:
+		c := *e
+		c.Args = make([]*Expr, len(e.Args))
+		for i, a := range e.Args {
+			c.Args[i] = substitute(a, args, params, memo)
+		}
+		out = &c
+	}
+	memo[e] = out
+	return out
+}
+
 // Cast converts a to kind k (floating to integer truncates toward zero).
 func Cast(a *Expr, k Kind) *Expr { return &Expr{Prim: PCast, Args: []*Expr{a}, To: k} }
 

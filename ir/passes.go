@@ -413,8 +413,9 @@ func sameMeta(a, b *Node) bool {
 
 // Simplify applies algebraic identities: x*1, 1*x, x+0, 0+x, x-0 and x/1
 // with scalar operands, casts to the type x has, permutes and transposes
-// that compose to the identity, and reshapes, squeezes and unsqueezes that
-// return to x's shape; a reshape of a reshape, squeeze or unsqueeze reads
+// that compose to the identity, reshapes, squeezes and unsqueezes that
+// return to x's shape, and a view of a write that reads back exactly what
+// was written (see writtenSource); a reshape of a reshape, squeeze or unsqueeze reads
 // the inner operand directly. A node is replaced only by a node with the
 // same shape, dtype and device, so identities that would promote (an int
 // tensor times 1.0) or broadcast are left alone. (x + 0 turns -0.0 into
@@ -496,6 +497,8 @@ func simplifyNode(n *Node) *Node {
 		}
 	case OpPermute, OpTranspose:
 		return permuteChain(n)
+	case OpAsStrided:
+		return writtenSource(n)
 	case OpReshape, OpSqueeze, OpUnsqueeze, OpExpand, OpSlice:
 		if x != nil && equalInts(x.Shape, n.Shape) && (n.Op != OpSlice || sliceIsFull(x, n.Attrs)) {
 			return x
@@ -505,6 +508,54 @@ func simplifyNode(n *Node) *Node {
 		}
 	}
 	return nil
+}
+
+// writtenSource returns src where view n reads back exactly what the
+// write it views put there: n = AsStrided(AsStridedScatter(x, src, L), L)
+// for a layout L that names each storage element at most once (an
+// optimizer's m.Copy(…) read again as m). Readers of the new contents then
+// read the written value itself, which a fused kernel can keep in
+// registers, instead of the storage's next version.
+func writtenSource(n *Node) *Node {
+	w := argNode(n, 0)
+	if w == nil || w.Kind != CallNode || w.Op != OpAsStridedScatter || w.Attrs.Start != n.Attrs.Start || !equalInts(w.Attrs.Dims, n.Attrs.Dims) {
+		return nil
+	}
+	src := argNode(w, 1)
+	r := len(n.Attrs.Dims) / 2
+	if src == nil || !nonOverlapping(n.Attrs.Dims[:r], n.Attrs.Dims[r:]) {
+		return nil
+	}
+	return src // Simplify keeps it only with n's shape, type and device
+}
+
+// nonOverlapping reports whether a layout of the given sizes and strides
+// names every element at most once: sorted by stride, each dim (of size
+// above one) steps past everything the smaller strides span.
+func nonOverlapping(shape, strides []int) bool {
+	type dim struct{ size, stride int }
+	var ds []dim
+	for i, s := range shape {
+		if s == 0 {
+			return true
+		}
+		if s > 1 {
+			st := strides[i]
+			if st < 0 {
+				st = -st
+			}
+			ds = append(ds, dim{s, st})
+		}
+	}
+	slices.SortFunc(ds, func(a, b dim) int { return a.stride - b.stride })
+	span := 0 // the largest offset the dims so far reach
+	for _, d := range ds {
+		if d.stride <= span {
+			return false
+		}
+		span += (d.size - 1) * d.stride
+	}
+	return true
 }
 
 // sliceIsFull reports whether a slice of x keeps every element in order.

@@ -188,6 +188,21 @@ func TestSimplify(t *testing.T) {
 			x := g.Input(shp(3), Bool, CPU, "")
 			return built{mustCall(t, g, OpAdd, Attrs{}, "", x, intS(0)), nil}
 		}},
+		{"a view of a write reads the source", func(t *testing.T, g *Graph) built {
+			return readBack(t, g, Float32, Attrs{Dims: []int{4, 3, 3, 1}}, Attrs{Dims: []int{4, 3, 3, 1}}, true)
+		}},
+		{"a transposed view of a transposed write reads the source", func(t *testing.T, g *Graph) built {
+			return readBack(t, g, Float32, Attrs{Dims: []int{4, 3, 1, 4}}, Attrs{Dims: []int{4, 3, 1, 4}}, true)
+		}},
+		{"a view elsewhere in the storage kept", func(t *testing.T, g *Graph) built {
+			return readBack(t, g, Float32, Attrs{Dims: []int{2, 3, 3, 1}}, Attrs{Dims: []int{2, 3, 3, 1}, Start: 6}, false)
+		}},
+		{"a view of an overlapping write kept", func(t *testing.T, g *Graph) built {
+			return readBack(t, g, Float32, Attrs{Dims: []int{4, 3, 0, 1}}, Attrs{Dims: []int{4, 3, 0, 1}}, false)
+		}},
+		{"a view of a converting write kept", func(t *testing.T, g *Graph) built {
+			return readBack(t, g, Float64, Attrs{Dims: []int{4, 3, 3, 1}}, Attrs{Dims: []int{4, 3, 3, 1}}, false)
+		}},
 		{"x*2 kept", func(t *testing.T, g *Graph) built {
 			x := g.Input(shp(3), Float32, CPU, "")
 			return built{mustCall(t, g, OpMul, Attrs{}, "", x, intS(2)), nil}
@@ -345,6 +360,21 @@ func TestSimplify(t *testing.T) {
 }
 
 // A reshape of a reshape reads the inner operand, so the inner one dies.
+// readBack builds AsStrided(AsStridedScatter(storage, src, write), read)
+// over a float32 storage of 12 elements, src of type dt and the write's
+// shape, and wants src back where same is set.
+func readBack(t *testing.T, g *Graph, dt DType, write, read Attrs, same bool) struct{ out, want *Node } {
+	r := len(write.Dims) / 2
+	storage := g.Input(shp(12), Float32, CPU, "")
+	src := g.Input(write.Dims[:r], dt, CPU, "")
+	w := mustCall(t, g, OpAsStridedScatter, write, "", storage, src)
+	out := mustCall(t, g, OpAsStrided, read, "", w)
+	if same {
+		return struct{ out, want *Node }{out, src}
+	}
+	return struct{ out, want *Node }{out, nil}
+}
+
 func TestSimplifyReshapeChain(t *testing.T) {
 	g := &Graph{}
 	x := g.Input(shp(2, 3, 4), Float32, CPU, "")

@@ -39,15 +39,14 @@ func TestCompiledForeachUpdates(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		combo := 0 // the members of the largest group
+		combo := 0 // the units of the largest combo
 		for _, r := range ex.Regions {
-			if strings.HasPrefix(r, "horizontal [") {
-				combo = max(combo, strings.Count(r, "|")+1)
+			if strings.HasPrefix(r, "combo [") {
+				combo = max(combo, strings.Count(r, "||")+1)
 			}
 		}
 		if combo < len(shapes) { // 16-bit chains on the CPU run as two
-
-			t.Errorf("%v: the largest group has %d members, want %d:\n%s", dt, combo, len(shapes), strings.Join(ex.Regions, "\n"))
+			t.Errorf("%v: the largest combo has %d units, want %d:\n%s", dt, combo, len(shapes), strings.Join(ex.Regions, "\n"))
 		}
 		var st CompileStats
 		step := Compile(update, WithStats(&st))

@@ -434,9 +434,12 @@ func TestCompiledWritesFromOldContents(t *testing.T) {
 		for call := range 4 {
 			x := Randn(uint64(call), Float32, 6)
 			what := fmt.Sprintf("%s call %d", c.name, call)
-			checkSame(t, what, cf(x), ef(x))
+			// Within float32's tolerance: a fused kernel on a GPU contracts
+			// x*a+b into one rounding where eager rounds twice.
+			want := ef(x)
+			checkClose(t, what, cf(x), Float32, want.Shape(), vals(want), 1)
 			for i := range es {
-				checkSame(t, fmt.Sprintf("%s state %d", what, i), cs[i], es[i])
+				checkClose(t, fmt.Sprintf("%s state %d", what, i), cs[i], Float32, es[i].Shape(), vals(es[i]), 1)
 			}
 		}
 	}

@@ -23,10 +23,10 @@ type groupStep struct {
 	blks   []*ir.Block
 	kernel inductor.PointwiseKernel
 	reads  [][]bool // per member, per input: whether its expression reads it
-	// combo is set for a combo (fuse.Region.Combo): members of different
+	// combo is set for a combo (fuse.Region.Combo): units of different
 	// shapes, each run over its own inputs, on a GPU as one
 	// inductor.ComboKernel launch.
-	combo []comboMember
+	combo []comboUnit
 	cache *array.Artifacts // where its GPU kernels are kept (nil: the process-wide cache)
 	tune  bool             // MaxAutotune: time launch shapes
 }
@@ -42,8 +42,8 @@ func newGroupStep(r *fuse.Region) (*groupStep, error) {
 	for i := range members {
 		s.reads = append(s.reads, inputsRead(exprs[i], len(s.inputs)))
 	}
-	if r.Combo() { // each member runs over its own inputs
-		if err := s.newCombo(); err != nil {
+	if r.Combo() { // each unit runs over its own inputs
+		if err := s.newCombo(exprs); err != nil {
 			return nil, err
 		}
 		return s, nil
@@ -66,66 +66,92 @@ func newGroupStep(r *fuse.Region) (*groupStep, error) {
 	return s, nil
 }
 
-// comboMember is one member of a combo: the inputs (of the group's) it
-// reads, their kinds, its CPU program and its kernel.
-type comboMember struct {
-	inputs []int
-	kinds  []ir.Kind
-	blk    *ir.Block
-	kernel inductor.PointwiseKernel
+// comboUnit is one unit of a combo (fuse.Region.SplitUnits): its members
+// (from first to end, in the group), the inputs (of the group's) it reads
+// and their kinds, its CPU programs and its kernel, a member's value each
+// (the first the kernel's, the others its Extra outputs).
+type comboUnit struct {
+	first, end int
+	inputs     []int
+	kinds      []ir.Kind
+	blks       []*ir.Block
+	kernel     inductor.PointwiseKernel
 }
 
-// newCombo compiles each member of a combo over its own inputs.
-func (s *groupStep) newCombo() error {
-	index := map[fuse.Input]int{}
-	for i, in := range s.inputs {
-		index[in] = i
-	}
-	for _, m := range s.r.Members() {
-		var c comboMember
-		for _, in := range m.Inputs {
-			c.inputs = append(c.inputs, index[in])
-			c.kinds = append(c.kinds, in.Kind)
+// newCombo compiles each unit of a combo over its own inputs, from exprs,
+// its members' expressions over the group's inputs.
+func (s *groupStep) newCombo(exprs []*ir.Expr) error {
+	members := s.r.Members()
+	first := 0
+	for _, unit := range s.r.SplitUnits() {
+		c := comboUnit{first: first, end: first + len(unit)}
+		first = c.end
+		// The unit's inputs: those its members read, in the group's order.
+		read := make([]bool, len(s.inputs))
+		for m := c.first; m < c.end; m++ {
+			for j, r := range s.reads[m] {
+				read[j] = read[j] || r
+			}
 		}
-		var err error
-		if c.blk, err = compileFused(m.Expr, c.kinds, m.Compute); err != nil {
-			return fmt.Errorf("region %v: %w", m, err)
+		local := make([]*ir.Expr, len(s.inputs))
+		for j, r := range read {
+			if r {
+				local[j] = ir.Arg(len(c.inputs))
+				c.inputs = append(c.inputs, j)
+				c.kinds = append(c.kinds, s.kinds[j])
+			}
 		}
 		h := fnv.New64a()
-		fmt.Fprintln(h, m.Expr)
-		c.kernel = inductor.PointwiseKernel{Expr: m.Expr, Compute: m.Compute, Out: m.Root.DType, Label: fmt.Sprintf("fused_%016x", h.Sum64())}
+		for m := c.first; m < c.end; m++ {
+			e := ir.Substitute(exprs[m], local, nil)
+			blk, err := compileFused(e, c.kinds, members[m].Compute)
+			if err != nil {
+				return fmt.Errorf("region %v: %w", members[m], err)
+			}
+			c.blks = append(c.blks, blk)
+			fmt.Fprintln(h, e)
+			if m == c.first {
+				c.kernel.Expr, c.kernel.Compute, c.kernel.Out = e, members[m].Compute, members[m].Root.DType
+			} else {
+				c.kernel.Extra = append(c.kernel.Extra, inductor.ExtraOutput{Expr: e, Compute: members[m].Compute, Out: members[m].Root.DType})
+			}
+		}
+		c.kernel.Label = fmt.Sprintf("fused%d_%016x", c.end-c.first, h.Sum64())
 		s.combo = append(s.combo, c)
 	}
 	return nil
 }
 
-// runCombo runs a combo's members, each over its own inputs: on a GPU as
-// one launch where every member is a dense kernel, else one by one.
+// runCombo runs a combo's units, each over its own inputs: on a GPU as
+// one launch where every unit is a dense kernel (a few where the
+// parameters need), else one by one.
 func (s *groupStep) runCombo(args []*array.Array, dst func(m int, dev ir.Device, dt ir.DType, shape []int) *array.Array, q *array.LaunchQueue) []*array.Array {
 	members := s.r.Members()
 	dev := args[0].Device()
 	res := make([]*array.Array, len(members))
-	ms := make([]array.ComboMember, len(members))
-	for m, mem := range members {
-		c := &s.combo[m]
+	ms := make([]array.ComboMember, len(s.combo))
+	for u := range s.combo {
+		c := &s.combo[u]
 		margs := make([]*array.Array, len(c.inputs))
 		for j, i := range c.inputs {
 			margs[j] = args[i]
 		}
-		shape, vals := broadcastArgs(mem.Root.Op, margs)
-		if res[m] = dst(m, dev, mem.Root.DType, shape); res[m] == nil {
-			res[m] = array.New(dev, mem.Root.DType, shape)
+		shape, vals := broadcastArgs(members[c.first].Root.Op, margs)
+		for m := c.first; m < c.end; m++ {
+			if res[m] = dst(m, dev, members[m].Root.DType, shape); res[m] == nil {
+				res[m] = array.New(dev, members[m].Root.DType, shape)
+			}
 		}
 		if dev == array.CPU {
-			array.RunBlocks([]*ir.Block{c.blk}, vals, nil, res[m:m+1])
+			array.RunBlocks(c.blks, vals, nil, res[c.first:c.end])
 			continue
 		}
-		ms[m] = array.ComboMember{Kernel: c.kernel, Args: vals, Kinds: c.kinds, Res: res[m]}
+		ms[u] = array.ComboMember{Kernel: c.kernel, Args: vals, Kinds: c.kinds, Res: res[c.first], Extra: res[c.first+1 : c.end]}
 	}
 	if dev != array.CPU {
-		for _, m := range array.GPUComboIn(s.cache, q, ms) {
-			k := ms[m].Kernel
-			array.GPUKernelIn(s.cache, q, s.tune, &k, "fused "+members[m].Root.Op.Title, nil, ms[m].Args, ms[m].Kinds, ms[m].Res)
+		for _, u := range array.GPUComboIn(s.cache, q, ms) {
+			k := ms[u].Kernel
+			array.GPUKernelIn(s.cache, q, s.tune, &k, "fused "+members[s.combo[u].first].Root.Op.Title, nil, ms[u].Args, ms[u].Kinds, ms[u].Res, ms[u].Extra...)
 		}
 	}
 	return res

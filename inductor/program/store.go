@@ -12,9 +12,10 @@ import (
 // into that storage instead of a buffer the write then copies from.
 
 // findDirectStores sets the stores of each pointwise step whose member
-// values are only the source of an in-place write (AsStridedScatter
-// marked KeepDim) of a storage: the write, run after the kernel, then
-// finds its source already in place.
+// values are the source of an in-place write (AsStridedScatter marked
+// KeepDim) of a storage, read otherwise only by later members of the same
+// kernel (which keep the value in registers): the write, run after the
+// kernel, then finds its source already in place.
 func (p *inductorProgram) findDirectStores() {
 	users, result := p.g.Users(), p.g.IsOutput()
 	for i := range p.steps {
@@ -22,13 +23,28 @@ func (p *inductorProgram) findDirectStores() {
 		if s.group == nil {
 			continue
 		}
+		inKernel := map[*ir.Node]bool{}
+		for _, mem := range s.r.Members() {
+			for _, n := range mem.Nodes {
+				inKernel[n] = true
+			}
+		}
 		for m, mem := range s.r.Members() {
-			us := users[mem.Root]
-			if len(us) != 1 || result[mem.Root] {
+			if result[mem.Root] {
 				continue
 			}
-			w := us[0]
-			if w.Op != ir.OpAsStridedScatter || !w.Attrs.KeepDim || w.Args[1] != ir.Value(mem.Root) {
+			var w *ir.Node // the write
+			ok := true
+			for _, u := range users[mem.Root] {
+				switch {
+				case inKernel[u]:
+				case w == nil && u.Op == ir.OpAsStridedScatter && u.Attrs.KeepDim && u.Args[1] == ir.Value(mem.Root):
+					w = u
+				default:
+					ok = false
+				}
+			}
+			if !ok || w == nil {
 				continue
 			}
 			base, ok := w.Args[0].(*ir.Node)
@@ -47,9 +63,12 @@ func (p *inductorProgram) findDirectStores() {
 // canStoreInto returns where member m of the group may store its value
 // (of type dt and shape): x, the storage write w overwrites with it, in
 // the layout w writes, or nil where it may not. It may where w covers x
-// whole, densely, and the kernel reads x's storage only in member m's own
-// expression, element for element (the layout w writes), so that each
-// element is read before the same thread writes it.
+// whole, densely, and the kernel reads x's storage only element for
+// element (the layout w writes), so that each element is read before the
+// same thread writes it: in member m's own expression, or, on a GPU, in
+// those of m's unit (a kernel with several outputs loads every operand
+// before it stores any). A CPU block program runs the members one after
+// another over a chunk, so there only m may read x.
 func (s *groupStep) canStoreInto(m int, x *array.Array, w *ir.Node, dt ir.DType, shape []int, in []*array.Array) *array.Array {
 	// MaxAutotune times a kernel by running it again on its arguments,
 	// which must not change them.
@@ -65,12 +84,23 @@ func (s *groupStep) canStoreInto(m int, x *array.Array, w *ir.Node, dt ir.DType,
 			continue
 		}
 		for other, reads := range s.reads {
-			if reads[j] && (other != m || !a.Layout().Same(l)) {
+			if reads[j] && (!s.sameUnit(other, m) || other != m && x.Device() == array.CPU || !a.Layout().Same(l)) {
 				return nil
 			}
 		}
 	}
 	return x.WithLayout(l)
+}
+
+// sameUnit reports whether members a and b are computed by one device
+// function: one unit of a combo, or any two of another group.
+func (s *groupStep) sameUnit(a, b int) bool {
+	for _, c := range s.combo {
+		if c.first <= a && a < c.end {
+			return c.first <= b && b < c.end
+		}
+	}
+	return true
 }
 
 // inputsRead gives, per input index, whether e reads it.

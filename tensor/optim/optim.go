@@ -38,15 +38,7 @@ func NewSGD(params []*tensor.Tensor, lr float64) *SGD {
 
 // Step updates every parameter that has a gradient, in place.
 func (o *SGD) Step() {
-	r := rule{
-		prepare: func(i int) {
-			if o.Momentum != 0 && o.bufs[i] == nil {
-				o.bufs[i] = tensor.ZerosLike(o.params[i])
-			}
-			o.started[i] = true
-		},
-		update: func(i int, p, g *tensor.Tensor, f [3]*tensor.Tensor) { o.update(p, g, o.bufs[i], f[0], f[1], f[2]) },
-	}
+	r := o.rule()
 	factors := func(i int) [3]float64 {
 		mom, keep := o.momentum(o.started[i])
 		return [3]float64{o.LR, mom, keep}
@@ -57,6 +49,20 @@ func (o *SGD) Step() {
 		return
 	}
 	o.eager(o.params, factors, r)
+}
+
+// rule is SGD's step: the momentum buffers made on first use, each
+// parameter's update (its factors lr, mom and keep).
+func (o *SGD) rule() rule {
+	return rule{
+		prepare: func(i int) {
+			if o.Momentum != 0 && o.bufs[i] == nil {
+				o.bufs[i] = tensor.ZerosLike(o.params[i])
+			}
+			o.started[i] = true
+		},
+		update: func(i int, p, g *tensor.Tensor, f [3]*tensor.Tensor) { o.update(p, g, o.bufs[i], f[0], f[1], f[2]) },
+	}
 }
 
 // update writes parameter p's SGD update for gradient g in place, with
@@ -125,7 +131,18 @@ func (o *AdamW) Step() {
 	o.t++
 	c1 := 1 - math.Pow(o.Beta1, float64(o.t))
 	c2 := 1 - math.Pow(o.Beta2, float64(o.t))
-	r := rule{
+	r := o.rule()
+	f := [3]float64{o.LR, c1, c2}
+	if o.Compiled && o.compiledStep(o.params, f, r) {
+		return
+	}
+	o.eager(o.params, func(int) [3]float64 { return f }, r)
+}
+
+// rule is AdamW's step: the moments made on first use, each parameter's
+// update (its factors lr and the bias corrections c1, c2).
+func (o *AdamW) rule() rule {
+	return rule{
 		prepare: func(i int) {
 			if o.m[i] == nil {
 				o.m[i], o.v[i] = tensor.ZerosLike(o.params[i]), tensor.ZerosLike(o.params[i])
@@ -135,11 +152,6 @@ func (o *AdamW) Step() {
 			o.update(p, g, o.m[i], o.v[i], f[0], f[1], f[2])
 		},
 	}
-	f := [3]float64{o.LR, c1, c2}
-	if o.Compiled && o.compiledStep(o.params, f, r) {
-		return
-	}
-	o.eager(o.params, func(int) [3]float64 { return f }, r)
 }
 
 // update writes parameter p's AdamW update for gradient g in place, with

@@ -1,9 +1,13 @@
 package optim
 
 import (
+	"fmt"
 	"math"
+	"strings"
 	"testing"
 
+	"gocompile/cuda"
+	"gocompile/internal/stats"
 	"gocompile/internal/testcache"
 	"gocompile/tensor"
 )
@@ -270,4 +274,108 @@ func slicesEqual(a, b []float64, tol float64) bool {
 		}
 	}
 	return len(a) == len(b)
+}
+
+// A compiled step updates every parameter (up to 2^20 elements each) in
+// one kernel: each parameter's buffers and the parameter, which reads
+// them, in one unit of one combo, and on a GPU one launch a step. Its
+// parameters match the eager step's.
+func TestCompiledStepIsOneKernel(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// stores is how many storages each parameter's update writes
+		// (with the parameter), each stored by the kernel directly.
+		stores int
+		make   func(ps []*tensor.Tensor) (o interface{ Step() }, r rule)
+	}{
+		{"adamw", 3, func(ps []*tensor.Tensor) (interface{ Step() }, rule) {
+			o := NewAdamW(ps, 0.01)
+			o.Compiled = true
+			return o, o.rule()
+		}},
+		{"sgd nesterov", 2, func(ps []*tensor.Tensor) (interface{ Step() }, rule) {
+			o := NewSGD(ps, 0.01)
+			o.Momentum, o.Nesterov, o.WeightDecay, o.Compiled = 0.9, true, 0.01, true
+			return o, o.rule()
+		}},
+	} {
+		for _, dt := range []tensor.DType{tensor.Float32, tensor.BFloat16} {
+			mk := func() (ps, grads []*tensor.Tensor) {
+				for i := range 40 { // more than 32 parameters, sizes from 1 to 4097
+					shape := [][]int{{1}, {3}, {1023}, {4097}, {33, 31}, {8, 8}, {5, 7, 3}}[i%7]
+					ps = append(ps, tensor.Randn(uint64(i), tensor.Float32, shape...).To(dt).SetRequiresGrad(true))
+					grads = append(grads, tensor.Randn(uint64(100+i), tensor.Float32, shape...).To(dt))
+				}
+				return ps, grads
+			}
+			ps, grads := mk()
+			o, r := tc.make(ps)
+			what := fmt.Sprintf("%s %v", tc.name, dt)
+			if dt == tensor.Float32 || ps[0].Device() != tensor.CPU { // 16-bit values stay in memory on the CPU
+				for i := range ps {
+					r.prepare(i)
+				}
+				one := tensor.FromSlice([]float64{0.5}).Reshape().To(dt).ToDevice(ps[0].Device())
+				ex, err := tensor.Explain(stepFunc(ps, r), grads, one, one, one)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var kernels []string
+				for _, reg := range ex.Regions {
+					if !strings.Contains(reg, "(as_strided_scatter)") {
+						kernels = append(kernels, reg)
+					}
+				}
+				if len(kernels) != 1 || !strings.HasPrefix(kernels[0], "combo [") || strings.Count(kernels[0], "||")+1 != len(ps) {
+					t.Errorf("%s: regions other than writes:\n%s\nwant one combo of %d units", what, strings.Join(kernels, "\n"), len(ps))
+				}
+			}
+			ref, refGrads := mk()
+			eager, _ := tc.make(ref)
+			switch e := eager.(type) {
+			case *AdamW:
+				e.Compiled = false
+			case *SGD:
+				e.Compiled = false
+			}
+			for step := range 3 {
+				for i := range ps {
+					ps[i].SetGrad(grads[i])
+					ref[i].SetGrad(refGrads[i])
+				}
+				launches, combos, direct := cuda.Launches(), stats.ComboLaunches.Load(), stats.DirectStores.Load()
+				o.Step()
+				if ps[0].Device() != tensor.CPU && step > 0 {
+					if n, c := cuda.Launches()-launches, stats.ComboLaunches.Load()-combos; n != 1 || c != 1 {
+						t.Errorf("%s step %d: %d launches, %d of them combos; want one combo", what, step, n, c)
+					}
+					if d := stats.DirectStores.Load() - direct; d != int64(tc.stores*len(ps)) {
+						t.Errorf("%s step %d: %d direct stores, want %d", what, step, d, tc.stores*len(ps))
+					}
+				}
+				eager.Step()
+				for i := range ps {
+					checkNear(t, fmt.Sprintf("%s step %d parameter %d", what, step, i), ps[i], ref[i], dt)
+				}
+			}
+		}
+	}
+}
+
+// checkNear checks that got's elements equal want's within dt's rounding
+// (a fused kernel contracts a·b+c into one rounding where eager rounds
+// twice).
+func checkNear(t *testing.T, what string, got, want *tensor.Tensor, dt tensor.DType) {
+	t.Helper()
+	tol := 1e-5
+	if dt == tensor.BFloat16 {
+		tol = 1e-2
+	}
+	g, w := got.Detach().Float64s(), want.Detach().Float64s()
+	for j := range w {
+		if math.Abs(g[j]-w[j]) > tol*math.Max(1, math.Abs(w[j])) {
+			t.Errorf("%s: element %d is %v, want %v", what, j, g[j], w[j])
+			return
+		}
+	}
 }

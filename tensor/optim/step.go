@@ -76,14 +76,20 @@ func (s *stepper) compiledStep(params []*tensor.Tensor, f [3]float64, r rule) bo
 		r.prepare(i)
 	}
 	if s.compiled == nil {
-		s.compiled = tensor.Compile(func(grads []*tensor.Tensor, f0, f1, f2 *tensor.Tensor) *tensor.Tensor {
-			for i, p := range params {
-				r.update(i, p, grads[i], [3]*tensor.Tensor{f0, f1, f2})
-			}
-			return f0
-		}, tensor.WithStats(&s.stats))
+		s.compiled = tensor.Compile(stepFunc(params, r), tensor.WithStats(&s.stats))
 	}
 	p := params[0]
 	tensor.NoGrad(func() { s.compiled(grads, s.factor(0, p, f[0]), s.factor(1, p, f[1]), s.factor(2, p, f[2])) })
 	return true
+}
+
+// stepFunc is the function compiledStep compiles: r's update of every
+// parameter from its gradient, with the factors as 0-d tensors.
+func stepFunc(params []*tensor.Tensor, r rule) func(grads []*tensor.Tensor, f0, f1, f2 *tensor.Tensor) *tensor.Tensor {
+	return func(grads []*tensor.Tensor, f0, f1, f2 *tensor.Tensor) *tensor.Tensor {
+		for i, p := range params {
+			r.update(i, p, grads[i], [3]*tensor.Tensor{f0, f1, f2})
+		}
+		return f0
+	}
 }
