@@ -209,6 +209,16 @@ func writeBack(stores []*array.Array, vals []*Tensor) {
 // write-back after the call copies nothing.
 func markInPlace(g *ir.Graph) {
 	users, result := g.Users(), g.IsOutput()
+	written := map[*ir.Node]bool{} // the values writes write
+	for _, n := range g.Nodes {
+		if writes(n) {
+			for _, a := range n.Args[1:] {
+				if an, ok := a.(*ir.Node); ok {
+					written[an] = true
+				}
+			}
+		}
+	}
 	for _, n := range g.Nodes {
 		if !writes(n) {
 			continue
@@ -234,7 +244,7 @@ func markInPlace(g *ir.Graph) {
 		}
 		inPlace := !sourceAliases(g, n, readers)
 		for _, r := range readers {
-			inPlace = inPlace && readBefore(n, r, users, result)
+			inPlace = inPlace && readBefore(n, r, users, result, written)
 		}
 		n.Attrs.KeepDim = inPlace
 	}
@@ -269,9 +279,13 @@ func sourceAliases(g *ir.Graph, n *ir.Node, storage []*ir.Node) bool {
 }
 
 // readBefore reports whether everything computed from base, other than
-// through the write n, is an ancestor of n and no result: base's contents
-// are then read only before n overwrites them, whatever the schedule.
-func readBefore(n, base *ir.Node, users map[*ir.Node][]*ir.Node, result map[*ir.Node]bool) bool {
+// through the write n or through an ancestor of n that some write writes
+// (written), is an ancestor of n and no result: base's contents are then
+// read only before n overwrites them, whatever the schedule. A written
+// value is an operand of an extern op, so never fused into its other
+// readers: they read its buffer, or join the group that computes it and
+// read base in that kernel, which runs before n.
+func readBefore(n, base *ir.Node, users map[*ir.Node][]*ir.Node, result, written map[*ir.Node]bool) bool {
 	if result[base] {
 		return false
 	}
@@ -300,7 +314,9 @@ func readBefore(n, base *ir.Node, users map[*ir.Node][]*ir.Node, result map[*ir.
 				return false
 			}
 			seen[u] = true
-			stack = append(stack, u)
+			if !written[u] {
+				stack = append(stack, u)
+			}
 		}
 	}
 	return true

@@ -177,17 +177,20 @@ func TestMarkInPlace(t *testing.T) {
 		returnOld        bool
 		viewInSrc        bool // the written value reads a constant view of the old storage
 		srcIsView        bool // the written value is a view of the old storage
+		resultReadsSrc   bool // a result is computed from the written value
 	}{
-		{"a lone write", false, false, false, true, false, false, false, false},
-		{"the old storage read", true, false, false, false, false, false, false, false},
-		{"a constant view of the old storage", false, true, false, false, false, false, false, false},
-		{"a write after a write", false, false, true, true, false, false, false, false},
-		{"the written value reads the old storage", false, false, false, true, true, false, false, false},
-		{"the written value and a result read the old storage", true, false, false, false, true, false, false, false},
-		{"the old storage is a result", false, false, false, false, true, true, false, false},
-		{"the written value reads a constant view of the old storage", false, false, false, true, false, false, true, false},
-		{"the written value and a result read a constant view", false, true, false, false, false, false, true, false},
-		{"the written value is a view of the old storage", false, false, false, false, false, false, false, true},
+		{"a lone write", false, false, false, true, false, false, false, false, false},
+		{"the old storage read", true, false, false, false, false, false, false, false, false},
+		{"a constant view of the old storage", false, true, false, false, false, false, false, false, false},
+		{"a write after a write", false, false, true, true, false, false, false, false, false},
+		{"the written value reads the old storage", false, false, false, true, true, false, false, false, false},
+		{"the written value and a result read the old storage", true, false, false, false, true, false, false, false, false},
+		{"the old storage is a result", false, false, false, false, true, true, false, false, false},
+		{"the written value reads a constant view of the old storage", false, false, false, true, false, false, true, false, false},
+		{"the written value and a result read a constant view", false, true, false, false, false, false, true, false, false},
+		{"the written value is a view of the old storage", false, false, false, false, false, false, false, true, false},
+		{"a result reads the written value, which reads the old storage", false, false, false, true, true, false, false, false, true},
+		{"a result reads the written value and the old storage", true, false, false, false, true, false, false, false, true},
 	} {
 		g := &ir.Graph{}
 		base := g.Const(store.v, []int{8}, Float32, dev, "")
@@ -239,6 +242,13 @@ func TestMarkInPlace(t *testing.T) {
 			}
 			g.Outputs = append(g.Outputs, r)
 		}
+		if c.resultReadsSrc {
+			r, err := g.Call(ir.OpMul, ir.Attrs{}, "", src, ir.ScalarOf(2))
+			if err != nil {
+				t.Fatal(err)
+			}
+			g.Outputs = append(g.Outputs, r)
+		}
 		if c.viewOld {
 			view := store.v.WithLayout(ir.Layout{Shape: []int{4}, Strides: []int{1}, Offset: 2})
 			v := g.Const(view, []int{4}, Float32, dev, "")
@@ -255,6 +265,34 @@ func TestMarkInPlace(t *testing.T) {
 		if c.chained && !last.Attrs.KeepDim {
 			t.Errorf("%s: the second write is not in place", c.name)
 		}
+	}
+}
+
+// A parameter's write stays in place when what is computed from its old
+// contents feeds another storage's write (SGD's momentum buffer: d from p,
+// buf = f(d) written, p = g(d, buf) written): the other write's value is
+// a buffer, or read in the kernel that computes it, before p's write.
+func TestMarkInPlaceThroughOtherWrites(t *testing.T) {
+	p, buf := Zeros(Float32, 8), Zeros(Float32, 8)
+	dev := p.v.Device()
+	g := &ir.Graph{}
+	call := func(op *ir.Op, attrs ir.Attrs, args ...ir.Value) *ir.Node {
+		n, err := g.Call(op, attrs, "", args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	whole := ir.StridedLayout(ir.Layout{Shape: []int{8}, Strides: []int{1}})
+	pOld, bufOld := g.Const(p.v, []int{8}, Float32, dev, ""), g.Const(buf.v, []int{8}, Float32, dev, "")
+	d := call(ir.OpMul, ir.Attrs{}, pOld, ir.ScalarOf(2))
+	bufNew := call(ir.OpAdd, ir.Attrs{}, bufOld, d)
+	writeBuf := call(ir.OpAsStridedScatter, whole, bufOld, bufNew)
+	writeP := call(ir.OpAsStridedScatter, whole, pOld, call(ir.OpSub, ir.Attrs{}, d, bufNew))
+	g.Outputs = []*ir.Node{writeBuf, writeP}
+	markInPlace(g)
+	if !writeBuf.Attrs.KeepDim || !writeP.Attrs.KeepDim {
+		t.Errorf("in place: the buffer's write %v, the parameter's %v; want both", writeBuf.Attrs.KeepDim, writeP.Attrs.KeepDim)
 	}
 }
 
