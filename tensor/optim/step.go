@@ -18,11 +18,12 @@ type stepper struct {
 	}
 }
 
-// factor is factor j's value v as a 0-d tensor of p's type on p's device.
+// factor is factor j's value v as a 0-d tensor of p's type on p's device,
+// made on the host and copied there (no kernel launch).
 func (s *stepper) factor(j int, p *tensor.Tensor, v float64) *tensor.Tensor {
 	l := &s.last[j]
 	if l.t == nil || l.v != v || l.t.DType() != p.DType() || l.t.Device() != p.Device() {
-		l.v, l.t = v, tensor.FromSlice([]float64{v}).Reshape().To(p.DType()).ToDevice(p.Device())
+		l.v, l.t = v, tensor.Scalar(v, p.DType()).ToDevice(p.Device())
 	}
 	return l.t
 }
