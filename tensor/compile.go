@@ -691,6 +691,7 @@ func (c *compiled) traceRun(tr *tracer, fa *flatArgs, args []reflect.Value) []re
 	for i, a := range args {
 		in[i] = trace.Rebuild(a, tensorType, next)
 	}
+	defer tr.enter()()
 	return c.invoke(in)
 }
 

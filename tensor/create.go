@@ -65,7 +65,7 @@ func Ones(dt DType, shape ...int) *Tensor { return Full(1, dt, shape...) }
 func Full(v float64, dt DType, shape ...int) *Tensor {
 	checkShape("Full", dt, shape)
 	t := wrap(array.New(CPU, dt, shape))
-	t.Fill(v)
+	t.fill(v)
 	return onDefault(t)
 }
 
@@ -79,7 +79,7 @@ func OnesLike(t *Tensor) *Tensor { return FullLike(t, 1) }
 func FullLike(t *Tensor, v float64) *Tensor {
 	t.must("FullLike")
 	x := wrap(array.New(CPU, t.dtype(), t.shape()))
-	x.Fill(v)
+	x.fill(v)
 	return x.ToDevice(t.v.Device())
 }
 
@@ -239,10 +239,19 @@ func (t *Tensor) Fill(v float64) *Tensor {
 	defer rethrow()
 	t.must("Fill")
 	t.noInPlaceOnProxy("Fill")
+	if tr := tracingHere(); tr != nil { // a write inside a traced function
+		tr.write(t, wrap(array.FromFloat64s([]float64{v}, t.dtype())).Reshape().ToDevice(t.Device()))
+		return t
+	}
 	t.noInPlaceOnGrad("Fill")
 	t.noOverlap("Fill")
-	array.CopyInto(t.v, array.FromFloat64s([]float64{v}, t.dtype()))
+	t.fill(v)
 	return t
+}
+
+// fill sets every element of t, a tensor just made, to v.
+func (t *Tensor) fill(v float64) {
+	array.CopyInto(t.v, array.FromFloat64s([]float64{v}, t.dtype()))
 }
 
 // Copy writes src (broadcast to t's shape, converted to t's type) into t's
@@ -286,6 +295,10 @@ func (t *Tensor) Set(v float64, index ...int) {
 	defer rethrow()
 	t.must("Set")
 	t.noInPlaceOnProxy("Set")
+	if tracingHere() != nil {
+		throw("Set", []*Tensor{t}, "write with Narrow(…).Copy(…) or IndexCopyInPlace, which compiled functions record",
+			"Set inside a compiled function would write once, while tracing, not on every call")
+	}
 	t.v.Set(t.elementOffset("Set", index), v)
 }
 
@@ -344,5 +357,8 @@ func copyTracer(dst, src *Tensor) *tracer {
 	if src.px != nil {
 		return src.px.tr
 	}
-	return writerOf([]ir.Value{dst})
+	if tr := writerOf([]ir.Value{dst}); tr != nil {
+		return tr
+	}
+	return tracingHere()
 }

@@ -17,9 +17,15 @@ func apply(op *ir.Op, a ir.Attrs, args ...ir.Value) *Tensor {
 		}
 		return tr.record(op, a, args) // tracing a compiled function
 	}
-	if op.Kind != ir.View {
+	if op.Kind != ir.View { // views of concrete tensors stay views, bound by reference
 		if tr := writerOf(args); tr != nil {
-			return tr.record(op, a, args) // reading a buffer a traced function writes (views stay views)
+			return tr.record(op, a, args) // reading a buffer a traced function writes
+		}
+		if tr := tracingHere(); tr != nil { // captured tensors only, in a traced function (tracing.go)
+			if needsGrad(args) {
+				return applyRecorded(op, a, args, tr.record)
+			}
+			return tr.record(op, a, args)
 		}
 	}
 	if needsGrad(args) {

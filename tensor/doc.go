@@ -37,7 +37,9 @@
 // afterwards, behind guards on its arguments; see Compile, Explain and
 // Cond. A compiled function may write the tensors it captures (a KV cache:
 // Copy into a view, IndexCopyInPlace at a position held in a tensor): the
-// writes are part of the graph and reach the tensors on every call.
+// writes are part of the graph and reach the tensors on every call. Ops on
+// captured tensors alone (w.Mul(w), pos.AddScalar(1)) are recorded too, so
+// every call reads their current values.
 //
 // # Gradients
 //

@@ -302,6 +302,9 @@ func (t *Tensor) IndexCopyInPlace(dim int, index, src *Tensor) *Tensor {
 	if tr == nil {
 		tr = writerOf([]ir.Value{t})
 	}
+	if tr == nil {
+		tr = tracingHere()
+	}
 	if tr != nil { // a traced write: a new version of t's storage
 		d := t.normDim("IndexCopyInPlace", dim)
 		tr.writeIndex(t, d, index, src)
