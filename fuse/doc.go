@@ -26,14 +26,16 @@
 //   - Every other node (matmul and other extern ops, arg reductions,
 //     reductions over every dim, views) is a region of its own.
 //
-// Horizontal then groups independent pointwise regions: over one
-// iteration space into one kernel that reads each input once, and small
-// flat regions of different shapes (each reading its inputs element for
-// element, up to MaxComboElems elements) into combos, which a backend
-// runs as one multi-tensor launch: an optimizer's update of many small
-// parameters in a few. In-place writes and
-// views move up to just after what they read, so that what reads them can
-// join groups early.
+// Horizontal then groups pointwise regions: over one iteration space into
+// one kernel that reads each input once, and small flat regions of
+// different shapes (each reading its inputs element for element, up to
+// MaxComboElems elements) into combos of units, which a backend runs as
+// one multi-tensor launch: an optimizer's update of every parameter. A
+// region may join the group (or unit) that computes values it reads at its
+// own shape; the kernel then keeps them in registers and still stores
+// them (a parameter's moments and its update, which reads them). In-place
+// writes and views move up to just after what they read, so that what
+// reads them can join groups early.
 //
 // PlanBuffers assigns the values regions write to buffers reused once the
 // values die, and reports the plan's peak memory next to eager

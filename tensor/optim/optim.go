@@ -105,12 +105,11 @@ func (o *SGD) ZeroGrad() { zeroGrad(o.params) }
 type AdamW struct {
 	LR, Beta1, Beta2, Eps, WeightDecay float64
 	// Compiled runs each step as one compiled function over every
-	// parameter (tensor.Compile: the updates fused, the moments and
-	// parameters stored in place; on a GPU, multi-tensor kernels for
-	// parameters up to a million elements, up to 32 tensors a launch),
-	// compiled once; the learning rate and the step's bias corrections
-	// are its tensor arguments. A step where some parameter has no
-	// gradient runs eagerly.
+	// parameter (tensor.Compile: a fused multi-tensor kernel that updates
+	// each parameter and its moments in one pass, stored in place; see
+	// the package documentation), compiled once; the learning rate and
+	// the step's bias corrections are its tensor arguments. A step where
+	// some parameter has no gradient runs eagerly.
 	Compiled bool
 
 	params []*tensor.Tensor
