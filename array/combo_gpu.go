@@ -51,8 +51,8 @@ func GPUComboIn(c *Artifacts, q *LaunchQueue, ms []ComboMember) (left []int) {
 			left = append(left, i)
 			continue
 		}
-		// n, the results, each tensor operand, each scalar, aligned, end.
-		bytes := 8 * (3 + len(m.Extra) + len(m.Args))
+		// n, the result and the extra results, each operand, aligned, end.
+		bytes := 8 * (4 + len(m.Extra) + len(m.Args))
 		if paramBytes+bytes > maxKernelParamBytes {
 			flush()
 		}

@@ -771,6 +771,8 @@ func (c *compiled) finish(tr *tracer, results []reflect.Value) []reflect.Value {
 // runSegment runs a segment graph with its inputs bound, compiling it on
 // first use; segments with the same structure share one compilation.
 func (c *compiled) runSegment(g *ir.Graph, bound []*Tensor) []*Tensor {
+	// A backend's own tensor ops compute: they are no part of the trace.
+	defer suspendTracing()()
 	key := graphKey(g)
 	v, _ := c.segments.LoadOrStore(key, &segmentEntry{})
 	se := v.(*segmentEntry)

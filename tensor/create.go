@@ -240,6 +240,8 @@ func (t *Tensor) Fill(v float64) *Tensor {
 	t.must("Fill")
 	t.noInPlaceOnProxy("Fill")
 	if tr := tracingHere(); tr != nil { // a write inside a traced function
+		t.noInPlaceOnGrad("Fill")
+		t.noOverlap("Fill")
 		tr.write(t, wrap(array.FromFloat64s([]float64{v}, t.dtype())).Reshape().ToDevice(t.Device()))
 		return t
 	}
@@ -262,6 +264,10 @@ func (t *Tensor) Copy(src *Tensor) *Tensor {
 	mustOperands("Copy", t, src)
 	t.noInPlaceOnProxy("Copy")
 	if tr := copyTracer(t, src); tr != nil { // a write inside a traced function: a new version of t's storage
+		if src.px == nil { // captured tensors alone: eager's checks
+			t.noInPlaceOnGrad("Copy")
+			t.noOverlap("Copy")
+		}
 		tr.write(t, src)
 		return t
 	}
@@ -295,11 +301,14 @@ func (t *Tensor) Set(v float64, index ...int) {
 	defer rethrow()
 	t.must("Set")
 	t.noInPlaceOnProxy("Set")
-	if tracingHere() != nil {
-		throw("Set", []*Tensor{t}, "write with Narrow(…).Copy(…) or IndexCopyInPlace, which compiled functions record",
-			"Set inside a compiled function would write once, while tracing, not on every call")
+	off := t.elementOffset("Set", index)
+	if tr := tracingHere(); tr != nil { // a write inside a traced function: of the one element
+		t.noInPlaceOnGrad("Set")
+		elem := wrap(t.v.WithLayout(ir.Layout{Offset: off}))
+		tr.write(elem, wrap(array.FromFloat64s([]float64{v}, t.dtype())).Reshape().ToDevice(t.Device()))
+		return
 	}
-	t.v.Set(t.elementOffset("Set", index), v)
+	t.v.Set(off, v)
 }
 
 // At reads the element at the given index as a float64.

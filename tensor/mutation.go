@@ -280,11 +280,13 @@ func sourceAliases(g *ir.Graph, n *ir.Node, storage []*ir.Node) bool {
 
 // readBefore reports whether everything computed from base, other than
 // through the write n or through an ancestor of n that some write writes
-// (written), is an ancestor of n and no result: base's contents are then
-// read only before n overwrites them, whatever the schedule. A written
-// value is an operand of an extern op, so never fused into its other
-// readers: they read its buffer, or join the group that computes it and
-// read base in that kernel, which runs before n.
+// (written) and that a pointwise op or a reduction computes, is an
+// ancestor of n and no result: base's contents are then read only before
+// n overwrites them, whatever the schedule. Such a written value is an
+// operand of an extern op, so never fused into its other readers: they
+// read its own buffer, or join the group that computes it and read base
+// in that kernel, which runs before n. A view is followed through: it
+// reads the storage itself.
 func readBefore(n, base *ir.Node, users map[*ir.Node][]*ir.Node, result, written map[*ir.Node]bool) bool {
 	if result[base] {
 		return false
@@ -314,8 +316,8 @@ func readBefore(n, base *ir.Node, users map[*ir.Node][]*ir.Node, result, written
 				return false
 			}
 			seen[u] = true
-			if !written[u] {
-				stack = append(stack, u)
+			if !written[u] || u.Op.Kind != ir.Pointwise && u.Op.Kind != ir.Reduction {
+				stack = append(stack, u) // a view (or an op that may return one) reads the storage itself
 			}
 		}
 	}

@@ -46,3 +46,22 @@ func tracingHere() *tracer {
 	}
 	return nil
 }
+
+// suspendTracing ends the calling goroutine's tracing until the returned
+// function is called: ops then compute, as they must when a traced
+// function's finished segment runs (a backend may apply tensor ops).
+func suspendTracing() (resume func()) {
+	if tracing.n.Load() == 0 {
+		return func() {}
+	}
+	id := goroutineID()
+	prev, had := tracing.m.LoadAndDelete(id)
+	if !had {
+		return func() {}
+	}
+	tracing.n.Add(-1)
+	return func() {
+		tracing.m.Store(id, prev)
+		tracing.n.Add(1)
+	}
+}
