@@ -1362,7 +1362,7 @@ func (s *rgGen) arrangeOp() *rgStep {
 		if !ok {
 			return nil
 		}
-		counts := make([]int, s.rank(k)+s.r.IntN(2))
+		counts := make([]int, max(1, s.rank(k)+s.r.IntN(2))) // at least one count, for a 0-d tensor too
 		for i := range counts {
 			counts[i] = 1
 		}
