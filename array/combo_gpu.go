@@ -9,10 +9,6 @@ import (
 	"gocompile/ir"
 )
 
-// maxKernelParamBytes is the most parameter memory a launch may take on
-// every device and driver (4 KB; later drivers allow more on sm_70 and up).
-const maxKernelParamBytes = 4096
-
 // ComboMember is one member of a combo launch (GPUComboIn): a fused
 // pointwise kernel over its own operands into its own result, and its
 // Extra outputs' (inductor.PointwiseKernel.Extra).
@@ -26,14 +22,20 @@ type ComboMember struct {
 
 // GPUComboIn runs the members as launches of inductor.ComboKernels, each
 // member over a range of blocks, as few launches as the kernel parameters
-// allow (maxKernelParamBytes), with the kernels kept in cache c and the
+// allow (cuda.Device.MaxKernelParamBytes), with the kernels kept in cache c and the
 // launches queued on q when q is not nil. It returns the members it left
 // out, for the caller to run one by one: those that are no dense kernel
 // (an operand strided or broadcast along some dims, or not aligned for
 // vector loads), and any that a launch would hold alone.
 func GPUComboIn(c *Artifacts, q *LaunchQueue, ms []ComboMember) (left []int) {
 	var batch []int // members of the next launch
-	paramBytes := 0
+	paramBytes, limit := 0, 4096
+	for i := range ms {
+		if ms[i].Res.Numel() > 0 {
+			limit = ms[i].Res.st.gpu.g.dev.MaxKernelParamBytes()
+			break
+		}
+	}
 	flush := func() {
 		if len(batch) == 1 {
 			left = append(left, batch[0])
@@ -53,7 +55,7 @@ func GPUComboIn(c *Artifacts, q *LaunchQueue, ms []ComboMember) (left []int) {
 		}
 		// n, the result and the extra results, each operand, aligned, end.
 		bytes := 8 * (4 + len(m.Extra) + len(m.Args))
-		if paramBytes+bytes > maxKernelParamBytes {
+		if paramBytes+bytes > limit {
 			flush()
 		}
 		batch = append(batch, i)
@@ -137,4 +139,15 @@ func launchCombo(c *Artifacts, q *LaunchQueue, ms []ComboMember, batch []int) {
 	grid := end
 	stats.ComboLaunches.Add(1)
 	KernelOrQueue(q, g, c, combo.Name(), combo.Source, func(fn *cuda.Function) { g.Launch("combo", fn, grid, pointwiseBlock, args) }, uses...)
+}
+
+// MaxKernelParamBytes is the most parameter memory one kernel launch may
+// take on GPU d (cuda.Device.MaxKernelParamBytes), which bounds how many
+// members a combo launch holds; 0 where d is no GPU this process can use.
+func MaxKernelParamBytes(d Device) int {
+	g, err := gpuFor(d)
+	if err != nil || g == nil {
+		return 0
+	}
+	return g.dev.MaxKernelParamBytes()
 }

@@ -237,6 +237,9 @@ type Device struct {
 	L2CacheSize               int // bytes
 	MaxRegistersPerBlock      int
 
+	paramLimit sync.Once
+	paramBytes int // MaxKernelParamBytes
+
 	dev     int32     // CUdevice
 	ctx     uintptr   // primary CUcontext, retained once
 	ctxArgs []uintptr // {ctx}, read-only: the argument list of cuCtxSetCurrent
@@ -760,6 +763,21 @@ func one(v uint32) uintptr {
 		return 1
 	}
 	return uintptr(v)
+}
+
+// MaxKernelParamBytes is the most parameter memory one launch of a kernel
+// compiled here may take on d: 32,764 bytes where the driver and NVRTC are
+// CUDA 12.1 or later and d is sm_70 or later, else the 4 KB every device
+// takes.
+func (d *Device) MaxKernelParamBytes() int {
+	d.paramLimit.Do(func() {
+		d.paramBytes = 4096
+		major, minor, err := NVRTCVersion()
+		if err == nil && (major > 12 || major == 12 && minor >= 1) && DriverVersion() >= 12010 && d.Major >= 7 {
+			d.paramBytes = 32764
+		}
+	})
+	return d.paramBytes
 }
 
 // launches counts Launch and LaunchDependent calls.
