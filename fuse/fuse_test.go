@@ -272,15 +272,7 @@ func TestHorizontal(t *testing.T) {
 			return []*ir.Node{a, call(t, g, ir.OpMul, ir.Attrs{}, a, ir.ScalarOf(2))}
 		}, "fused exp -> v1; fused mul -> v2"},
 		{"each parameter's moment and update are a unit of one combo", func(g *ir.Graph) []*ir.Node {
-			var outs []*ir.Node
-			for _, shape := range [][]int{{8}, {3, 4}} {
-				p := g.Input(shape, ir.Float32, ir.CPU, "")
-				m := g.Input(shape, ir.Float32, ir.CPU, "")
-				d := g.Input(shape, ir.Float32, ir.CPU, "")
-				m2 := call(t, g, ir.OpAdd, ir.Attrs{}, call(t, g, ir.OpMul, ir.Attrs{}, m, ir.ScalarOf(0.9)), d)
-				outs = append(outs, m2, call(t, g, ir.OpSub, ir.Attrs{}, p, m2))
-			}
-			return outs
+			return momentUpdates(t, g, []int{8}, []int{3, 4})
 		}, "combo [fused mul+add -> v4 | fused sub -> v5 || fused mul+add -> v10 | fused sub -> v11]"},
 		{"a region joins only after what it reads", func(g *ir.Graph) []*ir.Node {
 			x := g.Input([]int{4, 8}, ir.Float32, ir.CPU, "")
@@ -308,6 +300,20 @@ func TestHorizontal(t *testing.T) {
 			}
 		}
 	}
+}
+
+// momentUpdates builds, per shape, an optimizer-like update: a moment
+// m·0.9 + d and the parameter p − m, which reads it; both are results.
+func momentUpdates(t *testing.T, g *ir.Graph, shapes ...[]int) []*ir.Node {
+	var outs []*ir.Node
+	for _, shape := range shapes {
+		p := g.Input(shape, ir.Float32, ir.CPU, "")
+		m := g.Input(shape, ir.Float32, ir.CPU, "")
+		d := g.Input(shape, ir.Float32, ir.CPU, "")
+		m2 := call(t, g, ir.OpAdd, ir.Attrs{}, call(t, g, ir.OpMul, ir.Attrs{}, m, ir.ScalarOf(0.9)), d)
+		outs = append(outs, m2, call(t, g, ir.OpSub, ir.Attrs{}, p, m2))
+	}
+	return outs
 }
 
 // On a GPU a fused float16 or bfloat16 intermediate is read through a

@@ -32,15 +32,7 @@ func layoutGraphs(t *testing.T) map[string]*ir.Graph {
 			return []*ir.Node{call(t, g, ir.OpNeg, ir.Attrs{}, v)}
 		},
 		"a combo of units that read their own members": func(g *ir.Graph) []*ir.Node {
-			var outs []*ir.Node
-			for _, shape := range [][]int{{8}, {3, 4}, {5}} {
-				p := g.Input(shape, ir.Float32, ir.CPU, "")
-				m := g.Input(shape, ir.Float32, ir.CPU, "")
-				d := g.Input(shape, ir.Float32, ir.CPU, "")
-				m2 := call(t, g, ir.OpAdd, ir.Attrs{}, call(t, g, ir.OpMul, ir.Attrs{}, m, ir.ScalarOf(0.9)), d)
-				outs = append(outs, m2, call(t, g, ir.OpSub, ir.Attrs{}, p, m2))
-			}
-			return outs
+			return momentUpdates(t, g, []int{8}, []int{3, 4}, []int{5})
 		},
 		"variance over dims 0 and 2": func(g *ir.Graph) []*ir.Node {
 			x := g.Input([]int{3, 4, 5}, ir.Float32, ir.CPU, "")

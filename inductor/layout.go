@@ -299,6 +299,22 @@ func (c *kernelCtx) storeOutputs(indent string, dst func(m int) string, load fun
 	return b.String()
 }
 
+// tileLoad is operand i's value in a tiled kernel's compute loop: a
+// fixed value, its tile in shared memory, its prefetched element (early),
+// or the element at direct(), loaded from memory.
+func (c *kernelCtx) tileLoad(i int, o Operand, early []bool, direct func() string) string {
+	if s, ok := c.fixed(i, o); ok {
+		return s
+	}
+	if o.Access == Tiled {
+		return fmt.Sprintf("sh%d[c][r]", i)
+	}
+	if early[i] {
+		return loadC(fmt.Sprintf("pf%d[rr][cc]", i), o.DType, o.Kind)
+	}
+	return loadC(direct(), o.DType, o.Kind)
+}
+
 // uniforms reads each Uniform operand once.
 func (c *kernelCtx) uniforms(b *strings.Builder) {
 	for i, o := range c.k.Operands {
@@ -574,16 +590,7 @@ func (c *kernelCtx) tileBody(b *strings.Builder, geo map[int]int, offsets func(i
 	tileLoop(b, t, "r < ni && c < no", func(indent string) {
 		fmt.Fprintf(b, "%sconst %[2]s ri = (%[2]s)(bi + r), ci = (%[2]s)(bo + c);\n", indent, O)
 		b.WriteString(c.storeOutputs(indent, func(m int) string { return fmt.Sprintf("%s[%s]", outs[m].ptr, at(m, InnerContiguous)) }, func(i int, o Operand) string {
-			if s, ok := c.fixed(i, o); ok {
-				return s
-			}
-			if o.Access == Tiled {
-				return fmt.Sprintf("sh%d[c][r]", i)
-			}
-			if early[i] {
-				return loadC(fmt.Sprintf("pf%d[rr][cc]", i), o.DType, o.Kind)
-			}
-			return loadC(fmt.Sprintf("x%d[%s]", i, at(geo[i], o.Access)), o.DType, o.Kind)
+			return c.tileLoad(i, o, early, func() string { return fmt.Sprintf("x%d[%s]", i, at(geo[i], o.Access)) })
 		}))
 	})
 	if k.hasTiled() {
@@ -692,16 +699,7 @@ func (c *kernelCtx) groupedTileBody(b *strings.Builder, geo map[int]int, offsets
 	b.WriteString("    // Compute: r along A, c (the warp) along B, the output's contiguous run: stores coalesce.\n")
 	tileLoop(b, t, "r < na && c < nb", func(indent string) {
 		b.WriteString(c.storeOutputs(indent, func(m int) string { return fmt.Sprintf("%s[%s]", outs[m].ptr, at(m, InnerContiguous, "r", "c")) }, func(i int, o Operand) string {
-			if s, ok := c.fixed(i, o); ok {
-				return s
-			}
-			if o.Access == Tiled {
-				return fmt.Sprintf("sh%d[c][r]", i)
-			}
-			if early[i] {
-				return loadC(fmt.Sprintf("pf%d[rr][cc]", i), o.DType, o.Kind)
-			}
-			return loadC(fmt.Sprintf("x%d[%s]", i, at(geo[i], o.Access, "r", "c")), o.DType, o.Kind)
+			return c.tileLoad(i, o, early, func() string { return fmt.Sprintf("x%d[%s]", i, at(geo[i], o.Access, "r", "c")) })
 		}))
 	})
 	b.WriteString("    __syncthreads(); // the tables and tiles are reused\n  }\n")
