@@ -134,7 +134,24 @@ func sdpaShapes(b Builder, q, k, v Value) (hq, hkv int, err error) {
 // 16-bit operands computed in float32, scores scaled, masked and
 // soft-maxed, then multiplied by v.
 func SDPAMath(b Builder, a Attrs, args ...Value) (Value, error) {
-	q, k, v, mask := args[0], args[1], args[2], args[3]
+	f, err := sdpaProbs(b, a, args[0], args[1], args[2], args[3])
+	if err != nil {
+		return nil, err
+	}
+	return f.back(b.Apply(OpMatMul, Attrs{}, f.p, f.v)), nil
+}
+
+// sdpaParts is attention up to its probabilities: q, k and v in float32 at
+// least, k and v repeated to q's heads, the softmax of the scaled, masked
+// scores, the scale, and back, the cast to q's type.
+type sdpaParts struct {
+	q, k, v, p Value
+	scale      float64
+	groups     int // query heads per key head
+	back       func(Value) Value
+}
+
+func sdpaProbs(b Builder, a Attrs, q, k, v, mask Value) (*sdpaParts, error) {
 	hq, hkv, err := sdpaShapes(b, q, k, v)
 	if err != nil {
 		return nil, err
@@ -142,19 +159,19 @@ func SDPAMath(b Builder, a Attrs, args ...Value) (Value, error) {
 	qs := b.Shape(q)
 	r := len(qs)
 	E := qs[r-1]
+	f := &sdpaParts{groups: hq / hkv, scale: 1 / math.Sqrt(float64(E))}
 	if hq != hkv {
-		k, v = repeatHeads(b, k, hq/hkv), repeatHeads(b, v, hq/hkv)
+		k, v = repeatHeads(b, k, f.groups), repeatHeads(b, v, f.groups)
 	}
-	scale := 1 / math.Sqrt(float64(E))
 	if len(a.Scalars) > 0 && a.Scalars[0] != 0 {
-		scale = a.Scalars[0]
+		f.scale = a.Scalars[0]
 	}
 	causal := len(a.Scalars) > 1 && a.Scalars[1] != 0
-	q, back := upcast(b, q)
-	k, _ = upcast(b, k)
-	v, _ = upcast(b, v)
-	kt := b.Apply(OpTranspose, Attrs{Dim: -2, Dim2: -1}, k)
-	s := b.Apply(OpMul, Attrs{}, b.Apply(OpMatMul, Attrs{}, q, kt), Scalar{Value: scale, DType: Float64})
+	f.q, f.back = upcast(b, q)
+	f.k, _ = upcast(b, k)
+	f.v, _ = upcast(b, v)
+	kt := b.Apply(OpTranspose, Attrs{Dim: -2, Dim2: -1}, f.k)
+	s := b.Apply(OpMul, Attrs{}, b.Apply(OpMatMul, Attrs{}, f.q, kt), Scalar{Value: f.scale, DType: Float64})
 	if causal {
 		// The keys above the diagonal, from one [L, S] slice of the
 		// scores (true everywhere, NaN too), broadcast over the rest.
@@ -174,8 +191,49 @@ func SDPAMath(b Builder, a Attrs, args ...Value) (Value, error) {
 			s = b.Apply(OpAdd, Attrs{}, s, m)
 		}
 	}
-	p := b.Apply(OpSoftmax, Attrs{Dim: -1}, s)
-	return back(b.Apply(OpMatMul, Attrs{}, p, v)), nil
+	f.p = b.Apply(OpSoftmax, Attrs{Dim: -1}, s)
+	return f, nil
+}
+
+// sdpaVJP is attention's derivative, as flash attention's backward
+// computes it: the probabilities P recomputed from q and k (nothing of
+// the S×S scores saved), dV = Pᵀ·dO, dS = P ⊙ (dO·Vᵀ − D) with the row
+// term D = rowsum(dO ⊙ O) from the output (it equals rowsum(dP ⊙ P)),
+// dQ = dS·K·scale and dK = dSᵀ·Q·scale, summed over the query heads that
+// share a key head; an additive mask's gradient is dS.
+func sdpaVJP(b Builder, a Attrs, args []Value, out, g Value) ([]Value, error) {
+	f, err := sdpaProbs(b, a, args[0], args[1], args[2], args[3])
+	if err != nil {
+		return nil, err
+	}
+	o := gradOps{b}
+	t := func(x Value) Value { return o.ap(OpTranspose, Attrs{Dim: -2, Dim2: -1}, x) }
+	mm := func(x, y Value) Value { return o.ap(OpMatMul, Attrs{}, x, y) }
+	g, _ = upcast(b, g)
+	out, _ = upcast(b, out)
+	dv := mm(t(f.p), g)
+	d := o.ap(OpSum, Attrs{Dims: []int{-1}, KeepDim: true}, o.mul(g, out))
+	ds := o.mul(f.p, o.sub(mm(g, t(f.v)), d))
+	dq := o.mul(mm(ds, f.k), o.c(f.scale))
+	dk := o.mul(mm(t(ds), f.q), o.c(f.scale))
+	var dmask Value
+	if mask := args[3]; mask != nil && b.DType(mask) != Bool {
+		dmask = ds
+	}
+	return []Value{dq, sumHeads(b, dk, f.groups), sumHeads(b, dv, f.groups), dmask}, nil
+}
+
+// sumHeads undoes repeatHeads for a gradient: x [..., H*n, S, E] summed
+// over each run of n heads, [..., H, S, E].
+func sumHeads(b Builder, x Value, n int) Value {
+	if n == 1 {
+		return x
+	}
+	s := b.Shape(x)
+	r := len(s)
+	split := append(append(clone(s[:r-3]), s[r-3]/n, n), s[r-2:]...)
+	x = b.Apply(OpReshape, Attrs{Dims: split}, x)
+	return b.Apply(OpSum, Attrs{Dims: []int{r - 2}}, x)
 }
 
 // repeatHeads repeats each head of x [..., H, S, E] n times in place:

@@ -416,6 +416,8 @@ func init() {
 		return normVJP(o, red, o.mul(x, rstd), rstd, g, w, false), nil
 	}
 
+	OpSDPA.VJP, OpAttention.VJP = sdpaVJP, sdpaVJP
+
 	// Gathering rows: their gradients add up at the rows they came from.
 	OpIndexSelect.VJP = func(b Builder, a Attrs, args []Value, out, g Value) ([]Value, error) {
 		x, idx := args[0], args[1]
