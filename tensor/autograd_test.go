@@ -220,11 +220,11 @@ func TestGradients(t *testing.T) {
 	// (composites record their decomposition's ops) or why the golden
 	// cases check it instead.
 	elsewhere := map[string]string{
-		"cast":                         "a cast to a narrower type rounds below a finite difference's step: TestGradients16 and the golden cases check it",
-		"linear":                       "composite: the linear case checks it through its decomposition",
-		"pad":                          "composite: the pad and crop case checks it through its decomposition",
-		"repeat":                       "composite: the repeat case checks it through its decomposition",
-		"var":                          "composite: the var case checks it through its decomposition",
+		"cast":      "a cast to a narrower type rounds below a finite difference's step: TestGradients16 and the golden cases check it",
+		"linear":    "composite: the linear case checks it through its decomposition",
+		"pad":       "composite: the pad and crop case checks it through its decomposition",
+		"repeat":    "composite: the repeat case checks it through its decomposition",
+		"var":       "composite: the var case checks it through its decomposition",
 		"attention": "the extern few-query attention lowers to: the attention cases check it compiled",
 	}
 	for _, op := range ir.Ops() {
