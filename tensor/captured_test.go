@@ -198,3 +198,42 @@ func TestTracingRecordsOnlyItsGoroutine(t *testing.T) {
 	default:
 	}
 }
+
+// A compiled function called by another while it is traced joins that
+// trace: with the outer function's tensors, and with captured ones (a
+// counter it advances, a weight it reads), on every call.
+func TestCompiledCallsCompiled(t *testing.T) {
+	// build makes the functions over a weight and a counter, each wrapped
+	// by wrap (Compile, or nothing for the eager reference).
+	build := func(wrap func(f any) any) (w, pos *Tensor, outer func(x *Tensor) *Tensor) {
+		w, pos = Randn(3, Float32, 4), Zeros(Float32)
+		inner := wrap(func(x *Tensor) *Tensor { return x.Mul(w).Add(pos) }).(func(x *Tensor) *Tensor)
+		step := wrap(func() *Tensor { pos.Copy(pos.AddScalar(1)); return w.Sum() }).(func() *Tensor)
+		outer = wrap(func(x *Tensor) *Tensor { return inner(x.Exp()).Add(step()) }).(func(x *Tensor) *Tensor)
+		return w, pos, outer
+	}
+	ew, epos, eager := build(func(f any) any { return f })
+	var st CompileStats
+	cw, cpos, compiled := build(func(f any) any {
+		switch f := f.(type) {
+		case func(x *Tensor) *Tensor:
+			return Compile(f, WithStats(&st))
+		case func() *Tensor:
+			return Compile(f)
+		}
+		panic("unexpected function")
+	})
+	for call := range 3 {
+		x := Randn(uint64(call), Float32, 4)
+		want := eager(x)
+		what := fmt.Sprintf("call %d", call)
+		checkClose(t, what, compiled(x), Float32, want.Shape(), vals(want), 1)
+		checkClose(t, what+" counter", cpos, Float32, nil, vals(epos), 0)
+		ew.Copy(ew.AddScalar(0.5)) // the weight changes between calls
+		cw.Copy(cw.AddScalar(0.5))
+	}
+	// The outer function compiles once; the inner one, inlined, never.
+	if n := st.Compiles.Load(); n != 1 {
+		t.Errorf("%d compiles, want 1", n)
+	}
+}

@@ -462,6 +462,12 @@ func (c *compiled) flatten(args []reflect.Value) *flatArgs {
 // call is the compiled function.
 func (c *compiled) call(args []reflect.Value) (res []reflect.Value) {
 	defer rethrow()
+	if tracingHere() != nil {
+		// Called by a function being traced: the plain function runs, so
+		// that its ops join that trace (as torch.compile inlines), also on
+		// captured tensors, which a compiled call would read once.
+		return c.invoke(args)
+	}
 	st := c.opts.stats
 	if st != nil && !c.isGrad { // a gradient twin's calls were counted by the function it serves
 		st.Calls.Add(1)
