@@ -237,3 +237,26 @@ func TestCompiledCallsCompiled(t *testing.T) {
 		t.Errorf("%d compiles, want 1", n)
 	}
 }
+
+// Cond on a captured predicate and captured operands picks its branch on
+// every call, without a graph break.
+func TestCondOnCapturedPredicate(t *testing.T) {
+	flag, w := FromSlice([]bool{true}), FromSlice([]float32{1, 2})
+	var st CompileStats
+	f := Compile(func(x *Tensor) *Tensor {
+		return Cond(flag,
+			func(a ...*Tensor) *Tensor { return a[0].MulScalar(2) },
+			func(a ...*Tensor) *Tensor { return a[0].Neg() }, w).Add(x)
+	}, WithStats(&st))
+	for call, on := range []bool{true, false, true} {
+		flag.Copy(FromSlice([]bool{on}))
+		want := []float64{-1, -2}
+		if on {
+			want = []float64{2, 4}
+		}
+		checkClose(t, fmt.Sprintf("call %d", call), f(Zeros(Float32, 2)), Float32, []int{2}, want, 0)
+	}
+	if n := st.Breaks.Load(); n != 0 {
+		t.Errorf("%d graph breaks, want none", n)
+	}
+}

@@ -19,7 +19,7 @@ func Cond(pred *Tensor, then, els func(args ...*Tensor) *Tensor, args ...*Tensor
 		throw("Cond", []*Tensor{pred}, "pass a one-element Bool tensor, e.g. x.Sum().GtScalar(0)",
 			"the predicate must be a one-element Bool tensor, not %v with %d elements", pred.dtype(), pred.Numel())
 	}
-	tracing := pred.px != nil
+	tracing := pred.px != nil || tracingHere() != nil // a captured predicate is read on every call too
 	for _, a := range args {
 		tracing = tracing || (a != nil && a.px != nil)
 	}
