@@ -97,6 +97,19 @@ func (t *Tensor) SetRequiresGrad(on bool) *Tensor {
 	return t
 }
 
+// gradInTrace panics with an *Error when a function being traced by
+// Compile reads or sets t's gradient: a compiled call's gradients reach
+// its leaves when the call returns, and the tensor read while tracing
+// would be read again, unchanged, on every later call. An optimizer's
+// step and ZeroGrad go outside the compiled function (or use the
+// optimizer's own Compiled step).
+func (t *Tensor) gradInTrace(op string) {
+	if t.px == nil && t.ag != nil && t.ag.requires && tracingHere() != nil {
+		throw(op, []*Tensor{t}, "call it outside the compiled function: compile the loss and its Backward, and step the optimizer (optim's Compiled steps are compiled themselves) after the call",
+			"a compiled function cannot use the gradients of the tensors it captures: they are set when the call returns")
+	}
+}
+
 // RequiresGrad reports whether Backward computes gradients through t.
 func (t *Tensor) RequiresGrad() bool { return t != nil && t.ag != nil && t.ag.requires }
 
@@ -106,11 +119,13 @@ func (t *Tensor) RequiresGrad() bool { return t != nil && t.ag != nil && t.ag.re
 func (t *Tensor) IsLeaf() bool { return t.ag == nil || t.ag.node == nil }
 
 // Grad is the gradient Backward accumulated in t, a leaf that requires
-// gradients, or nil before any.
+// gradients, or nil before any. A compiled function may not read it (see
+// gradInTrace).
 func (t *Tensor) Grad() *Tensor {
 	if t.ag == nil {
 		return nil
 	}
+	t.gradInTrace("Grad")
 	t.ag.mu.Lock()
 	defer t.ag.mu.Unlock()
 	return t.ag.grad
@@ -119,6 +134,7 @@ func (t *Tensor) Grad() *Tensor {
 // SetGrad replaces t's accumulated gradient by g (nil clears it).
 func (t *Tensor) SetGrad(g *Tensor) {
 	defer rethrow()
+	t.gradInTrace("SetGrad")
 	if !t.RequiresGrad() {
 		throw("SetGrad", []*Tensor{t}, "call SetRequiresGrad(true) first", "the tensor does not require gradients")
 	}
@@ -134,6 +150,7 @@ func (t *Tensor) SetGrad(g *Tensor) {
 // ZeroGrad clears t's accumulated gradient.
 func (t *Tensor) ZeroGrad() {
 	if t.ag != nil {
+		t.gradInTrace("ZeroGrad")
 		t.ag.mu.Lock()
 		t.ag.grad = nil
 		t.ag.mu.Unlock()

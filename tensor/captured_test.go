@@ -260,3 +260,32 @@ func TestCondOnCapturedPredicate(t *testing.T) {
 		t.Errorf("%d graph breaks, want none", n)
 	}
 }
+
+// A compiled function that reads or sets the gradients of tensors it
+// captures gets a clear error (its gradients reach them when the call
+// returns; a gradient read while tracing would be read on every call),
+// not a step that silently updates nothing.
+func TestGradientsInsideCompiledRefused(t *testing.T) {
+	p := Randn(1, Float32, 3).SetRequiresGrad(true)
+	x := Randn(3, Float32, 3)
+	for name, f := range map[string]func(x *Tensor) *Tensor{
+		"ZeroGrad": func(x *Tensor) *Tensor {
+			p.ZeroGrad()
+			loss := x.Mul(p).Sum()
+			loss.Backward()
+			return loss
+		},
+		"Grad after Backward": func(x *Tensor) *Tensor {
+			loss := x.Mul(p).Sum()
+			loss.Backward()
+			NoGrad(func() { p.Detach().Copy(p.Detach().Sub(p.Grad().MulScalar(0.1))) })
+			return loss
+		},
+		"SetGrad": func(x *Tensor) *Tensor {
+			p.SetGrad(nil)
+			return x.Neg()
+		},
+	} {
+		expectError(t, name, func() { Compile(f)(x) })
+	}
+}

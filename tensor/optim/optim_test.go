@@ -1,6 +1,7 @@
 package optim
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -384,6 +385,28 @@ func checkNear(t *testing.T, what string, got, want *tensor.Tensor, dt tensor.DT
 		if math.Abs(g[j]-w[j]) > tol*math.Max(1, math.Abs(w[j])) {
 			t.Errorf("%s: element %d is %v, want %v", what, j, g[j], w[j])
 			return
+		}
+	}
+}
+
+// A step inside a compiled function is refused with a clear error, not
+// run once while tracing: the gradients reach the parameters when the
+// compiled call returns.
+func TestStepInsideCompiledRefused(t *testing.T) {
+	p := tensor.Randn(1, tensor.Float32, 4, 3).SetRequiresGrad(true)
+	for _, compiled := range []bool{false, true} {
+		o := NewAdamW([]*tensor.Tensor{p}, 0.01)
+		o.Compiled = compiled
+		step := tensor.Compile(func(x *tensor.Tensor) *tensor.Tensor {
+			loss := x.MatMul(p).Sum()
+			loss.Backward()
+			o.Step()
+			return loss
+		})
+		err := tensor.Try(func() { step(tensor.Randn(2, tensor.Float32, 5, 4)) })
+		var te *tensor.Error
+		if !errors.As(err, &te) || te.Op != "Grad" {
+			t.Errorf("compiled %v: error %v, want Grad's", compiled, err)
 		}
 	}
 }
