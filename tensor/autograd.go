@@ -97,16 +97,28 @@ func (t *Tensor) SetRequiresGrad(on bool) *Tensor {
 	return t
 }
 
-// gradInTrace panics with an *Error when a function being traced by
-// Compile reads or sets t's gradient: a compiled call's gradients reach
-// its leaves when the call returns, and the tensor read while tracing
-// would be read again, unchanged, on every later call. An optimizer's
-// step and ZeroGrad go outside the compiled function (or use the
-// optimizer's own Compiled step).
+// gradInTrace notes that a function being traced by Compile reads or
+// sets t's gradient. A trace kept as a replayed graph refuses it
+// (checkGradUse): a compiled call's gradients reach its leaves when the
+// call returns, and what was read or cleared while tracing would not be
+// on later calls. An optimizer's step and ZeroGrad go outside the
+// compiled function (or use the optimizer's own Compiled step). A
+// function with graph breaks runs live and may use them.
 func (t *Tensor) gradInTrace(op string) {
-	if t.px == nil && t.ag != nil && t.ag.requires && tracingHere() != nil {
-		throw(op, []*Tensor{t}, "call it outside the compiled function: compile the loss and its Backward, and step the optimizer (optim's Compiled steps are compiled themselves) after the call",
+	if t.px != nil || t.ag == nil || !t.ag.requires {
+		return
+	}
+	if tr := tracingHere(); tr != nil && tr.gradUse == nil {
+		tr.gradUse = errorf(op, [][]int{t.shape()}, "call it outside the compiled function: compile the loss and its Backward, and step the optimizer (optim's Compiled steps are compiled themselves) after the call",
 			"a compiled function cannot use the gradients of the tensors it captures: they are set when the call returns")
+	}
+}
+
+// checkGradUse panics with the error gradInTrace noted, for a trace
+// about to be kept as a graph.
+func (tr *tracer) checkGradUse() {
+	if tr.gradUse != nil {
+		panic(tr.gradUse)
 	}
 }
 

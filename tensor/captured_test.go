@@ -2,6 +2,7 @@ package tensor
 
 import (
 	"fmt"
+	"math"
 	"sync"
 	"testing"
 
@@ -287,5 +288,54 @@ func TestGradientsInsideCompiledRefused(t *testing.T) {
 		},
 	} {
 		expectError(t, name, func() { Compile(f)(x) })
+	}
+}
+
+// A compiled function with a graph break runs live, segment by segment,
+// so it may read and change the gradients of the tensors it captures: a
+// step before the break updates the parameter on every call (found in
+// review), and a gradient norm reads each call's gradient.
+func TestGradientsInFunctionWithGraphBreak(t *testing.T) {
+	p := FromSlice([]float32{1, 2, 3}).SetRequiresGrad(true)
+	x := FromSlice([]float32{1, 1, 1})
+	var logged float64
+	f := Compile(func(x *Tensor) *Tensor {
+		p.ZeroGrad()
+		loss := x.Mul(p).Sum()
+		loss.Backward()
+		if g := p.Grad(); g != nil {
+			NoGrad(func() { p.Detach().Copy(p.Detach().Sub(g.MulScalar(0.5))) })
+		}
+		logged = loss.Item() // graph break
+		return loss
+	})
+	for range 2 {
+		if err := Try(func() { f(x) }); err != nil {
+			t.Fatalf("call: %v", err)
+		}
+	}
+	if got := vals(p); math.Abs(got[0]) > 1e-6 || math.Abs(logged-4.5) > 1e-5 {
+		t.Errorf("p = %v, logged %v; want [0 1 2], 4.5", got, logged)
+	}
+}
+
+func TestGradientNormWithGraphBreak(t *testing.T) {
+	p := FromSlice([]float64{1, 2, 3}).SetRequiresGrad(true)
+	norm := Compile(func(s *Tensor) *Tensor {
+		g := p.Grad()
+		n := g.Mul(g).Sum()
+		if n.Item() > 1e6 {
+			return n.Mul(s)
+		}
+		return n.Mul(s).Sqrt()
+	})
+	for i, c := range []float64{1, 2, 3} {
+		p.ZeroGrad()
+		FromSlice([]float64{c, 0, 0}).Mul(p).Sum().Backward()
+		var got *Tensor
+		if err := Try(func() { got = norm(FromSlice([]float64{1})) }); err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+		checkClose(t, "norm", got, Float64, []int{1}, []float64{c}, 1)
 	}
 }

@@ -636,6 +636,7 @@ func (c *compiled) compileEntry(ge *guard.Entry, fa *flatArgs, args []reflect.Va
 		e.written = tr.writtenKeys()
 		return e
 	}
+	tr.checkGradUse()
 	g := tr.g
 	if c.isGrad && !tr.backwardCalled {
 		switch ks := resultsRequiringGrad(results); {

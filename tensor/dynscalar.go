@@ -41,6 +41,7 @@ func (c *compiled) compileDynamic(fa *flatArgs, args []reflect.Value) (*entry, s
 		if len(tr.breaks) > 0 {
 			return nil, res, tr
 		}
+		tr.checkGradUse()
 		g := tr.g
 		g.Outputs = resultNodes(tr, res)
 		ir.Decompose(g) // the passes that cannot depend on a scalar's value
