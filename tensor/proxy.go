@@ -43,8 +43,8 @@ type tracer struct {
 	// (Grad, SetGrad, ZeroGrad): an error if the trace is kept as a
 	// replayed graph (checkGradUse), fine in a function that runs live
 	// segment by segment.
-	gradUse *Error
-	gradLeaves, gradVals       []*Tensor
+	gradUse              *Error
+	gradLeaves, gradVals []*Tensor
 }
 
 func newTracer(c *compiled, fullGraph bool) *tracer {
