@@ -39,12 +39,12 @@ type tracer struct {
 	// Gradients (compilegrad.go): whether an op recorded a gradient node,
 	// whether Backward ran, and the leaves' gradients it output.
 	gradActive, backwardCalled bool
+	gradLeaves, gradVals       []*Tensor
 	// gradUse is the first read or change of a captured leaf's gradient
 	// (Grad, SetGrad, ZeroGrad): an error if the trace is kept as a
 	// replayed graph (checkGradUse), fine in a function that runs live
 	// segment by segment.
-	gradUse              *Error
-	gradLeaves, gradVals []*Tensor
+	gradUse *Error
 }
 
 func newTracer(c *compiled, fullGraph bool) *tracer {
