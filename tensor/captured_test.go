@@ -339,3 +339,27 @@ func TestGradientNormWithGraphBreak(t *testing.T) {
 		checkClose(t, "norm", got, Float64, []int{1}, []float64{c}, 1)
 	}
 }
+
+// A nil tensor argument before others (an optional mask) is no graph
+// input: the tensors after it bind to their own inputs, in the call and in
+// its compiled backward (found in review: they shifted by one).
+func TestCompiledNilArgumentBeforeOthers(t *testing.T) {
+	f := func(a, mask, b *Tensor) *Tensor {
+		if mask == nil {
+			return a.Exp().Sub(b)
+		}
+		return a.Exp().Add(mask).Sub(b)
+	}
+	compiled := Compile(f)
+	for call := range 2 {
+		a, b := Randn(1, Float32, 3).SetRequiresGrad(true), Randn(2, Float32, 3)
+		ea := a.Detach().SetRequiresGrad(true)
+		want := f(ea, nil, b)
+		got := compiled(a, nil, b)
+		what := fmt.Sprintf("call %d", call)
+		checkClose(t, what, got.Detach(), Float32, want.Shape(), vals(want.Detach()), 1)
+		got.Sum().Backward()
+		want.Sum().Backward()
+		checkClose(t, what+" gradient", a.Grad(), Float32, []int{3}, vals(ea.Grad()), 1)
+	}
+}

@@ -735,10 +735,11 @@ func (c *compiled) run(e *entry, fa *flatArgs, args []reflect.Value) []reflect.V
 		noArgumentWritten(fa.tensors, e.stores)
 	}
 	var outs []*Tensor
+	in := present(fa.tensors) // the graph's inputs: a nil argument is none
 	if ap, ok := e.prog.(arrayProgram); ok {
-		outs = tensorsFor(ap.runArrays(fa.tensors, fa.dyn), e.sources, fa.tensors)
+		outs = tensorsFor(ap.runArrays(in, fa.dyn), e.sources, in)
 	} else {
-		outs = e.prog.Run(fa.tensors)
+		outs = e.prog.Run(in)
 	}
 	c.checkOutputs(outs, e.graphs[0])
 	if len(e.grads) > 0 { // the gradients of a run that called Backward
@@ -810,19 +811,37 @@ func (c *compiled) checkOutputs(outs []*Tensor, g *ir.Graph) {
 // inputSymbols lists, per tensor input, which dims the guard entry made
 // symbolic (symbol k as k+1).
 func inputSymbols(ge *guard.Entry, fa *flatArgs) [][]int {
-	syms := make([][]int, len(fa.tensors))
+	var syms [][]int // per graph input: a nil argument is none
 	for i, t := range fa.tensors {
 		if t == nil {
 			continue
 		}
-		syms[i] = make([]int, len(t.shape()))
+		s := make([]int, len(t.shape()))
 		for d := range t.shape() {
 			if k, dynamic := ge.Symbol(i, d); dynamic {
-				syms[i][d] = k + 1
+				s[d] = k + 1
 			}
 		}
+		syms = append(syms, s)
 	}
 	return syms
+}
+
+// present is ts without its nil tensors: the inputs of a graph traced
+// from a call with those arguments (a nil argument is no input).
+func present(ts []*Tensor) []*Tensor {
+	for _, t := range ts {
+		if t == nil {
+			out := make([]*Tensor, 0, len(ts))
+			for _, t := range ts {
+				if t != nil {
+					out = append(out, t)
+				}
+			}
+			return out
+		}
+	}
+	return ts
 }
 
 // compileGraph optimises g, marks its symbolic dims, and hands it to the
