@@ -24,7 +24,7 @@ import (
 // Name()+"_combine" runs a block a row: it rescales the splits' sums to
 // their common maximum, adds them in split order (results do not depend
 // on timing) and stores the row's output. A row whose keys are all masked
-// gets NaN, as softmax over no keys does in the math reference.
+// gets zeros, as PyTorch's attention and the math reference give.
 //
 // Both take the shapes as parameters; Rows, E and Ev are compile-time
 // constants, so the rows' sums stay in registers.
@@ -234,7 +234,7 @@ extern "C" __global__ void %[1]s_combine(const float* __restrict__ ws, %[7]s* __
       const float ms = p[s * WSROW];
       if (ms != GC_NEG_INF) acc += p[s * WSROW + 2 + e] * expf(ms - mx);
     }
-    // No visible key: 0/0, NaN, as softmax over no keys gives.
+    // No visible key: zeros, as PyTorch's attention gives (its safe softmax).
     o[e] = %[13]s;
   }
 }
@@ -250,6 +250,6 @@ extern "C" __global__ void %[1]s_combine(const float* __restrict__ ws, %[7]s* __
 		load("kp[(long long)j * ks + e * ke]"),
 		causal, mask,
 		load("vp[(long long)(j0 + jj) * vs + e * ve]"),
-		storeC("total > 0.f ? acc / total : __int_as_float(0x7fc00000)", ir.F32, k.Elem))
+		storeC("total > 0.f ? acc / total : 0.f", ir.F32, k.Elem))
 	return b.String()
 }

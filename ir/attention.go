@@ -10,7 +10,7 @@ var OpSDPA = composite(&Op{Name: "scaled_dot_product_attention", Title: "ScaledD
 	Doc: "softmax(q·kᵀ·scale + mask)·v over the last two dims: q [..., Hq, L, E], k [..., Hkv, S, E], v [..., Hkv, S, Ev], " +
 		"Hq a multiple of Hkv (grouped-query heads share k and v); mask (operand 3, may be nil) broadcasts to [..., L, S] " +
 		"and is added, or where bool, true attends; Attrs.Scalars: scale (0: 1/sqrt(E)) and causal (non-zero: " +
-		"query i attends keys j <= i, aligned top-left as PyTorch's is_causal)"})
+		"query i attends keys j <= i, aligned top-left as PyTorch's is_causal); a query that attends no key gives zeros, as PyTorch's"})
 
 // OpAttention is ScaledDotProductAttention for few queries against any
 // number of keys (a decode step against a KV cache), run as one kernel
@@ -191,7 +191,13 @@ func sdpaProbs(b Builder, a Attrs, q, k, v, mask Value) (*sdpaParts, error) {
 			s = b.Apply(OpAdd, Attrs{}, s, m)
 		}
 	}
-	f.p = b.Apply(OpSoftmax, Attrs{Dim: -1}, s)
+	// A query row that sees no key (every score −inf) attends to nothing:
+	// zeros, not softmax's 0/0, as PyTorch's attention gives (its
+	// _safe_softmax). A NaN score still makes the row NaN.
+	blind := b.Apply(OpEq, Attrs{}, b.Apply(OpAMax, Attrs{Dims: []int{-1}, KeepDim: true}, s), Scalar{Value: math.Inf(-1), DType: Float64})
+	sees := b.Apply(OpCast, Attrs{DType: b.DType(s)}, b.Apply(OpLogicalNot, Attrs{}, blind))
+	s = b.Apply(OpMaskedFill, Attrs{Scalars: []float64{0}}, s, blind)
+	f.p = b.Apply(OpMul, Attrs{}, b.Apply(OpSoftmax, Attrs{Dim: -1}, s), sees)
 	return f, nil
 }
 

@@ -15,7 +15,7 @@ import (
 // every floating dtype, grouped-query heads, 1 to 16 queries, key counts
 // from 1 to several splits, odd feature counts, bool masks of [L, S] and
 // [B, 1, L, S], causal masks, caches read through a narrowed view, and a
-// query whose keys are all masked (NaN, as softmax over nothing).
+// query whose keys are all masked (zeros, as PyTorch gives).
 func TestGPUAttentionKernel(t *testing.T) {
 	requireGPU(t)
 	dev := CUDA(0)

@@ -176,6 +176,10 @@ func TestGradients(t *testing.T) {
 		{"attention, an additive mask broadcast over heads", func(xs []*Tensor) *Tensor {
 			return ScaledDotProductAttention(xs[0], xs[1], xs[2], xs[3], false, 0)
 		}, []*Tensor{r(1, 2, 4, 5, 3), r(2, 2, 2, 6, 3), r(3, 2, 2, 6, 2), r(4, 1, 5, 6)}},
+		{"attention, a query that sees no key", func(xs []*Tensor) *Tensor {
+			keep := FromSlice([]bool{true, false, true, true, false, false, false, false, true, true, true, false}, 3, 4)
+			return ScaledDotProductAttention(xs[0], xs[1], xs[2], keep, false, 0)
+		}, []*Tensor{r(1, 2, 3, 5), r(2, 2, 4, 5), r(3, 2, 4, 2)}},
 		{"attention, a bool mask and causal", func(xs []*Tensor) *Tensor {
 			keep := FromSlice([]bool{true, false, true, true, true, false, true}, 7)
 			return ScaledDotProductAttention(xs[0], xs[1], xs[2], keep, true, 0)

@@ -363,3 +363,41 @@ func TestCompiledNilArgumentBeforeOthers(t *testing.T) {
 		checkClose(t, what+" gradient", a.Grad(), Float32, []int{3}, vals(ea.Grad()), 1)
 	}
 }
+
+// A query that attends no key (its row of the mask all false, or all
+// −inf) gives zeros, as PyTorch's attention does, eagerly and compiled,
+// for many queries and for the few-query kernel's shapes.
+func TestAttentionQueryWithoutKeys(t *testing.T) {
+	for _, l := range []int{1, 5} { // the few-query extern and the decomposition
+		q, k, v := Randn(1, Float32, 2, l, 4), Randn(2, Float32, 2, 6, 4), Randn(3, Float32, 2, 6, 3)
+		keep := make([]bool, l*6)
+		add := make([]float32, l*6)
+		for i := range keep {
+			keep[i] = i >= 6 && i%3 != 0 // row 0 sees nothing
+			if !keep[i] {
+				add[i] = float32(math.Inf(-1))
+			}
+		}
+		for name, mask := range map[string]*Tensor{"bool": FromSlice(keep, l, 6), "additive": FromSlice(add, l, 6)} {
+			f := func(q, k, v *Tensor) *Tensor { return ScaledDotProductAttention(q, k, v, mask, false, 0) }
+			for _, c := range []struct {
+				how string
+				f   func(q, k, v *Tensor) *Tensor
+			}{{"eager", f}, {"compiled", Compile(f)}} {
+				got := vals(c.f(q, k, v))
+				for h := range 2 {
+					for i := range 3 { // row 0 of head h: zeros
+						if g := got[h*l*3+i]; g != 0 {
+							t.Errorf("%s mask, %d queries, %s: head %d row 0 element %d is %v, want 0", name, l, c.how, h, i, g)
+						}
+					}
+					for i := 3; i < l*3; i++ { // the other rows: finite
+						if g := got[h*l*3+i]; math.IsNaN(g) || math.IsInf(g, 0) {
+							t.Errorf("%s mask, %d queries, %s: head %d element %d is %v", name, l, c.how, h, i, g)
+						}
+					}
+				}
+			}
+		}
+	}
+}
