@@ -521,3 +521,24 @@ func TestInductorRowEpilogueAtDroppedShape(t *testing.T) {
 		}
 	}
 }
+
+// A row region that reduces the same values twice (softmax's maximum and
+// another maximum of the same scores) keeps them once on the CPU and gives
+// eager's values: the second reduction used to read back a kept-values
+// slot no stage had filled yet, and panicked.
+func TestRowRegionSameReductionTwice(t *testing.T) {
+	for _, dims := range [][]int{{-1}, {2}} {
+		f := func(x *Tensor) *Tensor {
+			s := x.MulScalar(0.25)
+			blind := s.MaxKeepDim(dims...).EqScalar(math.Inf(-1))
+			return s.Softmax(-1).MaskedFill(blind, 0)
+		}
+		x := Randn(1, Float32, 4, 3, 300)
+		want := f(x)
+		var got *Tensor
+		if err := Try(func() { got = Compile(f)(x) }); err != nil {
+			t.Fatalf("dims %v: %v", dims, err)
+		}
+		checkClose(t, fmt.Sprintf("dims %v", dims), got, Float32, want.Shape(), vals(want), 1)
+	}
+}

@@ -69,6 +69,12 @@ func newCPUPlan(r *fuse.Region, kinds []ir.Kind) *cpuPlan {
 		if !st.Reduce || e.Prim == ir.PArg || e.Prim == ir.PConst || e.Prim == ir.PParam || st.Compute != r.Compute {
 			continue
 		}
+		if _, kept := from[e]; kept {
+			// Another reduction of the same values (two maxima of one
+			// row): the earlier stage's kept values serve both, so the
+			// later stage computes its own and keeps none.
+			continue
+		}
 		read := false
 		for _, later := range exprs[k+1:] {
 			read = read || contains(later, e, map[*ir.Expr]bool{})
