@@ -51,15 +51,29 @@ func split(n, grain, align int, fn func(lo, hi int)) {
 			fn(lo, min(lo+chunk, n))
 		}
 	}
+	// A worker's panic stops the others taking ranges and is raised again
+	// on the caller's goroutine, where the caller (tensor.Try, a
+	// service's handler) can recover it: a panic on a goroutine of its own
+	// would end the process.
+	var failed atomic.Pointer[any]
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer func() {
+				if r := recover(); r != nil {
+					failed.CompareAndSwap(nil, &r)
+					next.Store(int64(n))
+				}
+			}()
 			work()
 		}()
 	}
 	wg.Wait()
+	if r := failed.Load(); r != nil {
+		panic(*r)
+	}
 }
 
 // Coalesce merges adjacent dims that every operand steps through as one
