@@ -220,8 +220,9 @@ func joinReading(g, r *Region, inBucket func(*ir.Node) bool) (*Region, bool) {
 	if !groupable(g, r) {
 		return nil, false
 	}
+	units := g.SplitUnits()
 	unitOf := map[*ir.Node]int{}
-	for u, unit := range g.SplitUnits() {
+	for u, unit := range units {
 		for _, m := range unit {
 			unitOf[m.Root] = u
 		}
@@ -236,8 +237,7 @@ func joinReading(g, r *Region, inBucket func(*ir.Node) bool) (*Region, bool) {
 			unit = u
 		}
 	}
-	if unit < 0 || !ir.SameShape(g.SplitUnits()[unit][0].Root.Shape, r.Root.Shape) || len(g.SplitUnits()[unit]) >= MaxGroup ||
-		!readsKept(r, g.SplitUnits()[unit]) {
+	if unit < 0 || !ir.SameShape(units[unit][0].Root.Shape, r.Root.Shape) || len(units[unit]) >= MaxGroup || !readsKept(r, units[unit]) {
 		return nil, false
 	}
 	if g.Combo() && !small(r) {

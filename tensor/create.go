@@ -242,13 +242,19 @@ func (t *Tensor) Fill(v float64) *Tensor {
 	if tr := tracingHere(); tr != nil { // a write inside a traced function
 		t.noInPlaceOnGrad("Fill")
 		t.noOverlap("Fill")
-		tr.write(t, wrap(array.FromFloat64s([]float64{v}, t.dtype())).Reshape().ToDevice(t.Device()))
+		tr.write(t, t.scalarOf(v))
 		return t
 	}
 	t.noInPlaceOnGrad("Fill")
 	t.noOverlap("Fill")
 	t.fill(v)
 	return t
+}
+
+// scalarOf is v as a 0-d tensor of t's type on t's device: the value a
+// traced Fill or Set writes.
+func (t *Tensor) scalarOf(v float64) *Tensor {
+	return wrap(array.FromFloat64s([]float64{v}, t.dtype())).Reshape().ToDevice(t.Device())
 }
 
 // fill sets every element of t, a tensor just made, to v.
@@ -305,7 +311,7 @@ func (t *Tensor) Set(v float64, index ...int) {
 	if tr := tracingHere(); tr != nil { // a write inside a traced function: of the one element
 		t.noInPlaceOnGrad("Set")
 		elem := wrap(t.v.WithLayout(ir.Layout{Offset: off}))
-		tr.write(elem, wrap(array.FromFloat64s([]float64{v}, t.dtype())).Reshape().ToDevice(t.Device()))
+		tr.write(elem, t.scalarOf(v))
 		return
 	}
 	t.v.Set(off, v)

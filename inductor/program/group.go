@@ -26,9 +26,10 @@ type groupStep struct {
 	// combo is set for a combo (fuse.Region.Combo): units of different
 	// shapes, each run over its own inputs, on a GPU as one
 	// inductor.ComboKernel launch.
-	combo []comboUnit
-	cache *array.Artifacts // where its GPU kernels are kept (nil: the process-wide cache)
-	tune  bool             // MaxAutotune: time launch shapes
+	combo  []comboUnit
+	unitOf []int            // a combo's unit of each member (nil: one unit)
+	cache  *array.Artifacts // where its GPU kernels are kept (nil: the process-wide cache)
+	tune   bool             // MaxAutotune: time launch shapes
 }
 
 func newGroupStep(r *fuse.Region) (*groupStep, error) {
@@ -48,22 +49,34 @@ func newGroupStep(r *fuse.Region) (*groupStep, error) {
 		}
 		return s, nil
 	}
+	var err error
+	if s.blks, s.kernel, err = fusedOutputs(members, exprs, s.kinds); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// fusedOutputs compiles members' expressions (over operands of kinds)
+// into a CPU program each and one kernel with an output per member: the
+// first member's its value, the others' its Extra outputs.
+func fusedOutputs(members []*fuse.Region, exprs []*ir.Expr, kinds []ir.Kind) ([]*ir.Block, inductor.PointwiseKernel, error) {
+	var blks []*ir.Block
+	var k inductor.PointwiseKernel
 	h := fnv.New64a()
 	for i, m := range members {
-		blk, err := compileFused(exprs[i], s.kinds, m.Compute)
+		blk, err := compileFused(exprs[i], kinds, m.Compute)
 		if err != nil {
-			return nil, fmt.Errorf("region %v: %w", m, err)
+			return nil, k, fmt.Errorf("region %v: %w", m, err)
 		}
-		s.blks = append(s.blks, blk)
+		blks = append(blks, blk)
 		fmt.Fprintln(h, exprs[i])
 		if i > 0 {
-			s.kernel.Extra = append(s.kernel.Extra, inductor.ExtraOutput{Expr: exprs[i], Compute: m.Compute, Out: m.Root.DType})
+			k.Extra = append(k.Extra, inductor.ExtraOutput{Expr: exprs[i], Compute: m.Compute, Out: m.Root.DType})
 		}
 	}
-	lead := members[0]
-	s.kernel.Expr, s.kernel.Compute, s.kernel.Out = exprs[0], lead.Compute, lead.Root.DType
-	s.kernel.Label = fmt.Sprintf("fused%d_%016x", len(members), h.Sum64())
-	return s, nil
+	k.Expr, k.Compute, k.Out = exprs[0], members[0].Compute, members[0].Root.DType
+	k.Label = fmt.Sprintf("fused%d_%016x", len(members), h.Sum64())
+	return blks, k, nil
 }
 
 // comboUnit is one unit of a combo (fuse.Region.SplitUnits): its members
@@ -86,6 +99,9 @@ func (s *groupStep) newCombo(exprs []*ir.Expr) error {
 	for _, unit := range s.r.SplitUnits() {
 		c := comboUnit{first: first, end: first + len(unit)}
 		first = c.end
+		for range unit {
+			s.unitOf = append(s.unitOf, len(s.combo))
+		}
 		// The unit's inputs: those its members read, in the group's order.
 		read := make([]bool, len(s.inputs))
 		for m := c.first; m < c.end; m++ {
@@ -101,22 +117,14 @@ func (s *groupStep) newCombo(exprs []*ir.Expr) error {
 				c.kinds = append(c.kinds, s.kinds[j])
 			}
 		}
-		h := fnv.New64a()
+		es := make([]*ir.Expr, 0, c.end-c.first)
 		for m := c.first; m < c.end; m++ {
-			e := ir.Substitute(exprs[m], local, nil)
-			blk, err := compileFused(e, c.kinds, members[m].Compute)
-			if err != nil {
-				return fmt.Errorf("region %v: %w", members[m], err)
-			}
-			c.blks = append(c.blks, blk)
-			fmt.Fprintln(h, e)
-			if m == c.first {
-				c.kernel.Expr, c.kernel.Compute, c.kernel.Out = e, members[m].Compute, members[m].Root.DType
-			} else {
-				c.kernel.Extra = append(c.kernel.Extra, inductor.ExtraOutput{Expr: e, Compute: members[m].Compute, Out: members[m].Root.DType})
-			}
+			es = append(es, ir.Substitute(exprs[m], local, nil))
 		}
-		c.kernel.Label = fmt.Sprintf("fused%d_%016x", c.end-c.first, h.Sum64())
+		var err error
+		if c.blks, c.kernel, err = fusedOutputs(members[c.first:c.end], es, c.kinds); err != nil {
+			return err
+		}
 		s.combo = append(s.combo, c)
 	}
 	return nil

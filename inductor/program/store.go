@@ -95,12 +95,7 @@ func (s *groupStep) canStoreInto(m int, x *array.Array, w *ir.Node, dt ir.DType,
 // sameUnit reports whether members a and b are computed by one device
 // function: one unit of a combo, or any two of another group.
 func (s *groupStep) sameUnit(a, b int) bool {
-	for _, c := range s.combo {
-		if c.first <= a && a < c.end {
-			return c.first <= b && b < c.end
-		}
-	}
-	return true
+	return s.unitOf == nil || s.unitOf[a] == s.unitOf[b]
 }
 
 // inputsRead gives, per input index, whether e reads it.
