@@ -17,7 +17,8 @@
 //     registers before the staging barrier, so a tile takes one round trip
 //     to memory.
 //   - ComboKernel: dense fused kernels of different shapes (package fuse's
-//     combos) as one launch, each member over a range of blocks, as a
+//     combos, a kernel per unit, with Extra outputs for a unit's further
+//     members) as one launch, each member over a range of blocks, as a
 //     multi-tensor kernel.
 //   - RowKernel: a row region of package fuse (softmax, layer norm, RMS
 //     norm, reductions with prologues) as one kernel with a block (or, for
