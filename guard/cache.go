@@ -158,6 +158,24 @@ func (c *Cache) Insert(e *Entry, value any) {
 	c.items.Store(&items)
 }
 
+// Replace puts e, compiled to value, in the place of old (an entry whose
+// compiled value went stale), or appends it when old is not in the
+// cache. Like Insert, it copies the entry list.
+func (c *Cache) Replace(old, e *Entry, value any) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	items := append([]item(nil), c.load()...)
+	for i := range items {
+		if items[i].e == old {
+			items[i] = item{e, value}
+			c.items.Store(&items)
+			return
+		}
+	}
+	items = append(items, item{e, value})
+	c.items.Store(&items)
+}
+
 // Len is the number of entries.
 func (c *Cache) Len() int { return len(c.load()) }
 

@@ -576,3 +576,27 @@ func BenchmarkLookupHit(b *testing.B) {
 		}
 	}
 }
+
+// Replace swaps a stale entry for its recompilation in place, keeping the
+// lookup order and the count, and appends when the old entry is gone.
+func TestReplace(t *testing.T) {
+	cache := NewCache(DefaultPolicy(), 4)
+	c32, c64 := call([]TensorMeta{tm(ir.Float32, 4)}), call([]TensorMeta{tm(ir.Float64, 4)})
+	e32, _ := cache.Plan(c32)
+	cache.Insert(e32, "old")
+	e64, _ := cache.Plan(c64)
+	cache.Insert(e64, "f64")
+	fresh, _ := cache.Plan(c32)
+	cache.Replace(e32, fresh, "new")
+	if _, v, _ := cache.Lookup(c32); v != "new" {
+		t.Errorf("after Replace, lookup gives %v", v)
+	}
+	if got := cache.Entries(); len(got) != 2 || got[0] != fresh || got[1] != e64 {
+		t.Errorf("entries after Replace: %v", got)
+	}
+	other, _ := cache.Plan(call([]TensorMeta{tm(ir.Float16, 4)}))
+	cache.Replace(e32, other, "f16") // e32 is gone: appended
+	if cache.Len() != 3 {
+		t.Errorf("Len = %d after replacing a missing entry, want 3", cache.Len())
+	}
+}

@@ -97,31 +97,6 @@ func (t *Tensor) SetRequiresGrad(on bool) *Tensor {
 	return t
 }
 
-// gradInTrace notes that a function being traced by Compile reads or
-// sets t's gradient. A trace kept as a replayed graph refuses it
-// (checkGradUse): a compiled call's gradients reach its leaves when the
-// call returns, and what was read or cleared while tracing would not be
-// on later calls. An optimizer's step and ZeroGrad go outside the
-// compiled function (or use the optimizer's own Compiled step). A
-// function with graph breaks runs live and may use them.
-func (t *Tensor) gradInTrace(op string) {
-	if t.px != nil || t.ag == nil || !t.ag.requires {
-		return
-	}
-	if tr := tracingHere(); tr != nil && tr.gradUse == nil {
-		tr.gradUse = errorf(op, [][]int{t.shape()}, "call it outside the compiled function: compile the loss and its Backward, and step the optimizer (optim's Compiled steps are compiled themselves) after the call",
-			"a compiled function cannot use the gradients of the tensors it captures: they are set when the call returns")
-	}
-}
-
-// checkGradUse panics with the error gradInTrace noted, for a trace
-// about to be kept as a graph.
-func (tr *tracer) checkGradUse() {
-	if tr.gradUse != nil {
-		panic(tr.gradUse)
-	}
-}
-
 // RequiresGrad reports whether Backward computes gradients through t.
 func (t *Tensor) RequiresGrad() bool { return t != nil && t.ag != nil && t.ag.requires }
 
@@ -131,13 +106,15 @@ func (t *Tensor) RequiresGrad() bool { return t != nil && t.ag != nil && t.ag.re
 func (t *Tensor) IsLeaf() bool { return t.ag == nil || t.ag.node == nil }
 
 // Grad is the gradient Backward accumulated in t, a leaf that requires
-// gradients, or nil before any. A compiled function may not read it (see
-// gradInTrace).
+// gradients, or nil before any. Inside a compiled function it is the
+// gradient as the call has it so far (traced: see compilegrad.go).
 func (t *Tensor) Grad() *Tensor {
 	if t.ag == nil {
 		return nil
 	}
-	t.gradInTrace("Grad")
+	if tr := t.traced(); tr != nil {
+		return tr.grad(realLeaf(t))
+	}
 	t.ag.mu.Lock()
 	defer t.ag.mu.Unlock()
 	return t.ag.grad
@@ -146,7 +123,6 @@ func (t *Tensor) Grad() *Tensor {
 // SetGrad replaces t's accumulated gradient by g (nil clears it).
 func (t *Tensor) SetGrad(g *Tensor) {
 	defer rethrow()
-	t.gradInTrace("SetGrad")
 	if !t.RequiresGrad() {
 		throw("SetGrad", []*Tensor{t}, "call SetRequiresGrad(true) first", "the tensor does not require gradients")
 	}
@@ -154,19 +130,28 @@ func (t *Tensor) SetGrad(g *Tensor) {
 		throw("SetGrad", []*Tensor{t, g}, "give a gradient of the tensor's shape and type",
 			"gradient %v %v for a tensor %v %v", g.dtype(), ir.FormatShape(g.shape()), t.dtype(), ir.FormatShape(t.shape()))
 	}
+	if tr := t.traced(); tr != nil {
+		tr.setGrad(realLeaf(t), g)
+		return
+	}
 	t.ag.mu.Lock()
 	t.ag.grad = g
 	t.ag.mu.Unlock()
 }
 
-// ZeroGrad clears t's accumulated gradient.
+// ZeroGrad clears t's accumulated gradient (sets it to nil, as PyTorch's
+// zero_grad does by default).
 func (t *Tensor) ZeroGrad() {
-	if t.ag != nil {
-		t.gradInTrace("ZeroGrad")
-		t.ag.mu.Lock()
-		t.ag.grad = nil
-		t.ag.mu.Unlock()
+	if t.ag == nil {
+		return
 	}
+	if tr := t.traced(); tr != nil {
+		tr.setGrad(realLeaf(t), nil)
+		return
+	}
+	t.ag.mu.Lock()
+	t.ag.grad = nil
+	t.ag.mu.Unlock()
 }
 
 // Detach returns a tensor sharing t's storage that requires no gradient

@@ -262,32 +262,120 @@ func TestCondOnCapturedPredicate(t *testing.T) {
 	}
 }
 
-// A compiled function that reads or sets the gradients of tensors it
-// captures gets a clear error (its gradients reach them when the call
-// returns; a gradient read while tracing would be read on every call),
-// not a step that silently updates nothing.
-func TestGradientsInsideCompiledRefused(t *testing.T) {
-	p := Randn(1, Float32, 3).SetRequiresGrad(true)
-	x := Randn(3, Float32, 3)
-	for name, f := range map[string]func(x *Tensor) *Tensor{
-		"ZeroGrad": func(x *Tensor) *Tensor {
-			p.ZeroGrad()
-			loss := x.Mul(p).Sum()
+// A compiled function may read, set and clear the gradients of the leaves
+// it captures or takes as arguments, as eager code does: the gradient a
+// leaf held when the call began is a graph input, Backward adds to it,
+// SetGrad and ZeroGrad replace it, and the leaf gets the result when the
+// call returns. Each case runs four calls compiled and eagerly, on leaves
+// of odd sizes, and compares results, parameters and gradients (nil or
+// not) after every call; the gradient held before a call changes between
+// calls, and is nil on some.
+func TestGradientsInsideCompiled(t *testing.T) {
+	sgd := func(p *Tensor) {
+		NoGrad(func() { p.Detach().Copy(p.Detach().Sub(p.Grad().MulScalar(0.1))) })
+	}
+	type leaves struct{ p, q *Tensor } // p captured, q an argument
+	cases := []struct {
+		name string
+		// before sets the gradients before call k (eager code between calls).
+		before func(k int, l leaves)
+		f      func(l leaves, x *Tensor) *Tensor
+	}{
+		{"zero, backward, step", nil, func(l leaves, x *Tensor) *Tensor {
+			l.p.ZeroGrad()
+			loss := x.Mul(l.p).Exp().Sum()
 			loss.Backward()
+			sgd(l.p)
 			return loss
-		},
-		"Grad after Backward": func(x *Tensor) *Tensor {
-			loss := x.Mul(p).Sum()
+		}},
+		{"accumulate across calls, then step", nil, func(l leaves, x *Tensor) *Tensor {
+			loss := x.Mul(l.p).Sin().Sum()
 			loss.Backward()
-			NoGrad(func() { p.Detach().Copy(p.Detach().Sub(p.Grad().MulScalar(0.1))) })
+			sgd(l.p)
 			return loss
-		},
-		"SetGrad": func(x *Tensor) *Tensor {
-			p.SetGrad(nil)
+		}},
+		{"step, then zero", nil, func(l leaves, x *Tensor) *Tensor {
+			loss := x.Mul(l.p).Sum().PowScalar(2)
+			loss.Backward()
+			sgd(l.p)
+			l.p.ZeroGrad()
+			return loss
+		}},
+		{"scale by SetGrad, step", func(k int, l leaves) {
+			if k == 2 {
+				l.p.SetGrad(Full(0.25, Float64, l.p.Shape()...))
+			}
+		}, func(l leaves, x *Tensor) *Tensor {
+			loss := x.Mul(l.p).Tanh().Sum()
+			loss.Backward()
+			l.p.SetGrad(l.p.Grad().MulScalar(0.5))
+			sgd(l.p)
+			return loss
+		}},
+		{"read the held gradient only", func(k int, l leaves) {
+			if k%2 == 0 {
+				l.p.SetGrad(Full(float64(k+1), Float64, l.p.Shape()...))
+			} else {
+				l.p.ZeroGrad()
+			}
+		}, func(l leaves, x *Tensor) *Tensor {
+			if g := l.p.Grad(); g != nil {
+				return x.Mul(g)
+			}
 			return x.Neg()
-		},
-	} {
-		expectError(t, name, func() { Compile(f)(x) })
+		}},
+		{"argument leaf", func(k int, l leaves) {
+			l.q.SetGrad(Full(float64(k), Float64, l.q.Shape()...))
+		}, func(l leaves, x *Tensor) *Tensor {
+			loss := x.Mul(l.q).Mul(l.p).Sum()
+			loss.Backward()
+			g := l.q.Grad() // held plus this call's
+			l.q.SetGrad(g.MulScalar(2))
+			return g
+		}},
+	}
+	for _, size := range []int{1, 3, 1023} {
+		for _, tc := range cases {
+			make1 := func() leaves {
+				return leaves{Randn(7, Float64, size).SetRequiresGrad(true), Randn(8, Float64, size).SetRequiresGrad(true)}
+			}
+			eager, comp := make1(), make1()
+			var st CompileStats
+			compiled := Compile(func(q, x *Tensor) *Tensor { return tc.f(leaves{comp.p, q}, x) }, WithStats(&st))
+			for k := range 4 {
+				what := fmt.Sprintf("%s, size %d, call %d", tc.name, size, k)
+				if tc.before != nil {
+					tc.before(k, eager)
+					tc.before(k, comp)
+				}
+				x := Randn(uint64(10+k), Float64, size)
+				want := tc.f(eager, x)
+				var got *Tensor
+				if err := Try(func() { got = compiled(comp.q, x) }); err != nil {
+					t.Fatalf("%s: %v", what, err)
+				}
+				checkClose(t, what+": result", got.Detach(), Float64, want.Shape(), vals(want.Detach()), 1)
+				for _, l := range []struct {
+					name string
+					e, c *Tensor
+				}{{"p", eager.p, comp.p}, {"q", eager.q, comp.q}} {
+					checkClose(t, what+": "+l.name, l.c.Detach(), Float64, []int{size}, vals(l.e.Detach()), 1)
+					eg, cg := l.e.Grad(), l.c.Grad()
+					if (eg == nil) != (cg == nil) {
+						t.Fatalf("%s: %s's gradient is %v, eagerly %v", what, l.name, cg, eg)
+					}
+					if eg != nil {
+						checkClose(t, what+": "+l.name+"'s gradient", cg, Float64, []int{size}, vals(eg), 1)
+					}
+				}
+			}
+			if n := st.Compiles.Load(); n > 2 { // one per held gradient nil or not
+				t.Errorf("%s: %d compilations, want at most 2", tc.name, n)
+			}
+			if st.EagerCalls.Load() != 0 || st.Breaks.Load() != 0 {
+				t.Errorf("%s: %d eager calls, %d breaks; want the compiled graph", tc.name, st.EagerCalls.Load(), st.Breaks.Load())
+			}
+		}
 	}
 }
 
@@ -399,5 +487,32 @@ func TestAttentionQueryWithoutKeys(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// Guard ties a compiled graph to a Go value the traced code read: a call
+// where the value changed traces and compiles again (and its results use
+// the new value), up to the recompile limit, past which the function runs
+// eagerly, still right. Outside tracing, Guard does nothing.
+func TestGuardRecompilesOnChange(t *testing.T) {
+	Guard("nothing", func() bool { panic("Guard's condition ran outside tracing") })
+	scale := 2.0
+	var st CompileStats
+	f := Compile(func(x *Tensor) *Tensor {
+		s := scale
+		Guard("scale", func() bool { return scale == s })
+		return x.MulScalar(s)
+	}, WithStats(&st), RecompileLimit(3))
+	x := FromSlice([]float64{1, -2, 3})
+	wantCompiles := []int64{1, 1, 2, 2, 3, 4, 4, 4}
+	for i, sc := range []float64{2, 2, 3, 3, 2, 4, 5, 6} {
+		scale = sc
+		checkClose(t, fmt.Sprintf("call %d", i), f(x), Float64, []int{3}, []float64{sc, -2 * sc, 3 * sc}, 0)
+		if got := st.Compiles.Load(); got != wantCompiles[i] {
+			t.Errorf("call %d: %d compilations, want %d", i, got, wantCompiles[i])
+		}
+	}
+	if st.EagerCalls.Load() != 2 {
+		t.Errorf("%d eager calls past the limit, want 2", st.EagerCalls.Load())
 	}
 }

@@ -324,6 +324,14 @@ type compiled struct {
 	// consts maps the arrays of the tensors its graphs bind as constants
 	// back to those tensors (resultSources).
 	consts sync.Map // *array.Array → *Tensor
+	// held lists the leaves whose gradients at call time the traced
+	// function reads (compilegrad.go): each call binds them as inputs
+	// after its arguments' tensors. heldMu serialises its growth.
+	held   atomic.Pointer[[]gradTarget]
+	heldMu sync.Mutex
+	// stale counts entries compiled again because a Guard condition of
+	// theirs failed.
+	stale atomic.Int64
 }
 
 type segmentEntry struct {
@@ -350,8 +358,12 @@ type entry struct {
 	stores   []*array.Array
 	written  []any
 	// grads are where the outputs past the stores' versions go: the
-	// gradients of a run that called Backward (compilegrad.go).
+	// gradients of leaves the run computed, set or cleared
+	// (compilegrad.go).
 	grads []gradTarget
+	// checks are the conditions code traced for the entry asked to hold
+	// (Guard): when one fails the entry is compiled again.
+	checks []guardCheck
 }
 
 func newCompiled(fn reflect.Value, opts []Option) *compiled {
@@ -410,8 +422,11 @@ var tensorType = reflect.TypeOf((*Tensor)(nil))
 
 // flatArgs are a call's arguments as guard and program inputs.
 type flatArgs struct {
-	leaves  trace.Leaves
+	leaves trace.Leaves
+	// tensors are the arguments' tensors (the first nargs), then the
+	// gradients the held sources hold (nil for none).
 	tensors []*Tensor
+	nargs   int
 	call    guard.Call
 	dyn     []float64 // dynamic scalars, passed to the program
 }
@@ -437,11 +452,21 @@ func (c *compiled) flatten(args []reflect.Value) *flatArgs {
 		}
 		fa.leaves.Scalars = append(fa.leaves.Scalars, integral)
 	}
-	fa.tensors = make([]*Tensor, len(fa.leaves.Tensors))
+	held := c.heldSources()
+	fa.nargs = len(fa.leaves.Tensors)
+	fa.tensors = make([]*Tensor, fa.nargs+len(held))
 	fa.call.Tensors = make([]guard.TensorMeta, len(fa.tensors))
 	for i, v := range fa.leaves.Tensors {
-		t := v.Interface().(*Tensor)
-		fa.tensors[i] = t
+		fa.tensors[i] = v.Interface().(*Tensor)
+	}
+	for i, src := range held {
+		if leaf := src.leafOf(fa.tensors); leaf != nil && leaf.ag != nil {
+			leaf.ag.mu.Lock()
+			fa.tensors[fa.nargs+i] = leaf.ag.grad
+			leaf.ag.mu.Unlock()
+		}
+	}
+	for i, t := range fa.tensors {
 		m := &fa.call.Tensors[i]
 		if t == nil {
 			m.DType = ir.Invalid // a nil argument: guarded as nil
@@ -489,7 +514,7 @@ func (c *compiled) call(args []reflect.Value) (res []reflect.Value) {
 	}
 	defer c.recoverGrad(&res, args, fa)
 	if gc := c.guards.Load(); gc != nil {
-		if _, v, ok := gc.Lookup(&fa.call); ok {
+		if _, v, ok := gc.Lookup(&fa.call); ok && v.(*entry).valid() {
 			return c.run(v.(*entry), fa, args)
 		}
 	}
@@ -500,51 +525,68 @@ func (c *compiled) call(args []reflect.Value) (res []reflect.Value) {
 		c.compileMu.Lock()
 		defer c.compileMu.Unlock()
 		gc := c.guardCache(fa)
-		if _, v, ok := gc.Lookup(&fa.call); ok {
-			return v, nil
-		}
-		ge, reason := gc.Plan(&fa.call)
-		if reason.LimitReached {
-			c.warned.Do(func() {
-				logs.Warn("gocompile: recompile limit reached; running eagerly from now on",
-					"function", c.name, "limit", c.opts.limit, "reason", reason.Text)
-			})
-			c.eager.Store(true)
-			return nil, nil
-		}
-		if logs.On("recompiles") && gc.Len() > 0 {
-			logs.Info("gocompile: recompiling", "function", c.name, "reason", reason.Text)
-		}
-		e := c.compileEntry(ge, fa, args)
-		if e == nil { // dynamic scalars could not be honoured
-			c.staticScalars.Store(true)
-			fa = c.flatten(args)
-			if _, v, ok := gc.Lookup(&fa.call); ok {
+		fa := fa
+		for {
+			old, v, ok := gc.Lookup(&fa.call)
+			if ok && v.(*entry).valid() {
 				return v, nil
 			}
-			if ge, reason = gc.Plan(&fa.call); reason.LimitReached {
+			if ok { // a Guard condition failed: compile the entry again
+				why := v.(*entry).failed()
+				if c.stale.Add(1) > int64(c.opts.limit) {
+					c.warned.Do(func() {
+						logs.Warn("gocompile: recompile limit reached; running eagerly from now on",
+							"function", c.name, "limit", c.opts.limit, "reason", why)
+					})
+					c.eager.Store(true)
+					return nil, nil
+				}
+				if logs.On("recompiles") {
+					logs.Info("gocompile: recompiling", "function", c.name, "reason", why)
+				}
+			}
+			ge, reason := gc.Plan(&fa.call)
+			if ge == nil && ok { // full: the replacement takes the stale entry's place
+				ge = guard.NewEntry(fa.call, c.policy(fa))
+			}
+			if reason.LimitReached && !ok {
+				c.warned.Do(func() {
+					logs.Warn("gocompile: recompile limit reached; running eagerly from now on",
+						"function", c.name, "limit", c.opts.limit, "reason", reason.Text)
+				})
 				c.eager.Store(true)
 				return nil, nil
 			}
-			e = c.compileEntry(ge, fa, args)
-		}
-		gc.Insert(ge, e)
-		compiledNow = e
-		if st != nil {
-			if st.Compiles.Add(1) > 1 {
-				st.Recompiles.Add(1)
+			if logs.On("recompiles") && gc.Len() > 0 && !ok {
+				logs.Info("gocompile: recompiling", "function", c.name, "reason", reason.Text)
 			}
-			st.Breaks.Add(int64(len(e.breaks)))
-		}
-		if logs.On("breaks") {
-			for _, b := range e.breaks {
-				logs.Info("gocompile: graph break", "function", c.name, "reason", b.Reason, "at", b.Loc)
+			e, again := c.compileEntry(ge, fa, args)
+			if again { // held gradients found, or dynamic scalars dropped
+				fa = c.flatten(args)
+				continue
 			}
+			if ok {
+				gc.Replace(old, ge, e)
+			} else {
+				gc.Insert(ge, e)
+			}
+			compiledNow = e
+			if st != nil {
+				if st.Compiles.Add(1) > 1 {
+					st.Recompiles.Add(1)
+				}
+				st.Breaks.Add(int64(len(e.breaks)))
+			}
+			if logs.On("breaks") {
+				for _, b := range e.breaks {
+					logs.Info("gocompile: graph break", "function", c.name, "reason", b.Reason, "at", b.Loc)
+				}
+			}
+			if logs.On("guards") {
+				logs.Text("gocompile: guards", "guards", ge.String(), "function", c.name)
+			}
+			return e, nil
 		}
-		if logs.On("guards") {
-			logs.Text("gocompile: guards", "guards", ge.String(), "function", c.name)
-		}
-		return e, nil
 	})
 	if err != nil {
 		panic(err)
@@ -557,6 +599,9 @@ func (c *compiled) call(args []reflect.Value) (res []reflect.Value) {
 	}
 	if compiledNow != nil && compiledNow.firstResults != nil {
 		return compiledNow.firstResults
+	}
+	if e := v.(*entry); e.ninputs != len(fa.tensors) {
+		fa = c.flatten(args) // the entry binds held gradients this call's flattening predates
 	}
 	return c.run(v.(*entry), fa, args)
 }
@@ -603,16 +648,34 @@ func callKey(call *guard.Call) string {
 	return b.String()
 }
 
-// compileEntry traces fn for the call and compiles what it recorded.
-func (c *compiled) compileEntry(ge *guard.Entry, fa *flatArgs, args []reflect.Value) *entry {
+// compileEntry traces fn for the call and compiles what it recorded. It
+// reports again, compiling nothing, when the call must be flattened and
+// planned again: the trace read a leaf's held gradient that is not yet an
+// input (errHeldGrad), or dynamic scalars could not be honoured (they are
+// guarded by value from then on).
+func (c *compiled) compileEntry(ge *guard.Entry, fa *flatArgs, args []reflect.Value) (e *entry, again bool) {
+	defer func() {
+		if r := recover(); r != nil {
+			if err, ok := r.(error); ok && errors.Is(err, errHeldGrad) {
+				e, again = nil, true
+				return
+			}
+			panic(r)
+		}
+	}()
 	if len(fa.dyn) > 0 {
 		e, why := c.compileDynamic(fa, args)
-		if e == nil && logs.On("recompiles") {
-			logs.Info("gocompile: dynamic scalars guarded by value", "function", c.name, "reason", why)
+		if e == nil {
+			if logs.On("recompiles") {
+				logs.Info("gocompile: dynamic scalars guarded by value", "function", c.name, "reason", why)
+			}
+			c.staticScalars.Store(true)
+			return nil, true
 		}
-		return e // nil: the caller guards the scalars by value and compiles again
+		return e, false
 	}
 	tr := newTracer(c, c.opts.fullGraph)
+	tr.compiling = true
 	defer func() { tr.release() }()
 	tr.onShapeRead = func(sizes []int) { specializeRead(ge, fa, sizes) }
 	results := c.traceRun(tr, fa, args)
@@ -623,20 +686,20 @@ func (c *compiled) compileEntry(ge *guard.Entry, fa *flatArgs, args []reflect.Va
 		written := tr.writtenKeys()
 		tr.release()
 		tr = newTracer(c, c.opts.fullGraph)
+		tr.compiling = true
 		tr.bind(written)
 		tr.onShapeRead = func(sizes []int) { specializeRead(ge, fa, sizes) }
 		results = c.traceRun(tr, fa, args)
 	}
-	e := &entry{breaks: tr.breaks, ninputs: len(fa.tensors)}
-	if len(tr.breaks) > 0 {
+	e = &entry{breaks: tr.breaks, ninputs: len(fa.tensors)}
+	if len(tr.breaks) > 0 { // each call runs fn live: its Go values are read anew
 		// fn has run up to its last segment: finish this call's work here
 		// rather than run fn again.
 		e.firstResults = c.finish(tr, results)
 		e.graphs = tr.segments
 		e.written = tr.writtenKeys()
-		return e
+		return e, false
 	}
-	tr.checkGradUse()
 	g := tr.g
 	if c.isGrad && !tr.backwardCalled {
 		switch ks := resultsRequiringGrad(results); {
@@ -651,15 +714,17 @@ func (c *compiled) compileEntry(ge *guard.Entry, fa *flatArgs, args []reflect.Va
 	versions, stores := tr.versionNodes()
 	g.Outputs = append(g.Outputs, versions...)
 	e.stores = stores
-	for _, v := range tr.gradVals {
+	targets, grads := tr.gradOutputs()
+	for _, v := range grads {
 		g.Outputs = append(g.Outputs, tr.nodeOf(v, "gradient"))
 	}
-	e.grads = tr.gradTargets()
+	e.grads = targets
+	e.checks = tr.checks
 	e.graphs = []*ir.Graph{g}
 	e.prog = c.compileGraph(g, inputSymbols(ge, fa))
 	e.sources = c.resultSources(g)
 	e.template = results
-	return e
+	return e, false
 }
 
 // specializeRead makes dynamic dims whose size user code read static in
@@ -685,13 +750,25 @@ func (c *compiled) traceRun(tr *tracer, fa *flatArgs, args []reflect.Value) []re
 			proxies[i] = reflect.Zero(tensorType)
 			continue
 		}
+		if i >= fa.nargs { // a gradient a leaf held at call time
+			proxies[i] = reflect.ValueOf(tr.proxyFor(tr.input(t, "held gradient")))
+			continue
+		}
 		p := tr.proxyFor(tr.input(t, "argument"))
 		if c.isGrad && t.RequiresGrad() {
 			p.ag = &gradState{requires: true, arg: t}
 		}
 		proxies[i] = reflect.ValueOf(p)
 	}
-	tr.args = fa.tensors
+	tr.args = fa.tensors[:fa.nargs]
+	if held := c.heldSources(); len(held) > 0 && len(fa.tensors) == fa.nargs+len(held) {
+		tr.held = map[*Tensor]*Tensor{}
+		for i, src := range held {
+			if leaf := src.leafOf(tr.args); leaf != nil {
+				tr.held[leaf], _ = proxies[fa.nargs+i].Interface().(*Tensor)
+			}
+		}
+	}
 	k := 0
 	next := func() reflect.Value { k++; return proxies[k-1] }
 	in := make([]reflect.Value, len(args))
@@ -742,8 +819,8 @@ func (c *compiled) run(e *entry, fa *flatArgs, args []reflect.Value) []reflect.V
 		outs = e.prog.Run(in)
 	}
 	c.checkOutputs(outs, e.graphs[0])
-	if len(e.grads) > 0 { // the gradients of a run that called Backward
-		ng := len(outs) - len(e.grads)
+	if len(e.grads) > 0 { // the gradients of leaves the run computed, set or cleared
+		ng := len(outs) - numGradOutputs(e.grads)
 		applyGrads(e.grads, outs[ng:], fa.tensors)
 		outs = outs[:ng:ng]
 	}
@@ -766,7 +843,14 @@ func (c *compiled) run(e *entry, fa *flatArgs, args []reflect.Value) []reflect.V
 // place of the proxies among the results.
 func (c *compiled) finish(tr *tracer, results []reflect.Value) []reflect.Value {
 	nodes := resultNodes(tr, results)
+	nres := len(nodes)
+	targets, grads := tr.gradOutputs()
+	for _, g := range grads {
+		nodes = append(nodes, tr.nodeOf(g, "gradient"))
+	}
 	vals := tr.finishSegment(nodes)
+	applyGrads(targets, vals[nres:], tr.args)
+	vals = vals[:nres]
 	k := 0
 	next := func() reflect.Value { k++; return reflect.ValueOf(vals[k-1]) }
 	out := make([]reflect.Value, len(results))

@@ -3,6 +3,7 @@ package tensor
 import (
 	"errors"
 	"reflect"
+	"slices"
 	"strings"
 
 	"gocompile/internal/logs"
@@ -73,59 +74,226 @@ func (c *compiled) gradTwin(mask string) *compiled {
 	return v.(*compiled)
 }
 
+// Gradients inside a traced function. A leaf's gradient is traced like
+// any value: Backward adds to it, SetGrad and ZeroGrad replace or clear
+// it, and Grad reads it as the run has it so far, so that an optimizer's
+// step (or gradient clipping) inside the function computes on every call.
+// The gradient the leaf held when the call began is a graph input, bound
+// on each call (held sources, flatten); whether it was nil is guarded.
+// When the run ends each leaf the function touched gets its result: the
+// gradients Backward added are added to what it held, or, if the function
+// set or cleared it, replace it.
+
+// leafGrad is one leaf's gradient as a traced run has it.
+type leafGrad struct {
+	leaf *Tensor // the real leaf: captured, or the argument a proxy stands for
+	// replaced says SetGrad or ZeroGrad ran: value then replaces the
+	// leaf's gradient (nil clears it); otherwise value, what Backward
+	// added, is added to it.
+	replaced bool
+	value    *Tensor
+}
+
 // gradTarget is where a gradient output of a compiled graph goes: the
-// call's argument arg, or (arg < 0) the captured tensor t.
+// call's argument arg, or (arg < 0) the captured tensor t. replace says
+// the output replaces the leaf's gradient rather than adding to it, and
+// clear (with replace) that the gradient becomes nil, taking no output.
+// It also names a held source: a leaf whose gradient at call time is a
+// graph input.
 type gradTarget struct {
-	arg int
-	t   *Tensor
+	arg            int
+	t              *Tensor
+	replace, clear bool
+}
+
+// leafOf is the leaf tg names, for a call with arguments args.
+func (tg gradTarget) leafOf(args []*Tensor) *Tensor {
+	if tg.arg >= 0 {
+		return args[tg.arg]
+	}
+	return tg.t
+}
+
+// realLeaf is the tensor whose gradient x's is: the argument a traced
+// proxy stands for, or x.
+func realLeaf(x *Tensor) *Tensor {
+	if x.ag != nil && x.ag.arg != nil {
+		return x.ag.arg
+	}
+	return x
+}
+
+// traced reports whether t's gradient is traced: t is a leaf requiring
+// gradients, and the calling goroutine traces a function (or t is a
+// proxy of an argument that requires them). It returns the tracer.
+func (t *Tensor) traced() *tracer {
+	if t.ag == nil || !t.ag.requires || t.ag.node != nil {
+		return nil
+	}
+	if t.px != nil {
+		if t.ag.arg != nil {
+			return t.px.tr
+		}
+		return nil
+	}
+	return tracingHere()
+}
+
+// leafState is leaf's record in the run, made on first use.
+func (tr *tracer) leafState(leaf *Tensor) *leafGrad {
+	for _, s := range tr.leafGrads {
+		if s.leaf == leaf {
+			return s
+		}
+	}
+	s := &leafGrad{leaf: leaf}
+	tr.leafGrads = append(tr.leafGrads, s)
+	return s
 }
 
 // addLeafGrad adds gx, the traced gradient of leaf x (a captured tensor,
-// or a proxy of an argument), to the gradient the run outputs for it.
+// or a proxy of an argument), to the gradient the run gives it.
 func (tr *tracer) addLeafGrad(x, gx *Tensor) {
-	leaf := x
-	if x.ag.arg != nil {
-		leaf = x.ag.arg
+	s := tr.leafState(realLeaf(x))
+	if s.value == nil {
+		s.value = gx
+	} else {
+		s.value = s.value.Add(gx)
 	}
-	for i, l := range tr.gradLeaves {
-		if l == leaf {
-			tr.gradVals[i] = tr.gradVals[i].Add(gx)
-			return
-		}
-	}
-	tr.gradLeaves = append(tr.gradLeaves, leaf)
-	tr.gradVals = append(tr.gradVals, gx)
 }
 
-// gradTargets maps the traced run's leaves to the call's arguments or
-// the captured tensors.
-func (tr *tracer) gradTargets() []gradTarget {
-	out := make([]gradTarget, len(tr.gradLeaves))
-	for i, l := range tr.gradLeaves {
-		out[i] = gradTarget{arg: -1, t: l}
+// grad is leaf's gradient as the run has it so far.
+func (tr *tracer) grad(leaf *Tensor) *Tensor {
+	s := tr.leafState(leaf)
+	if s.replaced {
+		return s.value
+	}
+	held := tr.heldGrad(leaf)
+	switch {
+	case held == nil:
+		return s.value
+	case s.value == nil:
+		return held
+	}
+	return held.Add(s.value)
+}
+
+// setGrad replaces leaf's gradient (nil clears it) for the rest of the run
+// and at its end.
+func (tr *tracer) setGrad(leaf, g *Tensor) {
+	s := tr.leafState(leaf)
+	s.replaced, s.value = true, g
+}
+
+// errHeldGrad stops a trace that read the gradient a leaf held at call
+// time, not yet a graph input: the leaf is now a held source of the
+// function, and the call is planned and traced again with it bound.
+var errHeldGrad = errors.New("gocompile: a held gradient is read")
+
+// heldGrad is the gradient leaf held when the call began: the graph input
+// bound to it, nil if it held none, or, in a run that is not compiling
+// (a function with graph breaks runs live), its value now.
+func (tr *tracer) heldGrad(leaf *Tensor) *Tensor {
+	if g, ok := tr.held[leaf]; ok {
+		return g
+	}
+	if tr.compiling && tr.c != nil {
+		src := gradTarget{arg: -1, t: leaf}
 		for j, a := range tr.args {
-			if a == l {
-				out[i] = gradTarget{arg: j}
-				break
+			if a == leaf {
+				src = gradTarget{arg: j}
 			}
 		}
+		tr.c.addHeld(src)
+		panic(errHeldGrad)
 	}
-	return out
+	leaf.ag.mu.Lock()
+	g := leaf.ag.grad
+	leaf.ag.mu.Unlock()
+	if tr.held == nil {
+		tr.held = map[*Tensor]*Tensor{}
+	}
+	tr.held[leaf] = g
+	return g
 }
 
-// applyGrads adds a run's gradient outputs to their leaves' gradients.
-func applyGrads(targets []gradTarget, grads, args []*Tensor) {
-	for i, tg := range targets {
-		leaf := tg.t
-		if tg.arg >= 0 {
-			leaf = args[tg.arg]
+// addHeld makes src a held source of c: later calls bind the gradient it
+// held as a graph input.
+func (c *compiled) addHeld(src gradTarget) {
+	c.heldMu.Lock()
+	defer c.heldMu.Unlock()
+	old := c.heldSources()
+	if slices.Contains(old, src) {
+		return
+	}
+	srcs := append(slices.Clip(old), src)
+	c.held.Store(&srcs)
+}
+
+// heldSources are the leaves whose gradients at call time c's graphs read.
+func (c *compiled) heldSources() []gradTarget {
+	if p := c.held.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// gradOutputs lists where the run's leaf gradients go, and the values
+// that are graph outputs (one per target that does not clear).
+func (tr *tracer) gradOutputs() ([]gradTarget, []*Tensor) {
+	var targets []gradTarget
+	var values []*Tensor
+	for _, s := range tr.leafGrads {
+		if s.value == nil && !s.replaced {
+			continue // only read
 		}
+		tg := gradTarget{arg: -1, t: s.leaf, replace: s.replaced, clear: s.value == nil}
+		for j, a := range tr.args {
+			if a == s.leaf {
+				tg = gradTarget{arg: j, replace: s.replaced, clear: s.value == nil}
+			}
+		}
+		targets = append(targets, tg)
+		if s.value != nil {
+			values = append(values, s.value)
+		}
+	}
+	return targets, values
+}
+
+// numGradOutputs is how many graph outputs targets take.
+func numGradOutputs(targets []gradTarget) int {
+	n := 0
+	for _, tg := range targets {
+		if !tg.clear {
+			n++
+		}
+	}
+	return n
+}
+
+// applyGrads gives a run's gradient outputs to their leaves: added to
+// what each holds, or in its place.
+func applyGrads(targets []gradTarget, grads, args []*Tensor) {
+	k := 0
+	for _, tg := range targets {
+		var g *Tensor
+		if !tg.clear {
+			g = grads[k]
+			k++
+		}
+		leaf := tg.leafOf(args)
 		if leaf.ag == nil || !leaf.ag.requires {
 			continue
 		}
-		g := grads[i]
-		if g.dtype() != leaf.dtype() {
+		if g != nil && g.dtype() != leaf.dtype() {
 			g = g.To(leaf.dtype())
+		}
+		if tg.replace {
+			leaf.ag.mu.Lock()
+			leaf.ag.grad = g
+			leaf.ag.mu.Unlock()
+			continue
 		}
 		leaf.ag.accumulate(g)
 	}

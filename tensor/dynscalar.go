@@ -36,12 +36,12 @@ func (c *compiled) compileDynamic(fa *flatArgs, args []reflect.Value) (*entry, s
 	}
 	trace1 := func(args []reflect.Value) (*ir.Graph, []reflect.Value, *tracer) {
 		tr := newTracer(c, c.opts.fullGraph)
+		tr.compiling = true
 		defer tr.release() // also when fn panics
 		res := c.traceRun(tr, fa, args)
 		if len(tr.breaks) > 0 {
 			return nil, res, tr
 		}
-		tr.checkGradUse()
 		g := tr.g
 		g.Outputs = resultNodes(tr, res)
 		ir.Decompose(g) // the passes that cannot depend on a scalar's value
@@ -61,6 +61,9 @@ func (c *compiled) compileDynamic(fa *flatArgs, args []reflect.Value) (*entry, s
 	}
 	if len(tr1.mut.known) > 0 {
 		return nil, "fn writes tensors"
+	}
+	if len(tr1.leafGrads) > 0 {
+		return nil, "fn uses gradients"
 	}
 	k := 0
 	shifted := func(v float64) float64 { k++; return perturb(k-1, v) }
@@ -85,7 +88,7 @@ func (c *compiled) compileDynamic(fa *flatArgs, args []reflect.Value) (*entry, s
 		return nil, why
 	}
 	p := arrayProgram{array.NewEagerProgram(g1, slots)}
-	return &entry{prog: p, template: res, graphs: []*ir.Graph{g1}, ninputs: len(fa.tensors), sources: c.resultSources(g1)}, ""
+	return &entry{prog: p, template: res, graphs: []*ir.Graph{g1}, ninputs: len(fa.tensors), sources: c.resultSources(g1), checks: tr1.checks}, ""
 }
 
 // diffGraphs finds where two traces differ: only in scalar numbers that

@@ -125,18 +125,28 @@ func Explain(fn any, args ...any) (*Explanation, error) {
 		// A training step (tensors that require gradients) is explained as
 		// Compile traces it: forward and backward in one graph.
 		c.isGrad = recording() && gradMask(fa.tensors) != ""
-		ge, _ := guard.NewCache(c.policy(fa), c.opts.limit).Plan(&fa.call)
 		var e *entry
-		err := tryTrace(func() { e = c.compileEntry(ge, fa, in) })
+		var ge *guard.Entry
+		compile := func() {
+			for {
+				ge, _ = guard.NewCache(c.policy(fa), c.opts.limit).Plan(&fa.call)
+				again := false
+				if e, again = c.compileEntry(ge, fa, in); !again {
+					return
+				}
+				fa = c.flatten(in) // with the held gradients it reads
+			}
+		}
+		err := tryTrace(compile)
 		if err != nil && !c.isGrad && errors.Is(err, errNeedGradTwin) {
 			c.isGrad = true // it reads captured parameters that require gradients
-			err = tryTrace(func() { e = c.compileEntry(ge, fa, in) })
+			err = tryTrace(compile)
 		}
 		var gr *errGradResult
 		if err != nil && errors.As(err, &gr) {
 			// Backward is taken after the call: the forward compiles plainly.
 			c.isGrad = false
-			NoGrad(func() { err = tryTrace(func() { e = c.compileEntry(ge, fa, in) }) })
+			NoGrad(func() { err = tryTrace(compile) })
 		}
 		if err != nil {
 			panic(err)

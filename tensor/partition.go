@@ -102,8 +102,8 @@ func (c *compiled) split(args []reflect.Value, g *Tensor, k int) (*partitioned, 
 	if len(ge.DynamicDims()) > 0 {
 		return nil, "dynamic dims"
 	}
-	e := tw.compileEntry(ge, fa, in)
-	if e == nil || len(e.breaks) > 0 || len(e.stores) > 0 || len(e.graphs) != 1 {
+	e, again := tw.compileEntry(ge, fa, in)
+	if again || len(e.breaks) > 0 || len(e.stores) > 0 || len(e.graphs) != 1 {
 		return nil, "graph breaks or writes in the function"
 	}
 	jg := e.graphs[0]

@@ -37,14 +37,17 @@ type tracer struct {
 	mut         mutation  // the storages the function writes (mutation.go)
 	args        []*Tensor // the call's tensor arguments
 	// Gradients (compilegrad.go): whether an op recorded a gradient node,
-	// whether Backward ran, and the leaves' gradients it output.
+	// whether Backward ran, each leaf's gradient as the run has it, and
+	// the gradients leaves held at call time (inputs, or nil for none).
 	gradActive, backwardCalled bool
-	gradLeaves, gradVals       []*Tensor
-	// gradUse is the first read or change of a captured leaf's gradient
-	// (Grad, SetGrad, ZeroGrad): an error if the trace is kept as a
-	// replayed graph (checkGradUse), fine in a function that runs live
-	// segment by segment.
-	gradUse *Error
+	leafGrads                  []*leafGrad
+	held                       map[*Tensor]*Tensor
+	// compiling says the run is traced to be compiled (not a live run of
+	// a function with graph breaks): a held gradient it reads must be an
+	// input (heldGrad).
+	compiling bool
+	// checks are the conditions Guard asked to hold.
+	checks []guardCheck
 }
 
 func newTracer(c *compiled, fullGraph bool) *tracer {

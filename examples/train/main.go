@@ -12,7 +12,7 @@
 // Usage:
 //
 //	go run ./examples/train [-steps 200] [-compile] [-out DIR] [-device cuda]
-//	go run ./examples/train -bench 50 [-device cuda]   # µs a step, eager vs compiled
+//	go run ./examples/train -bench 50 [-device cuda]   # µs a step, eager vs compiled (split and whole)
 package main
 
 import (
@@ -47,12 +47,10 @@ func main() {
 const corpusTokens = 20000
 
 // Train runs c.Steps steps of AdamW on m over the corpus and returns each
-// step's loss (before its update). With compiled, the loss and its
-// backward run as one compiled function (tensor.Compile traces them into
-// one graph), and so does the optimizer's update (AdamW.Compiled).
-func Train(m *Model, corpus []int64, dev tensor.Device, compiled bool, progress func(step int, loss float64)) []float64 {
+// step's loss (before its update), each step run as how says.
+func Train(m *Model, corpus []int64, dev tensor.Device, how StepKind, progress func(step int, loss float64)) []float64 {
 	c := m.Cfg
-	step := NewStep(m, compiled)
+	step := NewStep(m, how)
 	losses := make([]float64, c.Steps)
 	for i := range c.Steps {
 		in, tg := Batch(corpus, c, i)
@@ -64,28 +62,48 @@ func Train(m *Model, corpus []int64, dev tensor.Device, compiled bool, progress 
 	return losses
 }
 
+// StepKind says how a training step runs.
+type StepKind int
+
+const (
+	// Eager runs every op as it is called.
+	Eager StepKind = iota
+	// SplitStep compiles the loss and its backward as one function (one
+	// joint graph) and runs the update as AdamW's own compiled step.
+	SplitStep
+	// WholeStep compiles the whole step, as torch.compile users write it:
+	// ZeroGrad, the loss, Backward and the optimizer's Step in one graph.
+	WholeStep
+)
+
+func (k StepKind) String() string { return [...]string{"eager", "split", "whole"}[k] }
+
 // NewStep returns one training step of m with a new AdamW: zero the
 // gradients, the loss of a batch and its backward, the update. It returns
 // the loss without waiting for it.
-func NewStep(m *Model, compiled bool) func(in, tg *tensor.Tensor) *tensor.Tensor {
+func NewStep(m *Model, how StepKind) func(in, tg *tensor.Tensor) *tensor.Tensor {
 	c := m.Cfg
 	opt := optim.NewAdamW(m.List(), c.LR)
 	opt.WeightDecay = c.WeightDecay
-	opt.Compiled = compiled
+	opt.Compiled = how == SplitStep
 	lossAndGrads := func(in, tg *tensor.Tensor) *tensor.Tensor {
 		loss := m.Loss(in, tg)
 		loss.Backward()
 		return loss
 	}
-	if compiled {
+	if how == SplitStep {
 		lossAndGrads = tensor.Compile(lossAndGrads)
 	}
-	return func(in, tg *tensor.Tensor) *tensor.Tensor {
+	step := func(in, tg *tensor.Tensor) *tensor.Tensor {
 		opt.ZeroGrad()
 		loss := lossAndGrads(in, tg)
 		opt.Step()
 		return loss
 	}
+	if how == WholeStep {
+		step = tensor.Compile(step)
+	}
+	return step
 }
 
 // benchSteps times n training steps of the c model eagerly and compiled,
@@ -103,12 +121,12 @@ func benchSteps(w io.Writer, c Config, corpus []int64, dev tensor.Device, n, rep
 	in, tg := Batch(corpus, c, 0)
 	in, tg = in.ToDevice(dev), tg.ToDevice(dev)
 	var vs []*variant
-	for _, compiled := range []bool{false, true} {
+	for _, how := range []StepKind{Eager, SplitStep, WholeStep} {
 		m := NewModel(c, 1)
 		for k, p := range m.Params {
 			m.Params[k] = p.ToDevice(dev).SetRequiresGrad(true)
 		}
-		v := &variant{name: map[bool]string{false: "eager", true: "compiled"}[compiled], step: NewStep(m, compiled)}
+		v := &variant{name: how.String(), step: NewStep(m, how)}
 		for range 3 { // compile, and the optimizer's state
 			v.step(in, tg)
 		}
@@ -138,7 +156,9 @@ func benchSteps(w io.Writer, c Config, corpus []int64, dev tensor.Device, n, rep
 		slices.Sort(v.us)
 		fmt.Fprintf(w, "%-9s %10.1f %16.2f\n", v.name, v.us[len(v.us)/2], float64(v.extra)/(1<<20))
 	}
-	fmt.Fprintf(w, "eager/compiled: %.2fx\n", vs[0].us[len(vs[0].us)/2]/vs[1].us[len(vs[1].us)/2])
+	for _, v := range vs[1:] {
+		fmt.Fprintf(w, "eager/%s: %.2fx\n", v.name, vs[0].us[len(vs[0].us)/2]/v.us[len(v.us)/2])
+	}
 }
 
 // memoryHeld is the device memory tensors hold on dev (0 on the CPU).
@@ -209,8 +229,8 @@ func run(args []string, stdout io.Writer) error {
 	steps := fl.Int("steps", Tiny.Steps, "training steps")
 	out := fl.String("out", filepath.Join(os.TempDir(), "gocompile-train"), "folder for the weights, losses and plot")
 	device := fl.String("device", "", "cpu or cuda (default: GOCOMPILE_DEVICE, else cpu)")
-	compiled := fl.Bool("compile", false, "run the loss and its backward as one compiled function")
-	bench := fl.Int("bench", 0, "time this many steps eagerly and compiled (median of -reps) instead of training")
+	compiled := fl.Bool("compile", false, "run each training step (zero the gradients, loss, backward, AdamW) as one compiled function")
+	bench := fl.Int("bench", 0, "time this many steps eagerly, split and whole-step compiled (median of -reps) instead of training")
 	reps := fl.Int("reps", 5, "repetitions of -bench")
 	cpuProfile := fl.String("cpuprofile", "", "write a CPU profile of the run to this file")
 	if err := fl.Parse(args); err != nil {
@@ -250,7 +270,11 @@ func run(args []string, stdout io.Writer) error {
 		m.Params[n] = p.ToDevice(dev).SetRequiresGrad(true)
 	}
 	start := time.Now()
-	losses := Train(m, corpus, dev, *compiled, func(step int, loss float64) {
+	how := Eager
+	if *compiled {
+		how = WholeStep
+	}
+	losses := Train(m, corpus, dev, how, func(step int, loss float64) {
 		if step%20 == 0 || step == c.Steps-1 {
 			fmt.Fprintf(stdout, "step %4d  loss %.4f\n", step, loss)
 		}

@@ -26,6 +26,9 @@ type SGD struct {
 	params  []*tensor.Tensor
 	bufs    []*tensor.Tensor
 	started []bool // per parameter: whether a step has updated it
+	// startedT holds started[i] as a 0-d tensor (1 or 0) once a step of
+	// parameter i was traced (tracedStep): from then on it is the flag.
+	startedT []*tensor.Tensor
 	stepper
 }
 
@@ -33,11 +36,46 @@ type SGD struct {
 // learning rate lr and no momentum; set the other fields before the first
 // Step.
 func NewSGD(params []*tensor.Tensor, lr float64) *SGD {
-	return &SGD{LR: lr, params: params, bufs: make([]*tensor.Tensor, len(params)), started: make([]bool, len(params))}
+	return &SGD{LR: lr, params: params, bufs: make([]*tensor.Tensor, len(params)), started: make([]bool, len(params)),
+		startedT: make([]*tensor.Tensor, len(params))}
 }
 
-// Step updates every parameter that has a gradient, in place.
+// sgdHyper are the values an SGD step computes with.
+type sgdHyper struct {
+	lr, momentum, dampening, weightDecay float64
+	nesterov                             bool
+}
+
+func (o *SGD) hyper() sgdHyper {
+	return sgdHyper{o.LR, o.Momentum, o.Dampening, o.WeightDecay, o.Nesterov}
+}
+
+// sameBut reports whether h and g agree but for the learning rate, which
+// the Compiled step takes as an argument.
+func (h sgdHyper) sameBut(g sgdHyper) bool {
+	h.lr = g.lr
+	return h == g
+}
+
+// Step updates every parameter that has a gradient, in place. Inside a
+// compiled function it is traced, with its state in tensors (tracedStep).
 func (o *SGD) Step() {
+	if tensor.Compiling() {
+		o.tracedStep()
+		return
+	}
+	for i, s := range o.startedT { // traced steps keep the flags in tensors
+		if s != nil && !o.started[i] {
+			o.started[i] = s.Item() != 0
+		}
+	}
+	defer func() {
+		for i, s := range o.startedT {
+			if s != nil && o.started[i] {
+				s.Fill(1)
+			}
+		}
+	}()
 	r := o.rule()
 	factors := func(i int) [3]float64 {
 		mom, keep := o.momentum(o.started[i])
@@ -51,6 +89,44 @@ func (o *SGD) Step() {
 	o.eager(o.params, factors, r)
 }
 
+// tracedStep is Step inside a compiled function, whose Go code runs only
+// while it is traced: whether each parameter has started is a 0-d tensor
+// the graph reads and sets, and the hyperparameters are guarded (a new
+// learning rate compiles the function again).
+func (o *SGD) tracedStep() {
+	h := o.hyper()
+	tensor.Guard("SGD's hyperparameters", func() bool { return o.hyper() == h })
+	tensor.NoGrad(func() {
+		consts := constants{}
+		for i, p := range o.params {
+			g := p.Grad()
+			if g == nil {
+				continue
+			}
+			lr := consts.get(o.LR, p)
+			mom, keep := lr, lr // unused without momentum
+			if o.Momentum != 0 {
+				if o.bufs[i] == nil {
+					o.bufs[i] = tensor.ZerosLike(p)
+				}
+				s := o.startedT[i]
+				if s == nil {
+					v := 0.0
+					if o.started[i] {
+						v = 1
+					}
+					s = tensor.Scalar(v, p.DType()).ToDevice(p.Device())
+					o.startedT[i] = s
+				}
+				// started: mom = Momentum, keep = 1 − Dampening; else 0 and 1.
+				mom, keep = s.MulScalar(o.Momentum), s.MulScalar(-o.Dampening).AddScalar(1)
+				s.Fill(1)
+			}
+			o.update(p.Detach(), g, o.bufs[i], lr, mom, keep)
+		}
+	})
+}
+
 // rule is SGD's step: the momentum buffers made on first use, each
 // parameter's update (its factors lr, mom and keep).
 func (o *SGD) rule() rule {
@@ -62,6 +138,10 @@ func (o *SGD) rule() rule {
 			o.started[i] = true
 		},
 		update: func(i int, p, g *tensor.Tensor, f [3]*tensor.Tensor) { o.update(p, g, o.bufs[i], f[0], f[1], f[2]) },
+		guard: func() {
+			h := o.hyper()
+			tensor.Guard("SGD's hyperparameters", func() bool { return o.hyper().sameBut(h) })
+		},
 	}
 }
 
@@ -115,7 +195,24 @@ type AdamW struct {
 	params []*tensor.Tensor
 	m, v   []*tensor.Tensor
 	t      int
+	// stepT holds t as a 0-d float64 tensor once a step was traced
+	// (tracedStep): from then on it is the count.
+	stepT *tensor.Tensor
 	stepper
+}
+
+// adamHyper are the values an AdamW step computes with.
+type adamHyper struct{ lr, beta1, beta2, eps, weightDecay float64 }
+
+func (o *AdamW) hyper() adamHyper {
+	return adamHyper{o.LR, o.Beta1, o.Beta2, o.Eps, o.WeightDecay}
+}
+
+// sameBut reports whether h and g agree but for the learning rate, which
+// the Compiled step takes as an argument.
+func (h adamHyper) sameBut(g adamHyper) bool {
+	h.lr = g.lr
+	return h == g
 }
 
 // NewAdamW returns an AdamW over params with learning rate lr and
@@ -125,8 +222,18 @@ func NewAdamW(params []*tensor.Tensor, lr float64) *AdamW {
 		m: make([]*tensor.Tensor, len(params)), v: make([]*tensor.Tensor, len(params))}
 }
 
-// Step updates every parameter that has a gradient, in place.
+// Step updates every parameter that has a gradient, in place. Inside a
+// compiled function it is traced, with its step count in a tensor
+// (tracedStep).
 func (o *AdamW) Step() {
+	if tensor.Compiling() {
+		o.tracedStep()
+		return
+	}
+	if o.stepT != nil { // traced steps keep the count in a tensor
+		o.t = int(o.stepT.Item())
+		defer func() { o.stepT.Fill(float64(o.t)) }()
+	}
 	o.t++
 	c1 := 1 - math.Pow(o.Beta1, float64(o.t))
 	c2 := 1 - math.Pow(o.Beta2, float64(o.t))
@@ -136,6 +243,41 @@ func (o *AdamW) Step() {
 		return
 	}
 	o.eager(o.params, func(int) [3]float64 { return f }, r)
+}
+
+// tracedStep is Step inside a compiled function, whose Go code runs only
+// while it is traced: the step count is a 0-d tensor on the parameters'
+// device that the graph increments, and the bias corrections 1 − β^t are
+// computed from it in the graph (torch's capturable state); the
+// hyperparameters are guarded (a new learning rate compiles the function
+// again).
+func (o *AdamW) tracedStep() {
+	if len(o.params) == 0 {
+		return
+	}
+	h := o.hyper()
+	tensor.Guard("AdamW's hyperparameters", func() bool { return o.hyper() == h })
+	tensor.NoGrad(func() {
+		dev := o.params[0].Device()
+		if o.stepT == nil || o.stepT.Device() != dev {
+			o.stepT = tensor.Scalar(float64(o.t), tensor.Float64).ToDevice(dev)
+		}
+		t := o.stepT.AddScalar(1)
+		o.stepT.Copy(t)
+		c1 := tensor.Scalar(o.Beta1, tensor.Float64).ToDevice(dev).Pow(t).Neg().AddScalar(1)
+		c2 := tensor.Scalar(o.Beta2, tensor.Float64).ToDevice(dev).Pow(t).Neg().AddScalar(1)
+		consts := constants{}
+		for i, p := range o.params {
+			g := p.Grad()
+			if g == nil {
+				continue
+			}
+			if o.m[i] == nil {
+				o.m[i], o.v[i] = tensor.ZerosLike(p), tensor.ZerosLike(p)
+			}
+			o.update(p.Detach(), g, o.m[i], o.v[i], consts.get(o.LR, p), consts.cast(c1, p), consts.cast(c2, p))
+		}
+	})
 }
 
 // rule is AdamW's step: the moments made on first use, each parameter's
@@ -149,6 +291,10 @@ func (o *AdamW) rule() rule {
 		},
 		update: func(i int, p, g *tensor.Tensor, f [3]*tensor.Tensor) {
 			o.update(p, g, o.m[i], o.v[i], f[0], f[1], f[2])
+		},
+		guard: func() {
+			h := o.hyper()
+			tensor.Guard("AdamW's hyperparameters", func() bool { return o.hyper().sameBut(h) })
 		},
 	}
 }

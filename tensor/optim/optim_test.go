@@ -1,7 +1,6 @@
 package optim
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -389,24 +388,164 @@ func checkNear(t *testing.T, what string, got, want *tensor.Tensor, dt tensor.DT
 	}
 }
 
-// A step inside a compiled function is refused with a clear error, not
-// run once while tracing: the gradients reach the parameters when the
-// compiled call returns.
-func TestStepInsideCompiledRefused(t *testing.T) {
-	p := tensor.Randn(1, tensor.Float32, 4, 3).SetRequiresGrad(true)
-	for _, compiled := range []bool{false, true} {
-		o := NewAdamW([]*tensor.Tensor{p}, 0.01)
-		o.Compiled = compiled
-		step := tensor.Compile(func(x *tensor.Tensor) *tensor.Tensor {
-			loss := x.MatMul(p).Sum()
-			loss.Backward()
-			o.Step()
-			return loss
-		})
-		err := tensor.Try(func() { step(tensor.Randn(2, tensor.Float32, 5, 4)) })
-		var te *tensor.Error
-		if !errors.As(err, &te) || te.Op != "Grad" {
-			t.Errorf("compiled %v: error %v, want Grad's", compiled, err)
+// The whole training step may be one compiled function, as with
+// torch.compile: ZeroGrad, the loss, Backward and the optimizer's Step.
+// The step count (AdamW) and the momentum flags (SGD) live in tensors the
+// graph updates, and a new learning rate compiles the step again (its
+// guard). Each case runs compiled steps, an eager step in the middle (the
+// count and flags carry over), and compares parameters, losses and
+// gradients with the same steps run eagerly, for each optimizer, with
+// and without its own Compiled step inside, in float32 and float64.
+func TestStepInsideCompiled(t *testing.T) {
+	type optimizer interface {
+		Step()
+		ZeroGrad()
+	}
+	for _, tc := range []struct {
+		name string
+		make func(ps []*tensor.Tensor, compiled bool) optimizer
+		lr   func(o optimizer, lr float64)
+	}{
+		{"adamw", func(ps []*tensor.Tensor, compiled bool) optimizer {
+			o := NewAdamW(ps, 0.05)
+			o.Compiled = compiled
+			return o
+		}, func(o optimizer, lr float64) { o.(*AdamW).LR = lr }},
+		{"sgd momentum", func(ps []*tensor.Tensor, compiled bool) optimizer {
+			o := NewSGD(ps, 0.05)
+			o.Momentum, o.Dampening, o.WeightDecay, o.Compiled = 0.9, 0.1, 0.01, compiled
+			return o
+		}, func(o optimizer, lr float64) { o.(*SGD).LR = lr }},
+		{"sgd nesterov", func(ps []*tensor.Tensor, compiled bool) optimizer {
+			o := NewSGD(ps, 0.05)
+			o.Momentum, o.Nesterov, o.Compiled = 0.8, true, compiled
+			return o
+		}, func(o optimizer, lr float64) { o.(*SGD).LR = lr }},
+		{"sgd", func(ps []*tensor.Tensor, compiled bool) optimizer {
+			o := NewSGD(ps, 0.05)
+			o.Compiled = compiled
+			return o
+		}, func(o optimizer, lr float64) { o.(*SGD).LR = lr }},
+	} {
+		for _, dt := range []tensor.DType{tensor.Float32, tensor.Float64} {
+			for _, inner := range []bool{false, true} {
+				name := fmt.Sprintf("%s %v, Compiled %v", tc.name, dt, inner)
+				mk := func() []*tensor.Tensor {
+					return []*tensor.Tensor{
+						tensor.Randn(1, dt, 4, 3).SetRequiresGrad(true),
+						tensor.Randn(2, dt, 3).SetRequiresGrad(true),
+						tensor.Randn(3, dt, 1).SetRequiresGrad(true),
+					}
+				}
+				pe, pc := mk(), mk()
+				oe, oc := tc.make(pe, inner), tc.make(pc, inner)
+				step := func(o optimizer, p []*tensor.Tensor) func(x *tensor.Tensor) *tensor.Tensor {
+					return func(x *tensor.Tensor) *tensor.Tensor {
+						o.ZeroGrad()
+						loss := x.MatMul(p[0]).Add(p[1]).Tanh().Mul(p[2]).Sum()
+						loss.Backward()
+						o.Step()
+						return loss
+					}
+				}
+				eager := step(oe, pe)
+				var st tensor.CompileStats
+				compiled := tensor.Compile(step(oc, pc), tensor.WithStats(&st))
+				for k := range 7 {
+					what := fmt.Sprintf("%s, step %d", name, k)
+					if k == 3 { // a new learning rate
+						tc.lr(oe, 0.02)
+						tc.lr(oc, 0.02)
+					}
+					x := tensor.Randn(uint64(10+k), dt, 5, 4)
+					if k == 5 { // an eager step between compiled ones
+						for _, c := range []struct {
+							o optimizer
+							p []*tensor.Tensor
+						}{{oe, pe}, {oc, pc}} {
+							c.o.Step()
+						}
+						what += " (eager)"
+					} else {
+						want := eager(x)
+						var got *tensor.Tensor
+						if err := tensor.Try(func() { got = compiled(x) }); err != nil {
+							t.Fatalf("%s: %v", what, err)
+						}
+						checkNear(t, what+": loss", got, want, dt)
+					}
+					for i := range pe {
+						checkNear(t, fmt.Sprintf("%s: parameter %d", what, i), pc[i], pe[i], dt)
+						if pc[i].Grad() == nil || pe[i].Grad() == nil {
+							t.Fatalf("%s: parameter %d has no gradient after the step", what, i)
+						}
+						checkNear(t, fmt.Sprintf("%s: gradient %d", what, i), pc[i].Grad(), pe[i].Grad(), dt)
+					}
+				}
+				if n, e := st.Compiles.Load(), st.EagerCalls.Load(); n != 2 || e != 0 || st.Breaks.Load() != 0 {
+					t.Errorf("%s: %d compilations, %d eager calls, %d breaks; want 2 (one per learning rate), 0, 0",
+						name, n, e, st.Breaks.Load())
+				}
+			}
 		}
+	}
+}
+
+// A compiled function that is only the optimizer's step reads the
+// gradients set before each call (inputs of its graph). A parameter whose
+// first gradient comes a step after the others' starts its momentum
+// buffer then (its started flag is a tensor), as eagerly.
+func TestCompiledStepReadsGradients(t *testing.T) {
+	a := tensor.FromSlice([]float64{1, 2}, 2).SetRequiresGrad(true)
+	b := tensor.FromSlice([]float64{3}, 1).SetRequiresGrad(true)
+	o := NewSGD([]*tensor.Tensor{a, b}, 0.1)
+	o.Momentum, o.Dampening = 0.9, 0.5
+	step := tensor.Compile(func() { o.Step() })
+	a.SetGrad(tensor.FromSlice([]float64{1, 1}, 2))
+	step() // b has no gradient yet
+	a.SetGrad(tensor.FromSlice([]float64{1, 1}, 2))
+	b.SetGrad(tensor.FromSlice([]float64{2}, 1))
+	step()
+	// b: buf = d = 2 on its first step, p = 3 − 0.1·2.
+	if got := b.Detach().Float64s()[0]; math.Abs(got-2.8) > 1e-12 {
+		t.Errorf("b is %v, want 2.8", got)
+	}
+	// a: buf = 1, then 0.9·1 + 0.5·1 = 1.4; p = 1 − 0.1 − 0.14.
+	if got := a.Detach().Float64s()[0]; math.Abs(got-0.76) > 1e-12 {
+		t.Errorf("a is %v, want 0.76", got)
+	}
+	a.SetGrad(tensor.FromSlice([]float64{0, 0}, 2))
+	step() // a: buf = 0.9·1.4 = 1.26; p = 0.76 − 0.126
+	if got := a.Detach().Float64s()[0]; math.Abs(got-0.634) > 1e-12 {
+		t.Errorf("a is %v after a third step, want 0.634", got)
+	}
+}
+
+// The Compiled step reads the hyperparameters other than the learning rate
+// as Go values: changing one compiles the step again rather than leaving
+// the old value in its kernels.
+func TestCompiledStepFollowsHyperparameters(t *testing.T) {
+	mk := func(compiled bool) (*AdamW, *tensor.Tensor) {
+		p := tensor.Randn(1, tensor.Float64, 3, 2).SetRequiresGrad(true)
+		o := NewAdamW([]*tensor.Tensor{p}, 0.05)
+		o.Compiled = compiled
+		return o, p
+	}
+	oe, pe := mk(false)
+	oc, pc := mk(true)
+	for step := range 4 {
+		if step == 2 {
+			oe.WeightDecay, oc.WeightDecay = 0.5, 0.5
+			oe.Beta1, oc.Beta1 = 0.5, 0.5
+		}
+		for _, p := range []*tensor.Tensor{pe, pc} {
+			p.SetGrad(tensor.Randn(uint64(5+step), tensor.Float64, 3, 2))
+		}
+		oe.Step()
+		oc.Step()
+		checkNear(t, fmt.Sprintf("step %d", step), pc, pe, tensor.Float64)
+	}
+	if n := oc.stats.Compiles.Load(); n != 2 {
+		t.Errorf("%d compilations, want 2 (one per set of hyperparameters)", n)
 	}
 }

@@ -34,6 +34,9 @@ func (s *stepper) factor(j int, p *tensor.Tensor, v float64) *tensor.Tensor {
 type rule struct {
 	prepare func(i int)
 	update  func(i int, p, g *tensor.Tensor, f [3]*tensor.Tensor)
+	// guard, called while the compiled step is traced, guards the
+	// hyperparameters update reads as Go values (tensor.Guard).
+	guard func()
 }
 
 // eager updates every parameter that has a gradient, with the factors
@@ -88,9 +91,32 @@ func (s *stepper) compiledStep(params []*tensor.Tensor, f [3]float64, r rule) bo
 // parameter from its gradient, with the factors as 0-d tensors.
 func stepFunc(params []*tensor.Tensor, r rule) func(grads []*tensor.Tensor, f0, f1, f2 *tensor.Tensor) *tensor.Tensor {
 	return func(grads []*tensor.Tensor, f0, f1, f2 *tensor.Tensor) *tensor.Tensor {
+		r.guard()
 		for i, p := range params {
 			r.update(i, p, grads[i], [3]*tensor.Tensor{f0, f1, f2})
 		}
 		return f0
 	}
+}
+
+// constants makes a traced step's 0-d factors once per value, type and
+// device.
+type constants map[[3]any]*tensor.Tensor
+
+// get is v as a 0-d tensor of p's type on p's device.
+func (c constants) get(v float64, p *tensor.Tensor) *tensor.Tensor {
+	k := [3]any{v, p.DType(), p.Device()}
+	if c[k] == nil {
+		c[k] = tensor.Scalar(v, p.DType()).ToDevice(p.Device())
+	}
+	return c[k]
+}
+
+// cast is x, a 0-d tensor, converted to p's type once per type.
+func (c constants) cast(x, p *tensor.Tensor) *tensor.Tensor {
+	k := [3]any{x, p.DType(), p.Device()}
+	if c[k] == nil {
+		c[k] = x.To(p.DType())
+	}
+	return c[k]
 }
