@@ -10,7 +10,7 @@ func extern(op *Op) *Op {
 // The extern ops: each has a dedicated kernel; the registry gives its shape
 // and type rules.
 var (
-	OpMatMul = extern(&Op{Name: "matmul", Title: "MatMul", Arity: 2, Rule: PromoteNoBool, Shape: matmulShape,
+	OpMatMul = extern(&Op{Name: "matmul", Title: "MatMul", Arity: 2, Rule: PromoteNoBool, Shape: matmulShape, Fresh: true,
 		Doc: "matrix product with PyTorch's rules: 1-D operands are vectors, leading dims are batch dims and broadcast"})
 	OpCat = extern(&Op{Name: "cat", Title: "Cat", Arity: -1, Rule: Promote, Shape: catShape,
 		Doc: "concatenation along Attrs.Dim"})

@@ -80,6 +80,32 @@ func (g *Graph) Users() map[*Node][]*Node {
 	return users
 }
 
+// SortTopological reorders g.Nodes so that every node comes after its
+// arguments, keeping the present order wherever it allows (a node moves
+// only to follow an argument placed after it): for a pass that gave a node
+// an argument computed later.
+func (g *Graph) SortTopological() {
+	placed := make(map[*Node]bool, len(g.Nodes))
+	out := make([]*Node, 0, len(g.Nodes))
+	var visit func(n *Node)
+	visit = func(n *Node) {
+		if placed[n] {
+			return
+		}
+		placed[n] = true
+		for _, a := range n.Args {
+			if an, ok := a.(*Node); ok && an != nil {
+				visit(an)
+			}
+		}
+		out = append(out, n)
+	}
+	for _, n := range g.Nodes {
+		visit(n)
+	}
+	g.Nodes = out
+}
+
 // IsOutput reports, per node, whether it is one of g's outputs.
 func (g *Graph) IsOutput() map[*Node]bool {
 	out := make(map[*Node]bool, len(g.Outputs))

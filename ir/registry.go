@@ -164,7 +164,11 @@ type Op struct {
 	Math func(b Builder, a Attrs, args ...Value) (Value, error)
 	// VJP is the op's derivative (grad.go); nil for ops without one.
 	VJP VJPFunc
-	Doc string
+	// Fresh marks an Extern op whose result is always a new buffer, never
+	// one of its operands or a view of one: a write may follow it in place
+	// (Compile's markInPlace) without following its readers.
+	Fresh bool
+	Doc   string
 }
 
 func (op *Op) String() string { return op.Name }
@@ -363,6 +367,13 @@ var (
 	// anything to bool tests for non-zero).
 	OpCast = Register(&Op{Name: "cast", Title: "To", Kind: Pointwise, Arity: 1, Rule: CastTo, Expr: x,
 		Doc: "conversion to Attrs.DType"})
+	// OpAfter is an ordering edge: Compile writes a storage in place after
+	// a reader of its old contents that the written value does not depend
+	// on by making the value After(value, token), where the token is a
+	// single element of the reader's result (never read). Compile adds it
+	// to graphs after tracing, so it needs no derivative.
+	OpAfter = Register(&Op{Name: "after", Title: "After", Kind: Pointwise, Arity: 2, Rule: SameAsFirst, Expr: x,
+		Doc: "x, computed once y is (y is not read)"})
 )
 
 func reduction(name, title string, r Reducer, rule TypeRule, doc string) *Op {

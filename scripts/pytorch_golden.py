@@ -68,7 +68,7 @@ OPS = [
     "sigmoid", "relu", "gelu", "gelu_tanh", "silu",
     "eq", "ne", "lt", "le", "gt", "ge",
     "logical_not", "logical_and", "logical_or",
-    "where", "masked_fill", "clamp", "clamp_min", "clamp_max", "cast",
+    "where", "masked_fill", "clamp", "clamp_min", "clamp_max", "cast", "after",
     # reductions
     "sum", "mean", "amax", "amin", "argmax", "argmin",
     # composites
@@ -368,6 +368,16 @@ def pointwise(g):
     name = "add_bool_int64"
     rng = rng_for(name)
     g.add(name, "add", [(make(rng, (7,), "bool"), "bool"), (make(rng, (7,), "int64"), "int64")], torch.add, dtype="int64")
+    # after(x, token) is x whatever the token holds (an ordering edge the
+    # compiler adds; PyTorch's side is x itself), for tokens of other types,
+    # NaN and infinite ones included.
+    for name, sx, dx, y, dy in [
+            ("after_float32_1023_scalar", (1023,), "float32", np.array(float("nan"), dtype=np.float32), "float32"),
+            ("after_bfloat16_3x5_scalar", (3, 5), "bfloat16", np.array(float("inf"), dtype=np.float32), "float32"),
+            ("after_int64_4_scalar", (4,), "int64", np.array(-2.5), "float64"),
+            ("after_float64_2x3_scalar", (2, 3), "float64", np.array(float("-inf"), dtype=np.float16), "float16")]:
+        rng = rng_for(name)
+        g.add(name, "after", [(make(rng, sx, dx), dx), (y, dy)], lambda x, y: x.clone(), dtype=dx)
     name = "add_bfloat16_float16"
     rng = rng_for(name)
     g.add(name, "add", [(make(rng, (7,), "bfloat16"), "bfloat16"), (make(rng, (7,), "float16"), "float16")], torch.add,

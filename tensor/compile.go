@@ -928,11 +928,23 @@ func present(ts []*Tensor) []*Tensor {
 	return ts
 }
 
+// hasSymbols reports whether some input dim is symbolic (dynamic).
+func hasSymbols(syms [][]int) bool {
+	for _, s := range syms {
+		for _, v := range s {
+			if v != 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // compileGraph optimises g, marks its symbolic dims, and hands it to the
 // backend.
 func (c *compiled) compileGraph(g *ir.Graph, syms [][]int) Program {
 	optimize(g)
-	markInPlace(g)
+	markInPlace(g, !hasSymbols(syms))
 	if syms != nil {
 		g.InferSymbols(syms)
 	}

@@ -238,6 +238,7 @@ func goldenOp(c *goldenCase) (func(in []*Tensor) *Tensor, error) {
 		"maximum": (*Tensor).Maximum, "minimum": (*Tensor).Minimum,
 		"eq": (*Tensor).Eq, "ne": (*Tensor).Ne, "lt": (*Tensor).Lt, "le": (*Tensor).Le, "gt": (*Tensor).Gt, "ge": (*Tensor).Ge,
 		"logical_and": (*Tensor).LogicalAnd, "logical_or": (*Tensor).LogicalOr,
+		"after": func(x, y *Tensor) *Tensor { return apply(ir.OpAfter, ir.Attrs{}, x, y) },
 	}
 	scalar := map[string]func(x *Tensor, s float64) *Tensor{
 		"add": (*Tensor).AddScalar, "sub": (*Tensor).SubScalar, "mul": (*Tensor).MulScalar, "div": (*Tensor).DivScalar,

@@ -207,7 +207,14 @@ func writeBack(stores []*array.Array, vals []*Tensor) {
 // cache write then costs the written rows, not a copy of the cache, an
 // optimizer's m.Copy(m·β + g·(1−β)) writes m where it is, and the
 // write-back after the call copies nothing.
-func markInPlace(g *ir.Graph) {
+//
+// A reader the write does not depend on may still precede it when it is
+// an op with a fresh result (a matrix product: a training step's backward
+// reads a weight, W·dY, for the gradient of the layer below, not of W) and
+// not computed from the write: in a graph whose shapes are static (static)
+// the written value then becomes After(value, token), the token one
+// element of that reader's result, so that the write follows it.
+func markInPlace(g *ir.Graph, static bool) {
 	users, result := g.Users(), g.IsOutput()
 	written := map[*ir.Node]bool{} // the values writes write
 	for _, n := range g.Nodes {
@@ -219,6 +226,7 @@ func markInPlace(g *ir.Graph) {
 			}
 		}
 	}
+	reordered := false
 	for _, n := range g.Nodes {
 		if !writes(n) {
 			continue
@@ -242,12 +250,90 @@ func markInPlace(g *ir.Graph) {
 		default:
 			continue
 		}
-		inPlace := !sourceAliases(g, n, readers)
+		if sourceAliases(g, n, readers) {
+			continue
+		}
+		ancestors := ancestorsOf(n)
+		var late []*ir.Node // fresh-result readers the write must be ordered after
+		inPlace := true
 		for _, r := range readers {
-			inPlace = inPlace && readBefore(n, r, users, result, written)
+			l, ok := readBefore(n, r, users, result, written, ancestors)
+			inPlace = inPlace && ok
+			late = append(late, l...)
+		}
+		if inPlace && len(late) > 0 {
+			if inPlace = static && orderable(n, late, users); inPlace {
+				orderAfter(g, n, late)
+				reordered = true
+			}
 		}
 		n.Attrs.KeepDim = inPlace
 	}
+	if reordered {
+		g.SortTopological()
+	}
+}
+
+// ancestorsOf is every node n is computed from.
+func ancestorsOf(n *ir.Node) map[*ir.Node]bool {
+	ancestors := map[*ir.Node]bool{}
+	stack := []*ir.Node{n}
+	for len(stack) > 0 {
+		v := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		for _, a := range v.Args {
+			if an, ok := a.(*ir.Node); ok && an != nil && !ancestors[an] {
+				ancestors[an] = true
+				stack = append(stack, an)
+			}
+		}
+	}
+	return ancestors
+}
+
+// orderable reports whether write n can be made to follow each of late:
+// none is computed from n, and each result has elements (a token).
+func orderable(n *ir.Node, late []*ir.Node, users map[*ir.Node][]*ir.Node) bool {
+	seen := map[*ir.Node]bool{n: true}
+	stack := []*ir.Node{n}
+	for len(stack) > 0 {
+		v := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		for _, u := range users[v] {
+			if !seen[u] {
+				seen[u] = true
+				stack = append(stack, u)
+			}
+		}
+	}
+	for _, r := range late {
+		if seen[r] || ir.Numel(r.Shape) == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// orderAfter makes write n's value After(value, token) for each of late,
+// the token a 0-d view of its result's first element. The new nodes are
+// appended to g: the caller sorts it.
+func orderAfter(g *ir.Graph, n *ir.Node, late []*ir.Node) {
+	k := len(n.Args) - 1 // the written value
+	v := n.Args[k]
+	for _, r := range late {
+		flat := must1(g.Call(ir.OpReshape, ir.Attrs{Dims: []int{ir.Numel(r.Shape)}}, r.Loc, r))
+		token := must1(g.Call(ir.OpAsStrided, ir.Attrs{}, r.Loc, flat))
+		v = must1(g.Call(ir.OpAfter, ir.Attrs{}, n.Loc, v, token))
+	}
+	n.Args[k] = v
+}
+
+// must1 returns n, panicking with err (a graph the passes built wrong).
+func must1(n *ir.Node, err error) *ir.Node {
+	if err != nil {
+		panic(err)
+	}
+	return n
 }
 
 // sourceAliases reports whether a value write n writes (its operands
@@ -286,25 +372,15 @@ func sourceAliases(g *ir.Graph, n *ir.Node, storage []*ir.Node) bool {
 // operand of an extern op, so never fused into its other readers: they
 // read its own buffer, or join the group that computes it and read base
 // in that kernel, which runs before n. A view is followed through: it
-// reads the storage itself.
-func readBefore(n, base *ir.Node, users map[*ir.Node][]*ir.Node, result, written map[*ir.Node]bool) bool {
+// reads the storage itself. An op with a fresh result (ir.Op.Fresh) reads
+// base and is done: it is not followed, and if it is no ancestor of n it
+// is returned in late, to be ordered before n (markInPlace).
+func readBefore(n, base *ir.Node, users map[*ir.Node][]*ir.Node, result, written, ancestors map[*ir.Node]bool) (late []*ir.Node, ok bool) {
 	if result[base] {
-		return false
-	}
-	ancestors := map[*ir.Node]bool{}
-	stack := []*ir.Node{n}
-	for len(stack) > 0 {
-		v := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
-		for _, a := range v.Args {
-			if an, ok := a.(*ir.Node); ok && an != nil && !ancestors[an] {
-				ancestors[an] = true
-				stack = append(stack, an)
-			}
-		}
+		return nil, false
 	}
 	seen := map[*ir.Node]bool{}
-	stack = append(stack[:0], base)
+	stack := []*ir.Node{base}
 	for len(stack) > 0 {
 		v := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
@@ -312,16 +388,22 @@ func readBefore(n, base *ir.Node, users map[*ir.Node][]*ir.Node, result, written
 			if u == n || seen[u] {
 				continue
 			}
-			if result[u] || !ancestors[u] {
-				return false
-			}
 			seen[u] = true
+			if u.Kind == ir.CallNode && u.Op.Fresh {
+				if !ancestors[u] {
+					late = append(late, u)
+				}
+				continue
+			}
+			if result[u] || !ancestors[u] {
+				return nil, false
+			}
 			if !written[u] || u.Op.Kind != ir.Pointwise && u.Op.Kind != ir.Reduction {
 				stack = append(stack, u) // a view (or an op that may return one) reads the storage itself
 			}
 		}
 	}
-	return true
+	return late, true
 }
 
 // aliases lists the constants of g other than c that view arr's storage

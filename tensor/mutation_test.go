@@ -258,7 +258,7 @@ func TestMarkInPlace(t *testing.T) {
 			}
 			g.Outputs = append(g.Outputs, r)
 		}
-		markInPlace(g)
+		markInPlace(g, true)
 		if n.Attrs.KeepDim != c.inPlace {
 			t.Errorf("%s: in place %v, want %v", c.name, n.Attrs.KeepDim, c.inPlace)
 		}
@@ -290,7 +290,7 @@ func TestMarkInPlaceThroughOtherWrites(t *testing.T) {
 	writeBuf := call(ir.OpAsStridedScatter, whole, bufOld, bufNew)
 	writeP := call(ir.OpAsStridedScatter, whole, pOld, call(ir.OpSub, ir.Attrs{}, d, bufNew))
 	g.Outputs = []*ir.Node{writeBuf, writeP}
-	markInPlace(g)
+	markInPlace(g, true)
 	if !writeBuf.Attrs.KeepDim || !writeP.Attrs.KeepDim {
 		t.Errorf("in place: the buffer's write %v, the parameter's %v; want both", writeBuf.Attrs.KeepDim, writeP.Attrs.KeepDim)
 	}
@@ -512,5 +512,80 @@ func TestCompiledShiftAlongItself(t *testing.T) {
 		if bad > 0 {
 			t.Errorf("call %d: %d of %d elements wrong", call, bad, n)
 		}
+	}
+}
+
+// A matrix product that reads a weight's old contents without the weight's
+// write depending on it (a backward's dX = dY·W beside the update of W)
+// is ordered before the write, which then stays in place: the written
+// value becomes After(value, token). With another reader that is not a
+// fresh result, or in a graph with dynamic shapes, the write copies. The
+// compiled function gives eager's values either way.
+func TestMarkInPlaceOrdersLateProducts(t *testing.T) {
+	build := func(lateReader *ir.Op) (*ir.Graph, *ir.Node) {
+		w := Randn(1, Float32, 4, 4)
+		g := &ir.Graph{}
+		call := func(op *ir.Op, attrs ir.Attrs, args ...ir.Value) *ir.Node {
+			n, err := g.Call(op, attrs, "", args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+		x := g.Input([]int{2, 4}, Float32, w.v.Device(), "")
+		wOld := g.Const(w.v, []int{16}, Float32, w.v.Device(), "")
+		w2 := call(ir.OpReshape, ir.Attrs{Dims: []int{4, 4}}, wOld)
+		var late *ir.Node // a reader of the old w that is not an ancestor of the write
+		if lateReader == ir.OpMul {
+			late = call(lateReader, ir.Attrs{}, w2, ir.ScalarOf(3))
+		} else {
+			late = call(lateReader, ir.Attrs{}, x, w2)
+		}
+		upd := call(ir.OpSub, ir.Attrs{}, w2, call(ir.OpMul, ir.Attrs{}, w2, ir.ScalarOf(0.5)))
+		write := call(ir.OpAsStridedScatter, ir.StridedLayout(ir.Layout{Shape: []int{4, 4}, Strides: []int{4, 1}}), wOld, upd)
+		g.Outputs = []*ir.Node{late, write}
+		return g, write
+	}
+	g, write := build(ir.OpMatMul)
+	markInPlace(g, true)
+	if !write.Attrs.KeepDim {
+		t.Fatal("the write after a matrix product of the old weight is not in place")
+	}
+	if a, ok := write.Args[1].(*ir.Node); !ok || a.Op != ir.OpAfter {
+		t.Errorf("the written value is %v, want After(…)", write.Args[1])
+	}
+	if err := g.Validate(); err != nil {
+		t.Errorf("graph after ordering: %v", err)
+	}
+	for _, c := range []struct {
+		name   string
+		op     *ir.Op
+		static bool
+	}{{"a pointwise reader", ir.OpMul, true}, {"dynamic shapes", ir.OpMatMul, false}} {
+		g, write := build(c.op)
+		markInPlace(g, c.static)
+		if write.Attrs.KeepDim {
+			t.Errorf("%s: the write is in place", c.name)
+		}
+	}
+
+	// End to end: an update of w beside a product that reads the old w.
+	f := func(w *Tensor) func(x, dy *Tensor) *Tensor {
+		return func(x, dy *Tensor) *Tensor {
+			y := x.MatMul(w)
+			dx := dy.MatMul(w.Transpose(0, 1)) // reads the old w; the update does not need it
+			w.Copy(w.Sub(x.Transpose(0, 1).MatMul(y).MulScalar(0.01)))
+			return dx
+		}
+	}
+	we, wc := Randn(2, Float32, 5, 3), Randn(2, Float32, 5, 3)
+	eager, compiled := f(we), Compile(f(wc))
+	for call := range 3 {
+		x, dy := Randn(uint64(3+call), Float32, 7, 5), Randn(uint64(9+call), Float32, 7, 3)
+		want := eager(x, dy)
+		got := compiled(x, dy)
+		what := fmt.Sprintf("call %d", call)
+		checkClose(t, what+": dx", got, Float32, want.Shape(), vals(want), 4)
+		checkClose(t, what+": w", wc, Float32, we.Shape(), vals(we), 4)
 	}
 }
