@@ -6,9 +6,9 @@ loss and writes them to --out as losses.npy, for the parity test.
     go run ./examples/train -out /tmp/train
     python3 bench/pytorch/train.py --init /tmp/train/init.safetensors --out examples/train/testdata/parity
 
-With --bench N it times N steps instead (eagerly and with torch.compile of
-the loss, whose backward AOTAutograd compiles; torch.optim.AdamW's foreach
-update), as `go run ./examples/train -bench N` does, with the peak device
+With --bench N it times N steps instead (eagerly, with torch.compile of
+the loss, whose backward AOTAutograd compiles, and torch.optim.AdamW's
+foreach update, and with torch.compile of the whole step), as `go run ./examples/train -bench N` does, with the peak device
 memory a step holds beyond its model, gradients and optimizer state.
 """
 import argparse
@@ -104,7 +104,7 @@ def bench(args):
     def loss_of(p, inp, tg):
         return F.cross_entropy(logits(p, c, inp).reshape(-1, c["vocab"]), tg.reshape(-1))
 
-    def stepper(loss_fn):
+    def stepper(loss_fn, whole=None):
         p = {k: v.float().to(dev).requires_grad_(True) for k, v in ts.items()}
         opt = torch.optim.AdamW([p[k] for k in sorted(p)], lr=float(meta["lr"]), weight_decay=float(meta["weight_decay"]))
 
@@ -114,9 +114,14 @@ def bench(args):
             loss.backward()
             opt.step()
             return loss
-        return step
+        return whole(step) if whole else step
 
-    variants = [("eager", stepper(loss_of)), ("compiled", stepper(getattr(torch, "compile", lambda f: f)(loss_of)))]
+    compile = getattr(torch, "compile", lambda f, **kw: f)
+    # compiled: torch.compile of the loss (AOTAutograd compiles its
+    # backward), the update eager (foreach); whole: torch.compile of the
+    # whole step (the loss, a graph break at backward, the compiled update).
+    variants = [("eager", stepper(loss_of)), ("compiled", stepper(compile(loss_of))),
+                ("whole", stepper(loss_of, compile))]
     for _, f in variants:
         for _ in range(3):
             f()
@@ -140,7 +145,8 @@ def bench(args):
     print("%-9s %10s %16s" % ("", "µs a step", "peak extra MB"))
     for name, _ in variants:
         print("%-9s %10.1f %16.2f" % (name, statistics.median(us[name]), extra[name] / 2**20))
-    print("eager/compiled: %.2fx" % (statistics.median(us["eager"]) / statistics.median(us["compiled"])))
+    for name, _ in variants[1:]:
+        print("eager/%s: %.2fx" % (name, statistics.median(us["eager"]) / statistics.median(us[name])))
 
 
 if __name__ == "__main__":

@@ -35,19 +35,26 @@ def main():
             return loss
         return step
 
-    eager = stepper(MLP().to(dev))
-    compile = getattr(torch, "compile", lambda m: m)  # PyTorch before 2.0: eager twice
-    compiled = stepper(compile(MLP().to(dev)))
-    for _ in range(3):
-        eager()
-        compiled()
-    eu, cu = (statistics.median(time_calls(dev, args.iters, f) for _ in range(args.reps)) * 1e6 for f in (eager, compiled))
-    print("torch %s: training step, MLP 4 x Linear(1024, 1024) + GELU, batch 64, float32 (µs a step)" % torch.__version__)
-    print("%10s %10s %15s" % ("eager", "compiled", "eager/compiled"))
-    print("%10.1f %10.1f %14.2fx" % (eu, cu, eu / cu))
+    compile = getattr(torch, "compile", lambda m, **kw: m)  # PyTorch before 2.0: eager throughout
+    # compiled: torch.compile of the model (AOTAutograd compiles its
+    # backward), the update eager (foreach); whole: torch.compile of the
+    # whole step (a graph break at backward, the update compiled);
+    # reduce-overhead: the model compiled with CUDA graphs.
+    variants = [("eager", stepper(MLP().to(dev))), ("compiled", stepper(compile(MLP().to(dev)))),
+                ("whole", compile(stepper(MLP().to(dev))))]
     if dev.startswith("cuda"):
-        print("peak device memory a step holds beyond its model, gradients and optimizer state: %.2f MB eager, %.2f MB compiled" % (
-            step_peak_mb(dev, eager), step_peak_mb(dev, compiled)))
+        variants.append(("reduce-overhead", stepper(compile(MLP().to(dev), mode="reduce-overhead"))))
+    for _ in range(3):
+        for _, f in variants:
+            f()
+    us = [statistics.median(time_calls(dev, args.iters, f) for _ in range(args.reps)) * 1e6 for _, f in variants]
+    print("torch %s: training step, MLP 4 x Linear(1024, 1024) + GELU, batch 64, float32 (µs a step)" % torch.__version__)
+    print(" ".join("%15s" % n for n, _ in variants))
+    print(" ".join("%15.1f" % u for u in us))
+    print("eager/x: " + ", ".join("%s %.2fx" % (n, us[0] / u) for (n, _), u in zip(variants[1:], us[1:])))
+    if dev.startswith("cuda"):
+        print("peak device memory a step holds beyond its model, gradients and optimizer state: " +
+              ", ".join("%.2f MB %s" % (step_peak_mb(dev, f), n) for n, f in variants))
 
 
 def step_peak_mb(dev, step):
