@@ -71,6 +71,16 @@
 // warning). Not yet differentiable: the index writes (IndexCopy, the
 // AsStrided writes).
 //
+// Inside a compiled function gradients are traced too: Grad returns a
+// leaf's gradient as the call has it so far (what it held when the call
+// began, a graph input, plus what Backward added), and SetGrad and
+// ZeroGrad replace it; the leaf gets the result when the call returns. So
+// a whole training step — ZeroGrad, the loss, Backward and an optimizer's
+// Step — compiles into one graph. Code that keeps state in Go values
+// checks Compiling and keeps it in tensors instead (optim's step counts),
+// and Guard ties the compiled graph to Go values it read (a learning
+// rate): when one changes, the function is compiled again.
+//
 // # Logging
 //
 // gocompile logs through log/slog: warnings (a function that reached its
