@@ -113,7 +113,7 @@ func (t *Tensor) Grad() *Tensor {
 		return nil
 	}
 	if tr := t.traced(); tr != nil {
-		return tr.grad(realLeaf(t))
+		return tr.grad(t)
 	}
 	t.ag.mu.Lock()
 	defer t.ag.mu.Unlock()
@@ -131,7 +131,7 @@ func (t *Tensor) SetGrad(g *Tensor) {
 			"gradient %v %v for a tensor %v %v", g.dtype(), ir.FormatShape(g.shape()), t.dtype(), ir.FormatShape(t.shape()))
 	}
 	if tr := t.traced(); tr != nil {
-		tr.setGrad(realLeaf(t), g)
+		tr.setGrad(t, g)
 		return
 	}
 	t.ag.mu.Lock()
@@ -146,7 +146,7 @@ func (t *Tensor) ZeroGrad() {
 		return
 	}
 	if tr := t.traced(); tr != nil {
-		tr.setGrad(realLeaf(t), nil)
+		tr.setGrad(t, nil)
 		return
 	}
 	t.ag.mu.Lock()

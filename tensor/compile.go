@@ -364,6 +364,11 @@ type entry struct {
 	// checks are the conditions code traced for the entry asked to hold
 	// (Guard): when one fails the entry is compiled again.
 	checks []guardCheck
+	// leafUses are the tensors the trace reached leaves' gradients
+	// through, and leafClasses which of them were the same tensor, where
+	// some are arguments (sameLeaves): calls must agree.
+	leafUses    []gradTarget
+	leafClasses []int
 }
 
 func newCompiled(fn reflect.Value, opts []Option) *compiled {
@@ -514,7 +519,7 @@ func (c *compiled) call(args []reflect.Value) (res []reflect.Value) {
 	}
 	defer c.recoverGrad(&res, args, fa)
 	if gc := c.guards.Load(); gc != nil {
-		if _, v, ok := gc.Lookup(&fa.call); ok && v.(*entry).valid() {
+		if _, v, ok := gc.Lookup(&fa.call); ok && v.(*entry).validFor(fa) {
 			return c.run(v.(*entry), fa, args)
 		}
 	}
@@ -528,12 +533,12 @@ func (c *compiled) call(args []reflect.Value) (res []reflect.Value) {
 		fa := fa
 		for {
 			old, v, ok := gc.Lookup(&fa.call)
-			if ok && v.(*entry).valid() {
+			if ok && v.(*entry).validFor(fa) {
 				return v, nil
 			}
 			if ok { // a Guard condition failed: compile the entry again
-				why := v.(*entry).failed()
-				if c.stale.Add(1) > int64(c.opts.limit) {
+				why := v.(*entry).failed(fa)
+				if c.stale.Add(1)+int64(gc.Len()) > int64(c.opts.limit) {
 					c.warned.Do(func() {
 						logs.Warn("gocompile: recompile limit reached; running eagerly from now on",
 							"function", c.name, "limit", c.opts.limit, "reason", why)
@@ -600,8 +605,15 @@ func (c *compiled) call(args []reflect.Value) (res []reflect.Value) {
 	if compiledNow != nil && compiledNow.firstResults != nil {
 		return compiledNow.firstResults
 	}
+	if e := v.(*entry); compiledNow == nil && (e.ninputs != len(fa.tensors) || !e.validFor(fa)) {
+		// This call shared the flight of another, which compiled for its
+		// own call: the flight found held gradients this call's flattening
+		// predates (they may differ in being nil), or a Guard condition or
+		// the leaves differ now. The call finds its own entry.
+		return c.call(args)
+	}
 	if e := v.(*entry); e.ninputs != len(fa.tensors) {
-		fa = c.flatten(args) // the entry binds held gradients this call's flattening predates
+		fa = c.flatten(args) // the leader's: with the held gradients found
 	}
 	return c.run(v.(*entry), fa, args)
 }
@@ -620,6 +632,12 @@ func (c *compiled) guardCache(fa *flatArgs) *guard.Cache {
 // policy is the dynamic-shape policy: the options, and the dims that
 // MarkDynamic marked on the call's tensors.
 func (c *compiled) policy(fa *flatArgs) guard.Policy {
+	if c.isGrad {
+		// A joint graph of forward and backward is traced at static
+		// shapes: the backward's seeds and reductions to each operand's
+		// shape are made at the sizes of the call traced.
+		return guard.Policy{}
+	}
 	p := guard.DefaultPolicy()
 	if c.opts.dynamic != nil {
 		p.Dynamic = *c.opts.dynamic
@@ -720,6 +738,7 @@ func (c *compiled) compileEntry(ge *guard.Entry, fa *flatArgs, args []reflect.Va
 	}
 	e.grads = targets
 	e.checks = tr.checks
+	e.leafUses, e.leafClasses = tr.leafUses, leafClasses(tr.leafUses, tr.args)
 	e.graphs = []*ir.Graph{g}
 	e.prog = c.compileGraph(g, inputSymbols(ge, fa))
 	e.sources = c.resultSources(g)
@@ -755,7 +774,14 @@ func (c *compiled) traceRun(tr *tracer, fa *flatArgs, args []reflect.Value) []re
 			continue
 		}
 		p := tr.proxyFor(tr.input(t, "argument"))
-		if c.isGrad && t.RequiresGrad() {
+		if tr.argOf == nil {
+			tr.argOf = map[*Tensor]int{}
+		}
+		tr.argOf[p] = i
+		if t.RequiresGrad() {
+			// Its gradient is t's: Backward in a gradient twin, and Grad,
+			// SetGrad and ZeroGrad in any trace (a gradient norm over
+			// parameters passed as arguments, inside NoGrad), reach t.
 			p.ag = &gradState{requires: true, arg: t}
 		}
 		proxies[i] = reflect.ValueOf(p)

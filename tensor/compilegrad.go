@@ -87,6 +87,9 @@ func (c *compiled) gradTwin(mask string) *compiled {
 // leafGrad is one leaf's gradient as a traced run has it.
 type leafGrad struct {
 	leaf *Tensor // the real leaf: captured, or the argument a proxy stands for
+	// via is how the run first reached it (use): the argument, or the
+	// captured tensor, that its held gradient and its result bind to.
+	via gradTarget
 	// replaced says SetGrad or ZeroGrad ran: value then replaces the
 	// leaf's gradient (nil clears it); otherwise value, what Backward
 	// added, is added to it.
@@ -139,14 +142,57 @@ func (t *Tensor) traced() *tracer {
 	return tracingHere()
 }
 
-// leafState is leaf's record in the run, made on first use.
-func (tr *tracer) leafState(leaf *Tensor) *leafGrad {
+// use notes that the run reaches a leaf's gradient through t: an
+// argument's proxy (as that argument) or a captured tensor. Which of them
+// are the same tensor is guarded (sameLeaves): the graph merges them.
+func (tr *tracer) use(t *Tensor) gradTarget {
+	u := gradTarget{arg: -1, t: realLeaf(t)}
+	if j, ok := tr.argOf[t]; ok {
+		u = gradTarget{arg: j}
+	}
+	if !slices.Contains(tr.leafUses, u) {
+		tr.leafUses = append(tr.leafUses, u)
+	}
+	return u
+}
+
+// leafClasses gives each of uses, resolved against a call's arguments,
+// the index of the first use that is the same tensor; nil when no use is
+// an argument (captured tensors stay themselves).
+func leafClasses(uses []gradTarget, args []*Tensor) []int {
+	if !slices.ContainsFunc(uses, func(u gradTarget) bool { return u.arg >= 0 }) {
+		return nil
+	}
+	classes := make([]int, len(uses))
+	for i, u := range uses {
+		classes[i] = i
+		for k := range i {
+			if uses[k].leafOf(args) == u.leafOf(args) {
+				classes[i] = k
+				break
+			}
+		}
+	}
+	return classes
+}
+
+// sameLeaves reports whether the call's arguments are the same leaves as
+// each other and as the captured ones that e's trace used them as.
+func (e *entry) sameLeaves(args []*Tensor) bool {
+	return e.leafClasses == nil || slices.Equal(leafClasses(e.leafUses, args), e.leafClasses)
+}
+
+// leafState is the record of the leaf t stands for (a captured tensor, or
+// a proxy of an argument), made on first use.
+func (tr *tracer) leafState(t *Tensor) *leafGrad {
+	via := tr.use(t)
+	leaf := realLeaf(t)
 	for _, s := range tr.leafGrads {
 		if s.leaf == leaf {
 			return s
 		}
 	}
-	s := &leafGrad{leaf: leaf}
+	s := &leafGrad{leaf: leaf, via: via}
 	tr.leafGrads = append(tr.leafGrads, s)
 	return s
 }
@@ -154,7 +200,7 @@ func (tr *tracer) leafState(leaf *Tensor) *leafGrad {
 // addLeafGrad adds gx, the traced gradient of leaf x (a captured tensor,
 // or a proxy of an argument), to the gradient the run gives it.
 func (tr *tracer) addLeafGrad(x, gx *Tensor) {
-	s := tr.leafState(realLeaf(x))
+	s := tr.leafState(x)
 	if s.value == nil {
 		s.value = gx
 	} else {
@@ -162,13 +208,13 @@ func (tr *tracer) addLeafGrad(x, gx *Tensor) {
 	}
 }
 
-// grad is leaf's gradient as the run has it so far.
-func (tr *tracer) grad(leaf *Tensor) *Tensor {
-	s := tr.leafState(leaf)
+// grad is the gradient of the leaf t stands for as the run has it so far.
+func (tr *tracer) grad(t *Tensor) *Tensor {
+	s := tr.leafState(t)
 	if s.replaced {
 		return s.value
 	}
-	held := tr.heldGrad(leaf)
+	held := tr.heldGrad(s)
 	switch {
 	case held == nil:
 		return s.value
@@ -178,10 +224,10 @@ func (tr *tracer) grad(leaf *Tensor) *Tensor {
 	return held.Add(s.value)
 }
 
-// setGrad replaces leaf's gradient (nil clears it) for the rest of the run
-// and at its end.
-func (tr *tracer) setGrad(leaf, g *Tensor) {
-	s := tr.leafState(leaf)
+// setGrad replaces the gradient of the leaf t stands for (nil clears it)
+// for the rest of the run and at its end.
+func (tr *tracer) setGrad(t, g *Tensor) {
+	s := tr.leafState(t)
 	s.replaced, s.value = true, g
 }
 
@@ -190,20 +236,21 @@ func (tr *tracer) setGrad(leaf, g *Tensor) {
 // function, and the call is planned and traced again with it bound.
 var errHeldGrad = errors.New("gocompile: a held gradient is read")
 
-// heldGrad is the gradient leaf held when the call began: the graph input
-// bound to it, nil if it held none, or, in a run that is not compiling
-// (a function with graph breaks runs live), its value now.
-func (tr *tracer) heldGrad(leaf *Tensor) *Tensor {
+// heldGrad is the gradient s's leaf held when the call began: the graph
+// input bound to it, nil if it held none, or, in a run that is not
+// compiling (a function with graph breaks runs live), its value now.
+func (tr *tracer) heldGrad(s *leafGrad) *Tensor {
+	leaf := s.leaf
 	if g, ok := tr.held[leaf]; ok {
 		return g
 	}
-	if tr.compiling && tr.c != nil {
-		src := gradTarget{arg: -1, t: leaf}
-		for j, a := range tr.args {
-			if a == leaf {
-				src = gradTarget{arg: j}
-			}
-		}
+	// Past a graph break the segments before it have run, writes and all:
+	// the function runs live on every call, so the trace goes on with the
+	// gradient the leaf holds (its value at call time: a run's gradients
+	// reach the leaves when it ends).
+	if tr.compiling && tr.c != nil && len(tr.breaks) == 0 {
+		src := s.via
+		src.replace, src.clear = false, false
 		tr.c.addHeld(src)
 		panic(errHeldGrad)
 	}
@@ -247,12 +294,8 @@ func (tr *tracer) gradOutputs() ([]gradTarget, []*Tensor) {
 		if s.value == nil && !s.replaced {
 			continue // only read
 		}
-		tg := gradTarget{arg: -1, t: s.leaf, replace: s.replaced, clear: s.value == nil}
-		for j, a := range tr.args {
-			if a == s.leaf {
-				tg = gradTarget{arg: j, replace: s.replaced, clear: s.value == nil}
-			}
-		}
+		tg := s.via
+		tg.replace, tg.clear = s.replaced, s.value == nil
 		targets = append(targets, tg)
 		if s.value != nil {
 			values = append(values, s.value)
@@ -364,8 +407,16 @@ func (c *compiled) callViaResult(args []reflect.Value, fa *flatArgs, k int) []re
 	}
 	if gc := c.parts.Load(); gc != nil {
 		if _, v, ok := gc.Lookup(&fa.call); ok {
-			if p := v.(*partSlot).p.Load(); p != nil {
-				return p.call(fa, k, leaves)
+			slot := v.(*partSlot)
+			if p := slot.p.Load(); p != nil {
+				if p.valid() {
+					return p.call(fa, k, leaves)
+				}
+				// A Guard condition failed: this call's backward runs the
+				// forward again, and splits anew (partition).
+				if slot.p.CompareAndSwap(p, nil) {
+					slot.stale.Store(true)
+				}
 			}
 		}
 	}

@@ -53,12 +53,21 @@ func (e *entry) valid() bool {
 	return true
 }
 
-// failed names the first Guard condition of e that does not hold.
-func (e *entry) failed() string {
+// validFor reports whether e serves the call fa beyond its guards: its
+// Guard conditions hold and its leaves are the same (sameLeaves).
+func (e *entry) validFor(fa *flatArgs) bool {
+	return e.valid() && e.sameLeaves(fa.tensors[:fa.nargs])
+}
+
+// failed says why e does not serve the call fa (validFor is false).
+func (e *entry) failed(fa *flatArgs) string {
 	for _, c := range e.checks {
 		if !c.holds() {
 			return "guarded value changed: " + c.what
 		}
+	}
+	if !e.sameLeaves(fa.tensors[:fa.nargs]) {
+		return "the arguments are other leaves than the traced call's (one of them was, or was not, a captured tensor or another argument)"
 	}
 	return ""
 }

@@ -37,11 +37,22 @@ type partitioned struct {
 	template               []reflect.Value // fn's results with proxies, rebuilt per call
 	grads                  []gradTarget
 	name                   string
+	// checks are the Guard conditions of the joint graph's trace: when
+	// one fails the halves are stale (callViaResult).
+	checks []guardCheck
 }
 
+// valid reports whether every Guard condition of the halves holds.
+func (p *partitioned) valid() bool { return (&entry{checks: p.checks}).valid() }
+
 // partSlot is the value of a call signature's guard entry in parts: its
-// halves once split, nil while being split or where they cannot be.
-type partSlot struct{ p atomic.Pointer[partitioned] }
+// halves once split, nil while being split or where they cannot be;
+// stale says a Guard condition of the last halves failed, so the next
+// backward splits again.
+type partSlot struct {
+	p     atomic.Pointer[partitioned]
+	stale atomic.Bool
+}
 
 // partition splits the joint graph of the call fa (of args; g is its
 // result k's upstream gradient) and keeps the halves behind static guards
@@ -54,17 +65,24 @@ func (c *compiled) partition(fa *flatArgs, args []reflect.Value, g *Tensor, k in
 		gc = guard.NewCache(guard.Policy{}, c.opts.limit) // static: the halves are compiled for these shapes
 		c.parts.Store(gc)
 	}
-	if _, _, ok := gc.Lookup(&fa.call); ok {
-		c.partsMu.Unlock()
-		return // split, being split, or refused already
+	var slot *partSlot
+	if _, v, ok := gc.Lookup(&fa.call); ok {
+		slot = v.(*partSlot)
+		// Split, being split, or refused already; or its halves went
+		// stale (a Guard condition), split again up to the limit.
+		if !slot.stale.CompareAndSwap(true, false) || c.stale.Add(1) > int64(c.opts.limit) {
+			c.partsMu.Unlock()
+			return
+		}
+	} else {
+		ge, reason := gc.Plan(&fa.call)
+		if reason.LimitReached {
+			c.partsMu.Unlock()
+			return
+		}
+		slot = &partSlot{}
+		gc.Insert(ge, slot)
 	}
-	ge, reason := gc.Plan(&fa.call)
-	if reason.LimitReached {
-		c.partsMu.Unlock()
-		return
-	}
-	slot := &partSlot{}
-	gc.Insert(ge, slot)
 	c.partsMu.Unlock()
 
 	var p *partitioned
@@ -114,7 +132,7 @@ func (c *compiled) split(args []reflect.Value, g *Tensor, k int) (*partitioned, 
 	if err != nil {
 		return nil, err.Error()
 	}
-	p := &partitioned{split: s, nresults: e.nresults, template: e.template, grads: e.grads, name: c.name}
+	p := &partitioned{split: s, nresults: e.nresults, template: e.template, grads: e.grads, name: c.name, checks: e.checks}
 	p.fwd = c.compileGraph(s.Forward, nil)
 	p.fwdSources = c.resultSources(s.Forward)
 	p.bwd = c.compileGraph(s.Backward, nil)

@@ -42,6 +42,10 @@ type tracer struct {
 	gradActive, backwardCalled bool
 	leafGrads                  []*leafGrad
 	held                       map[*Tensor]*Tensor
+	// leafUses are the tensors the run reached leaves' gradients through
+	// (use), and argOf each argument proxy's index.
+	leafUses []gradTarget
+	argOf    map[*Tensor]int
 	// compiling says the run is traced to be compiled (not a live run of
 	// a function with graph breaks): a held gradient it reads must be an
 	// input (heldGrad).
