@@ -57,11 +57,6 @@ func runTrain(cfg *config, out io.Writer) error {
 		step(pc, tensor.Compile(lossAndGrads(pc), compileOpts...), true),
 		tensor.Compile(step(pw, lossAndGrads(pw), false), compileOpts...),
 	}
-	if cfg.device != tensor.CPU { // the whole step replayed as a CUDA graph
-		pg := params()
-		names = append(names, "graphed")
-		steps = append(steps, tensor.Compile(step(pg, lossAndGrads(pg), false), append(compileOpts, tensor.WithMode(tensor.ReduceOverhead))...))
-	}
 	for range 3 {
 		for _, s := range steps {
 			s()

@@ -74,12 +74,9 @@ const (
 	// WholeStep compiles the whole step, as torch.compile users write it:
 	// ZeroGrad, the loss, Backward and the optimizer's Step in one graph.
 	WholeStep
-	// GraphedStep is WholeStep replayed on a GPU as one CUDA graph
-	// (tensor.ReduceOverhead): one launch a step.
-	GraphedStep
 )
 
-func (k StepKind) String() string { return [...]string{"eager", "split", "whole", "graphed"}[k] }
+func (k StepKind) String() string { return [...]string{"eager", "split", "whole"}[k] }
 
 // NewStep returns one training step of m with a new AdamW: zero the
 // gradients, the loss of a batch and its backward, the update. It returns
@@ -103,11 +100,8 @@ func NewStep(m *Model, how StepKind) func(in, tg *tensor.Tensor) *tensor.Tensor 
 		opt.Step()
 		return loss
 	}
-	switch how {
-	case WholeStep:
+	if how == WholeStep {
 		step = tensor.Compile(step)
-	case GraphedStep:
-		step = tensor.Compile(step, tensor.WithMode(tensor.ReduceOverhead))
 	}
 	return step
 }
@@ -127,11 +121,7 @@ func benchSteps(w io.Writer, c Config, corpus []int64, dev tensor.Device, n, rep
 	in, tg := Batch(corpus, c, 0)
 	in, tg = in.ToDevice(dev), tg.ToDevice(dev)
 	var vs []*variant
-	kinds := []StepKind{Eager, SplitStep, WholeStep}
-	if dev != tensor.CPU {
-		kinds = append(kinds, GraphedStep)
-	}
-	for _, how := range kinds {
+	for _, how := range []StepKind{Eager, SplitStep, WholeStep} {
 		m := NewModel(c, 1)
 		for k, p := range m.Params {
 			m.Params[k] = p.ToDevice(dev).SetRequiresGrad(true)
