@@ -321,7 +321,8 @@ func zeroGrad(params []*tensor.Tensor) {
 // ClipGradNorm scales the gradients of params so that their joint 2-norm
 // is at most maxNorm, as torch.nn.utils.clip_grad_norm_ does (scaling by
 // maxNorm / (norm + 1e-6) when that is below 1), and returns the norm
-// before clipping.
+// before clipping. Returning a number, it waits for the gradients; inside
+// a compiled step that is a graph break: use ClipGradNormTensor there.
 func ClipGradNorm(params []*tensor.Tensor, maxNorm float64) float64 {
 	var total float64
 	tensor.NoGrad(func() {
@@ -336,6 +337,48 @@ func ClipGradNorm(params []*tensor.Tensor, maxNorm float64) float64 {
 				if g := p.Grad(); g != nil {
 					p.SetGrad(g.MulScalar(coef))
 				}
+			}
+		}
+	})
+	return total
+}
+
+// ClipGradNormTensor is ClipGradNorm that reads nothing back, as
+// torch.nn.utils.clip_grad_norm_: it scales the gradients of params by
+// min(1, maxNorm / (norm + 1e-6)) with tensor ops and returns the norm as
+// a 0-d float64 tensor on the first gradient's device (a CPU zero when no
+// parameter has one). Inside a compiled training step it stays in the
+// graph, where ClipGradNorm's float64 result would break it.
+func ClipGradNormTensor(params []*tensor.Tensor, maxNorm float64) *tensor.Tensor {
+	var total *tensor.Tensor
+	tensor.NoGrad(func() {
+		var dev tensor.Device
+		for _, p := range params {
+			g := p.Grad()
+			if g == nil {
+				continue
+			}
+			if total == nil {
+				dev = g.Device()
+			}
+			g64 := g.To(tensor.Float64)
+			sq := g64.Mul(g64).Sum().ToDevice(dev)
+			if total == nil {
+				total = sq
+			} else {
+				total = total.Add(sq)
+			}
+		}
+		if total == nil {
+			total = tensor.Scalar(0, tensor.Float64)
+			return
+		}
+		total = total.Sqrt()
+		limit := tensor.Scalar(maxNorm, tensor.Float64).ToDevice(total.Device())
+		coef := limit.Div(total.AddScalar(1e-6)).MinimumScalar(1)
+		for _, p := range params {
+			if g := p.Grad(); g != nil {
+				p.SetGrad(g.Mul(coef.To(g.DType()).ToDevice(g.Device())))
 			}
 		}
 	})

@@ -549,3 +549,62 @@ func TestCompiledStepFollowsHyperparameters(t *testing.T) {
 		t.Errorf("%d compilations, want 2 (one per set of hyperparameters)", n)
 	}
 }
+
+// ClipGradNormTensor gives ClipGradNorm's norm and gradients without
+// reading anything back, above and below the limit, and a compiled
+// training step that clips with it stays one graph and matches the same
+// step run eagerly.
+func TestClipGradNormTensor(t *testing.T) {
+	for _, maxNorm := range []float64{1, 10} {
+		mk := func() []*tensor.Tensor {
+			a := tensor.FromSlice([]float64{1, 2}, 2).SetRequiresGrad(true)
+			b := tensor.FromSlice([]float32{2, 5, 1}, 3).SetRequiresGrad(true)
+			c := tensor.FromSlice([]float64{7}, 1).SetRequiresGrad(true) // no gradient
+			a.SetGrad(tensor.FromSlice([]float64{3, 0}, 2))
+			b.SetGrad(tensor.FromSlice([]float32{4, 0.5, -1}, 3))
+			return []*tensor.Tensor{a, b, c}
+		}
+		pa, pb := mk(), mk()
+		want := ClipGradNorm(pa, maxNorm)
+		got := ClipGradNormTensor(pb, maxNorm)
+		if math.Abs(got.Item()-want) > 1e-12*want {
+			t.Errorf("max %v: norm %v, ClipGradNorm's %v", maxNorm, got.Item(), want)
+		}
+		for i := range 2 {
+			checkNear(t, fmt.Sprintf("max %v, gradient %d", maxNorm, i), pb[i].Grad(), pa[i].Grad(), pa[i].DType())
+		}
+		if pb[2].Grad() != nil {
+			t.Errorf("max %v: a parameter without a gradient got one", maxNorm)
+		}
+	}
+
+	mk := func() ([]*tensor.Tensor, *AdamW) {
+		ps := []*tensor.Tensor{tensor.Randn(1, tensor.Float32, 4, 3).SetRequiresGrad(true), tensor.Randn(2, tensor.Float32, 3).SetRequiresGrad(true)}
+		return ps, NewAdamW(ps, 0.05)
+	}
+	step := func(ps []*tensor.Tensor, o *AdamW) func(x *tensor.Tensor) *tensor.Tensor {
+		return func(x *tensor.Tensor) *tensor.Tensor {
+			o.ZeroGrad()
+			loss := x.MatMul(ps[0]).Add(ps[1]).Tanh().Sum()
+			loss.Backward()
+			norm := ClipGradNormTensor(ps, 0.5)
+			o.Step()
+			return norm
+		}
+	}
+	pe, oe := mk()
+	pc, oc := mk()
+	var st tensor.CompileStats
+	eager, compiled := step(pe, oe), tensor.Compile(step(pc, oc), tensor.WithStats(&st))
+	for k := range 4 {
+		x := tensor.Randn(uint64(10+k), tensor.Float32, 5, 4)
+		what := fmt.Sprintf("step %d", k)
+		checkNear(t, what+": norm", compiled(x), eager(x), tensor.Float32)
+		for i := range pe {
+			checkNear(t, fmt.Sprintf("%s: parameter %d", what, i), pc[i], pe[i], tensor.Float32)
+		}
+	}
+	if st.Compiles.Load() != 1 || st.Breaks.Load() != 0 || st.EagerCalls.Load() != 0 {
+		t.Errorf("%d compilations, %d breaks, %d eager calls; want one graph", st.Compiles.Load(), st.Breaks.Load(), st.EagerCalls.Load())
+	}
+}
