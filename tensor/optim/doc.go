@@ -19,5 +19,6 @@
 // There the step count (AdamW's bias corrections) and SGD's per-parameter
 // "momentum started" flags live in 0-d tensors the graph updates, as
 // torch.optim's capturable state, and the hyperparameters are guarded
-// (tensor.Guard): a new learning rate compiles the step again.
+// (tensor.Guard): a new learning rate compiles the step again. Clip with
+// ClipGradNormTensor there: it reads nothing back.
 package optim
