@@ -516,3 +516,35 @@ func TestGuardRecompilesOnChange(t *testing.T) {
 		t.Errorf("%d eager calls past the limit, want 3", st.EagerCalls.Load())
 	}
 }
+
+// ScalarFunc's value is read on every call of a compiled function (an
+// input of its graph), so it changes without recompiling: two of them, in
+// the order called, and one past a graph break, which is read live.
+// Outside tracing it is the value.
+func TestScalarFunc(t *testing.T) {
+	if got := ScalarFunc(func() float64 { return 2.5 }, Float32, CPU); got.Item() != 2.5 || got.DType() != Float32 || got.Dim() != 0 {
+		t.Fatalf("outside tracing: %v %v, want a 0-d float32 2.5", got.DType(), got.Item())
+	}
+	scale, shift := 1.0, 0.0
+	var st CompileStats
+	f := func(x *Tensor) *Tensor {
+		s := ScalarFunc(func() float64 { return scale }, Float64, x.Device())
+		b := ScalarFunc(func() float64 { return shift }, Float64, x.Device())
+		return x.Mul(s).Add(b)
+	}
+	compiled := Compile(f, WithStats(&st))
+	broken := Compile(func(x *Tensor) *Tensor {
+		n := x.Sum().Item() // graph break
+		return x.Mul(ScalarFunc(func() float64 { return scale }, Float64, x.Device())).AddScalar(n)
+	})
+	x := FromSlice([]float64{1, -2, 3})
+	for call := range 5 {
+		scale, shift = float64(call+1)*0.5, float64(call)
+		what := fmt.Sprintf("call %d", call)
+		checkClose(t, what, compiled(x), Float64, []int{3}, vals(f(x)), 0)
+		checkClose(t, what+", with a break", broken(x), Float64, []int{3}, []float64{scale + 2, -2*scale + 2, 3*scale + 2}, 0)
+	}
+	if st.Compiles.Load() != 1 {
+		t.Errorf("%d compilations, want 1", st.Compiles.Load())
+	}
+}

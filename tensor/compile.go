@@ -325,10 +325,12 @@ type compiled struct {
 	// back to those tensors (resultSources).
 	consts sync.Map // *array.Array → *Tensor
 	// held lists the leaves whose gradients at call time the traced
-	// function reads (compilegrad.go): each call binds them as inputs
-	// after its arguments' tensors. heldMu serialises its growth.
-	held   atomic.Pointer[[]gradTarget]
-	heldMu sync.Mutex
+	// function reads (compilegrad.go), and scalars the ScalarFuncs it
+	// reads: each call binds them as inputs after its arguments' tensors.
+	// heldMu serialises their growth.
+	held    atomic.Pointer[[]gradTarget]
+	scalars atomic.Pointer[[]scalarSource]
+	heldMu  sync.Mutex
 	// stale counts entries compiled again because a Guard condition of
 	// theirs failed.
 	stale atomic.Int64
@@ -429,9 +431,12 @@ var tensorType = reflect.TypeOf((*Tensor)(nil))
 type flatArgs struct {
 	leaves trace.Leaves
 	// tensors are the arguments' tensors (the first nargs), then the
-	// gradients the held sources hold (nil for none).
+	// gradients the held sources hold (nil for none), then the values of
+	// the scalar sources (ScalarFunc), as of held and scalars.
 	tensors []*Tensor
 	nargs   int
+	held    []gradTarget
+	scalars []scalarSource
 	call    guard.Call
 	dyn     []float64 // dynamic scalars, passed to the program
 }
@@ -457,9 +462,10 @@ func (c *compiled) flatten(args []reflect.Value) *flatArgs {
 		}
 		fa.leaves.Scalars = append(fa.leaves.Scalars, integral)
 	}
-	held := c.heldSources()
+	held, scalars := c.heldSources(), c.scalarSources()
+	fa.held, fa.scalars = held, scalars
 	fa.nargs = len(fa.leaves.Tensors)
-	fa.tensors = make([]*Tensor, fa.nargs+len(held))
+	fa.tensors = make([]*Tensor, fa.nargs+len(held)+len(scalars))
 	fa.call.Tensors = make([]guard.TensorMeta, len(fa.tensors))
 	for i, v := range fa.leaves.Tensors {
 		fa.tensors[i] = v.Interface().(*Tensor)
@@ -470,6 +476,9 @@ func (c *compiled) flatten(args []reflect.Value) *flatArgs {
 			fa.tensors[fa.nargs+i] = leaf.ag.grad
 			leaf.ag.mu.Unlock()
 		}
+	}
+	for i, src := range scalars {
+		fa.tensors[fa.nargs+len(held)+i] = src.value()
 	}
 	for i, t := range fa.tensors {
 		m := &fa.call.Tensors[i]
@@ -668,13 +677,13 @@ func callKey(call *guard.Call) string {
 
 // compileEntry traces fn for the call and compiles what it recorded. It
 // reports again, compiling nothing, when the call must be flattened and
-// planned again: the trace read a leaf's held gradient that is not yet an
-// input (errHeldGrad), or dynamic scalars could not be honoured (they are
+// planned again: the trace read a leaf's held gradient or a ScalarFunc
+// that is not yet an input (errNewInput), or dynamic scalars could not be honoured (they are
 // guarded by value from then on).
 func (c *compiled) compileEntry(ge *guard.Entry, fa *flatArgs, args []reflect.Value) (e *entry, again bool) {
 	defer func() {
 		if r := recover(); r != nil {
-			if err, ok := r.(error); ok && errors.Is(err, errHeldGrad) {
+			if err, ok := r.(error); ok && errors.Is(err, errNewInput) {
 				e, again = nil, true
 				return
 			}
@@ -769,6 +778,12 @@ func (c *compiled) traceRun(tr *tracer, fa *flatArgs, args []reflect.Value) []re
 			proxies[i] = reflect.Zero(tensorType)
 			continue
 		}
+		if i >= fa.nargs+len(fa.held) { // a ScalarFunc's value
+			p := tr.proxyFor(tr.input(t, "scalar function"))
+			tr.scalarIns = append(tr.scalarIns, p)
+			proxies[i] = reflect.ValueOf(p)
+			continue
+		}
 		if i >= fa.nargs { // a gradient a leaf held at call time
 			proxies[i] = reflect.ValueOf(tr.proxyFor(tr.input(t, "held gradient")))
 			continue
@@ -787,7 +802,7 @@ func (c *compiled) traceRun(tr *tracer, fa *flatArgs, args []reflect.Value) []re
 		proxies[i] = reflect.ValueOf(p)
 	}
 	tr.args = fa.tensors[:fa.nargs]
-	if held := c.heldSources(); len(held) > 0 && len(fa.tensors) == fa.nargs+len(held) {
+	if held := fa.held; len(held) > 0 {
 		tr.held = map[*Tensor]*Tensor{}
 		for i, src := range held {
 			if leaf := src.leafOf(tr.args); leaf != nil {

@@ -231,10 +231,11 @@ func (tr *tracer) setGrad(t, g *Tensor) {
 	s.replaced, s.value = true, g
 }
 
-// errHeldGrad stops a trace that read the gradient a leaf held at call
-// time, not yet a graph input: the leaf is now a held source of the
-// function, and the call is planned and traced again with it bound.
-var errHeldGrad = errors.New("gocompile: a held gradient is read")
+// errNewInput stops a trace that read a value each call binds as a graph
+// input and that was not one yet (the gradient a leaf held at call time,
+// a ScalarFunc): it is now a source of the function, and the call is
+// flattened, planned and traced again with it bound.
+var errNewInput = errors.New("gocompile: the trace found a new input")
 
 // heldGrad is the gradient s's leaf held when the call began: the graph
 // input bound to it, nil if it held none, or, in a run that is not
@@ -252,7 +253,7 @@ func (tr *tracer) heldGrad(s *leafGrad) *Tensor {
 		src := s.via
 		src.replace, src.clear = false, false
 		tr.c.addHeld(src)
-		panic(errHeldGrad)
+		panic(errNewInput)
 	}
 	leaf.ag.mu.Lock()
 	g := leaf.ag.grad

@@ -1,5 +1,7 @@
 package tensor
 
+import "slices"
+
 // Conditions on Go values. A traced function's ops are recorded into a
 // graph that later calls replay without running the function's Go code, so
 // a Go value the function computes with (an optimizer's learning rate, a
@@ -70,4 +72,70 @@ func (e *entry) failed(fa *flatArgs) string {
 		return "the arguments are other leaves than the traced call's (one of them was, or was not, a captured tensor or another argument)"
 	}
 	return ""
+}
+
+// scalarSource is a Go value a compiled function reads on every call
+// (ScalarFunc), as a 0-d tensor of type dt on device dev.
+type scalarSource struct {
+	read func() float64
+	dt   DType
+	dev  Device
+}
+
+// value is the source's value now, as a tensor.
+func (s scalarSource) value() *Tensor { return Scalar(s.read(), s.dt).ToDevice(s.dev) }
+
+// ScalarFunc returns read()'s value as a 0-d tensor of type dt on device
+// dev. Outside tracing that is all it does. In a function Compile traces,
+// it is an input of the graph that every call binds to read()'s value
+// then, so a Go value that changes between calls (a scheduled learning
+// rate, a temperature) reaches the compiled graph without recompiling it;
+// tensor.Guard instead compiles again for each new value, and a plain
+// Scalar keeps the value it had while tracing. Each call of ScalarFunc in
+// the traced function is its own input, in the order of the calls.
+func ScalarFunc(read func() float64, dt DType, dev Device) *Tensor {
+	defer rethrow()
+	mustDevice("ScalarFunc", dev)
+	tr := tracingHere()
+	if tr == nil {
+		return Scalar(read(), dt).ToDevice(dev)
+	}
+	k := tr.nScalar
+	tr.nScalar++
+	if k < len(tr.scalarIns) {
+		p := tr.scalarIns[k]
+		if p.DType() != dt || p.Device() != dev {
+			throw("ScalarFunc", nil, "call ScalarFunc in the same order with the same types on every call",
+				"call %d of the traced function asks for %v on %v; the function's input %d is %v on %v", k, dt, dev, k, p.DType(), p.Device())
+		}
+		return p
+	}
+	// Past a graph break the function runs live on every call: the value
+	// is read now. Else it becomes the function's next scalar source.
+	if tr.compiling && tr.c != nil && len(tr.breaks) == 0 && tr.c.addScalar(k, scalarSource{read, dt, dev}) {
+		panic(errNewInput)
+	}
+	return Scalar(read(), dt).ToDevice(dev)
+}
+
+// addScalar makes src the function's scalar source k, when it has k, and
+// reports whether it did.
+func (c *compiled) addScalar(k int, src scalarSource) bool {
+	c.heldMu.Lock()
+	defer c.heldMu.Unlock()
+	old := c.scalarSources()
+	if len(old) != k {
+		return len(old) > k // another trace added it meanwhile: trace again with it bound
+	}
+	srcs := append(slices.Clip(old), src)
+	c.scalars.Store(&srcs)
+	return true
+}
+
+// scalarSources are the function's ScalarFunc inputs.
+func (c *compiled) scalarSources() []scalarSource {
+	if p := c.scalars.Load(); p != nil {
+		return *p
+	}
+	return nil
 }

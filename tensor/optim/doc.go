@@ -18,7 +18,8 @@
 // whole training step (ZeroGrad, the loss, Backward, Step) is one graph.
 // There the step count (AdamW's bias corrections) and SGD's per-parameter
 // "momentum started" flags live in 0-d tensors the graph updates, as
-// torch.optim's capturable state, and the hyperparameters are guarded
-// (tensor.Guard): a new learning rate compiles the step again. Clip with
+// torch.optim's capturable state; the learning rate is read on every call
+// (tensor.ScalarFunc), so a schedule runs without recompiling, and the
+// other hyperparameters are guarded (tensor.Guard). Clip with
 // ClipGradNormTensor there: it reads nothing back.
 package optim

@@ -91,19 +91,20 @@ func (o *SGD) Step() {
 
 // tracedStep is Step inside a compiled function, whose Go code runs only
 // while it is traced: whether each parameter has started is a 0-d tensor
-// the graph reads and sets, and the hyperparameters are guarded (a new
-// learning rate compiles the function again).
+// the graph reads and sets, the learning rate is read on every call
+// (tensor.ScalarFunc: a schedule needs no recompiling), and the other
+// hyperparameters are guarded (a new value compiles the function again).
 func (o *SGD) tracedStep() {
 	h := o.hyper()
-	tensor.Guard("SGD's hyperparameters", func() bool { return o.hyper() == h })
+	tensor.Guard("SGD's hyperparameters", func() bool { return o.hyper().sameBut(h) })
 	tensor.NoGrad(func() {
-		consts := constants{}
+		lrs := learningRates{read: func() float64 { return o.LR }}
 		for i, p := range o.params {
 			g := p.Grad()
 			if g == nil {
 				continue
 			}
-			lr := consts.get(o.LR, p)
+			lr := lrs.of(p)
 			mom, keep := lr, lr // unused without momentum
 			if o.Momentum != 0 {
 				if o.bufs[i] == nil {
@@ -248,15 +249,15 @@ func (o *AdamW) Step() {
 // tracedStep is Step inside a compiled function, whose Go code runs only
 // while it is traced: the step count is a 0-d tensor on the parameters'
 // device that the graph increments, and the bias corrections 1 − β^t are
-// computed from it in the graph (torch's capturable state); the
-// hyperparameters are guarded (a new learning rate compiles the function
-// again).
+// computed from it in the graph (torch's capturable state); the learning
+// rate is read on every call (tensor.ScalarFunc), and the other
+// hyperparameters are guarded (a new value compiles the function again).
 func (o *AdamW) tracedStep() {
 	if len(o.params) == 0 {
 		return
 	}
 	h := o.hyper()
-	tensor.Guard("AdamW's hyperparameters", func() bool { return o.hyper() == h })
+	tensor.Guard("AdamW's hyperparameters", func() bool { return o.hyper().sameBut(h) })
 	tensor.NoGrad(func() {
 		dev := o.params[0].Device()
 		if o.stepT == nil || o.stepT.Device() != dev {
@@ -267,6 +268,7 @@ func (o *AdamW) tracedStep() {
 		c1 := tensor.Scalar(o.Beta1, tensor.Float64).ToDevice(dev).Pow(t).Neg().AddScalar(1)
 		c2 := tensor.Scalar(o.Beta2, tensor.Float64).ToDevice(dev).Pow(t).Neg().AddScalar(1)
 		consts := constants{}
+		lrs := learningRates{read: func() float64 { return o.LR }}
 		for i, p := range o.params {
 			g := p.Grad()
 			if g == nil {
@@ -275,7 +277,7 @@ func (o *AdamW) tracedStep() {
 			if o.m[i] == nil {
 				o.m[i], o.v[i] = tensor.ZerosLike(p), tensor.ZerosLike(p)
 			}
-			o.update(p.Detach(), g, o.m[i], o.v[i], consts.get(o.LR, p), consts.cast(c1, p), consts.cast(c2, p))
+			o.update(p.Detach(), g, o.m[i], o.v[i], lrs.of(p), consts.cast(c1, p), consts.cast(c2, p))
 		}
 	})
 }
