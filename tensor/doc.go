@@ -77,9 +77,10 @@
 // ZeroGrad replace it; the leaf gets the result when the call returns. So
 // a whole training step — ZeroGrad, the loss, Backward and an optimizer's
 // Step — compiles into one graph. Code that keeps state in Go values
-// checks Compiling and keeps it in tensors instead (optim's step counts),
-// and Guard ties the compiled graph to Go values it read (a learning
-// rate): when one changes, the function is compiled again.
+// checks Compiling and keeps it in tensors instead (optim's step counts);
+// ScalarFunc reads a Go value anew on every call (a scheduled learning
+// rate), and Guard ties the compiled graph to Go values it read (betas):
+// when one changes, the function is compiled again.
 //
 // # Logging
 //
