@@ -130,27 +130,26 @@ func (t *Tensor) SetGrad(g *Tensor) {
 		throw("SetGrad", []*Tensor{t, g}, "give a gradient of the tensor's shape and type",
 			"gradient %v %v for a tensor %v %v", g.dtype(), ir.FormatShape(g.shape()), t.dtype(), ir.FormatShape(t.shape()))
 	}
+	t.replaceGrad(g)
+}
+
+// ZeroGrad clears t's accumulated gradient (sets it to nil, as PyTorch's
+// zero_grad does by default).
+func (t *Tensor) ZeroGrad() {
+	if t.ag != nil {
+		t.replaceGrad(nil)
+	}
+}
+
+// replaceGrad puts g in place of t's gradient: in the trace, inside a
+// compiled function.
+func (t *Tensor) replaceGrad(g *Tensor) {
 	if tr := t.traced(); tr != nil {
 		tr.setGrad(t, g)
 		return
 	}
 	t.ag.mu.Lock()
 	t.ag.grad = g
-	t.ag.mu.Unlock()
-}
-
-// ZeroGrad clears t's accumulated gradient (sets it to nil, as PyTorch's
-// zero_grad does by default).
-func (t *Tensor) ZeroGrad() {
-	if t.ag == nil {
-		return
-	}
-	if tr := t.traced(); tr != nil {
-		tr.setGrad(t, nil)
-		return
-	}
-	t.ag.mu.Lock()
-	t.ag.grad = nil
 	t.ag.mu.Unlock()
 }
 

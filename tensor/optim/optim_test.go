@@ -578,24 +578,10 @@ func TestClipGradNormTensor(t *testing.T) {
 		}
 	}
 
-	mk := func() ([]*tensor.Tensor, *AdamW) {
-		ps := []*tensor.Tensor{tensor.Randn(1, tensor.Float32, 4, 3).SetRequiresGrad(true), tensor.Randn(2, tensor.Float32, 3).SetRequiresGrad(true)}
-		return ps, NewAdamW(ps, 0.05)
-	}
-	step := func(ps []*tensor.Tensor, o *AdamW) func(x *tensor.Tensor) *tensor.Tensor {
-		return func(x *tensor.Tensor) *tensor.Tensor {
-			o.ZeroGrad()
-			loss := x.MatMul(ps[0]).Add(ps[1]).Tanh().Sum()
-			loss.Backward()
-			norm := ClipGradNormTensor(ps, 0.5)
-			o.Step()
-			return norm
-		}
-	}
-	pe, oe := mk()
-	pc, oc := mk()
+	pe, oe := smallModel(0.05)
+	pc, oc := smallModel(0.05)
 	var st tensor.CompileStats
-	eager, compiled := step(pe, oe), tensor.Compile(step(pc, oc), tensor.WithStats(&st))
+	eager, compiled := smallStep(pe, oe, 0.5), tensor.Compile(smallStep(pc, oc, 0.5), tensor.WithStats(&st))
 	for k := range 4 {
 		x := tensor.Randn(uint64(10+k), tensor.Float32, 5, 4)
 		what := fmt.Sprintf("step %d", k)
@@ -613,23 +599,10 @@ func TestClipGradNormTensor(t *testing.T) {
 // learning rate every step: a whole compiled training step reads it on
 // every call and compiles once; a new beta still compiles again.
 func TestStepInsideCompiledFollowsSchedule(t *testing.T) {
-	mk := func() ([]*tensor.Tensor, *AdamW) {
-		ps := []*tensor.Tensor{tensor.Randn(1, tensor.Float32, 4, 3).SetRequiresGrad(true), tensor.Randn(2, tensor.Float32, 3).SetRequiresGrad(true)}
-		return ps, NewAdamW(ps, 0)
-	}
-	step := func(ps []*tensor.Tensor, o *AdamW) func(x *tensor.Tensor) *tensor.Tensor {
-		return func(x *tensor.Tensor) *tensor.Tensor {
-			o.ZeroGrad()
-			loss := x.MatMul(ps[0]).Add(ps[1]).Tanh().Sum()
-			loss.Backward()
-			o.Step()
-			return loss
-		}
-	}
-	pe, oe := mk()
-	pc, oc := mk()
+	pe, oe := smallModel(0)
+	pc, oc := smallModel(0)
 	var st tensor.CompileStats
-	eager, compiled := step(pe, oe), tensor.Compile(step(pc, oc), tensor.WithStats(&st))
+	eager, compiled := smallStep(pe, oe, 0), tensor.Compile(smallStep(pc, oc, 0), tensor.WithStats(&st))
 	const steps = 12
 	for k := range steps {
 		lr := 0.1 * float64(k+1) / 4
@@ -649,5 +622,27 @@ func TestStepInsideCompiledFollowsSchedule(t *testing.T) {
 	}
 	if st.Compiles.Load() != 2 || st.EagerCalls.Load() != 0 {
 		t.Errorf("%d compilations, %d eager calls; want 2 (one per beta), 0", st.Compiles.Load(), st.EagerCalls.Load())
+	}
+}
+
+// smallModel is two float32 parameters and an AdamW over them.
+func smallModel(lr float64) ([]*tensor.Tensor, *AdamW) {
+	ps := []*tensor.Tensor{tensor.Randn(1, tensor.Float32, 4, 3).SetRequiresGrad(true), tensor.Randn(2, tensor.Float32, 3).SetRequiresGrad(true)}
+	return ps, NewAdamW(ps, lr)
+}
+
+// smallStep is a training step of smallModel's parameters: ZeroGrad, the
+// loss of a batch x and its Backward, clipping to clip (none when 0) and
+// the update. It returns the loss, or with clipping the gradients' norm.
+func smallStep(ps []*tensor.Tensor, o *AdamW, clip float64) func(x *tensor.Tensor) *tensor.Tensor {
+	return func(x *tensor.Tensor) *tensor.Tensor {
+		o.ZeroGrad()
+		loss := x.MatMul(ps[0]).Add(ps[1]).Tanh().Sum()
+		loss.Backward()
+		if clip > 0 {
+			loss = ClipGradNormTensor(ps, clip)
+		}
+		o.Step()
+		return loss
 	}
 }
