@@ -522,20 +522,20 @@ func TestGuardRecompilesOnChange(t *testing.T) {
 // the order called, and one past a graph break, which is read live.
 // Outside tracing it is the value.
 func TestScalarFunc(t *testing.T) {
-	if got := ScalarFunc(func() float64 { return 2.5 }, Float32, CPU); got.Item() != 2.5 || got.DType() != Float32 || got.Dim() != 0 {
+	if got := ScalarFunc("x", func() float64 { return 2.5 }, Float32, CPU); got.Item() != 2.5 || got.DType() != Float32 || got.Dim() != 0 {
 		t.Fatalf("outside tracing: %v %v, want a 0-d float32 2.5", got.DType(), got.Item())
 	}
 	scale, shift := 1.0, 0.0
 	var st CompileStats
 	f := func(x *Tensor) *Tensor {
-		s := ScalarFunc(func() float64 { return scale }, Float64, x.Device())
-		b := ScalarFunc(func() float64 { return shift }, Float64, x.Device())
+		s := ScalarFunc("scale", func() float64 { return scale }, Float64, x.Device())
+		b := ScalarFunc("shift", func() float64 { return shift }, Float64, x.Device())
 		return x.Mul(s).Add(b)
 	}
 	compiled := Compile(f, WithStats(&st))
 	broken := Compile(func(x *Tensor) *Tensor {
 		n := x.Sum().Item() // graph break
-		return x.Mul(ScalarFunc(func() float64 { return scale }, Float64, x.Device())).AddScalar(n)
+		return x.Mul(ScalarFunc("scale", func() float64 { return scale }, Float64, x.Device())).AddScalar(n)
 	})
 	x := FromSlice([]float64{1, -2, 3})
 	for call := range 5 {
@@ -546,5 +546,33 @@ func TestScalarFunc(t *testing.T) {
 	}
 	if st.Compiles.Load() != 1 {
 		t.Errorf("%d compilations, want 1", st.Compiles.Load())
+	}
+}
+
+// ScalarFunc inputs are found by name, type and device, not by the order
+// of the calls: a trace that calls them in another order, or leaves one
+// out, reads each its own value, and a function generic in its argument's
+// type gets one input per type (found in review).
+func TestScalarFuncByName(t *testing.T) {
+	a, b := 10.0, 1.0
+	f := func(x *Tensor) *Tensor {
+		y := x
+		if x.Dim() == 2 {
+			y = y.Mul(ScalarFunc("a", func() float64 { return a }, x.DType(), x.Device()))
+		}
+		return y.Add(ScalarFunc("b", func() float64 { return b }, x.DType(), x.Device()))
+	}
+	compiled := Compile(f)
+	for call, x := range []*Tensor{
+		FromSlice([]float64{1, 2}), FromSlice([]float64{1, 2}, 1, 2),
+		FromSlice([]float32{3, 4}, 1, 2), FromSlice([]float64{5, 6}),
+	} {
+		a, b = a+1, b+1
+		want := f(x)
+		var got *Tensor
+		if err := Try(func() { got = compiled(x) }); err != nil {
+			t.Fatalf("call %d: %v", call, err)
+		}
+		checkClose(t, fmt.Sprintf("call %d (%v %v)", call, x.DType(), x.Shape()), got, x.DType(), x.Shape(), vals(want), 0)
 	}
 }

@@ -618,7 +618,11 @@ func (c *compiled) call(args []reflect.Value) (res []reflect.Value) {
 		// This call shared the flight of another, which compiled for its
 		// own call: the flight found held gradients this call's flattening
 		// predates (they may differ in being nil), or a Guard condition or
-		// the leaves differ now. The call finds its own entry.
+		// the leaves differ now. The call finds its own entry (counted
+		// once).
+		if st != nil && !c.isGrad {
+			st.Calls.Add(-1)
+		}
 		return c.call(args)
 	}
 	if e := v.(*entry); e.ninputs != len(fa.tensors) {
@@ -802,6 +806,7 @@ func (c *compiled) traceRun(tr *tracer, fa *flatArgs, args []reflect.Value) []re
 		proxies[i] = reflect.ValueOf(p)
 	}
 	tr.args = fa.tensors[:fa.nargs]
+	tr.scalarSrcs = fa.scalars
 	if held := fa.held; len(held) > 0 {
 		tr.held = map[*Tensor]*Tensor{}
 		for i, src := range held {

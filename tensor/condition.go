@@ -75,11 +75,18 @@ func (e *entry) failed(fa *flatArgs) string {
 }
 
 // scalarSource is a Go value a compiled function reads on every call
-// (ScalarFunc), as a 0-d tensor of type dt on device dev.
+// (ScalarFunc), as a 0-d tensor of type dt on device dev, named key.
 type scalarSource struct {
+	key  string
 	read func() float64
 	dt   DType
 	dev  Device
+}
+
+// same reports whether s and o are one input: the same name, type and
+// device.
+func (s scalarSource) same(o scalarSource) bool {
+	return s.key == o.key && s.dt == o.dt && s.dev == o.dev
 }
 
 // value is the source's value now, as a tensor.
@@ -91,45 +98,45 @@ func (s scalarSource) value() *Tensor { return Scalar(s.read(), s.dt).ToDevice(s
 // then, so a Go value that changes between calls (a scheduled learning
 // rate, a temperature) reaches the compiled graph without recompiling it;
 // tensor.Guard instead compiles again for each new value, and a plain
-// Scalar keeps the value it had while tracing. Each call of ScalarFunc in
-// the traced function is its own input, in the order of the calls.
-func ScalarFunc(read func() float64, dt DType, dev Device) *Tensor {
+// Scalar keeps the value it had while tracing.
+//
+// key names the value within the compiled function: calls with the same
+// key, type and device read one input, bound with the read function of the
+// first of them, so a key must name one value (an optimizer's learning
+// rate: its name and address).
+func ScalarFunc(key string, read func() float64, dt DType, dev Device) *Tensor {
 	defer rethrow()
 	mustDevice("ScalarFunc", dev)
 	tr := tracingHere()
 	if tr == nil {
 		return Scalar(read(), dt).ToDevice(dev)
 	}
-	k := tr.nScalar
-	tr.nScalar++
-	if k < len(tr.scalarIns) {
-		p := tr.scalarIns[k]
-		if p.DType() != dt || p.Device() != dev {
-			throw("ScalarFunc", nil, "call ScalarFunc in the same order with the same types on every call",
-				"call %d of the traced function asks for %v on %v; the function's input %d is %v on %v", k, dt, dev, k, p.DType(), p.Device())
+	src := scalarSource{key, read, dt, dev}
+	for i, s := range tr.scalarSrcs {
+		if s.same(src) {
+			return tr.scalarIns[i]
 		}
-		return p
 	}
 	// Past a graph break the function runs live on every call: the value
-	// is read now. Else it becomes the function's next scalar source.
-	if tr.compiling && tr.c != nil && len(tr.breaks) == 0 && tr.c.addScalar(k, scalarSource{read, dt, dev}) {
+	// is read now. Else it becomes a scalar source of the function.
+	if tr.compiling && tr.c != nil && len(tr.breaks) == 0 {
+		tr.c.addScalar(src)
 		panic(errNewInput)
 	}
 	return Scalar(read(), dt).ToDevice(dev)
 }
 
-// addScalar makes src the function's scalar source k, when it has k, and
-// reports whether it did.
-func (c *compiled) addScalar(k int, src scalarSource) bool {
+// addScalar makes src a scalar source of c (unless another trace made it
+// one meanwhile).
+func (c *compiled) addScalar(src scalarSource) {
 	c.heldMu.Lock()
 	defer c.heldMu.Unlock()
 	old := c.scalarSources()
-	if len(old) != k {
-		return len(old) > k // another trace added it meanwhile: trace again with it bound
+	if slices.ContainsFunc(old, src.same) {
+		return
 	}
 	srcs := append(slices.Clip(old), src)
 	c.scalars.Store(&srcs)
-	return true
 }
 
 // scalarSources are the function's ScalarFunc inputs.

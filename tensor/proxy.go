@@ -46,10 +46,10 @@ type tracer struct {
 	// (use), and argOf each argument proxy's index.
 	leafUses []gradTarget
 	argOf    map[*Tensor]int
-	// scalarIns are the inputs bound to the function's scalar sources,
-	// and nScalar how many ScalarFuncs the run has read (ScalarFunc).
-	scalarIns []*Tensor
-	nScalar   int
+	// scalarIns are the inputs bound to the function's scalar sources
+	// scalarSrcs (ScalarFunc).
+	scalarIns  []*Tensor
+	scalarSrcs []scalarSource
 	// compiling says the run is traced to be compiled (not a live run of
 	// a function with graph breaks): a held gradient it reads must be an
 	// input (heldGrad).

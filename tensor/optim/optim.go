@@ -1,6 +1,7 @@
 package optim
 
 import (
+	"fmt"
 	"math"
 	"slices"
 
@@ -98,7 +99,7 @@ func (o *SGD) tracedStep() {
 	h := o.hyper()
 	tensor.Guard("SGD's hyperparameters", func() bool { return o.hyper().sameBut(h) })
 	tensor.NoGrad(func() {
-		lrs := learningRates{read: func() float64 { return o.LR }}
+		lrs := learningRates{key: fmt.Sprintf("SGD %p LR", o), read: func() float64 { return o.LR }}
 		for i, p := range o.params {
 			g := p.Grad()
 			if g == nil {
@@ -268,7 +269,7 @@ func (o *AdamW) tracedStep() {
 		c1 := tensor.Scalar(o.Beta1, tensor.Float64).ToDevice(dev).Pow(t).Neg().AddScalar(1)
 		c2 := tensor.Scalar(o.Beta2, tensor.Float64).ToDevice(dev).Pow(t).Neg().AddScalar(1)
 		consts := constants{}
-		lrs := learningRates{read: func() float64 { return o.LR }}
+		lrs := learningRates{key: fmt.Sprintf("AdamW %p LR", o), read: func() float64 { return o.LR }}
 		for i, p := range o.params {
 			g := p.Grad()
 			if g == nil {

@@ -100,8 +100,10 @@ func stepFunc(params []*tensor.Tensor, r rule) func(grads []*tensor.Tensor, f0, 
 }
 
 // learningRates are a traced step's learning rate, read on every call
-// (tensor.ScalarFunc), once per type and device of the parameters.
+// (tensor.ScalarFunc), once per type and device of the parameters; key
+// names the optimizer.
 type learningRates struct {
+	key  string
 	read func() float64
 	by   map[[2]any]*tensor.Tensor
 }
@@ -113,7 +115,7 @@ func (l *learningRates) of(p *tensor.Tensor) *tensor.Tensor {
 		l.by = map[[2]any]*tensor.Tensor{}
 	}
 	if l.by[k] == nil {
-		l.by[k] = tensor.ScalarFunc(l.read, p.DType(), p.Device())
+		l.by[k] = tensor.ScalarFunc(l.key, l.read, p.DType(), p.Device())
 	}
 	return l.by[k]
 }
