@@ -45,7 +45,9 @@ type Explanation struct {
 	// shapes; EagerPeakBytes is the same running the ops one by one.
 	PeakBytes, EagerPeakBytes int64
 	// Gradients lists the leaves whose gradients a training step's graph
-	// outputs (after its results), when the function calls Backward.
+	// outputs (after its results), when the function calls Backward or
+	// sets gradients: each added to what the leaf holds, or "(replaced)"
+	// or "(cleared)" where the function set or cleared it (ZeroGrad).
 	Gradients []string
 	// For a function whose result requires gradients and whose Backward
 	// is taken after the call: the joint graph split in two (see
@@ -172,7 +174,14 @@ func Explain(fn any, args ...any) (*Explanation, error) {
 			if tg.arg >= 0 {
 				leaf, what = fa.tensors[tg.arg], fmt.Sprintf("argument tensor %d", tg.arg)
 			}
-			ex.Gradients = append(ex.Gradients, fmt.Sprintf("%s %v %v", what, leaf.dtype(), ir.FormatShape(leaf.shape())))
+			how := "" // added to what the leaf holds
+			switch {
+			case tg.clear:
+				how = " (cleared)"
+			case tg.replace:
+				how = " (replaced)"
+			}
+			ex.Gradients = append(ex.Gradients, fmt.Sprintf("%s %v %v%s", what, leaf.dtype(), ir.FormatShape(leaf.shape()), how))
 		}
 
 		for _, g := range e.graphs {

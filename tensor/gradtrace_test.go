@@ -228,3 +228,22 @@ func TestCompiledBackwardNewShapes(t *testing.T) {
 		checkClose(t, what+": gradient", qc.Grad(), Float32, []int{n}, vals(qe.Grad()), 1)
 	}
 }
+
+// Explain shows how a whole training step leaves each gradient: cleared
+// by ZeroGrad and computed again, so replaced.
+func TestExplainWholeStepGradients(t *testing.T) {
+	p := Randn(1, Float32, 3).SetRequiresGrad(true)
+	ex, err := Explain(func(x *Tensor) *Tensor {
+		p.ZeroGrad()
+		loss := x.Mul(p).Sum()
+		loss.Backward()
+		NoGrad(func() { p.Detach().Copy(p.Detach().Sub(p.Grad().MulScalar(0.1))) })
+		return loss
+	}, Randn(2, Float32, 3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ex.Gradients) != 1 || ex.Gradients[0] != "a captured tensor float32 [3] (replaced)" {
+		t.Errorf("Gradients = %q, want one replaced captured tensor", ex.Gradients)
+	}
+}
