@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"gocompile/ir"
@@ -574,5 +575,18 @@ func TestScalarFuncByName(t *testing.T) {
 			t.Fatalf("call %d: %v", call, err)
 		}
 		checkClose(t, fmt.Sprintf("call %d (%v %v)", call, x.DType(), x.Shape()), got, x.DType(), x.Shape(), vals(want), 0)
+	}
+}
+
+// A scalar source's tensor is made again only when its value changes (no
+// copy to the device on calls where the learning rate stays).
+func TestScalarSourceReusesItsTensor(t *testing.T) {
+	v := 0.5
+	src := scalarSource{"v", func() float64 { return v }, Float32, CPU, &atomic.Pointer[scalarValue]{}}
+	a, b := src.value(), src.value()
+	v = 0.25
+	c := src.value()
+	if a != b || c == b || c.Item() != 0.25 || a.Item() != 0.5 {
+		t.Errorf("tensors %p %p %p with values %v, %v: want the first two shared, the third new with 0.25", a, b, c, a.Item(), c.Item())
 	}
 }

@@ -1,6 +1,10 @@
 package tensor
 
-import "slices"
+import (
+	"math"
+	"slices"
+	"sync/atomic"
+)
 
 // Conditions on Go values. A traced function's ops are recorded into a
 // graph that later calls replay without running the function's Go code, so
@@ -81,6 +85,14 @@ type scalarSource struct {
 	read func() float64
 	dt   DType
 	dev  Device
+	// last is the latest value and its tensor, reused while the value
+	// stays (no copy to the device); graphs only read their inputs.
+	last *atomic.Pointer[scalarValue]
+}
+
+type scalarValue struct {
+	v float64
+	t *Tensor
 }
 
 // same reports whether s and o are one input: the same name, type and
@@ -90,7 +102,15 @@ func (s scalarSource) same(o scalarSource) bool {
 }
 
 // value is the source's value now, as a tensor.
-func (s scalarSource) value() *Tensor { return Scalar(s.read(), s.dt).ToDevice(s.dev) }
+func (s scalarSource) value() *Tensor {
+	v := s.read()
+	if l := s.last.Load(); l != nil && math.Float64bits(l.v) == math.Float64bits(v) {
+		return l.t
+	}
+	t := Scalar(v, s.dt).ToDevice(s.dev)
+	s.last.Store(&scalarValue{v, t})
+	return t
+}
 
 // ScalarFunc returns read()'s value as a 0-d tensor of type dt on device
 // dev. Outside tracing that is all it does. In a function Compile traces,
@@ -111,7 +131,7 @@ func ScalarFunc(key string, read func() float64, dt DType, dev Device) *Tensor {
 	if tr == nil {
 		return Scalar(read(), dt).ToDevice(dev)
 	}
-	src := scalarSource{key, read, dt, dev}
+	src := scalarSource{key, read, dt, dev, &atomic.Pointer[scalarValue]{}}
 	for i, s := range tr.scalarSrcs {
 		if s.same(src) {
 			return tr.scalarIns[i]
