@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync/atomic"
 
 	"gocompile/internal/logs"
 	"gocompile/ir"
@@ -270,12 +271,22 @@ func (tr *tracer) heldGrad(s *leafGrad) *Tensor {
 func (c *compiled) addHeld(src gradTarget) {
 	c.heldMu.Lock()
 	defer c.heldMu.Unlock()
-	old := c.heldSources()
-	if slices.Contains(old, src) {
+	appendNew(&c.held, src, func(s gradTarget) bool { return s == src })
+}
+
+// appendNew appends v to the list p points to, copying it (readers load
+// it without locking), unless an element is the same; the caller
+// serialises writers.
+func appendNew[T any](p *atomic.Pointer[[]T], v T, same func(T) bool) {
+	var old []T
+	if l := p.Load(); l != nil {
+		old = *l
+	}
+	if slices.ContainsFunc(old, same) {
 		return
 	}
-	srcs := append(slices.Clip(old), src)
-	c.held.Store(&srcs)
+	l := append(slices.Clip(old), v)
+	p.Store(&l)
 }
 
 // heldSources are the leaves whose gradients at call time c's graphs read.

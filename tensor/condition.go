@@ -2,7 +2,6 @@ package tensor
 
 import (
 	"math"
-	"slices"
 	"sync/atomic"
 )
 
@@ -151,12 +150,7 @@ func ScalarFunc(key string, read func() float64, dt DType, dev Device) *Tensor {
 func (c *compiled) addScalar(src scalarSource) {
 	c.heldMu.Lock()
 	defer c.heldMu.Unlock()
-	old := c.scalarSources()
-	if slices.ContainsFunc(old, src.same) {
-		return
-	}
-	srcs := append(slices.Clip(old), src)
-	c.scalars.Store(&srcs)
+	appendNew(&c.scalars, src, src.same)
 }
 
 // scalarSources are the function's ScalarFunc inputs.

@@ -276,13 +276,7 @@ func TestMarkInPlaceThroughOtherWrites(t *testing.T) {
 	p, buf := Zeros(Float32, 8), Zeros(Float32, 8)
 	dev := p.v.Device()
 	g := &ir.Graph{}
-	call := func(op *ir.Op, attrs ir.Attrs, args ...ir.Value) *ir.Node {
-		n, err := g.Call(op, attrs, "", args...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
+	call := graphCaller(t, g)
 	whole := ir.StridedLayout(ir.Layout{Shape: []int{8}, Strides: []int{1}})
 	pOld, bufOld := g.Const(p.v, []int{8}, Float32, dev, ""), g.Const(buf.v, []int{8}, Float32, dev, "")
 	d := call(ir.OpMul, ir.Attrs{}, pOld, ir.ScalarOf(2))
@@ -525,13 +519,7 @@ func TestMarkInPlaceOrdersLateProducts(t *testing.T) {
 	build := func(lateReader *ir.Op) (*ir.Graph, *ir.Node) {
 		w := Randn(1, Float32, 4, 4)
 		g := &ir.Graph{}
-		call := func(op *ir.Op, attrs ir.Attrs, args ...ir.Value) *ir.Node {
-			n, err := g.Call(op, attrs, "", args...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return n
-		}
+		call := graphCaller(t, g)
 		x := g.Input([]int{2, 4}, Float32, w.v.Device(), "")
 		wOld := g.Const(w.v, []int{16}, Float32, w.v.Device(), "")
 		w2 := call(ir.OpReshape, ir.Attrs{Dims: []int{4, 4}}, wOld)
@@ -587,5 +575,18 @@ func TestMarkInPlaceOrdersLateProducts(t *testing.T) {
 		what := fmt.Sprintf("call %d", call)
 		checkClose(t, what+": dx", got, Float32, want.Shape(), vals(want), 4)
 		checkClose(t, what+": w", wc, Float32, we.Shape(), vals(we), 4)
+	}
+}
+
+// graphCaller returns a function that adds a call of op to g, failing the
+// test if the graph refuses it.
+func graphCaller(t *testing.T, g *ir.Graph) func(op *ir.Op, attrs ir.Attrs, args ...ir.Value) *ir.Node {
+	return func(op *ir.Op, attrs ir.Attrs, args ...ir.Value) *ir.Node {
+		t.Helper()
+		n, err := g.Call(op, attrs, "", args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
 	}
 }
