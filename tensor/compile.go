@@ -545,34 +545,24 @@ func (c *compiled) call(args []reflect.Value) (res []reflect.Value) {
 			if ok && v.(*entry).validFor(fa) {
 				return v, nil
 			}
-			if ok { // a Guard condition failed: compile the entry again
-				why := v.(*entry).failed(fa)
-				if c.stale.Add(1)+int64(gc.Len()) > int64(c.opts.limit) {
-					c.warned.Do(func() {
-						logs.Warn("gocompile: recompile limit reached; running eagerly from now on",
-							"function", c.name, "limit", c.opts.limit, "reason", why)
-					})
-					c.eager.Store(true)
-					return nil, nil
-				}
-				if logs.On("recompiles") {
-					logs.Info("gocompile: recompiling", "function", c.name, "reason", why)
-				}
-			}
 			ge, reason := gc.Plan(&fa.call)
-			if ge == nil && ok { // full: the replacement takes the stale entry's place
-				ge = guard.NewEntry(fa.call, c.policy(fa))
+			why, limited := reason.Text, reason.LimitReached
+			if ok { // a Guard condition failed: compile the entry again, in its place
+				why, limited = v.(*entry).failed(fa), c.stale.Add(1)+int64(gc.Len()) > int64(c.opts.limit)
+				if ge == nil {
+					ge = guard.NewEntry(fa.call, c.policy(fa))
+				}
 			}
-			if reason.LimitReached && !ok {
+			if limited {
 				c.warned.Do(func() {
 					logs.Warn("gocompile: recompile limit reached; running eagerly from now on",
-						"function", c.name, "limit", c.opts.limit, "reason", reason.Text)
+						"function", c.name, "limit", c.opts.limit, "reason", why)
 				})
 				c.eager.Store(true)
 				return nil, nil
 			}
-			if logs.On("recompiles") && gc.Len() > 0 && !ok {
-				logs.Info("gocompile: recompiling", "function", c.name, "reason", reason.Text)
+			if logs.On("recompiles") && gc.Len() > 0 {
+				logs.Info("gocompile: recompiling", "function", c.name, "reason", why)
 			}
 			e, again := c.compileEntry(ge, fa, args)
 			if again { // held gradients found, or dynamic scalars dropped
@@ -614,10 +604,11 @@ func (c *compiled) call(args []reflect.Value) (res []reflect.Value) {
 	if compiledNow != nil && compiledNow.firstResults != nil {
 		return compiledNow.firstResults
 	}
-	if e := v.(*entry); compiledNow == nil && (e.ninputs != len(fa.tensors) || !e.validFor(fa)) {
+	e := v.(*entry)
+	if compiledNow == nil && (e.ninputs != len(fa.tensors) || !e.validFor(fa)) {
 		// This call shared the flight of another, which compiled for its
-		// own call: the flight found held gradients this call's flattening
-		// predates (they may differ in being nil), or a Guard condition or
+		// own call: the flight found inputs this call's flattening
+		// predates (held gradients, nil or not), or a Guard condition or
 		// the leaves differ now. The call finds its own entry (counted
 		// once).
 		if st != nil && !c.isGrad {
@@ -625,10 +616,10 @@ func (c *compiled) call(args []reflect.Value) (res []reflect.Value) {
 		}
 		return c.call(args)
 	}
-	if e := v.(*entry); e.ninputs != len(fa.tensors) {
-		fa = c.flatten(args) // the leader's: with the held gradients found
+	if e.ninputs != len(fa.tensors) {
+		fa = c.flatten(args) // this call compiled the entry, with the inputs it found
 	}
-	return c.run(v.(*entry), fa, args)
+	return c.run(e, fa, args)
 }
 
 // guardCache returns the function's guard entries, making them at the
@@ -705,8 +696,7 @@ func (c *compiled) compileEntry(ge *guard.Entry, fa *flatArgs, args []reflect.Va
 		}
 		return e, false
 	}
-	tr := newTracer(c, c.opts.fullGraph)
-	tr.compiling = true
+	tr := c.compileTracer()
 	defer func() { tr.release() }()
 	tr.onShapeRead = func(sizes []int) { specializeRead(ge, fa, sizes) }
 	results := c.traceRun(tr, fa, args)
@@ -716,8 +706,7 @@ func (c *compiled) compileEntry(ge *guard.Entry, fa *flatArgs, args []reflect.Va
 		// are recorded too, not run once now.
 		written := tr.writtenKeys()
 		tr.release()
-		tr = newTracer(c, c.opts.fullGraph)
-		tr.compiling = true
+		tr = c.compileTracer()
 		tr.bind(written)
 		tr.onShapeRead = func(sizes []int) { specializeRead(ge, fa, sizes) }
 		results = c.traceRun(tr, fa, args)

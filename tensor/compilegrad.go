@@ -251,9 +251,7 @@ func (tr *tracer) heldGrad(s *leafGrad) *Tensor {
 	// gradient the leaf holds (its value at call time: a run's gradients
 	// reach the leaves when it ends).
 	if tr.compiling && tr.c != nil && len(tr.breaks) == 0 {
-		src := s.via
-		src.replace, src.clear = false, false
-		tr.c.addHeld(src)
+		tr.c.addHeld(s.via)
 		panic(errNewInput)
 	}
 	leaf.ag.mu.Lock()

@@ -49,8 +49,11 @@ func Guard(what string, holds func() bool) {
 func Compiling() bool { return tracingHere() != nil }
 
 // valid reports whether every Guard condition of e holds.
-func (e *entry) valid() bool {
-	for _, c := range e.checks {
+func (e *entry) valid() bool { return checksHold(e.checks) }
+
+// checksHold reports whether every one of checks holds.
+func checksHold(checks []guardCheck) bool {
+	for _, c := range checks {
 		if !c.holds() {
 			return false
 		}

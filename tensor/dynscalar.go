@@ -35,8 +35,7 @@ func (c *compiled) compileDynamic(fa *flatArgs, args []reflect.Value) (*entry, s
 		return nil, fmt.Sprintf("backend %q takes no scalar inputs", c.opts.backend)
 	}
 	trace1 := func(args []reflect.Value) (*ir.Graph, []reflect.Value, *tracer) {
-		tr := newTracer(c, c.opts.fullGraph)
-		tr.compiling = true
+		tr := c.compileTracer()
 		defer tr.release() // also when fn panics
 		res := c.traceRun(tr, fa, args)
 		if len(tr.breaks) > 0 {

@@ -251,6 +251,7 @@ func markInPlace(g *ir.Graph, static bool) {
 			continue
 		}
 		if sourceAliases(g, n, readers) {
+			n.Attrs.KeepDim = false
 			continue
 		}
 		ancestors := ancestorsOf(n)

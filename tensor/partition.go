@@ -43,7 +43,7 @@ type partitioned struct {
 }
 
 // valid reports whether every Guard condition of the halves holds.
-func (p *partitioned) valid() bool { return (&entry{checks: p.checks}).valid() }
+func (p *partitioned) valid() bool { return checksHold(p.checks) }
 
 // partSlot is the value of a call signature's guard entry in parts: its
 // halves once split, nil while being split or where they cannot be;

@@ -58,6 +58,13 @@ type tracer struct {
 	checks []guardCheck
 }
 
+// compileTracer is a tracer for a trace c compiles (compiling set).
+func (c *compiled) compileTracer() *tracer {
+	tr := newTracer(c, c.opts.fullGraph)
+	tr.compiling = true
+	return tr
+}
+
 func newTracer(c *compiled, fullGraph bool) *tracer {
 	tr := &tracer{c: c, fullGraph: fullGraph, realized: map[*ir.Node]*Tensor{}}
 	tr.newSegment()

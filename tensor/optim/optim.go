@@ -65,15 +65,20 @@ func (o *SGD) Step() {
 		o.tracedStep()
 		return
 	}
-	for i, s := range o.startedT { // traced steps keep the flags in tensors
+	// Traced steps keep the flags in tensors: a flag still unset here is
+	// read from its tensor, and set there too if this step sets it.
+	var unset []int
+	for i, s := range o.startedT {
 		if s != nil && !o.started[i] {
-			o.started[i] = s.Item() != 0
+			if o.started[i] = s.Item() != 0; !o.started[i] {
+				unset = append(unset, i)
+			}
 		}
 	}
 	defer func() {
-		for i, s := range o.startedT {
-			if s != nil && o.started[i] {
-				s.Fill(1)
+		for _, i := range unset {
+			if o.started[i] {
+				o.startedT[i].Fill(1)
 			}
 		}
 	}()
@@ -99,13 +104,14 @@ func (o *SGD) tracedStep() {
 	h := o.hyper()
 	tensor.Guard("SGD's hyperparameters", func() bool { return o.hyper().sameBut(h) })
 	tensor.NoGrad(func() {
-		lrs := learningRates{key: fmt.Sprintf("SGD %p LR", o), read: func() float64 { return o.LR }}
+		key, readLR := fmt.Sprintf("SGD %p LR", o), func() float64 { return o.LR }
 		for i, p := range o.params {
 			g := p.Grad()
 			if g == nil {
 				continue
 			}
-			lr := lrs.of(p)
+			// Read on every call; one input per type and device.
+			lr := tensor.ScalarFunc(key, readLR, p.DType(), p.Device())
 			mom, keep := lr, lr // unused without momentum
 			if o.Momentum != 0 {
 				if o.bufs[i] == nil {
@@ -268,8 +274,7 @@ func (o *AdamW) tracedStep() {
 		o.stepT.Copy(t)
 		c1 := tensor.Scalar(o.Beta1, tensor.Float64).ToDevice(dev).Pow(t).Neg().AddScalar(1)
 		c2 := tensor.Scalar(o.Beta2, tensor.Float64).ToDevice(dev).Pow(t).Neg().AddScalar(1)
-		consts := constants{}
-		lrs := learningRates{key: fmt.Sprintf("AdamW %p LR", o), read: func() float64 { return o.LR }}
+		key, readLR := fmt.Sprintf("AdamW %p LR", o), func() float64 { return o.LR }
 		for i, p := range o.params {
 			g := p.Grad()
 			if g == nil {
@@ -278,7 +283,9 @@ func (o *AdamW) tracedStep() {
 			if o.m[i] == nil {
 				o.m[i], o.v[i] = tensor.ZerosLike(p), tensor.ZerosLike(p)
 			}
-			o.update(p.Detach(), g, o.m[i], o.v[i], lrs.of(p), consts.cast(c1, p), consts.cast(c2, p))
+			// The learning rate is read on every call, one input per type and
+			// device; the graph's CSE merges the casts of c1 and c2.
+			o.update(p.Detach(), g, o.m[i], o.v[i], tensor.ScalarFunc(key, readLR, p.DType(), p.Device()), c1.To(p.DType()), c2.To(p.DType()))
 		}
 	})
 }

@@ -98,37 +98,3 @@ func stepFunc(params []*tensor.Tensor, r rule) func(grads []*tensor.Tensor, f0, 
 		return f0
 	}
 }
-
-// learningRates are a traced step's learning rate, read on every call
-// (tensor.ScalarFunc), once per type and device of the parameters; key
-// names the optimizer.
-type learningRates struct {
-	key  string
-	read func() float64
-	by   map[[2]any]*tensor.Tensor
-}
-
-// of is the learning rate as a 0-d tensor of p's type on p's device.
-func (l *learningRates) of(p *tensor.Tensor) *tensor.Tensor {
-	k := [2]any{p.DType(), p.Device()}
-	if l.by == nil {
-		l.by = map[[2]any]*tensor.Tensor{}
-	}
-	if l.by[k] == nil {
-		l.by[k] = tensor.ScalarFunc(l.key, l.read, p.DType(), p.Device())
-	}
-	return l.by[k]
-}
-
-// constants makes a traced step's 0-d factors once per value, type and
-// device.
-type constants map[[3]any]*tensor.Tensor
-
-// cast is x, a 0-d tensor, converted to p's type once per type.
-func (c constants) cast(x, p *tensor.Tensor) *tensor.Tensor {
-	k := [3]any{x, p.DType(), p.Device()}
-	if c[k] == nil {
-		c[k] = x.To(p.DType())
-	}
-	return c[k]
-}
