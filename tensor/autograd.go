@@ -199,7 +199,8 @@ func recording() bool {
 }
 
 // goroutineID is the calling goroutine's number, from its stack header
-// ("goroutine N [...]"). Read only while a NoGrad scope is open.
+// ("goroutine N [...]"). Read only while a NoGrad scope is open or a
+// function is traced (tracing.go).
 func goroutineID() uint64 {
 	var buf [64]byte
 	b := buf[:runtime.Stack(buf[:], false)]

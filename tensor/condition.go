@@ -109,7 +109,7 @@ func (s scalarSource) value() *Tensor {
 	if l := s.last.Load(); l != nil && math.Float64bits(l.v) == math.Float64bits(v) {
 		return l.t
 	}
-	t := Scalar(v, s.dt).ToDevice(s.dev)
+	t := scalarOn(v, s.dt, s.dev)
 	s.last.Store(&scalarValue{v, t})
 	return t
 }
@@ -131,7 +131,7 @@ func ScalarFunc(key string, read func() float64, dt DType, dev Device) *Tensor {
 	mustDevice("ScalarFunc", dev)
 	tr := tracingHere()
 	if tr == nil {
-		return Scalar(read(), dt).ToDevice(dev)
+		return scalarOn(read(), dt, dev)
 	}
 	src := scalarSource{key, read, dt, dev, &atomic.Pointer[scalarValue]{}}
 	for i, s := range tr.scalarSrcs {
@@ -145,7 +145,7 @@ func ScalarFunc(key string, read func() float64, dt DType, dev Device) *Tensor {
 		tr.c.addScalar(src)
 		panic(errNewInput)
 	}
-	return Scalar(read(), dt).ToDevice(dev)
+	return scalarOn(read(), dt, dev)
 }
 
 // addScalar makes src a scalar source of c (unless another trace made it

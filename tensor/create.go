@@ -239,22 +239,24 @@ func (t *Tensor) Fill(v float64) *Tensor {
 	defer rethrow()
 	t.must("Fill")
 	t.noInPlaceOnProxy("Fill")
+	t.noInPlaceOnGrad("Fill")
+	t.noOverlap("Fill")
 	if tr := tracingHere(); tr != nil { // a write inside a traced function
-		t.noInPlaceOnGrad("Fill")
-		t.noOverlap("Fill")
 		tr.write(t, t.scalarOf(v))
 		return t
 	}
-	t.noInPlaceOnGrad("Fill")
-	t.noOverlap("Fill")
 	t.fill(v)
 	return t
 }
 
 // scalarOf is v as a 0-d tensor of t's type on t's device: the value a
 // traced Fill or Set writes.
-func (t *Tensor) scalarOf(v float64) *Tensor {
-	return wrap(array.FromFloat64s([]float64{v}, t.dtype())).Reshape().ToDevice(t.Device())
+func (t *Tensor) scalarOf(v float64) *Tensor { return scalarOn(v, t.dtype(), t.Device()) }
+
+// scalarOn is v as a 0-d tensor of type dt made on device dev (Scalar
+// makes it on the default device first).
+func scalarOn(v float64, dt DType, dev Device) *Tensor {
+	return wrap(array.FromFloat64s([]float64{v}, dt)).Reshape().ToDevice(dev)
 }
 
 // fill sets every element of t, a tensor just made, to v.
@@ -269,7 +271,7 @@ func (t *Tensor) Copy(src *Tensor) *Tensor {
 	defer rethrow()
 	mustOperands("Copy", t, src)
 	t.noInPlaceOnProxy("Copy")
-	if tr := copyTracer(t, src); tr != nil { // a write inside a traced function: a new version of t's storage
+	if tr := writeTracer(t, src); tr != nil { // a write inside a traced function: a new version of t's storage
 		if src.px == nil { // captured tensors alone: eager's checks
 			t.noInPlaceOnGrad("Copy")
 			t.noOverlap("Copy")
@@ -366,11 +368,12 @@ func (t *Tensor) noInPlaceOnProxy(op string) {
 	}
 }
 
-// copyTracer is the tracer that records dst.Copy(src): src's, when src is
-// traced, else the one writing dst's storage.
-func copyTracer(dst, src *Tensor) *tracer {
-	if src.px != nil {
-		return src.px.tr
+// writeTracer is the tracer that records a write of dst from srcs: theirs
+// when one is traced, else the one writing dst's storage, else the calling
+// goroutine's (a traced function writing a captured tensor).
+func writeTracer(dst *Tensor, srcs ...ir.Value) *tracer {
+	if tr := tracerOf(srcs); tr != nil {
+		return tr
 	}
 	if tr := writerOf([]ir.Value{dst}); tr != nil {
 		return tr

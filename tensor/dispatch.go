@@ -11,22 +11,18 @@ import (
 func apply(op *ir.Op, a ir.Attrs, args ...ir.Value) *Tensor {
 	defer rethrow()
 	mustArgs(op.Title, args)
-	if tr := tracerOf(args); tr != nil {
+	tr := tracerOf(args)                 // tracing a compiled function
+	if tr == nil && op.Kind != ir.View { // views of concrete tensors stay views, bound by reference
+		if w := writerOf(args); w != nil {
+			return w.record(op, a, args) // reading a buffer a traced function writes
+		}
+		tr = tracingHere() // captured tensors only, in a traced function (tracing.go)
+	}
+	if tr != nil {
 		if needsGrad(args) { // a traced run that records gradients: the joint graph
 			return applyRecorded(op, a, args, tr.record)
 		}
-		return tr.record(op, a, args) // tracing a compiled function
-	}
-	if op.Kind != ir.View { // views of concrete tensors stay views, bound by reference
-		if tr := writerOf(args); tr != nil {
-			return tr.record(op, a, args) // reading a buffer a traced function writes
-		}
-		if tr := tracingHere(); tr != nil { // captured tensors only, in a traced function (tracing.go)
-			if needsGrad(args) {
-				return applyRecorded(op, a, args, tr.record)
-			}
-			return tr.record(op, a, args)
-		}
+		return tr.record(op, a, args)
 	}
 	if needsGrad(args) {
 		return applyRecorded(op, a, args, applyArrays)

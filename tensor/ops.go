@@ -298,14 +298,7 @@ func (t *Tensor) IndexCopyInPlace(dim int, index, src *Tensor) *Tensor {
 	defer rethrow()
 	mustOperands("IndexCopyInPlace", t, index, src)
 	t.noInPlaceOnProxy("IndexCopyInPlace")
-	tr := tracerOf([]ir.Value{index, src})
-	if tr == nil {
-		tr = writerOf([]ir.Value{t})
-	}
-	if tr == nil {
-		tr = tracingHere()
-	}
-	if tr != nil { // a traced write: a new version of t's storage
+	if tr := writeTracer(t, index, src); tr != nil { // a traced write: a new version of t's storage
 		d := t.normDim("IndexCopyInPlace", dim)
 		tr.writeIndex(t, d, index, src)
 		return t
