@@ -69,13 +69,37 @@ func gpuAttention(op string, a ir.Attrs, q, k, v, mask, res *Array) {
 		mp = mask.DevicePtr()
 	}
 	splits, per := inductor.ChooseAttentionSplits(S, B*Hkv, g.dev.SMCount)
-	kern := &inductor.AttentionKernel{Elem: q.dtype, Rows: G * L, E: E, Ev: Ev, Mask: mask != nil, Causal: causal}
+	kern := &inductor.AttentionKernel{Elem: q.dtype, Rows: G * L, E: E, Ev: Ev, Mask: mask != nil, Causal: causal,
+		MMA: g.dev.Major >= 8 && inductor.AttentionMMAFits(q.dtype, G*L, E, Ev)}
 	name := kern.Name()
-	src := func() (string, error) { return kern.Source(), nil }
-	part, combine := g.kernel(name+"_part", src), g.kernel(name+"_combine", src)
+	f := g.kernel(name, func() (string, error) { return kern.Source(), nil })
 	ws := newGPUArray(res.st.dev, ir.Float32, []int{B * Hkv * G * L * splits * (2 + Ev)})
+	_, counters := g.SplitWorkspace(op, 0, B*Hkv)
+
+	// Vector loads: 16 bytes of a key row, two elements of a value row.
+	size := int64(q.dtype.Size())
+	aligned := func(ptr cuda.DevicePtr, bytes int64, strides ...int) bool {
+		if uint64(ptr)%uint64(bytes) != 0 {
+			return false
+		}
+		for _, s := range strides {
+			if int64(s)*size%bytes != 0 {
+				return false
+			}
+		}
+		return true
+	}
+	vecK := kst[3] == 1 && E%inductor.AttentionVector(q.dtype) == 0 && aligned(k.DevicePtr(), 16, kst[0], kst[1], kst[2])
+	vecV := vst[3] == 1 && Ev%2 == 0 && aligned(v.DevicePtr(), 2*size, vst[0], vst[1], vst[2])
+	flag := func(b bool) int32 {
+		if b {
+			return 1
+		}
+		return 0
+	}
 
 	args := g.GetArgs()
+	defer g.PutArgs(args)
 	args.Ptr(q.DevicePtr()).Ptr(k.DevicePtr()).Ptr(v.DevicePtr()).Ptr(mp)
 	for _, st := range [][]int{qst, kst, vst} {
 		for _, s := range st {
@@ -85,15 +109,11 @@ func gpuAttention(op string, a ir.Attrs, q, k, v, mask, res *Array) {
 	for _, s := range mst {
 		args.I64(s)
 	}
-	args.I32(int32(Hkv)).I32(int32(G)).I32(int32(L)).I32(int32(S)).I32(int32(per)).F32(scale).Ptr(ws.DevicePtr())
-	err := g.stream.Launch(part, cuda.Dim3{X: uint32(splits), Y: uint32(B * Hkv), Z: 1},
+	args.I32(int32(Hkv)).I32(int32(G)).I32(int32(L)).I32(int32(S)).I32(int32(per)).F32(scale).I32(flag(vecK)).I32(flag(vecV))
+	args.Ptr(ws.DevicePtr()).Ptr(counters).Ptr(res.DevicePtr())
+	err := g.stream.Launch(f, cuda.Dim3{X: uint32(splits), Y: uint32(B * Hkv), Z: 1},
 		cuda.Dim3{X: inductor.AttentionWarps * 32, Y: 1, Z: 1}, 0, args)
-	g.PutArgs(args)
 	if err != nil {
 		panic(fmt.Sprintf("array: %s: launch: %v", op, err))
 	}
-	args = g.GetArgs()
-	defer g.PutArgs(args)
-	args.Ptr(ws.DevicePtr()).Ptr(res.DevicePtr()).I32(int32(Hkv)).I32(int32(G)).I32(int32(L)).I32(int32(splits))
-	g.Launch(op, combine, B*Hkv*G*L, min(256, (Ev+31)/32*32), args)
 }

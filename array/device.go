@@ -20,7 +20,7 @@ type GPU struct {
 	// captured, while a program is captured into a CUDA graph, collects the
 	// memory the capturing goroutine allocates: the graph owns it.
 	captured atomic.Pointer[[]*storage]
-	gemm     gemmScratch // split GEMM workspace (workspace.go)
+	split    splitScratch // split kernels' workspace (workspace.go)
 	// generated holds the CUfunction of every kernel loaded by KernelIn:
 	// a captured graph's nodes may only be these, whose parameters are
 	// known to be flat (library kernels may pass pointers inside structs).

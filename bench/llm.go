@@ -12,7 +12,7 @@ import (
 
 // runLLM times one decode step of examples/llm's decoder (a token a
 // sequence against the whole static cache) eagerly, compiled and compiled
-// with ReduceOverhead, at batch 1, 4 and 16, and compares its memory
+// with ReduceOverhead, at each of -batches (1, 4 and 16), and compares its memory
 // traffic with the copy bandwidth measured in the same run: each step
 // reads every weight once and the whole KV cache (keys and values of every
 // layer), so the roofline is that many bytes at the copy bandwidth.
@@ -41,7 +41,7 @@ func runLLM(cfg *config, out io.Writer) error {
 		name, dt, c.MaxSeq, cfg.device, cp.CopyGBs, float64(weights)/1e6)
 	fmt.Fprintf(out, "%-6s %11s %11s %16s %12s %12s %15s\n", "batch", "eager µs", "compiled µs", "reduce-ovh. µs", "tokens/s", "MB a step", "% of roofline")
 	hd := c.Dim / c.Heads
-	for _, batch := range []int{1, 4, 16} {
+	for _, batch := range cfg.batches {
 		dec := llama.NewDecoder(m, batch)
 		tok := tensor.Zeros(tensor.Int64, batch, 1).ToDevice(cfg.device)
 		pos := tensor.FromSlice([]int64{int64(c.MaxSeq / 2)}).ToDevice(cfg.device)
@@ -68,7 +68,9 @@ func runLLM(cfg *config, out io.Writer) error {
 		fmt.Fprintf(out, "%-6d %11.1f %11.1f %16.1f %12.1f %12.1f %14.1f%%\n", batch, eu, cu, gu,
 			float64(batch)/best*1e6, float64(bytes)/1e6, 100*roof/best)
 	}
-	steadyDecode(out, m, cfg.device)
+	if cfg.steady {
+		steadyDecode(out, m, cfg.device)
+	}
 	return nil
 }
 

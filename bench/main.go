@@ -33,6 +33,7 @@ import (
 	"runtime"
 	"runtime/metrics"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -60,6 +61,8 @@ type config struct {
 	warmstart bool
 	mlp       bool
 	llm       string // -llm: the decoder's configuration, dtype (tiny/float32 …)
+	batches   []int  // -batches: the -llm batch sizes
+	steady    bool   // -steady: -llm ends with 256 steady decode steps
 	gemv      bool   // -gemv: the weight-streaming products
 	train     bool   // -train: the training step
 	mode      string // -mode, for the header
@@ -169,6 +172,8 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	only := fs.String("only", "", "run only workloads whose name contains this (-gemv: only this dtype)")
 	mlp := fs.Bool("mlp", false, "time the 4-layer MLP eager and compiled at batch 1 and 32")
 	llmCfg := fs.String("llm", "", "time examples/llm's decode step (config/dtype: tiny/float32, 1b/bfloat16 …) at batch 1, 4 and 16 against the bandwidth roofline")
+	batches := fs.String("batches", "1,4,16", "-llm: the batch sizes timed, comma-separated")
+	steady := fs.Bool("steady", true, "-llm: end with 256 steady decode steps and the allocator's statistics over them")
 	train := fs.Bool("train", false, "time a training step (4-layer 1024-wide MLP, batch 64: loss, backward, AdamW) eagerly and compiled")
 	gemv := fs.Bool("gemv", false, "time the weight-streaming products x·wᵀ (1–16 rows, 2048² and 4096² weights, float32 and bfloat16) against the copy bandwidth")
 	warm := fs.Bool("warmstart", false, "measure the first call of a compiled MLP in new processes, with a cold and a warm kernel cache")
@@ -186,7 +191,14 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	c := &config{jsonPath: *jsonPath, chartPath: *chart, iters: *iters, reps: *reps, quick: *quick, only: *only, warmstart: *warm, mlp: *mlp,
-		sweep: *sweep, seed: *seed, cases: *cases, casesJSON: *casesJSON, listOnly: *listOnly, cpuProfile: *cpuProfile, llm: *llmCfg, gemv: *gemv, train: *train}
+		sweep: *sweep, seed: *seed, cases: *cases, casesJSON: *casesJSON, listOnly: *listOnly, cpuProfile: *cpuProfile, llm: *llmCfg, steady: *steady, gemv: *gemv, train: *train}
+	for _, f := range strings.Split(*batches, ",") {
+		b, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || b < 1 {
+			return nil, fmt.Errorf("-batches %q: want positive batch sizes separated by commas", *batches)
+		}
+		c.batches = append(c.batches, b)
+	}
 	if c.sweep && c.cases < 1 {
 		return nil, errors.New("-cases must be >= 1")
 	}

@@ -9,37 +9,52 @@ import (
 
 // AttentionKernel is ScaledDotProductAttention for few queries against
 // many keys (ir.OpAttention: a decode step against a KV cache), split
-// along the keys ("flash decoding") in two entry points:
+// along the keys ("flash decoding") into blocks of AttentionWarps warps,
+// one for each split of the keys and each key head of each batch entry.
 //
-// Name()+"_part" runs a block of AttentionWarps warps for each split of
-// the keys and each key head of each batch entry: it computes the scores
-// of the key head's Rows query rows (its query heads times the queries)
-// against the split's keys, keeps a running maximum and sum per row
-// (online softmax, in float32) and the sum of the value rows weighted by
-// them, and writes the split's maximum, sum and weighted values to a
-// float32 workspace. Each warp takes 32 keys at a time, a key a lane, for
-// the scores, and then the value rows a lane a feature, so value loads are
-// coalesced; the warps then merge their partial sums in shared memory.
+// A block computes the scores of the key head's Rows query rows (its query
+// heads times the queries) against the split's keys, keeps a running
+// maximum and sum per row (online softmax, in float32) and the sum of the
+// value rows weighted by them. Each warp takes 32 keys at a time, a key a
+// lane for the scores and two features a lane for the values, and issues
+// every load of those 32 keys' key and value rows before it uses the first,
+// so a chunk costs one trip to memory however long its rows (16-byte
+// loads where the rows are contiguous and aligned). The warps then merge
+// their sums in shared memory and write the split's maximum, sum and
+// weighted values to a float32 workspace.
 //
-// Name()+"_combine" runs a block a row: it rescales the splits' sums to
-// their common maximum, adds them in split order (results do not depend
-// on timing) and stores the row's output. A row whose keys are all masked
-// gets zeros, as PyTorch's attention and the math reference give.
+// The last block of a key head to finish (a counter per key head, left
+// zero) combines the splits: it rescales their sums to the common maximum,
+// adds them in split order (results do not depend on timing) and stores
+// the rows. A row whose keys are all masked gets zeros, as PyTorch's
+// attention and the math reference give. One launch, no second kernel.
 //
-// Both take the shapes as parameters; Rows, E and Ev are compile-time
-// constants, so the rows' sums stay in registers.
+// The shapes are parameters; Rows, E and Ev are compile-time constants,
+// so the rows' sums stay in registers.
 type AttentionKernel struct {
 	Elem   ir.DType // q, k, v and the output
 	Rows   int      // query rows of a key head: query heads per key head × queries
 	E, Ev  int      // features of q and k, of v
 	Mask   bool     // a bool mask operand (broadcast by strides)
 	Causal bool     // key j is visible to query l only where j <= l
+	// MMA computes the scores and the weighted values with tensor-core
+	// MMAs (sm_80 and later, where AttentionMMAFits): a warp's 32-key chunk
+	// is 32 MMAs instead of thousands of scalar instructions.
+	MMA bool
 }
 
-// AttentionWarps is the warps of a _part block.
+// AttentionMMAFits reports whether the tensor-core kernel computes
+// attention of elem operands with rows query rows a key head (one
+// 16-row MMA tile), e key features (whole 16-wide MMA steps) and ev value
+// features (whole 8-wide MMA tiles).
+func AttentionMMAFits(elem ir.DType, rows, e, ev int) bool {
+	return (elem == ir.BFloat16 || elem == ir.Float16) && rows <= 16 && e%16 == 0 && ev%8 == 0
+}
+
+// AttentionWarps is the warps of a block.
 const AttentionWarps = 4
 
-// Name is the kernels' common prefix.
+// Name is the kernel's entry point.
 func (k *AttentionKernel) Name() string {
 	s := fmt.Sprintf("gc_attention_%v_r%d_e%d_v%d", k.Elem, k.Rows, k.E, k.Ev)
 	if k.Mask {
@@ -48,12 +63,16 @@ func (k *AttentionKernel) Name() string {
 	if k.Causal {
 		s += "_causal"
 	}
+	if k.MMA {
+		s += "_mma"
+	}
 	return s
 }
 
 // ChooseAttentionSplits splits S keys for blocks key heads × batch entries
 // on a device of sms multiprocessors: enough splits for two blocks a
-// multiprocessor, each of at least 128 keys (four warps' worth of 32).
+// multiprocessor, each of at least 128 keys (a 32-key chunk for each of
+// its four warps).
 func ChooseAttentionSplits(S, blocks, sms int) (splits, keysPerSplit int) {
 	splits = max(1, min((2*sms+blocks-1)/blocks, (S+127)/128))
 	keysPerSplit = (S + splits - 1) / splits
@@ -62,17 +81,25 @@ func ChooseAttentionSplits(S, blocks, sms int) (splits, keysPerSplit int) {
 	return splits, keysPerSplit
 }
 
-// Source generates both entry points. Parameters of _part: const T* q, k,
-// v; long long strides of q [b, h, l, e], k [b, hk, s, e], v [b, hk, s,
-// e], mask [b, h, l, s] (0 where broadcast; unused without Mask); const
-// gc_bool* mask; int Hkv, G (query heads per key head), L, S, keysPerSplit;
-// float scale; float* ws (per row and split: max, sum, then Ev weighted
-// values). Of _combine: const float* ws; T* out (contiguous [B, Hq, L,
-// Ev]); int Hkv, G, L, splits.
+// AttentionVector is how many elements of t one vector load of a key row
+// reads (16 bytes).
+func AttentionVector(t ir.DType) int { return 16 / t.Size() }
+
+// Source generates the kernel. Its parameters: const T* q, k, v; long
+// long strides of q [b, h, l, e], k [b, hk, s, e], v [b, hk, s, e], mask
+// [b, h, l, s] (0 where broadcast; unused without Mask); const gc_bool*
+// mask; int Hkv, G (query heads per key head), L, S, keysPerSplit; float
+// scale; int vecK (key rows are contiguous and 16-byte aligned, E a
+// multiple of AttentionVector), vecV (value rows contiguous and their
+// pairs aligned, Ev even); float* ws (per row and split: max, sum, then Ev
+// weighted values); unsigned* counters (B·Hkv, zero); T* out (contiguous
+// [B, Hq, L, Ev]).
 func (k *AttentionKernel) Source() string {
+	if k.MMA {
+		return k.mmaSource()
+	}
 	t := storageC(k.Elem)
 	load := func(v string) string { return loadC(v, k.Elem, ir.F32) }
-	evPer := (k.Ev + 31) / 32
 	mask, causal := "false", "false"
 	if k.Mask {
 		mask = "true"
@@ -80,16 +107,33 @@ func (k *AttentionKernel) Source() string {
 	if k.Causal {
 		causal = "true"
 	}
+	// Key rows are read in pieces of ke features (whole vectors), all of
+	// a piece's loads at once, and value rows vb at a time: what fits in
+	// registers beside the rows' sums.
+	vw, evg := AttentionVector(k.Elem), (k.Ev+63)/64
+	ke := min(k.E, 64)
+	kvec := "false"
+	if k.E%vw == 0 {
+		// Whole vectors that divide E: the vector path checks no bounds.
+		kvec = "vecK"
+		for ke = min(k.E, 64/vw*vw); k.E%ke != 0; ke -= vw {
+		}
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "// gocompile eager kernel: %s (ScaledDotProductAttention, few queries, keys split)\n%s", k.Name(), cudaPrelude)
 	fmt.Fprintf(&b, `
 #define ROWS %[2]d
 #define E %[3]d
 #define EV %[4]d
-#define EVL %[5]d
+#define EVG %[5]d
 #define WARPS %[6]d
+#define VW %[13]d
+#define KE %[20]d
+#define VB %[21]d
 #define WSROW (2 + EV)
 #define GC_NEG_INF __int_as_float(0xff800000)
+#define GC_ATTN_T %[7]s
+#define GC_ATTN_STORE(x) %[19]s
 
 __device__ __forceinline__ float gc_attn_max(float v) {
   #pragma unroll
@@ -102,20 +146,45 @@ __device__ __forceinline__ float gc_attn_sum(float v) {
   return v;
 }
 
+// gc_attn_values loads two features a lane (2·lane + 64i) of the value
+// rows j0.. j0+VB-1 (rows past s1 read the last one, weighted by zero).
+__device__ __forceinline__ void gc_attn_values(float (&vv)[VB][2 * EVG], const %[7]s* __restrict__ vp, long long vs, long long ve,
+                                               int j0, int s1, int lane, int vecV) {
+  #pragma unroll
+  for (int jj = 0; jj < VB; jj++) {
+    const long long row = (long long)min(j0 + jj, s1 - 1) * vs;
+    #pragma unroll
+    for (int i = 0; i < EVG; i++) {
+      const int e = 2 * lane + 64 * i;
+      if (vecV && e < EV) {
+        const VN<%[7]s, 2> x = *(const VN<%[7]s, 2>*)(vp + row + e);
+        vv[jj][2 * i] = %[15]s;
+        vv[jj][2 * i + 1] = %[16]s;
+      } else {
+        vv[jj][2 * i] = e < EV ? %[11]s : 0.f;
+        vv[jj][2 * i + 1] = e + 1 < EV ? %[12]s : 0.f;
+      }
+    }
+  }
+}
+
 // Block (split, b·Hkv + hk): rows r = g·L + l are query head hk·G + g,
 // query l, of batch entry b.
-extern "C" __global__ void __launch_bounds__(WARPS * 32) %[1]s_part(
+extern "C" __global__ void __launch_bounds__(WARPS * 32) %[1]s(
     const %[7]s* __restrict__ q, const %[7]s* __restrict__ k, const %[7]s* __restrict__ v, const gc_bool* __restrict__ mask,
     long long qb, long long qh, long long ql, long long qe,
     long long kb, long long kh, long long ks, long long ke,
     long long vb, long long vh, long long vs, long long ve,
     long long mb, long long mh, long long ml, long long ms,
-    int Hkv, int G, int L, int S, int keysPerSplit, float scale, float* __restrict__ ws) {
+    int Hkv, int G, int L, int S, int keysPerSplit, float scale, int vecK, int vecV,
+    float* __restrict__ ws, unsigned int* __restrict__ counters, %[7]s* __restrict__ out) {
+  gc_launch_dependents();
   const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
-  const int split = blockIdx.x, bk = blockIdx.y, b = bk / Hkv, hk = bk %% Hkv;
+  const int split = blockIdx.x, splits = gridDim.x, bk = blockIdx.y, b = bk / Hkv, hk = bk %% Hkv;
   const int s0 = split * keysPerSplit, s1 = min(S, s0 + keysPerSplit);
   __shared__ float qs[ROWS * E];
   __shared__ float red[WARPS][ROWS][2 + EV];
+  __shared__ bool last;
   for (int i = threadIdx.x; i < ROWS * E; i += WARPS * 32) {
     const int r = i / E, e = i %% E, g = r / L, l = r %% L;
     qs[i] = r < G * L ? %[8]s * scale : 0.f;
@@ -123,34 +192,53 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32) %[1]s_part(
   __syncthreads();
   const %[7]s* kp = k + b * kb + hk * kh;
   const %[7]s* vp = v + b * vb + hk * vh;
-  float m[ROWS], sum[ROWS], o[ROWS][EVL];
+  float m[ROWS], sum[ROWS], o[ROWS][2 * EVG];
   #pragma unroll
   for (int r = 0; r < ROWS; r++) {
     m[r] = GC_NEG_INF;
     sum[r] = 0.f;
     #pragma unroll
-    for (int i = 0; i < EVL; i++) o[r][i] = 0.f;
+    for (int i = 0; i < 2 * EVG; i++) o[r][i] = 0.f;
   }
   for (int j0 = s0 + 32 * w; j0 < s1; j0 += 32 * WARPS) {
-    const int j = j0 + lane;
+    const int j = j0 + lane, n = min(32, s1 - j0);
     const bool valid = j < s1;
-    // Lane j's scores against every row.
+    const long long jr = valid ? j : s1 - 1; // rows past the end read the last one
+    // Every load of the chunk first: lane j's key row (in pieces of KE
+    // features where rows are long), then two features a lane of the
+    // chunk's first VB value rows.
+    float vv[VB][2 * EVG];
+    gc_attn_values(vv, vp, vs, ve, j0, s1, lane, vecV);
     float sc[ROWS];
     #pragma unroll
     for (int r = 0; r < ROWS; r++) sc[r] = 0.f;
-    if (valid) {
-      for (int e = 0; e < E; e++) {
-        const float kv = %[9]s;
+    #pragma unroll 1
+    for (int e0 = 0; e0 < E; e0 += KE) {
+      float kr[KE];
+      if (%[14]s) {
         #pragma unroll
-        for (int r = 0; r < ROWS; r++) sc[r] = fmaf(qs[r * E + e], kv, sc[r]);
+        for (int c = 0; c < KE / VW; c++) {
+          const VN<%[7]s, VW> x = *(const VN<%[7]s, VW>*)(kp + jr * ks + e0 + c * VW);
+          #pragma unroll
+          for (int i = 0; i < VW; i++) kr[c * VW + i] = %[9]s;
+        }
+      } else {
+        #pragma unroll
+        for (int e = 0; e < KE; e++) kr[e] = e0 + e < E ? %[10]s : 0.f;
+      }
+      #pragma unroll
+      for (int r = 0; r < ROWS; r++) {
+        #pragma unroll
+        for (int e = 0; e < KE; e++) sc[r] = fmaf(e0 + e < E ? qs[r * E + e0 + e] : 0.f, kr[e], sc[r]);
       }
     }
+    // The rows' online softmax.
     #pragma unroll
     for (int r = 0; r < ROWS; r++) {
       const int g = r / L, l = r %% L;
       bool keep = valid && r < G * L;
-      if (%[10]s) keep = keep && j <= l;
-      if (%[11]s) keep = keep && valid && mask[b * mb + (hk * G + g) * mh + l * ml + (long long)j * ms] != 0;
+      if (%[17]s) keep = keep && j <= l;
+      if (%[18]s) keep = keep && mask[b * mb + (hk * G + g) * mh + l * ml + (long long)jr * ms] != 0;
       const float s = keep ? sc[r] : GC_NEG_INF;
       const float mt = gc_attn_max(s);
       const float mn = fmaxf(m[r], mt);
@@ -161,22 +249,23 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32) %[1]s_part(
       m[r] = mn;
       sc[r] = p;
       #pragma unroll
-      for (int i = 0; i < EVL; i++) o[r][i] *= c;
+      for (int i = 0; i < 2 * EVG; i++) o[r][i] *= c;
     }
-    // The value rows of these 32 keys, a lane a feature.
-    const int n = min(32, s1 - j0);
-    for (int jj = 0; jj < n; jj++) {
-      float vv[EVL];
+    // The chunk's value rows weighted by the scores, a key at a time, VB
+    // rows loaded at once.
+    #pragma unroll 1
+    for (int jb = 0; jb < n; jb += VB) {
+      if (jb > 0) gc_attn_values(vv, vp, vs, ve, j0 + jb, s1, lane, vecV);
       #pragma unroll
-      for (int i = 0; i < EVL; i++) {
-        const int e = lane + 32 * i;
-        vv[i] = e < EV ? %[12]s : 0.f;
-      }
-      #pragma unroll
-      for (int r = 0; r < ROWS; r++) {
-        const float p = __shfl_sync(0xffffffffu, sc[r], jj);
-        #pragma unroll
-        for (int i = 0; i < EVL; i++) o[r][i] = fmaf(p, vv[i], o[r][i]);
+      for (int jj = 0; jj < VB; jj++) {
+        if (jb + jj < n) {
+          #pragma unroll
+          for (int r = 0; r < ROWS; r++) {
+            const float p = __shfl_sync(0xffffffffu, sc[r], jb + jj);
+            #pragma unroll
+            for (int i = 0; i < 2 * EVG; i++) o[r][i] = fmaf(p, vv[jj][i], o[r][i]);
+          }
+        }
       }
     }
   }
@@ -188,15 +277,48 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32) %[1]s_part(
       red[w][r][1] = sum[r];
     }
     #pragma unroll
-    for (int i = 0; i < EVL; i++) {
-      const int e = lane + 32 * i;
+    for (int i = 0; i < 2 * EVG; i++) {
+      const int e = 2 * lane + 64 * (i / 2) + i %% 2;
       if (e < EV) red[w][r][2 + e] = o[r][i];
     }
   }
-  __syncthreads();
-  float* out = ws + ((long long)bk * ROWS * gridDim.x + split) * WSROW;
+%[22]s#undef ROWS
+#undef E
+#undef EV
+#undef EVG
+#undef WARPS
+#undef VW
+#undef KE
+#undef VB
+#undef WSROW
+#undef GC_NEG_INF
+#undef GC_ATTN_T
+#undef GC_ATTN_STORE
+`, k.Name(), k.Rows, k.E, k.Ev, evg, AttentionWarps, t,
+		load("q[b * qb + (hk * G + g) * qh + l * ql + e * qe]"),
+		load("x.v[i]"),
+		load("kp[jr * ks + (e0 + e) * ke]"),
+		load("vp[row + e * ve]"),
+		load("vp[row + (e + 1) * ve]"),
+		vw, kvec,
+		load("x.v[0]"), load("x.v[1]"),
+		causal, mask,
+		storeC("x", ir.F32, k.Elem),
+		ke, max(4, 32/evg), attentionTail)
+	return b.String()
+}
+
+// attentionTail is both kernels' end, once red holds each warp's maximum,
+// sum and weighted values per row: the block merges its warps (rescaled
+// to the block's maximum, added in warp order) into its split's slot of
+// the workspace, and the last block of the key head to finish combines
+// the splits, a warp a row: the splits' maxima and sums in one pass of
+// loads, then their weighted values 32 splits at a time, added in split
+// order.
+const attentionTail = `  __syncthreads();
+  float* part = ws + (long long)bk * ROWS * splits * WSROW;
   for (int f = threadIdx.x; f < ROWS * (2 + EV); f += WARPS * 32) {
-    const int r = f / (2 + EV), c = f %% (2 + EV);
+    const int r = f / (2 + EV), c = f % (2 + EV);
     float mx = GC_NEG_INF;
     #pragma unroll
     for (int s = 0; s < WARPS; s++) mx = fmaxf(mx, red[s][r][0]);
@@ -210,46 +332,266 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32) %[1]s_part(
         if (ms != GC_NEG_INF) acc += red[s][r][c] * expf(ms - mx);
       }
     }
-    out[(long long)r * gridDim.x * WSROW + c] = acc;
+    part[((long long)r * splits + split) * WSROW + c] = acc;
   }
+  // The last block of this key head to finish combines the splits.
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) last = atomicAdd(counters + bk, 1u) == (unsigned int)splits - 1;
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  if (threadIdx.x == 0) counters[bk] = 0u;
+  for (int r = w; r < G * L; r += WARPS) {
+    const int g = r / L, l = r % L;
+    const float* p = part + (long long)r * splits * WSROW;
+    float mx = GC_NEG_INF;
+    for (int s = lane; s < splits; s += 32) mx = fmaxf(mx, __ldcg(p + (long long)s * WSROW));
+    mx = gc_attn_max(mx);
+    float total = 0.f;
+    for (int s = lane; s < splits; s += 32) {
+      const float ms = __ldcg(p + (long long)s * WSROW);
+      if (ms != GC_NEG_INF) total += __ldcg(p + (long long)s * WSROW + 1) * expf(ms - mx);
+    }
+    total = gc_attn_sum(total);
+    GC_ATTN_T* o = out + (((long long)b * Hkv * G + hk * G + g) * L + l) * EV;
+    for (int e0 = 0; e0 < EV; e0 += 32) {
+      const int e = e0 + lane;
+      float acc = 0.f;
+      for (int c = 0; c < splits; c += 32) {
+        const float ms = c + lane < splits ? __ldcg(p + (long long)(c + lane) * WSROW) : GC_NEG_INF;
+        const float wgt = ms != GC_NEG_INF ? expf(ms - mx) : 0.f;
+        const int n = min(32, splits - c);
+        #pragma unroll 8
+        for (int i = 0; i < n; i++) {
+          const float mi = __shfl_sync(0xffffffffu, ms, i), wi = __shfl_sync(0xffffffffu, wgt, i);
+          if (e < EV && mi != GC_NEG_INF) acc += __ldcg(p + (long long)(c + i) * WSROW + 2 + e) * wi;
+        }
+      }
+      // No visible key: zeros, as PyTorch's attention gives (its safe softmax).
+      if (e < EV) o[e] = GC_ATTN_STORE(total > 0.f ? acc / total : 0.f);
+    }
+  }
+}
+`
+
+// mmaSource is the tensor-core kernel, for operands AttentionMMAFits
+// accepts. Its blocks, workspace and end are the scalar kernel's; a warp
+// computes a 32-key chunk as MMAs of m16n8k16 (16 rows, of which rows
+// past ROWS are zero): the scores S = q·kᵀ as 4 column tiles of 8 keys
+// over E/16 steps, then the weighted values P·v as EV/8 column tiles over
+// 2 steps of 16 keys, P rounded to the operands' type as flash attention
+// rounds it. Lane (g, t) (g = lane/4, t = lane%4) holds rows g and g+8 of
+// the fragments; q's fragments are loaded once, k's and v's element by
+// element (any strides), every load of a chunk issued before its MMAs.
+// The online softmax keeps each row's maximum uniform over the four lanes
+// of a row, and each lane's share of the row's sum, added at the end.
+func (k *AttentionKernel) mmaSource() string {
+	t := storageC(k.Elem)
+	mma := "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"
+	if k.Elem == ir.Float16 {
+		mma = "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
+	}
+	mask, causal := "false", "false"
+	if k.Mask {
+		mask = "true"
+	}
+	if k.Causal {
+		causal = "true"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "// gocompile eager kernel: %s (ScaledDotProductAttention, few queries, keys split, tensor-core MMAs)\n%s", k.Name(), cudaPrelude)
+	fmt.Fprintf(&b, `
+#define ROWS %[2]d
+#define E %[3]d
+#define EV %[4]d
+#define WARPS %[5]d
+#define WSROW (2 + EV)
+#define GC_NEG_INF __int_as_float(0xff800000)
+#define GC_ATTN_T %[6]s
+#define GC_ATTN_STORE(x) %[7]s
+
+__device__ __forceinline__ float gc_attn_max(float v) {
+  #pragma unroll
+  for (int s = 16; s > 0; s >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, s));
+  return v;
+}
+__device__ __forceinline__ float gc_attn_sum(float v) {
+  #pragma unroll
+  for (int s = 16; s > 0; s >>= 1) v += __shfl_xor_sync(0xffffffffu, v, s);
+  return v;
 }
 
-// Block b·Hkv·ROWS + hk·ROWS + r, a thread a feature.
-extern "C" __global__ void %[1]s_combine(const float* __restrict__ ws, %[7]s* __restrict__ out, int Hkv, int G, int L, int splits) {
-  const int row = blockIdx.x, r = row %% ROWS, bk = row / ROWS, b = bk / Hkv, hk = bk %% Hkv;
-  if (r >= G * L) return;
-  const int g = r / L, l = r %% L;
-  const float* p = ws + (long long)row * splits * WSROW;
-  float mx = GC_NEG_INF;
-  for (int s = 0; s < splits; s++) mx = fmaxf(mx, p[s * WSROW]);
-  float total = 0.f;
-  for (int s = 0; s < splits; s++) {
-    const float ms = p[s * WSROW];
-    if (ms != GC_NEG_INF) total += p[s * WSROW + 1] * expf(ms - mx);
-  }
-  %[7]s* o = out + (((long long)b * Hkv * G + hk * G + g) * L + l) * EV;
-  for (int e = threadIdx.x; e < EV; e += blockDim.x) {
-    float acc = 0.f;
-    for (int s = 0; s < splits; s++) {
-      const float ms = p[s * WSROW];
-      if (ms != GC_NEG_INF) acc += p[s * WSROW + 2 + e] * expf(ms - mx);
-    }
-    // No visible key: zeros, as PyTorch's attention gives (its safe softmax).
-    o[e] = %[13]s;
-  }
+// gc_attn_pack packs two 16-bit elements, lo the lower k (or column).
+__device__ __forceinline__ unsigned gc_attn_pack(GC_ATTN_T lo, GC_ATTN_T hi) {
+  return (unsigned)lo | ((unsigned)hi << 16);
 }
-#undef ROWS
+
+__device__ __forceinline__ void gc_attn_mma(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+  asm("%[8]s {%%0,%%1,%%2,%%3}, {%%4,%%5,%%6,%%7}, {%%8,%%9}, {%%0,%%1,%%2,%%3};"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Block (split, b·Hkv + hk): rows r = g·L + l are query head hk·G + g,
+// query l, of batch entry b. Warp w takes the split's 32-key chunks w,
+// w + WARPS, ...
+extern "C" __global__ void __launch_bounds__(WARPS * 32) %[1]s(
+    const GC_ATTN_T* __restrict__ q, const GC_ATTN_T* __restrict__ k, const GC_ATTN_T* __restrict__ v, const gc_bool* __restrict__ mask,
+    long long qb, long long qh, long long ql, long long qe,
+    long long kb, long long kh, long long ks, long long ke,
+    long long vb, long long vh, long long vs, long long ve,
+    long long mb, long long mh, long long ml, long long ms,
+    int Hkv, int G, int L, int S, int keysPerSplit, float scale, int vecK, int vecV,
+    float* __restrict__ ws, unsigned int* __restrict__ counters, GC_ATTN_T* __restrict__ out) {
+  gc_launch_dependents();
+  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+  const int split = blockIdx.x, splits = gridDim.x, bk = blockIdx.y, b = bk / Hkv, hk = bk %% Hkv;
+  const int s0 = split * keysPerSplit, s1 = min(S, s0 + keysPerSplit), rows = G * L;
+  __shared__ float red[WARPS][ROWS][2 + EV];
+  __shared__ bool last;
+  const GC_ATTN_T* kp = k + b * kb + hk * kh;
+  const GC_ATTN_T* vp = v + b * vb + hk * vh;
+  const GC_ATTN_T zero = 0;
+  // This lane's rows of the MMA tile: rr[0] = g, rr[1] = g + 8.
+  const int rr[2] = {g, g + 8};
+  bool live[2];
+  long long mrow[2];
+  int lrow[2];
+  // q's A fragments, once: step i's a0, a2 are row g's features 16i+2t
+  // (and +1) and 16i+2t+8 (and +9); a1, a3 row g+8's.
+  unsigned qa[E / 16][4];
+  #pragma unroll
+  for (int h = 0; h < 2; h++) {
+    const int r = rr[h];
+    live[h] = r < rows;
+    const int gq = live[h] ? r / L : 0, lq = live[h] ? r %% L : 0;
+    lrow[h] = lq;
+    mrow[h] = b * mb + (hk * G + gq) * mh + lq * ml;
+    const GC_ATTN_T* qr = q + b * qb + (hk * G + gq) * qh + lq * ql;
+    #pragma unroll
+    for (int i = 0; i < E / 16; i++) {
+      const int e = 16 * i + 2 * t;
+      qa[i][h] = live[h] ? gc_attn_pack(qr[e * qe], qr[(e + 1) * qe]) : 0u;
+      qa[i][2 + h] = live[h] ? gc_attn_pack(qr[(e + 8) * qe], qr[(e + 9) * qe]) : 0u;
+    }
+  }
+  float m[2] = {GC_NEG_INF, GC_NEG_INF}, sum[2] = {0.f, 0.f};
+  float o[EV / 8][4];
+  #pragma unroll
+  for (int j = 0; j < EV / 8; j++)
+    #pragma unroll
+    for (int c = 0; c < 4; c++) o[j][c] = 0.f;
+  for (int j0 = s0 + 32 * w; j0 < s1; j0 += 32 * WARPS) {
+    // Scores: column tile n is keys j0+8n.. ; this lane loads key j0+8n+g's
+    // features for the B fragments and holds rows g, g+8 × keys 2t, 2t+1.
+    float sc[4][4];
+    #pragma unroll
+    for (int n = 0; n < 4; n++) {
+      const int key = j0 + 8 * n + g;
+      const GC_ATTN_T* kr = kp + (long long)min(key, s1 - 1) * ks;
+      #pragma unroll
+      for (int c = 0; c < 4; c++) sc[n][c] = 0.f;
+      #pragma unroll
+      for (int i = 0; i < E / 16; i++) {
+        const int e = 16 * i + 2 * t;
+        gc_attn_mma(sc[n], qa[i], gc_attn_pack(kr[e * ke], kr[(e + 1) * ke]), gc_attn_pack(kr[(e + 8) * ke], kr[(e + 9) * ke]));
+      }
+    }
+    // The rows' online softmax.
+    float c[2];
+    #pragma unroll
+    for (int h = 0; h < 2; h++) {
+      float mt = GC_NEG_INF;
+      #pragma unroll
+      for (int n = 0; n < 4; n++)
+        #pragma unroll
+        for (int x = 0; x < 2; x++) {
+          const int key = j0 + 8 * n + 2 * t + x;
+          bool keep = live[h] && key < s1;
+          if (%[9]s) keep = keep && key <= lrow[h];
+          if (%[10]s) keep = keep && mask[mrow[h] + (long long)min(key, s1 - 1) * ms] != 0;
+          const float s = keep ? sc[n][2 * h + x] * scale : GC_NEG_INF;
+          sc[n][2 * h + x] = s;
+          mt = fmaxf(mt, s);
+        }
+      mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, 1));
+      mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, 2));
+      const float mn = fmaxf(m[h], mt);
+      // Nothing visible yet: the row's sums stay zero.
+      c[h] = mn == GC_NEG_INF ? 1.f : expf(m[h] - mn);
+      float ps = 0.f;
+      #pragma unroll
+      for (int n = 0; n < 4; n++)
+        #pragma unroll
+        for (int x = 0; x < 2; x++) {
+          const float p = mn == GC_NEG_INF ? 0.f : expf(sc[n][2 * h + x] - mn);
+          sc[n][2 * h + x] = p;
+          ps += p;
+        }
+      sum[h] = sum[h] * c[h] + ps;
+      m[h] = mn;
+    }
+    #pragma unroll
+    for (int j = 0; j < EV / 8; j++) {
+      o[j][0] *= c[0]; o[j][1] *= c[0];
+      o[j][2] *= c[1]; o[j][3] *= c[1];
+    }
+    // Weighted values: step i is keys j0+16i.. ; P's A fragment is the
+    // scores' C fragments of tiles 2i and 2i+1, rounded to the operand type.
+    #pragma unroll
+    for (int i = 0; i < 2; i++) {
+      unsigned pa[4];
+      pa[0] = gc_attn_pack(%[11]s, %[12]s);
+      pa[1] = gc_attn_pack(%[13]s, %[14]s);
+      pa[2] = gc_attn_pack(%[15]s, %[16]s);
+      pa[3] = gc_attn_pack(%[17]s, %[18]s);
+      const int key = j0 + 16 * i + 2 * t;
+      const GC_ATTN_T* v0 = vp + (long long)min(key, s1 - 1) * vs;
+      const GC_ATTN_T* v1 = vp + (long long)min(key + 1, s1 - 1) * vs;
+      const GC_ATTN_T* v8 = vp + (long long)min(key + 8, s1 - 1) * vs;
+      const GC_ATTN_T* v9 = vp + (long long)min(key + 9, s1 - 1) * vs;
+      #pragma unroll
+      for (int j = 0; j < EV / 8; j++) {
+        const long long f = (long long)(8 * j + g) * ve;
+        // Keys past the split's end weigh zero and read zero.
+        gc_attn_mma(o[j], pa, gc_attn_pack(key < s1 ? v0[f] : zero, key + 1 < s1 ? v1[f] : zero),
+                    gc_attn_pack(key + 8 < s1 ? v8[f] : zero, key + 9 < s1 ? v9[f] : zero));
+      }
+    }
+  }
+  // The rows' sums over the four lanes that share them, then the warp's
+  // maximum, sum and weighted values per row into shared memory.
+  #pragma unroll
+  for (int h = 0; h < 2; h++) {
+    sum[h] += __shfl_xor_sync(0xffffffffu, sum[h], 1);
+    sum[h] += __shfl_xor_sync(0xffffffffu, sum[h], 2);
+    const int r = rr[h];
+    if (r < ROWS) {
+      if (t == 0) {
+        red[w][r][0] = m[h];
+        red[w][r][1] = sum[h];
+      }
+      #pragma unroll
+      for (int j = 0; j < EV / 8; j++) {
+        red[w][r][2 + 8 * j + 2 * t] = o[j][2 * h];
+        red[w][r][2 + 8 * j + 2 * t + 1] = o[j][2 * h + 1];
+      }
+    }
+  }
+%[19]s#undef ROWS
 #undef E
 #undef EV
-#undef EVL
 #undef WARPS
 #undef WSROW
 #undef GC_NEG_INF
-`, k.Name(), k.Rows, k.E, k.Ev, evPer, AttentionWarps, t,
-		load("q[b * qb + (hk * G + g) * qh + l * ql + e * qe]"),
-		load("kp[(long long)j * ks + e * ke]"),
-		causal, mask,
-		load("vp[(long long)(j0 + jj) * vs + e * ve]"),
-		storeC("total > 0.f ? acc / total : 0.f", ir.F32, k.Elem))
+#undef GC_ATTN_T
+#undef GC_ATTN_STORE
+`, k.Name(), k.Rows, k.E, k.Ev, AttentionWarps, t, storeC("x", ir.F32, k.Elem), mma, causal, mask,
+		storeC("sc[2 * i][0]", ir.F32, k.Elem), storeC("sc[2 * i][1]", ir.F32, k.Elem),
+		storeC("sc[2 * i][2]", ir.F32, k.Elem), storeC("sc[2 * i][3]", ir.F32, k.Elem),
+		storeC("sc[2 * i + 1][0]", ir.F32, k.Elem), storeC("sc[2 * i + 1][1]", ir.F32, k.Elem),
+		storeC("sc[2 * i + 1][2]", ir.F32, k.Elem), storeC("sc[2 * i + 1][3]", ir.F32, k.Elem),
+		attentionTail)
 	return b.String()
 }

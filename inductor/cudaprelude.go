@@ -14,6 +14,17 @@ import (
 // It needs no headers, so NVRTC compiles it without a CUDA toolkit.
 const cudaPrelude = `typedef unsigned char gc_bool;
 ` + ir.CHalfConversions + `
+// gc_launch_dependents lets the kernel launched after this one as its
+// programmatic dependent (a product replayed from a CUDA graph, sm_90 and
+// later) start now: it issues its weight loads while this kernel runs, and
+// waits (griddepcontrol.wait) for this kernel's end before it reads
+// anything this kernel writes. Kernels launched plainly are unaffected.
+__device__ __forceinline__ void gc_launch_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;");
+#endif
+}
+
 // V4 is four values loaded or stored with one vector instruction.
 template <typename T> struct __align__(4 * sizeof(T)) V4 { T v[4]; };
 

@@ -926,10 +926,11 @@ extern "C" __global__ void __launch_bounds__(%[6]d * 32) %[8]s%[1]s(
 // The MMAs see k permuted, the same way for A and B, which the sum does
 // not depend on. K is a multiple of 8 and the vectors aligned (Fits); a
 // chunk's vectors past K read zeros. Each warp keeps the next step's
-// weight loads in flight during a step's MMAs, and the first step's are
-// issued before griddepcontrol.wait, so under a programmatic dependent
-// launch (a product after a product, replayed from a CUDA graph) the
-// weight streams while the kernel ahead finishes.
+// weight loads in flight during a step's MMAs, and the first two steps'
+// are issued before griddepcontrol.wait, so under a programmatic
+// dependent launch (a product replayed from a CUDA graph after a kernel
+// that calls gc_launch_dependents) the weight streams while the kernel
+// ahead finishes.
 func (k *GemmKernel) tensor16Body(b *strings.Builder, params []string, store string) {
 	c, in := k.Config, k.in()
 	mma := "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"
@@ -979,33 +980,30 @@ extern "C" __global__ void __launch_bounds__(%[6]d * 32) %[1]s(
     for (int q = 0; q < 4; q++) acc[j][q] = 0.f;
   const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
   asm volatile("griddepcontrol.launch_dependents;");
-  // A step is U chunks of this warp's k, chunk u at k0 + 32·W·u; the next
-  // step's weight loads are in flight during this one's MMAs.
-  uint4 bv[U][NT];
+  // A step is U chunks of this warp's k, chunk u at k0 + 32·W·u. The
+  // weight loads of the first two steps are issued before
+  // griddepcontrol.wait (they read only B, which no kernel of the program
+  // writes); after that, the loads two steps ahead are in flight while a
+  // step's MMAs run.
+  uint4 bv[U][NT], bn[U][NT];
   #pragma unroll
   for (int u = 0; u < U; u++) {
     const int k = 32 * w + 32 * W * u;
     #pragma unroll
-    for (int j = 0; j < NT; j++) bv[u][j] = k + 8 * t < K ? gc_tc16_ldw(b[j] + k) : zero;
+    for (int j = 0; j < NT; j++) {
+      bv[u][j] = k + 8 * t < K ? gc_tc16_ldw(b[j] + k) : zero;
+      bn[u][j] = k + STEP + 8 * t < K ? gc_tc16_ldw(b[j] + k + STEP) : zero;
+    }
   }
-  // Everything above reads only B, which no kernel of the program writes.
   asm volatile("griddepcontrol.wait;" ::: "memory");
   for (int k0 = 32 * w; k0 < K; k0 += STEP) {
-    uint4 av0[U], av1[U], bn[U][NT];
+    uint4 av0[U], av1[U];
     #pragma unroll
     for (int u = 0; u < U; u++) {
       const int k = k0 + 32 * W * u;
       const bool in = k + 8 * t < K;
       av0[u] = in ? __ldcg((const uint4*)(a0 + k)) : zero;
       av1[u] = in && high ? __ldcg((const uint4*)(a1 + k)) : zero;
-    }
-    if (k0 + STEP < K) {
-      #pragma unroll
-      for (int u = 0; u < U; u++) {
-        const int k = k0 + STEP + 32 * W * u;
-        #pragma unroll
-        for (int j = 0; j < NT; j++) bn[u][j] = k + 8 * t < K ? gc_tc16_ldw(b[j] + k) : zero;
-      }
     }
     #pragma unroll
     for (int u = 0; u < U; u++)
@@ -1016,9 +1014,14 @@ extern "C" __global__ void __launch_bounds__(%[6]d * 32) %[1]s(
       }
     if (k0 + STEP < K) {
       #pragma unroll
-      for (int u = 0; u < U; u++)
+      for (int u = 0; u < U; u++) {
+        const int k = k0 + 2 * STEP + 32 * W * u;
         #pragma unroll
-        for (int j = 0; j < NT; j++) bv[u][j] = bn[u][j];
+        for (int j = 0; j < NT; j++) {
+          bv[u][j] = bn[u][j];
+          bn[u][j] = k + 8 * t < K ? gc_tc16_ldw(b[j] + k) : zero;
+        }
+      }
     }
   }
   // acc[j][q] is row g + 8(q/2), column 8j + 2t + q%%2 of the tile.

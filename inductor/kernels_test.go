@@ -140,8 +140,15 @@ func allKernels(t *testing.T) []source {
 		for _, k := range []*AttentionKernel{
 			{Elem: dt, Rows: 8, E: 64, Ev: 64},
 			{Elem: dt, Rows: 3, E: 17, Ev: 40, Mask: true, Causal: true},
+			{Elem: dt, Rows: 1, E: 96, Ev: 130, Mask: true},
+			{Elem: dt, Rows: 2, E: 1024, Ev: 1000},
+			{Elem: dt, Rows: 8, E: 64, Ev: 64, Mask: true, MMA: true},
+			{Elem: dt, Rows: 3, E: 32, Ev: 40, Mask: true, Causal: true, MMA: true},
 		} {
-			out = append(out, source{k.Name() + "_part", afterPrelude(k.Source()), func() (string, error) { return k.Source(), nil }})
+			if k.MMA && !AttentionMMAFits(k.Elem, k.Rows, k.E, k.Ev) {
+				continue
+			}
+			out = append(out, source{k.Name(), afterPrelude(k.Source()), func() (string, error) { return k.Source(), nil }})
 		}
 	}
 	// Horizontal groups: one kernel, several outputs of other types.

@@ -265,7 +265,7 @@ func gpuGemm(bc Config, tunedAt *sync.Map, dependent bool, q *array.LaunchQueue,
 		if cfg.Split > 0 {
 			var ws, ctr cuda.DevicePtr // unused (nil) unless split blocks add through memory
 			if partials, counters := cfg.Workspace(m, n); partials > 0 {
-				ws, ctr = g.GemmWorkspace(partials, counters)
+				ws, ctr = g.SplitWorkspace("MatMul", partials, counters)
 			}
 			args.Ptr(ws).Ptr(ctr)
 		}
@@ -302,10 +302,11 @@ func gpuGemm(bc Config, tunedAt *sync.Map, dependent bool, q *array.LaunchQueue,
 		choose = inductor.ChooseGemmConfig
 	}
 	cfg := choose(m, n, k, g.Dev().SMCount, arch, vec)
-	if in != ir.Float32 {
-		if !cfg.Takes(in) || !cfg.Fits(k, vec) { // the default, or a test's choice for float32
-			cfg = inductor.ChooseGemm16Config(m, n, k, g.Dev().SMCount, arch, vec)
-		}
+	// 16-bit operands take the float32 choice where it takes them: its
+	// warp kernel measured faster than the tensor-core kernel at up to 16
+	// rows (each in isolation, and replayed from a CUDA graph).
+	if in != ir.Float32 && (!cfg.Takes(in) || !cfg.Fits(k, vec)) {
+		cfg = inductor.ChooseGemm16Config(m, n, k, g.Dev().SMCount, arch, vec)
 	} else if !cfg.Fits(k, vec) { // a test's choice
 		cfg = inductor.ChooseGemmConfig(m, n, k, g.Dev().SMCount, arch, vec)
 	}
