@@ -345,13 +345,15 @@ const attentionTail = `  __syncthreads();
   for (int r = w; r < G * L; r += WARPS) {
     const int g = r / L, l = r % L;
     const float* p = part + (long long)r * splits * WSROW;
-    float mx = GC_NEG_INF;
-    for (int s = lane; s < splits; s += 32) mx = fmaxf(mx, __ldcg(p + (long long)s * WSROW));
-    mx = gc_attn_max(mx);
-    float total = 0.f;
-    for (int s = lane; s < splits; s += 32) {
-      const float ms = __ldcg(p + (long long)s * WSROW);
-      if (ms != GC_NEG_INF) total += __ldcg(p + (long long)s * WSROW + 1) * expf(ms - mx);
+    // The splits' maxima and sums, 32 at a time a lane each.
+    float mx = GC_NEG_INF, total = 0.f;
+    for (int c = 0; c < splits; c += 32) {
+      const bool in = c + lane < splits;
+      const float ms = in ? __ldcg(p + (long long)(c + lane) * WSROW) : GC_NEG_INF;
+      const float ls = in ? __ldcg(p + (long long)(c + lane) * WSROW + 1) : 0.f;
+      const float mn = fmaxf(mx, gc_attn_max(ms));
+      total = total * (mx == GC_NEG_INF ? 1.f : expf(mx - mn)) + (ms != GC_NEG_INF ? ls * expf(ms - mn) : 0.f);
+      mx = mn;
     }
     total = gc_attn_sum(total);
     GC_ATTN_T* o = out + (((long long)b * Hkv * G + hk * G + g) * L + l) * EV;
@@ -362,10 +364,15 @@ const attentionTail = `  __syncthreads();
         const float ms = c + lane < splits ? __ldcg(p + (long long)(c + lane) * WSROW) : GC_NEG_INF;
         const float wgt = ms != GC_NEG_INF ? expf(ms - mx) : 0.f;
         const int n = min(32, splits - c);
-        #pragma unroll 8
-        for (int i = 0; i < n; i++) {
+        // All 32 splits' values first (one trip to memory), then added in
+        // split order.
+        float vals[32];
+        #pragma unroll
+        for (int i = 0; i < 32; i++) vals[i] = i < n ? __ldcg(p + (long long)(c + i) * WSROW + 2 + min(e, EV - 1)) : 0.f;
+        #pragma unroll
+        for (int i = 0; i < 32; i++) {
           const float mi = __shfl_sync(0xffffffffu, ms, i), wi = __shfl_sync(0xffffffffu, wgt, i);
-          if (e < EV && mi != GC_NEG_INF) acc += __ldcg(p + (long long)(c + i) * WSROW + 2 + e) * wi;
+          if (i < n && mi != GC_NEG_INF) acc += vals[i] * wi;
         }
       }
       // No visible key: zeros, as PyTorch's attention gives (its safe softmax).
@@ -380,8 +387,8 @@ const attentionTail = `  __syncthreads();
 // computes a 32-key chunk as MMAs of m16n8k16 (16 rows, of which rows
 // past ROWS are zero): the scores S = q·kᵀ as 4 column tiles of 8 keys
 // over E/16 steps, then the weighted values P·v as EV/8 column tiles over
-// 2 steps of 16 keys, P rounded to the operands' type as flash attention
-// rounds it. Lane (g, t) (g = lane/4, t = lane%4) holds rows g and g+8 of
+// 2 steps of 16 keys, P split into two parts of the operands' type so
+// that the weights keep float32's accuracy. Lane (g, t) (g = lane/4, t = lane%4) holds rows g and g+8 of
 // the fragments; q's fragments are loaded once, k's and v's element by
 // element (any strides), every load of a chunk issued before its MMAs.
 // The online softmax keeps each row's maximum uniform over the four lanes
@@ -410,6 +417,8 @@ func (k *AttentionKernel) mmaSource() string {
 #define GC_NEG_INF __int_as_float(0xff800000)
 #define GC_ATTN_T %[6]s
 #define GC_ATTN_STORE(x) %[7]s
+#define GC_ATTN_ST(x) %[11]s
+#define GC_ATTN_LD(x) %[12]s
 
 __device__ __forceinline__ float gc_attn_max(float v) {
   #pragma unroll
@@ -425,6 +434,14 @@ __device__ __forceinline__ float gc_attn_sum(float v) {
 // gc_attn_pack packs two 16-bit elements, lo the lower k (or column).
 __device__ __forceinline__ unsigned gc_attn_pack(GC_ATTN_T lo, GC_ATTN_T hi) {
   return (unsigned)lo | ((unsigned)hi << 16);
+}
+
+// gc_attn_split packs x and y (lo the lower column) as hi, the operand
+// type's rounding, and lo, the rounding of what hi leaves.
+__device__ __forceinline__ void gc_attn_split(float x, float y, unsigned& hi, unsigned& lo) {
+  const GC_ATTN_T xh = GC_ATTN_ST(x), yh = GC_ATTN_ST(y);
+  hi = gc_attn_pack(xh, yh);
+  lo = gc_attn_pack(GC_ATTN_ST(x - GC_ATTN_LD(xh)), GC_ATTN_ST(y - GC_ATTN_LD(yh)));
 }
 
 __device__ __forceinline__ void gc_attn_mma(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
@@ -483,20 +500,44 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32) %[1]s(
     #pragma unroll
     for (int c = 0; c < 4; c++) o[j][c] = 0.f;
   for (int j0 = s0 + 32 * w; j0 < s1; j0 += 32 * WARPS) {
-    // Scores: column tile n is keys j0+8n.. ; this lane loads key j0+8n+g's
-    // features for the B fragments and holds rows g, g+8 × keys 2t, 2t+1.
-    float sc[4][4];
+    // Every load of the chunk first, so it costs one trip to memory: the
+    // B fragments of the scores (column tile n is keys j0+8n.., this lane
+    // loading key j0+8n+g's features) and of the weighted values (step i
+    // is keys j0+16i.., this lane loading keys 2t, 2t+1, 2t+8, 2t+9 of
+    // feature 8j+g). Keys past the split's end read zero values.
+    unsigned kf[4][E / 16][2], vf[2][EV / 8][2];
     #pragma unroll
     for (int n = 0; n < 4; n++) {
-      const int key = j0 + 8 * n + g;
-      const GC_ATTN_T* kr = kp + (long long)min(key, s1 - 1) * ks;
-      #pragma unroll
-      for (int c = 0; c < 4; c++) sc[n][c] = 0.f;
+      const GC_ATTN_T* kr = kp + (long long)min(j0 + 8 * n + g, s1 - 1) * ks;
       #pragma unroll
       for (int i = 0; i < E / 16; i++) {
         const int e = 16 * i + 2 * t;
-        gc_attn_mma(sc[n], qa[i], gc_attn_pack(kr[e * ke], kr[(e + 1) * ke]), gc_attn_pack(kr[(e + 8) * ke], kr[(e + 9) * ke]));
+        kf[n][i][0] = gc_attn_pack(kr[e * ke], kr[(e + 1) * ke]);
+        kf[n][i][1] = gc_attn_pack(kr[(e + 8) * ke], kr[(e + 9) * ke]);
       }
+    }
+    #pragma unroll
+    for (int i = 0; i < 2; i++) {
+      const int key = j0 + 16 * i + 2 * t;
+      const GC_ATTN_T* v0 = vp + (long long)min(key, s1 - 1) * vs;
+      const GC_ATTN_T* v1 = vp + (long long)min(key + 1, s1 - 1) * vs;
+      const GC_ATTN_T* v8 = vp + (long long)min(key + 8, s1 - 1) * vs;
+      const GC_ATTN_T* v9 = vp + (long long)min(key + 9, s1 - 1) * vs;
+      #pragma unroll
+      for (int j = 0; j < EV / 8; j++) {
+        const long long f = (long long)(8 * j + g) * ve;
+        vf[i][j][0] = gc_attn_pack(key < s1 ? v0[f] : zero, key + 1 < s1 ? v1[f] : zero);
+        vf[i][j][1] = gc_attn_pack(key + 8 < s1 ? v8[f] : zero, key + 9 < s1 ? v9[f] : zero);
+      }
+    }
+    // Scores: this lane holds rows g, g+8 × keys 2t, 2t+1 of each tile.
+    float sc[4][4];
+    #pragma unroll
+    for (int n = 0; n < 4; n++) {
+      #pragma unroll
+      for (int c = 0; c < 4; c++) sc[n][c] = 0.f;
+      #pragma unroll
+      for (int i = 0; i < E / 16; i++) gc_attn_mma(sc[n], qa[i], kf[n][i][0], kf[n][i][1]);
     }
     // The rows' online softmax.
     float c[2];
@@ -541,22 +582,17 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32) %[1]s(
     // scores' C fragments of tiles 2i and 2i+1, rounded to the operand type.
     #pragma unroll
     for (int i = 0; i < 2; i++) {
-      unsigned pa[4];
-      pa[0] = gc_attn_pack(%[11]s, %[12]s);
-      pa[1] = gc_attn_pack(%[13]s, %[14]s);
-      pa[2] = gc_attn_pack(%[15]s, %[16]s);
-      pa[3] = gc_attn_pack(%[17]s, %[18]s);
-      const int key = j0 + 16 * i + 2 * t;
-      const GC_ATTN_T* v0 = vp + (long long)min(key, s1 - 1) * vs;
-      const GC_ATTN_T* v1 = vp + (long long)min(key + 1, s1 - 1) * vs;
-      const GC_ATTN_T* v8 = vp + (long long)min(key + 8, s1 - 1) * vs;
-      const GC_ATTN_T* v9 = vp + (long long)min(key + 9, s1 - 1) * vs;
+      // P = hi + lo, both in the operand type: two MMAs keep the weights
+      // to float32's accuracy (one would round them to 8 or 11 bits).
+      unsigned pa[4], pl[4];
+      gc_attn_split(sc[2 * i][0], sc[2 * i][1], pa[0], pl[0]);
+      gc_attn_split(sc[2 * i][2], sc[2 * i][3], pa[1], pl[1]);
+      gc_attn_split(sc[2 * i + 1][0], sc[2 * i + 1][1], pa[2], pl[2]);
+      gc_attn_split(sc[2 * i + 1][2], sc[2 * i + 1][3], pa[3], pl[3]);
       #pragma unroll
       for (int j = 0; j < EV / 8; j++) {
-        const long long f = (long long)(8 * j + g) * ve;
-        // Keys past the split's end weigh zero and read zero.
-        gc_attn_mma(o[j], pa, gc_attn_pack(key < s1 ? v0[f] : zero, key + 1 < s1 ? v1[f] : zero),
-                    gc_attn_pack(key + 8 < s1 ? v8[f] : zero, key + 9 < s1 ? v9[f] : zero));
+        gc_attn_mma(o[j], pl, vf[i][j][0], vf[i][j][1]);
+        gc_attn_mma(o[j], pa, vf[i][j][0], vf[i][j][1]);
       }
     }
   }
@@ -579,7 +615,7 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32) %[1]s(
       }
     }
   }
-%[19]s#undef ROWS
+%[13]s#undef ROWS
 #undef E
 #undef EV
 #undef WARPS
@@ -587,11 +623,10 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32) %[1]s(
 #undef GC_NEG_INF
 #undef GC_ATTN_T
 #undef GC_ATTN_STORE
+#undef GC_ATTN_ST
+#undef GC_ATTN_LD
 `, k.Name(), k.Rows, k.E, k.Ev, AttentionWarps, t, storeC("x", ir.F32, k.Elem), mma, causal, mask,
-		storeC("sc[2 * i][0]", ir.F32, k.Elem), storeC("sc[2 * i][1]", ir.F32, k.Elem),
-		storeC("sc[2 * i][2]", ir.F32, k.Elem), storeC("sc[2 * i][3]", ir.F32, k.Elem),
-		storeC("sc[2 * i + 1][0]", ir.F32, k.Elem), storeC("sc[2 * i + 1][1]", ir.F32, k.Elem),
-		storeC("sc[2 * i + 1][2]", ir.F32, k.Elem), storeC("sc[2 * i + 1][3]", ir.F32, k.Elem),
+		storeC("x", ir.F32, k.Elem), loadC("x", k.Elem, ir.F32),
 		attentionTail)
 	return b.String()
 }
