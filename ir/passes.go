@@ -795,7 +795,7 @@ func isComposite(n *Node) bool {
 	return n.Kind == CallNode && n.Op != nil && n.Op.Kind == Composite
 }
 
-// Optimize runs Decompose, Simplify, CSE, FoldConstants (when eval is not
+// Optimize runs Decompose, Simplify, SinkCasts, CSE, FoldConstants (when eval is not
 // nil) and DCE, in that order, until a round changes nothing (at most 10
 // rounds). It returns the total number of changes and the first error of
 // Decompose or FoldConstants, which stops it.
@@ -807,7 +807,7 @@ func Optimize(g *Graph, eval func(n *Node, args []any) (any, error)) (int, error
 		if err != nil {
 			return total, err
 		}
-		round := n + Simplify(g) + CSE(g)
+		round := n + Simplify(g) + SinkCasts(g) + CSE(g)
 		if eval != nil {
 			f, err := FoldConstants(g, eval)
 			round += f
@@ -822,4 +822,152 @@ func Optimize(g *Graph, eval func(n *Node, args []any) (any, error)) (int, error
 		}
 	}
 	return total, nil
+}
+
+// sinkableViews are the views SinkCasts moves a cast past: each keeps a
+// value's elements as they are, and reading a tensor through it needs no
+// copy.
+var sinkableViews = map[*Op]bool{OpSlice: true, OpTranspose: true, OpPermute: true, OpSqueeze: true, OpUnsqueeze: true, OpExpand: true}
+
+// SinkCasts moves casts toward the tensors they convert, so that the
+// kernels reading them convert as they load instead of reading a
+// converted copy (a bfloat16 product read in float32 through slices, as
+// rotary embeddings do):
+//   - a view of a cast becomes a cast of the view, where every reader of
+//     the cast is such a view and neither is a graph output (an output
+//     keeps its layout);
+//   - a cast of a Cat becomes a Cat of casts, where the cast is the Cat's
+//     only reader; each part is first cast to the Cat's type, so the
+//     values are exactly the Cat's cast.
+//
+// Both leave values unchanged; the casts then fuse into the regions that
+// read the views, or that compute the Cat's parts. It returns the number
+// of rewrites; DCE removes what they leave unread.
+func SinkCasts(g *Graph) int {
+	readers := map[*Node][]*Node{}
+	outputs := map[*Node]bool{}
+	for _, n := range g.Nodes {
+		if n.Kind != CallNode {
+			continue
+		}
+		for _, a := range n.Args {
+			if an, ok := a.(*Node); ok && an != nil {
+				readers[an] = append(readers[an], n)
+			}
+		}
+	}
+	for _, o := range g.Outputs {
+		outputs[o] = true
+	}
+	viewsOnly := func(c *Node) bool {
+		if c == nil || c.Kind != CallNode || c.Op != OpCast || outputs[c] || len(readers[c]) == 0 {
+			return false
+		}
+		for _, u := range readers[c] {
+			if !sinkableViews[u.Op] || outputs[u] {
+				return false
+			}
+		}
+		return true
+	}
+	old := g.Nodes
+	g.Nodes = make([]*Node, 0, len(old)+8)
+	r := newRewriter()
+	changes := 0
+	for _, n := range old {
+		if n.Kind != CallNode {
+			g.Nodes = append(g.Nodes, n)
+			continue
+		}
+		r.remapArgs(n)
+		var res Value
+		mark := len(g.Nodes)
+		b := &GraphBuilder{G: g, Loc: n.Loc}
+		switch x := argNode(n, 0); {
+		case sinkableViews[n.Op] && viewsOnly(x) && !outputs[n]:
+			res = b.Apply(OpCast, x.Attrs, b.Apply(n.Op, n.Attrs, x.Args[0]))
+		case n.Op == OpCast && x != nil && x.Kind == CallNode && x.Op == OpCat && len(readers[x]) == 1 && !outputs[x]:
+			parts := make([]Value, len(x.Args))
+			for i, a := range x.Args {
+				if an, ok := a.(*Node); ok && an != nil && an.DType != x.DType {
+					a = b.Apply(OpCast, Attrs{DType: x.DType}, a)
+				}
+				parts[i] = b.Apply(OpCast, n.Attrs, a)
+			}
+			res = b.Apply(OpCat, x.Attrs, parts...)
+		}
+		if rn, ok := res.(*Node); ok && b.Err == nil && sameMeta(rn, n) {
+			r.repl[n] = rn
+			changes++
+			continue
+		}
+		clear(g.Nodes[mark:])
+		g.Nodes = append(g.Nodes[:mark], n)
+	}
+	r.remapOutputs(g)
+	return changes
+}
+
+// SplitCasts gives each reader of a cast its own copy of the cast where
+// that moves fewer bytes than computing the cast once: a fused kernel
+// then converts as it loads, and the converted tensor is never written.
+// A cast from s-byte to d-byte elements read by k pointwise or view calls
+// costs k·s bytes of loads split, against s + d + k·d (read, write, k
+// reads) kept, so widening casts always split and narrowing ones for two
+// readers. Casts that are graph outputs, or read by other calls (a
+// reduction, whose row region takes the cast whole; a product), stay
+// whole. It returns the
+// number of copies made; CSE would merge them again, so it runs after
+// Optimize, just before the graph is partitioned into kernels.
+func SplitCasts(g *Graph) int {
+	readers := map[*Node][]*Node{}
+	outputs := map[*Node]bool{}
+	for _, n := range g.Nodes {
+		if n.Kind != CallNode {
+			continue
+		}
+		for _, a := range n.Args {
+			if an, ok := a.(*Node); ok && an != nil && !slices.Contains(readers[an], n) {
+				readers[an] = append(readers[an], n)
+			}
+		}
+	}
+	for _, o := range g.Outputs {
+		outputs[o] = true
+	}
+	split := func(c *Node) bool {
+		x := argNode(c, 0)
+		us := readers[c]
+		if c.Kind != CallNode || c.Op != OpCast || outputs[c] || x == nil || len(us) < 2 {
+			return false
+		}
+		for _, u := range us {
+			if k := u.Op.Kind; k != Pointwise && k != View {
+				return false
+			}
+		}
+		k, s, d := len(us), x.DType.Size(), c.DType.Size()
+		return k*s < s+d+k*d
+	}
+	old := g.Nodes
+	g.Nodes = make([]*Node, 0, len(old)+8)
+	copies := 0
+	for _, n := range old {
+		g.Nodes = append(g.Nodes, n)
+		if !split(n) {
+			continue
+		}
+		for _, u := range readers[n][1:] {
+			c := g.add(&Node{Kind: CallNode, Op: n.Op, Attrs: n.Attrs, Args: n.Args, Shape: n.Shape, DType: n.DType, Device: n.Device, Loc: n.Loc})
+			args := slices.Clone(u.Args)
+			for i, a := range args {
+				if an, ok := a.(*Node); ok && an == n {
+					args[i] = c
+				}
+			}
+			u.Args = args
+			copies++
+		}
+	}
+	return copies
 }

@@ -693,3 +693,77 @@ func TestPassesPreserveValidity(t *testing.T) {
 		})
 	}
 }
+
+// SinkCasts turns slices of a cast into casts of slices, and a cast of a
+// Cat into a Cat of casts (each part cast to the Cat's type first); casts
+// with another reader, and outputs, stay.
+func TestSinkCasts(t *testing.T) {
+	g := &Graph{}
+	x := g.Input(shp(2, 8), BFloat16, CPU, "")
+	c := mustCall(t, g, OpCast, Attrs{DType: Float32}, "", x)
+	lo := mustCall(t, g, OpSlice, Attrs{Dim: 1, Start: 0, Stop: 4, Step: 1}, "", c)
+	hi := mustCall(t, g, OpSlice, Attrs{Dim: 1, Start: 4, Stop: 8, Step: 1}, "", c)
+	a := mustCall(t, g, OpSub, Attrs{}, "", lo, hi)
+	h := g.Input(shp(2, 4), Float16, CPU, "")
+	cat := mustCall(t, g, OpCat, Attrs{Dim: 1}, "", a, h) // float32
+	out := mustCall(t, g, OpCast, Attrs{DType: BFloat16}, "", cat)
+	kept := mustCall(t, g, OpCast, Attrs{DType: Float64}, "", x) // read whole too
+	kv := mustCall(t, g, OpTranspose, Attrs{Dim: 0, Dim2: 1}, "", kept)
+	g.Outputs = []*Node{out, kept, kv}
+	if n := SinkCasts(g); n != 3 {
+		t.Fatalf("SinkCasts made %d rewrites, want 3 (two slices, one Cat):\n%s", n, g)
+	}
+	mustValidate(t, g, "after SinkCasts")
+	DCE(g)
+	for _, n := range g.Nodes {
+		if n.Op == OpSlice && argNode(n, 0) != x {
+			t.Errorf("%s slices %s, want the input", n.Name(), argNode(n, 0).Name())
+		}
+		if n.Op == OpCat {
+			for _, p := range n.Args {
+				if pn := p.(*Node); pn.Op != OpCast || pn.DType != BFloat16 {
+					t.Errorf("Cat part %s, want a cast to bfloat16", pn.Name())
+				}
+			}
+			if h := argNode(argNode(n, 1), 0); h.Op != OpCast || h.DType != Float32 || argNode(h, 0).Kind != InputNode {
+				t.Errorf("the float16 part is not cast to the Cat's float32 first:\n%s", g)
+			}
+		}
+	}
+	if g.Outputs[1] != kept || argNode(g.Outputs[2], 0) != kept {
+		t.Errorf("a cast that is an output, and its view, moved:\n%s", g)
+	}
+	if g.Outputs[0].Op != OpCat || g.Outputs[0].DType != BFloat16 {
+		t.Errorf("output 0 is %s, want the Cat of casts", g.Outputs[0].TypeString())
+	}
+}
+
+// SplitCasts gives each pointwise reader of a widening cast its own copy,
+// and leaves a cast a reduction reads, and narrowing casts of three
+// readers, whole.
+func TestSplitCasts(t *testing.T) {
+	g := &Graph{}
+	x := g.Input(shp(4), BFloat16, CPU, "")
+	c := mustCall(t, g, OpCast, Attrs{DType: Float32}, "", x)
+	a := mustCall(t, g, OpExp, Attrs{}, "", c)
+	b := mustCall(t, g, OpNeg, Attrs{}, "", c)
+	r := mustCall(t, g, OpCast, Attrs{DType: Float32}, "", x)
+	s := mustCall(t, g, OpSum, Attrs{Dims: []int{0}}, "", r)
+	e := mustCall(t, g, OpExp, Attrs{}, "", r)
+	y := g.Input(shp(4), Float32, CPU, "")
+	n := mustCall(t, g, OpCast, Attrs{DType: BFloat16}, "", y)
+	n1 := mustCall(t, g, OpNeg, Attrs{}, "", n)
+	n2 := mustCall(t, g, OpExp, Attrs{}, "", n)
+	n3 := mustCall(t, g, OpAbs, Attrs{}, "", n)
+	g.Outputs = []*Node{a, b, s, e, n1, n2, n3}
+	if got := SplitCasts(g); got != 1 {
+		t.Fatalf("SplitCasts made %d copies, want 1:\n%s", got, g)
+	}
+	mustValidate(t, g, "after SplitCasts")
+	if a.Args[0] != c || b.Args[0] == c || argNode(b, 0).Op != OpCast || argNode(b, 0).Args[0] != x {
+		t.Errorf("exp and neg do not read copies of one cast:\n%s", g)
+	}
+	if s.Args[0] != r || e.Args[0] != r || n1.Args[0] != n || n3.Args[0] != n {
+		t.Errorf("a cast read by a sum, or a narrowing cast of three readers, was split:\n%s", g)
+	}
+}
