@@ -43,8 +43,9 @@
 //     of up to 16 rows (a decode step) add in float32 with m16n8k16 MMAs
 //     that stream the weight once (ChooseGemm16Config).
 //   - AttentionKernel: attention of few queries against many keys (a
-//     decode step against a KV cache), split along the keys with an
-//     online softmax per split and the splits merged in order.
+//     decode step against a KV cache) in one launch, split along the keys
+//     with an online softmax per split (m16n8k16 MMAs for 16-bit operands)
+//     and the splits merged in order by the last block to finish.
 //   - ReduceKernel, IndexKernel and IndexCopyKernel: eager reductions,
 //     gathers and index writes, which check indices on the device.
 //
