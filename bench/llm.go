@@ -68,10 +68,38 @@ func runLLM(cfg *config, out io.Writer) error {
 		fmt.Fprintf(out, "%-6d %11.1f %11.1f %16.1f %12.1f %12.1f %14.1f%%\n", batch, eu, cu, gu,
 			float64(batch)/best*1e6, float64(bytes)/1e6, 100*roof/best)
 	}
+	prefill(cfg, out, m)
 	if cfg.steady {
 		steadyDecode(out, m, cfg.device)
 	}
 	return nil
+}
+
+// prefill times the prompt's pass through the decoder at batch 1 (a
+// prompt of 512 tokens, or half the cache where that is shorter), eagerly
+// as examples/llm runs it and compiled at that length, and prints prompt
+// tokens a second.
+func prefill(cfg *config, out io.Writer, m *llama.Model) {
+	c := m.Cfg
+	n := min(512, c.MaxSeq/2)
+	dec := llama.NewDecoder(m, 1)
+	tok := tensor.Arange(0, float64(n), 1, tensor.Int64).Reshape(1, n).ToDevice(cfg.device)
+	pos := tensor.Arange(0, float64(n), 1, tensor.Int64).ToDevice(cfg.device)
+	compiled := tensor.Compile(dec.Forward)
+	e := func() *tensor.Tensor { return dec.Forward(tok, pos) }
+	cf := func() *tensor.Tensor { return compiled(tok, pos) }
+	for range 2 {
+		e()
+		cf()
+	}
+	iters := cfg.iters
+	if iters == 0 {
+		iters = 5
+	}
+	med, _ := measure(cfg, iters, e, cf)
+	eu, cu := us(med[0]), us(med[1])
+	fmt.Fprintf(out, "prefill of %d tokens (batch 1): eager %.1f µs (%.0f tokens/s), compiled %.1f µs (%.0f tokens/s)\n",
+		n, eu, float64(n)/eu*1e6, cu, float64(n)/cu*1e6)
 }
 
 // steadyDecode runs 256 greedy decode steps of batch 1 through the

@@ -105,21 +105,22 @@ func TestQuickSuiteCPU(t *testing.T) {
 
 func TestBadFlags(t *testing.T) {
 	var out bytes.Buffer
-	for _, args := range [][]string{{"-device", "tpu"}, {"-iters", "-1"}, {"extra"}, {"-llm", "huge"}, {"-llm", "tiny/int8"}} {
+	for _, args := range [][]string{{"-device", "tpu"}, {"-iters", "-1"}, {"extra"}, {"-llm", "huge"}, {"-llm", "tiny/int8"}, {"-batches", "1,0"}, {"-batches", "x"}} {
 		if err := run(args, &out); err == nil {
 			t.Errorf("run(%q) succeeded, want an error", args)
 		}
 	}
 }
 
-// -llm times the tiny decoder's decode step at batch 1, 4 and 16 and
-// reports its share of the bandwidth roofline.
+// -llm times the tiny decoder's decode step at batch 1, 4 and 16,
+// reports its share of the bandwidth roofline, and times the prefill; a
+// bad -batches is refused.
 func TestLLMDecodeCPU(t *testing.T) {
 	var out bytes.Buffer
 	if err := run([]string{"-llm", "tiny/float32", "-device", "cpu", "-iters", "2", "-reps", "1"}, &out); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"decode step of the tiny config", "% of roofline", "\n1 ", "\n4 ", "\n16 "} {
+	for _, want := range []string{"decode step of the tiny config", "% of roofline", "\n1 ", "\n4 ", "\n16 ", "prefill of 64 tokens (batch 1)"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("the output lacks %q:\n%s", want, out.String())
 		}
