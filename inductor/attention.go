@@ -134,18 +134,7 @@ func (k *AttentionKernel) Source() string {
 #define GC_NEG_INF __int_as_float(0xff800000)
 #define GC_ATTN_T %[7]s
 #define GC_ATTN_STORE(x) %[19]s
-
-__device__ __forceinline__ float gc_attn_max(float v) {
-  #pragma unroll
-  for (int s = 16; s > 0; s >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, s));
-  return v;
-}
-__device__ __forceinline__ float gc_attn_sum(float v) {
-  #pragma unroll
-  for (int s = 16; s > 0; s >>= 1) v += __shfl_xor_sync(0xffffffffu, v, s);
-  return v;
-}
-
+%[23]s
 // gc_attn_values loads two features a lane (2·lane + 64i) of the value
 // rows j0.. j0+VB-1 (rows past s1 read the last one, weighted by zero).
 __device__ __forceinline__ void gc_attn_values(float (&vv)[VB][2 * EVG], const %[7]s* __restrict__ vp, long long vs, long long ve,
@@ -304,9 +293,23 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32) %[1]s(
 		load("x.v[0]"), load("x.v[1]"),
 		causal, mask,
 		storeC("x", ir.F32, k.Elem),
-		ke, max(4, 32/evg), attentionTail)
+		ke, max(4, 32/evg), attentionTail, attentionWarpSums)
 	return b.String()
 }
+
+// attentionWarpSums are both kernels' warp-wide maximum and sum.
+const attentionWarpSums = `
+__device__ __forceinline__ float gc_attn_max(float v) {
+  #pragma unroll
+  for (int s = 16; s > 0; s >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, s));
+  return v;
+}
+__device__ __forceinline__ float gc_attn_sum(float v) {
+  #pragma unroll
+  for (int s = 16; s > 0; s >>= 1) v += __shfl_xor_sync(0xffffffffu, v, s);
+  return v;
+}
+`
 
 // attentionTail is both kernels' end, once red holds each warp's maximum,
 // sum and weighted values per row: the block merges its warps (rescaled
@@ -419,18 +422,7 @@ func (k *AttentionKernel) mmaSource() string {
 #define GC_ATTN_STORE(x) %[7]s
 #define GC_ATTN_ST(x) %[11]s
 #define GC_ATTN_LD(x) %[12]s
-
-__device__ __forceinline__ float gc_attn_max(float v) {
-  #pragma unroll
-  for (int s = 16; s > 0; s >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, s));
-  return v;
-}
-__device__ __forceinline__ float gc_attn_sum(float v) {
-  #pragma unroll
-  for (int s = 16; s > 0; s >>= 1) v += __shfl_xor_sync(0xffffffffu, v, s);
-  return v;
-}
-
+%[14]s
 // gc_attn_pack packs two 16-bit elements, lo the lower k (or column).
 __device__ __forceinline__ unsigned gc_attn_pack(GC_ATTN_T lo, GC_ATTN_T hi) {
   return (unsigned)lo | ((unsigned)hi << 16);
@@ -627,6 +619,6 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32) %[1]s(
 #undef GC_ATTN_LD
 `, k.Name(), k.Rows, k.E, k.Ev, AttentionWarps, t, storeC("x", ir.F32, k.Elem), mma, causal, mask,
 		storeC("x", ir.F32, k.Elem), loadC("x", k.Elem, ir.F32),
-		attentionTail)
+		attentionTail, attentionWarpSums)
 	return b.String()
 }

@@ -824,6 +824,26 @@ func Optimize(g *Graph, eval func(n *Node, args []any) (any, error)) (int, error
 	return total, nil
 }
 
+// readersOf lists each node's distinct reading calls, in graph order, and
+// marks the graph's outputs.
+func readersOf(g *Graph) (readers map[*Node][]*Node, outputs map[*Node]bool) {
+	readers, outputs = map[*Node][]*Node{}, map[*Node]bool{}
+	for _, n := range g.Nodes {
+		if n.Kind != CallNode {
+			continue
+		}
+		for _, a := range n.Args {
+			if an, ok := a.(*Node); ok && an != nil && !slices.Contains(readers[an], n) {
+				readers[an] = append(readers[an], n)
+			}
+		}
+	}
+	for _, o := range g.Outputs {
+		outputs[o] = true
+	}
+	return readers, outputs
+}
+
 // sinkableViews are the views SinkCasts moves a cast past: each keeps a
 // value's elements as they are, and reading a tensor through it needs no
 // copy.
@@ -844,21 +864,7 @@ var sinkableViews = map[*Op]bool{OpSlice: true, OpTranspose: true, OpPermute: tr
 // read the views, or that compute the Cat's parts. It returns the number
 // of rewrites; DCE removes what they leave unread.
 func SinkCasts(g *Graph) int {
-	readers := map[*Node][]*Node{}
-	outputs := map[*Node]bool{}
-	for _, n := range g.Nodes {
-		if n.Kind != CallNode {
-			continue
-		}
-		for _, a := range n.Args {
-			if an, ok := a.(*Node); ok && an != nil {
-				readers[an] = append(readers[an], n)
-			}
-		}
-	}
-	for _, o := range g.Outputs {
-		outputs[o] = true
-	}
+	readers, outputs := readersOf(g)
 	viewsOnly := func(c *Node) bool {
 		if c == nil || c.Kind != CallNode || c.Op != OpCast || outputs[c] || len(readers[c]) == 0 {
 			return false
@@ -916,25 +922,11 @@ func SinkCasts(g *Graph) int {
 // reads) kept, so widening casts always split and narrowing ones for two
 // readers. Casts that are graph outputs, or read by other calls (a
 // reduction, whose row region takes the cast whole; a product), stay
-// whole. It returns the
-// number of copies made; CSE would merge them again, so it runs after
-// Optimize, just before the graph is partitioned into kernels.
+// whole. It returns the number of copies made; CSE would merge them
+// again, so it runs after Optimize, just before the graph is partitioned
+// into kernels.
 func SplitCasts(g *Graph) int {
-	readers := map[*Node][]*Node{}
-	outputs := map[*Node]bool{}
-	for _, n := range g.Nodes {
-		if n.Kind != CallNode {
-			continue
-		}
-		for _, a := range n.Args {
-			if an, ok := a.(*Node); ok && an != nil && !slices.Contains(readers[an], n) {
-				readers[an] = append(readers[an], n)
-			}
-		}
-	}
-	for _, o := range g.Outputs {
-		outputs[o] = true
-	}
+	readers, outputs := readersOf(g)
 	split := func(c *Node) bool {
 		x := argNode(c, 0)
 		us := readers[c]
