@@ -137,11 +137,8 @@ func intermediateOf(q, root *ir.Node) bool {
 }
 
 // Partition splits the graph's call nodes into regions, in an order in
-// which every region's inputs are computed before it. It first gives each
-// reader of a cheap cast its own copy (ir.SplitCasts, which changes g), so
-// that the regions reading a cast convert as they load.
+// which every region's inputs are computed before it.
 func Partition(g *ir.Graph) ([]*Region, error) {
-	ir.SplitCasts(g)
 	p := &partitioner{users: map[*ir.Node][]*ir.Node{}, isOutput: map[*ir.Node]bool{}, region: map[*ir.Node]*Region{}}
 	for _, n := range g.Nodes {
 		for _, a := range n.Args {

@@ -48,7 +48,9 @@ type AttentionKernel struct {
 // 16-row MMA tile), e key features (whole 16-wide MMA steps) and ev value
 // features (whole 8-wide MMA tiles).
 func AttentionMMAFits(elem ir.DType, rows, e, ev int) bool {
-	return (elem == ir.BFloat16 || elem == ir.Float16) && rows <= 16 && e%16 == 0 && ev%8 == 0
+	// Up to 128 features each, a warp's fragments of a 32-key chunk fit in
+	// registers.
+	return (elem == ir.BFloat16 || elem == ir.Float16) && rows <= 16 && e%16 == 0 && ev%8 == 0 && e <= 128 && ev <= 128
 }
 
 // AttentionWarps is the warps of a block.
@@ -390,8 +392,9 @@ const attentionTail = `  __syncthreads();
 // computes a 32-key chunk as MMAs of m16n8k16 (16 rows, of which rows
 // past ROWS are zero): the scores S = q·kᵀ as 4 column tiles of 8 keys
 // over E/16 steps, then the weighted values P·v as EV/8 column tiles over
-// 2 steps of 16 keys, P split into two parts of the operands' type so
-// that the weights keep float32's accuracy. Lane (g, t) (g = lane/4, t = lane%4) holds rows g and g+8 of
+// 2 steps of 16 keys, P split into two parts of the operands' type
+// (about 16 bits of each weight for bfloat16, 22 for float16, where one
+// part would keep 8 or 11). Lane (g, t) (g = lane/4, t = lane%4) holds rows g and g+8 of
 // the fragments; q's fragments are loaded once, k's and v's element by
 // element (any strides), every load of a chunk issued before its MMAs.
 // The online softmax keeps each row's maximum uniform over the four lanes
@@ -574,8 +577,8 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32) %[1]s(
     // scores' C fragments of tiles 2i and 2i+1, rounded to the operand type.
     #pragma unroll
     for (int i = 0; i < 2; i++) {
-      // P = hi + lo, both in the operand type: two MMAs keep the weights
-      // to float32's accuracy (one would round them to 8 or 11 bits).
+      // P = hi + lo, both in the operand type: two MMAs keep about 16
+      // (bfloat16) or 22 (float16) bits of each weight, one would keep 8 or 11.
       unsigned pa[4], pl[4];
       gc_attn_split(sc[2 * i][0], sc[2 * i][1], pa[0], pl[0]);
       gc_attn_split(sc[2 * i][2], sc[2 * i][3], pa[1], pl[1]);

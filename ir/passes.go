@@ -846,8 +846,9 @@ func readersOf(g *Graph) (readers map[*Node][]*Node, outputs map[*Node]bool) {
 
 // sinkableViews are the views SinkCasts moves a cast past: each keeps a
 // value's elements as they are, and reading a tensor through it needs no
-// copy.
-var sinkableViews = map[*Op]bool{OpSlice: true, OpTranspose: true, OpPermute: true, OpSqueeze: true, OpUnsqueeze: true, OpExpand: true}
+// copy. Not Expand: a cast of an expanded tensor that some op (a
+// product) reads whole would be computed at the expanded size.
+var sinkableViews = map[*Op]bool{OpSlice: true, OpTranspose: true, OpPermute: true, OpSqueeze: true, OpUnsqueeze: true}
 
 // SinkCasts moves casts toward the tensors they convert, so that the
 // kernels reading them convert as they load instead of reading a
@@ -921,8 +922,10 @@ func SinkCasts(g *Graph) int {
 // costs k·s bytes of loads split, against s + d + k·d (read, write, k
 // reads) kept, so widening casts always split and narrowing ones for two
 // readers. Casts that are graph outputs, or read by other calls (a
-// reduction, whose row region takes the cast whole; a product), stay
-// whole. It returns the number of copies made; CSE would merge them
+// reduction, whose row region takes the cast whole; a product; After,
+// which orders an in-place write), stay whole. Run it before in-place
+// writes are decided: a copy may run later than the cast it copies. It
+// returns the number of copies made; CSE would merge them
 // again, so it runs after Optimize, just before the graph is partitioned
 // into kernels.
 func SplitCasts(g *Graph) int {
@@ -934,7 +937,9 @@ func SplitCasts(g *Graph) int {
 			return false
 		}
 		for _, u := range us {
-			if k := u.Op.Kind; k != Pointwise && k != View {
+			// After orders a write after this value's readers: a copy
+			// would read the storage once it may be overwritten.
+			if k := u.Op.Kind; k != Pointwise && k != View || u.Op == OpAfter {
 				return false
 			}
 		}

@@ -22,8 +22,9 @@ func graphKey(g *ir.Graph) string { return g.Key() }
 func graphString(g *ir.Graph) string { return g.String() }
 
 // optimize runs the graph passes: decomposition of composite ops,
-// algebraic simplification, common subexpressions, constant folding and
-// dead code. Constants are bound by reference (a weight updated in place
+// algebraic simplification, casts moved toward what they convert, common
+// subexpressions, constant folding and dead code, then casts split for
+// their readers. Constants are bound by reference (a weight updated in place
 // is seen by later calls), so only views of constants fold: they alias
 // the constant's storage. A pass that fails leaves a valid graph; the
 // failure is logged.
@@ -43,4 +44,9 @@ func optimize(g *ir.Graph) {
 	if err != nil {
 		logs.Warn("gocompile: a graph pass failed; compiling the graph as it stands", "err", err)
 	}
+	// Then each reader of a cheap cast gets its own copy, fused into its
+	// kernel. This must come before in-place writes are decided
+	// (markInPlace), which must see every reader of a storage's old
+	// contents: a copy may run later than the cast it copies.
+	ir.SplitCasts(g)
 }
