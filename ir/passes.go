@@ -955,7 +955,7 @@ func SplitCasts(g *Graph) int {
 			continue
 		}
 		for _, u := range readers[n][1:] {
-			c := g.add(&Node{Kind: CallNode, Op: n.Op, Attrs: n.Attrs, Args: n.Args, Shape: n.Shape, DType: n.DType, Device: n.Device, Loc: n.Loc})
+			c := g.add(&Node{Kind: CallNode, Op: n.Op, Attrs: n.Attrs, Args: n.Args, Shape: n.Shape, DType: n.DType, Device: n.Device, Loc: n.Loc, Sym: n.Sym})
 			args := slices.Clone(u.Args)
 			for i, a := range args {
 				if an, ok := a.(*Node); ok && an == n {
