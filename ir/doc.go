@@ -25,6 +25,12 @@
 // without one differentiate through their decomposition; SumTo reduces a
 // broadcast gradient to its operand's shape.
 //
+// Graph passes rewrite a traced Graph in place (Optimize runs them to a
+// fixed point): Decompose, Simplify, SinkCasts (casts moved below views
+// and into a Cat's parts, so kernels convert as they load), CSE, constant
+// folding and DCE; SplitCasts gives each reader of a cheap cast its own
+// copy before the graph is partitioned into kernels.
+//
 // Shape helpers (Broadcast, NormDim, ViewStrides, InferShape) and the type
 // rules (PromoteTypes, ResultType) are exported for the packages above.
 package ir
