@@ -100,15 +100,7 @@ func (k *AttentionKernel) Source() string {
 	if k.MMA {
 		return k.mmaSource()
 	}
-	t := storageC(k.Elem)
 	load := func(v string) string { return loadC(v, k.Elem, ir.F32) }
-	mask, causal := "false", "false"
-	if k.Mask {
-		mask = "true"
-	}
-	if k.Causal {
-		causal = "true"
-	}
 	// Key rows are read in pieces of ke features (whole vectors), all of
 	// a piece's loads at once, and value rows vb at a time: what fits in
 	// registers beside the rows' sums.
@@ -122,24 +114,15 @@ func (k *AttentionKernel) Source() string {
 		}
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "// gocompile eager kernel: %s (ScaledDotProductAttention, few queries, keys split)\n%s", k.Name(), cudaPrelude)
-	fmt.Fprintf(&b, `
-#define ROWS %[2]d
-#define E %[3]d
-#define EV %[4]d
-#define EVG %[5]d
-#define WARPS %[6]d
-#define VW %[13]d
-#define KE %[20]d
-#define VB %[21]d
-#define WSROW (2 + EV)
-#define GC_NEG_INF __int_as_float(0xff800000)
-#define GC_ATTN_T %[7]s
-#define GC_ATTN_STORE(x) %[19]s
-%[23]s
+	k.prologue(&b, "")
+	fmt.Fprintf(&b, `#define EVG %[2]d
+#define VW %[8]d
+#define KE %[12]d
+#define VB %[13]d
+
 // gc_attn_values loads two features a lane (2·lane + 64i) of the value
 // rows j0.. j0+VB-1 (rows past s1 read the last one, weighted by zero).
-__device__ __forceinline__ void gc_attn_values(float (&vv)[VB][2 * EVG], const %[7]s* __restrict__ vp, long long vs, long long ve,
+__device__ __forceinline__ void gc_attn_values(float (&vv)[VB][2 * EVG], const GC_ATTN_T* __restrict__ vp, long long vs, long long ve,
                                                int j0, int s1, int lane, int vecV) {
   #pragma unroll
   for (int jj = 0; jj < VB; jj++) {
@@ -148,12 +131,12 @@ __device__ __forceinline__ void gc_attn_values(float (&vv)[VB][2 * EVG], const %
     for (int i = 0; i < EVG; i++) {
       const int e = 2 * lane + 64 * i;
       if (vecV && e < EV) {
-        const VN<%[7]s, 2> x = *(const VN<%[7]s, 2>*)(vp + row + e);
-        vv[jj][2 * i] = %[15]s;
-        vv[jj][2 * i + 1] = %[16]s;
+        const VN<GC_ATTN_T, 2> x = *(const VN<GC_ATTN_T, 2>*)(vp + row + e);
+        vv[jj][2 * i] = %[10]s;
+        vv[jj][2 * i + 1] = %[11]s;
       } else {
-        vv[jj][2 * i] = e < EV ? %[11]s : 0.f;
-        vv[jj][2 * i + 1] = e + 1 < EV ? %[12]s : 0.f;
+        vv[jj][2 * i] = e < EV ? %[6]s : 0.f;
+        vv[jj][2 * i + 1] = e + 1 < EV ? %[7]s : 0.f;
       }
     }
   }
@@ -161,14 +144,7 @@ __device__ __forceinline__ void gc_attn_values(float (&vv)[VB][2 * EVG], const %
 
 // Block (split, b·Hkv + hk): rows r = g·L + l are query head hk·G + g,
 // query l, of batch entry b.
-extern "C" __global__ void __launch_bounds__(WARPS * 32) %[1]s(
-    const %[7]s* __restrict__ q, const %[7]s* __restrict__ k, const %[7]s* __restrict__ v, const gc_bool* __restrict__ mask,
-    long long qb, long long qh, long long ql, long long qe,
-    long long kb, long long kh, long long ks, long long ke,
-    long long vb, long long vh, long long vs, long long ve,
-    long long mb, long long mh, long long ml, long long ms,
-    int Hkv, int G, int L, int S, int keysPerSplit, float scale, int vecK, int vecV,
-    float* __restrict__ ws, unsigned int* __restrict__ counters, %[7]s* __restrict__ out) {
+extern "C" __global__ void __launch_bounds__(WARPS * 32) %[1]s(`+attentionParams+`) {
   gc_launch_dependents();
   const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
   const int split = blockIdx.x, splits = gridDim.x, bk = blockIdx.y, b = bk / Hkv, hk = bk %% Hkv;
@@ -178,11 +154,11 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32) %[1]s(
   __shared__ bool last;
   for (int i = threadIdx.x; i < ROWS * E; i += WARPS * 32) {
     const int r = i / E, e = i %% E, g = r / L, l = r %% L;
-    qs[i] = r < G * L ? %[8]s * scale : 0.f;
+    qs[i] = r < G * L ? %[3]s * scale : 0.f;
   }
   __syncthreads();
-  const %[7]s* kp = k + b * kb + hk * kh;
-  const %[7]s* vp = v + b * vb + hk * vh;
+  const GC_ATTN_T* kp = k + b * kb + hk * kh;
+  const GC_ATTN_T* vp = v + b * vb + hk * vh;
   float m[ROWS], sum[ROWS], o[ROWS][2 * EVG];
   #pragma unroll
   for (int r = 0; r < ROWS; r++) {
@@ -206,16 +182,16 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32) %[1]s(
     #pragma unroll 1
     for (int e0 = 0; e0 < E; e0 += KE) {
       float kr[KE];
-      if (%[14]s) {
+      if (%[9]s) {
         #pragma unroll
         for (int c = 0; c < KE / VW; c++) {
-          const VN<%[7]s, VW> x = *(const VN<%[7]s, VW>*)(kp + jr * ks + e0 + c * VW);
+          const VN<GC_ATTN_T, VW> x = *(const VN<GC_ATTN_T, VW>*)(kp + jr * ks + e0 + c * VW);
           #pragma unroll
-          for (int i = 0; i < VW; i++) kr[c * VW + i] = %[9]s;
+          for (int i = 0; i < VW; i++) kr[c * VW + i] = %[4]s;
         }
       } else {
         #pragma unroll
-        for (int e = 0; e < KE; e++) kr[e] = e0 + e < E ? %[10]s : 0.f;
+        for (int e = 0; e < KE; e++) kr[e] = e0 + e < E ? %[5]s : 0.f;
       }
       #pragma unroll
       for (int r = 0; r < ROWS; r++) {
@@ -228,8 +204,8 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32) %[1]s(
     for (int r = 0; r < ROWS; r++) {
       const int g = r / L, l = r %% L;
       bool keep = valid && r < G * L;
-      if (%[17]s) keep = keep && j <= l;
-      if (%[18]s) keep = keep && mask[b * mb + (hk * G + g) * mh + l * ml + (long long)jr * ms] != 0;
+      if (GC_ATTN_CAUSAL) keep = keep && j <= l;
+      if (GC_ATTN_MASK) keep = keep && mask[b * mb + (hk * G + g) * mh + l * ml + (long long)jr * ms] != 0;
       const float s = keep ? sc[r] : GC_NEG_INF;
       const float mt = gc_attn_max(s);
       const float mn = fmaxf(m[r], mt);
@@ -273,19 +249,11 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32) %[1]s(
       if (e < EV) red[w][r][2 + e] = o[r][i];
     }
   }
-%[22]s#undef ROWS
-#undef E
-#undef EV
-#undef EVG
-#undef WARPS
+%[14]s#undef EVG
 #undef VW
 #undef KE
 #undef VB
-#undef WSROW
-#undef GC_NEG_INF
-#undef GC_ATTN_T
-#undef GC_ATTN_STORE
-`, k.Name(), k.Rows, k.E, k.Ev, evg, AttentionWarps, t,
+%[15]s`, k.Name(), evg,
 		load("q[b * qb + (hk * G + g) * qh + l * ql + e * qe]"),
 		load("x.v[i]"),
 		load("kp[jr * ks + (e0 + e) * ke]"),
@@ -293,11 +261,52 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32) %[1]s(
 		load("vp[row + (e + 1) * ve]"),
 		vw, kvec,
 		load("x.v[0]"), load("x.v[1]"),
-		causal, mask,
-		storeC("x", ir.F32, k.Elem),
-		ke, max(4, 32/evg), attentionTail, attentionWarpSums)
+		ke, max(4, 32/evg), attentionTail, attentionUndefs)
 	return b.String()
 }
+
+// prologue writes what both kernels start with: the prelude, the shapes
+// and flags as macros, the operand type and its store, and the warp sums.
+func (k *AttentionKernel) prologue(b *strings.Builder, form string) {
+	fmt.Fprintf(b, "// gocompile eager kernel: %s (ScaledDotProductAttention, few queries, keys split%s)\n%s", k.Name(), form, cudaPrelude)
+	fmt.Fprintf(b, `
+#define ROWS %d
+#define E %d
+#define EV %d
+#define WARPS %d
+#define WSROW (2 + EV)
+#define GC_NEG_INF __int_as_float(0xff800000)
+#define GC_ATTN_T %s
+#define GC_ATTN_STORE(x) %s
+#define GC_ATTN_MASK %t
+#define GC_ATTN_CAUSAL %t
+%s
+`, k.Rows, k.E, k.Ev, AttentionWarps, storageC(k.Elem), storeC("x", ir.F32, k.Elem), k.Mask, k.Causal, attentionWarpSums)
+}
+
+// attentionParams are both kernels' parameters (see Source).
+const attentionParams = `
+    const GC_ATTN_T* __restrict__ q, const GC_ATTN_T* __restrict__ k, const GC_ATTN_T* __restrict__ v, const gc_bool* __restrict__ mask,
+    long long qb, long long qh, long long ql, long long qe,
+    long long kb, long long kh, long long ks, long long ke,
+    long long vb, long long vh, long long vs, long long ve,
+    long long mb, long long mh, long long ml, long long ms,
+    int Hkv, int G, int L, int S, int keysPerSplit, float scale, int vecK, int vecV,
+    float* __restrict__ ws, unsigned int* __restrict__ counters, GC_ATTN_T* __restrict__ out`
+
+// attentionUndefs ends both kernels' sources, so that sources compiled
+// together do not see each other's macros.
+const attentionUndefs = `#undef ROWS
+#undef E
+#undef EV
+#undef WARPS
+#undef WSROW
+#undef GC_NEG_INF
+#undef GC_ATTN_T
+#undef GC_ATTN_STORE
+#undef GC_ATTN_MASK
+#undef GC_ATTN_CAUSAL
+`
 
 // attentionWarpSums are both kernels' warp-wide maximum and sum.
 const attentionWarpSums = `
@@ -400,32 +409,15 @@ const attentionTail = `  __syncthreads();
 // The online softmax keeps each row's maximum uniform over the four lanes
 // of a row, and each lane's share of the row's sum, added at the end.
 func (k *AttentionKernel) mmaSource() string {
-	t := storageC(k.Elem)
 	mma := "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"
 	if k.Elem == ir.Float16 {
 		mma = "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
 	}
-	mask, causal := "false", "false"
-	if k.Mask {
-		mask = "true"
-	}
-	if k.Causal {
-		causal = "true"
-	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "// gocompile eager kernel: %s (ScaledDotProductAttention, few queries, keys split, tensor-core MMAs)\n%s", k.Name(), cudaPrelude)
-	fmt.Fprintf(&b, `
-#define ROWS %[2]d
-#define E %[3]d
-#define EV %[4]d
-#define WARPS %[5]d
-#define WSROW (2 + EV)
-#define GC_NEG_INF __int_as_float(0xff800000)
-#define GC_ATTN_T %[6]s
-#define GC_ATTN_STORE(x) %[7]s
-#define GC_ATTN_ST(x) %[11]s
-#define GC_ATTN_LD(x) %[12]s
-%[14]s
+	k.prologue(&b, ", tensor-core MMAs")
+	fmt.Fprintf(&b, `#define GC_ATTN_ST(x) %[3]s
+#define GC_ATTN_LD(x) %[4]s
+
 // gc_attn_pack packs two 16-bit elements, lo the lower k (or column).
 __device__ __forceinline__ unsigned gc_attn_pack(GC_ATTN_T lo, GC_ATTN_T hi) {
   return (unsigned)lo | ((unsigned)hi << 16);
@@ -440,7 +432,7 @@ __device__ __forceinline__ void gc_attn_split(float x, float y, unsigned& hi, un
 }
 
 __device__ __forceinline__ void gc_attn_mma(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
-  asm("%[8]s {%%0,%%1,%%2,%%3}, {%%4,%%5,%%6,%%7}, {%%8,%%9}, {%%0,%%1,%%2,%%3};"
+  asm("%[2]s {%%0,%%1,%%2,%%3}, {%%4,%%5,%%6,%%7}, {%%8,%%9}, {%%0,%%1,%%2,%%3};"
       : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
@@ -448,14 +440,7 @@ __device__ __forceinline__ void gc_attn_mma(float (&c)[4], const unsigned (&a)[4
 // Block (split, b·Hkv + hk): rows r = g·L + l are query head hk·G + g,
 // query l, of batch entry b. Warp w takes the split's 32-key chunks w,
 // w + WARPS, ...
-extern "C" __global__ void __launch_bounds__(WARPS * 32) %[1]s(
-    const GC_ATTN_T* __restrict__ q, const GC_ATTN_T* __restrict__ k, const GC_ATTN_T* __restrict__ v, const gc_bool* __restrict__ mask,
-    long long qb, long long qh, long long ql, long long qe,
-    long long kb, long long kh, long long ks, long long ke,
-    long long vb, long long vh, long long vs, long long ve,
-    long long mb, long long mh, long long ml, long long ms,
-    int Hkv, int G, int L, int S, int keysPerSplit, float scale, int vecK, int vecV,
-    float* __restrict__ ws, unsigned int* __restrict__ counters, GC_ATTN_T* __restrict__ out) {
+extern "C" __global__ void __launch_bounds__(WARPS * 32) %[1]s(`+attentionParams+`) {
   gc_launch_dependents();
   const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
   const int split = blockIdx.x, splits = gridDim.x, bk = blockIdx.y, b = bk / Hkv, hk = bk %% Hkv;
@@ -545,8 +530,8 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32) %[1]s(
         for (int x = 0; x < 2; x++) {
           const int key = j0 + 8 * n + 2 * t + x;
           bool keep = live[h] && key < s1;
-          if (%[9]s) keep = keep && key <= lrow[h];
-          if (%[10]s) keep = keep && mask[mrow[h] + (long long)min(key, s1 - 1) * ms] != 0;
+          if (GC_ATTN_CAUSAL) keep = keep && key <= lrow[h];
+          if (GC_ATTN_MASK) keep = keep && mask[mrow[h] + (long long)min(key, s1 - 1) * ms] != 0;
           const float s = keep ? sc[n][2 * h + x] * scale : GC_NEG_INF;
           sc[n][2 * h + x] = s;
           mt = fmaxf(mt, s);
@@ -610,18 +595,8 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32) %[1]s(
       }
     }
   }
-%[13]s#undef ROWS
-#undef E
-#undef EV
-#undef WARPS
-#undef WSROW
-#undef GC_NEG_INF
-#undef GC_ATTN_T
-#undef GC_ATTN_STORE
-#undef GC_ATTN_ST
+%[5]s#undef GC_ATTN_ST
 #undef GC_ATTN_LD
-`, k.Name(), k.Rows, k.E, k.Ev, AttentionWarps, t, storeC("x", ir.F32, k.Elem), mma, causal, mask,
-		storeC("x", ir.F32, k.Elem), loadC("x", k.Elem, ir.F32),
-		attentionTail, attentionWarpSums)
+%[6]s`, k.Name(), mma, storeC("x", ir.F32, k.Elem), loadC("x", k.Elem, ir.F32), attentionTail, attentionUndefs)
 	return b.String()
 }

@@ -25,6 +25,16 @@ __device__ __forceinline__ void gc_launch_dependents() {
 #endif
 }
 
+// gc_grid_wait waits until the kernel this one was launched after as a
+// programmatic dependent has finished and its writes are visible (at once
+// for a kernel launched plainly). Loads before it may only read what no
+// kernel of the program writes.
+__device__ __forceinline__ void gc_grid_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
 // V4 is four values loaded or stored with one vector instruction.
 template <typename T> struct __align__(4 * sizeof(T)) V4 { T v[4]; };
 

@@ -853,7 +853,7 @@ extern "C" __global__ void __launch_bounds__(%[6]d * 32) %[8]s%[1]s(
   const float* b[NT];
   #pragma unroll
   for (int j = 0; j < NT; j++) b[j] = B + (long long)min(n0 + 8 * j + g, N - 1) * ldb + kBegin + 4 * t;
-  asm volatile("griddepcontrol.launch_dependents;");
+  gc_launch_dependents();
   float acc4[2][NT][4];
   #pragma unroll
   for (int i = 0; i < 2; i++)
@@ -865,7 +865,7 @@ extern "C" __global__ void __launch_bounds__(%[6]d * 32) %[8]s%[1]s(
   #pragma unroll
   for (int j = 0; j < NT; j++) bv[j] = kw > 0 ? gc_tc_ldw(b[j]) : make_float4(0.f, 0.f, 0.f, 0.f);
   // Everything above reads only B, which no kernel of the program writes.
-  asm volatile("griddepcontrol.wait;" ::: "memory");
+  gc_grid_wait();
   #pragma unroll
   for (int r = 0; r < 4; r++) av[r] = kw > 0 ? __ldcg((const float4*)a[r]) : make_float4(0.f, 0.f, 0.f, 0.f);
   for (int k = 0; k < kw; k += 16) {
@@ -979,7 +979,7 @@ extern "C" __global__ void __launch_bounds__(%[6]d * 32) %[1]s(
     #pragma unroll
     for (int q = 0; q < 4; q++) acc[j][q] = 0.f;
   const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
-  asm volatile("griddepcontrol.launch_dependents;");
+  gc_launch_dependents();
   // A step is U chunks of this warp's k, chunk u at k0 + 32·W·u. The
   // weight loads of the first two steps are issued before
   // griddepcontrol.wait (they read only B, which no kernel of the program
@@ -995,7 +995,7 @@ extern "C" __global__ void __launch_bounds__(%[6]d * 32) %[1]s(
       bn[u][j] = k + STEP + 8 * t < K ? gc_tc16_ldw(b[j] + k + STEP) : zero;
     }
   }
-  asm volatile("griddepcontrol.wait;" ::: "memory");
+  gc_grid_wait();
   for (int k0 = 32 * w; k0 < K; k0 += STEP) {
     uint4 av0[U], av1[U];
     #pragma unroll

@@ -282,10 +282,6 @@ const layoutVersion = "7"
 // regions a previous compile of the same graph (in this process or an
 // earlier one) recorded in the program cache, skipping the search.
 func partition(g *ir.Graph, a *array.Artifacts) ([]*fuse.Region, error) {
-	// Casts split for their readers first (a no-op on graphs the tensor
-	// package compiles, which it split before deciding in-place writes),
-	// so that the key and a rebuilt layout see the graph partitioned.
-	ir.SplitCasts(g)
 	c := a.Cache()
 	var shapes strings.Builder
 	for _, n := range g.Nodes {
