@@ -824,6 +824,8 @@ func Optimize(g *Graph, eval func(n *Node, args []any) (any, error)) (int, error
 	return total, nil
 }
 
+func isCast(n *Node) bool { return n.Kind == CallNode && n.Op == OpCast }
+
 // readersOf lists each node's distinct reading calls, in graph order, and
 // marks the graph's outputs.
 func readersOf(g *Graph) (readers map[*Node][]*Node, outputs map[*Node]bool) {
@@ -865,6 +867,9 @@ var sinkableViews = map[*Op]bool{OpSlice: true, OpTranspose: true, OpPermute: tr
 // read the views, or that compute the Cat's parts. It returns the number
 // of rewrites; DCE removes what they leave unread.
 func SinkCasts(g *Graph) int {
+	if !slices.ContainsFunc(g.Nodes, isCast) {
+		return 0
+	}
 	readers, outputs := readersOf(g)
 	viewsOnly := func(c *Node) bool {
 		if c == nil || c.Kind != CallNode || c.Op != OpCast || outputs[c] || len(readers[c]) == 0 {
@@ -929,6 +934,9 @@ func SinkCasts(g *Graph) int {
 // again, so it runs after Optimize, just before the graph is partitioned
 // into kernels.
 func SplitCasts(g *Graph) int {
+	if !slices.ContainsFunc(g.Nodes, isCast) {
+		return 0
+	}
 	readers, outputs := readersOf(g)
 	split := func(c *Node) bool {
 		x := argNode(c, 0)
