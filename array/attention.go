@@ -10,7 +10,9 @@ import (
 )
 
 // attentionKernel is ir.OpAttention: on a GPU the split-key kernels of
-// inductor.AttentionKernel, elsewhere its meaning, op.Math, op by op.
+// inductor.AttentionKernel for few queries, inductor.TiledAttentionKernel
+// for many, elsewhere (and on GPUs without tensor-core MMAs where the
+// split kernel does not fit) its meaning, op.Math, op by op.
 func attentionKernel(op *ir.Op, a ir.Attrs, args []ir.Value) *Array {
 	q, k, v := args[0].(*Array), args[1].(*Array), args[2].(*Array)
 	var mask *Array
@@ -20,7 +22,7 @@ func attentionKernel(op *ir.Op, a ir.Attrs, args []ir.Value) *Array {
 		ts = append(ts, m)
 	}
 	shape, _, out := externTypes(op, &a, ts)
-	if q.st.dev == CPU || ir.Numel(shape) == 0 {
+	if q.st.dev == CPU || ir.Numel(shape) == 0 || !attentionOnGPU(q, k, v) {
 		var mv ir.Value
 		if mask != nil {
 			mv = mask
@@ -34,21 +36,35 @@ func attentionKernel(op *ir.Op, a ir.Attrs, args []ir.Value) *Array {
 	return res
 }
 
-// gpuAttention runs inductor.AttentionKernel for q, k, v (rank 3 or 4, as
+// attentionOnGPU reports whether q's GPU has a kernel for attention of q,
+// k and v (as ir.AttentionFits accepts them): the split-key kernel where
+// it fits, else the tiled one on devices with tensor-core MMAs (sm_80).
+func attentionOnGPU(q, k, v *Array) bool {
+	qs, _ := attentionDims(q)
+	ks, _ := attentionDims(k)
+	vs, _ := attentionDims(v)
+	return ir.AttentionSplitFits(qs[1]/ks[1], qs[2], qs[3], vs[3]) ||
+		q.st.gpu.g.dev.Major >= 8 && ir.AttentionTiledFits(q.dtype, qs[3], vs[3])
+}
+
+// attentionDims are t's shape and strides as rank 4: rank 3 is rank 4
+// with one batch entry.
+func attentionDims(t *Array) (shape, strides []int) {
+	if len(t.shape) == 3 {
+		return append([]int{1}, t.shape...), append([]int{0}, t.strides...)
+	}
+	return t.shape, t.strides
+}
+
+// gpuAttention runs inductor.AttentionKernel or, for more queries than it
+// takes, inductor.TiledAttentionKernel for q, k, v (rank 3 or 4, as
 // ir.AttentionFits accepts them) and the optional bool mask into the
 // contiguous res.
 func gpuAttention(op string, a ir.Attrs, q, k, v, mask, res *Array) {
 	g := res.st.gpu.g
-	// Rank 3 is rank 4 with one batch entry.
-	four := func(t *Array) (shape, strides []int) {
-		if len(t.shape) == 3 {
-			return append([]int{1}, t.shape...), append([]int{0}, t.strides...)
-		}
-		return t.shape, t.strides
-	}
-	qs, qst := four(q)
-	ks, kst := four(k)
-	vs, vst := four(v)
+	qs, qst := attentionDims(q)
+	ks, kst := attentionDims(k)
+	vs, vst := attentionDims(v)
 	B, Hq, L, E := qs[0], qs[1], qs[2], qs[3]
 	Hkv, S, Ev := ks[1], ks[2], vs[3]
 	G := Hq / Hkv
@@ -67,6 +83,10 @@ func gpuAttention(op string, a ir.Attrs, q, k, v, mask, res *Array) {
 			mst[i] = int64(st[i])
 		}
 		mp = mask.DevicePtr()
+	}
+	if !ir.AttentionSplitFits(G, L, E, Ev) {
+		tiledAttention(op, g, q, k, v, res, qst, kst, vst, mst, mp, B, Hkv, G, L, S, scale, causal)
+		return
 	}
 	splits, per := inductor.ChooseAttentionSplits(S, B*Hkv, g.dev.SMCount)
 	kern := &inductor.AttentionKernel{Elem: q.dtype, Rows: G * L, E: E, Ev: Ev, Mask: mask != nil, Causal: causal,
@@ -113,6 +133,49 @@ func gpuAttention(op string, a ir.Attrs, q, k, v, mask, res *Array) {
 	args.Ptr(ws.DevicePtr()).Ptr(counters).Ptr(res.DevicePtr())
 	err := g.stream.Launch(f, cuda.Dim3{X: uint32(splits), Y: uint32(B * Hkv), Z: 1},
 		cuda.Dim3{X: inductor.AttentionWarps * 32, Y: 1, Z: 1}, 0, args)
+	if err != nil {
+		panic(fmt.Sprintf("array: %s: launch: %v", op, err))
+	}
+}
+
+// tiledAttention runs inductor.TiledAttentionKernel: gpuAttention's
+// operands, strides and shapes, for more queries than the split kernel
+// takes.
+func tiledAttention(op string, g *GPU, q, k, v, res *Array, qst, kst, vst []int, mst [4]int64, mp cuda.DevicePtr,
+	B, Hkv, G, L, S int, scale float32, causal bool) {
+	E, Ev := q.shape[len(q.shape)-1], v.shape[len(v.shape)-1]
+	kern := &inductor.TiledAttentionKernel{Elem: q.dtype, E: E, Ev: Ev, Mask: mp != 0, Causal: causal}
+	f := g.kernel(kern.Name(), func() (string, error) { return kern.Source(), nil })
+	// Rows staged 16 bytes at a time where they are contiguous and every
+	// row starts 16-byte aligned.
+	size := int64(q.dtype.Size())
+	rows16 := func(t *Array, st []int) int32 {
+		if st[3] != 1 || uint64(t.DevicePtr())%16 != 0 {
+			return 0
+		}
+		for _, s := range st[:3] {
+			if int64(s)*size%16 != 0 {
+				return 0
+			}
+		}
+		return 1
+	}
+	args := g.GetArgs()
+	defer g.PutArgs(args)
+	args.Ptr(q.DevicePtr()).Ptr(k.DevicePtr()).Ptr(v.DevicePtr()).Ptr(mp)
+	for _, st := range [][]int{qst, kst, vst} {
+		for _, s := range st {
+			args.I64(int64(s))
+		}
+	}
+	for _, s := range mst {
+		args.I64(s)
+	}
+	args.I32(int32(Hkv)).I32(int32(G)).I32(int32(L)).I32(int32(S)).F32(scale).I32(rows16(k, kst)).I32(rows16(v, vst))
+	args.Ptr(res.DevicePtr())
+	tiles := (G*L + inductor.TiledAttentionRows - 1) / inductor.TiledAttentionRows
+	err := g.stream.Launch(f, cuda.Dim3{X: uint32(tiles), Y: uint32(B * Hkv), Z: 1},
+		cuda.Dim3{X: inductor.TiledAttentionWarps * 32, Y: 1, Z: 1}, 0, args)
 	if err != nil {
 		panic(fmt.Sprintf("array: %s: launch: %v", op, err))
 	}

@@ -409,34 +409,10 @@ const attentionTail = `  __syncthreads();
 // The online softmax keeps each row's maximum uniform over the four lanes
 // of a row, and each lane's share of the row's sum, added at the end.
 func (k *AttentionKernel) mmaSource() string {
-	mma := "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"
-	if k.Elem == ir.Float16 {
-		mma = "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
-	}
 	var b strings.Builder
 	k.prologue(&b, ", tensor-core MMAs")
-	fmt.Fprintf(&b, `#define GC_ATTN_ST(x) %[3]s
-#define GC_ATTN_LD(x) %[4]s
-
-// gc_attn_pack packs two 16-bit elements, lo the lower k (or column).
-__device__ __forceinline__ unsigned gc_attn_pack(GC_ATTN_T lo, GC_ATTN_T hi) {
-  return (unsigned)lo | ((unsigned)hi << 16);
-}
-
-// gc_attn_split packs x and y (lo the lower column) as hi, the operand
-// type's rounding, and lo, the rounding of what hi leaves.
-__device__ __forceinline__ void gc_attn_split(float x, float y, unsigned& hi, unsigned& lo) {
-  const GC_ATTN_T xh = GC_ATTN_ST(x), yh = GC_ATTN_ST(y);
-  hi = gc_attn_pack(xh, yh);
-  lo = gc_attn_pack(GC_ATTN_ST(x - GC_ATTN_LD(xh)), GC_ATTN_ST(y - GC_ATTN_LD(yh)));
-}
-
-__device__ __forceinline__ void gc_attn_mma(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
-  asm("%[2]s {%%0,%%1,%%2,%%3}, {%%4,%%5,%%6,%%7}, {%%8,%%9}, {%%0,%%1,%%2,%%3};"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
+	b.WriteString(attentionMMAHelpers(k.Elem))
+	fmt.Fprintf(&b, `
 // Block (split, b·Hkv + hk): rows r = g·L + l are query head hk·G + g,
 // query l, of batch entry b. Warp w takes the split's 32-key chunks w,
 // w + WARPS, ...
@@ -595,8 +571,39 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32) %[1]s(`+attentionParams
       }
     }
   }
-%[5]s#undef GC_ATTN_ST
+%[2]s#undef GC_ATTN_ST
 #undef GC_ATTN_LD
-%[6]s`, k.Name(), mma, storeC("x", ir.F32, k.Elem), loadC("x", k.Elem, ir.F32), attentionTail, attentionUndefs)
+%[3]s`, k.Name(), attentionTail, attentionUndefs)
 	return b.String()
+}
+
+// attentionMMAHelpers are the tensor-core kernels' conversions and MMA of
+// elem operands (bfloat16 or float16) in float32.
+func attentionMMAHelpers(elem ir.DType) string {
+	mma := "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"
+	if elem == ir.Float16 {
+		mma = "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
+	}
+	return fmt.Sprintf(`#define GC_ATTN_ST(x) %[2]s
+#define GC_ATTN_LD(x) %[3]s
+
+// gc_attn_pack packs two 16-bit elements, lo the lower k (or column).
+__device__ __forceinline__ unsigned gc_attn_pack(GC_ATTN_T lo, GC_ATTN_T hi) {
+  return (unsigned)lo | ((unsigned)hi << 16);
+}
+
+// gc_attn_split packs x and y (lo the lower column) as hi, the operand
+// type's rounding, and lo, the rounding of what hi leaves.
+__device__ __forceinline__ void gc_attn_split(float x, float y, unsigned& hi, unsigned& lo) {
+  const GC_ATTN_T xh = GC_ATTN_ST(x), yh = GC_ATTN_ST(y);
+  hi = gc_attn_pack(xh, yh);
+  lo = gc_attn_pack(GC_ATTN_ST(x - GC_ATTN_LD(xh)), GC_ATTN_ST(y - GC_ATTN_LD(yh)));
+}
+
+__device__ __forceinline__ void gc_attn_mma(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+  asm("%[1]s {%%0,%%1,%%2,%%3}, {%%4,%%5,%%6,%%7}, {%%8,%%9}, {%%0,%%1,%%2,%%3};"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+`, mma, storeC("x", ir.F32, elem), loadC("x", elem, ir.F32))
 }

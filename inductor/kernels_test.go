@@ -151,6 +151,15 @@ func allKernels(t *testing.T) []source {
 			out = append(out, source{k.Name(), afterPrelude(k.Source()), func() (string, error) { return k.Source(), nil }})
 		}
 	}
+	for _, dt := range []ir.DType{ir.Float16, ir.BFloat16} {
+		for _, k := range []*TiledAttentionKernel{
+			{Elem: dt, E: 64, Ev: 64, Causal: true},
+			{Elem: dt, E: 16, Ev: 128, Mask: true},
+			{Elem: dt, E: 128, Ev: 32, Mask: true, Causal: true},
+		} {
+			out = append(out, source{k.Name(), afterPrelude(k.Source()), func() (string, error) { return k.Source(), nil }})
+		}
+	}
 	// Horizontal groups: one kernel, several outputs of other types.
 	for _, mode := range []string{"dense", "nd", "tile"} {
 		accesses := map[string][]Access{
@@ -320,6 +329,7 @@ template <typename T> T __ldg(const T* p) { return *p; }
 template <typename T> T __shfl_xor_sync(unsigned, T v, int) { return v; }
 template <typename T> T __shfl_sync(unsigned, T v, int) { return v; }
 inline void __syncthreads() {}
+inline unsigned long long __cvta_generic_to_shared(const void* p) { return (unsigned long long)p; }
 inline unsigned long long atomicExch(unsigned long long* p, unsigned long long v) { auto o = *p; *p = v; return o; }
 using std::min; using std::max;
 inline float rsqrtf(float x) { return 1 / std::sqrt(x); }

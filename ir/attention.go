@@ -12,18 +12,21 @@ var OpSDPA = composite(&Op{Name: "scaled_dot_product_attention", Title: "ScaledD
 		"and is added, or where bool, true attends; Attrs.Scalars: scale (0: 1/sqrt(E)) and causal (non-zero: " +
 		"query i attends keys j <= i, aligned top-left as PyTorch's is_causal); a query that attends no key gives zeros, as PyTorch's"})
 
-// OpAttention is ScaledDotProductAttention for few queries against any
-// number of keys (a decode step against a KV cache), run as one kernel
-// where the device has one: sdpaDecomp emits it for the operands
-// AttentionFits accepts, and its meaning is SDPAMath's (devices without a
-// kernel for it run SDPAMath). Operand 3 is a bool mask or nil.
+// OpAttention is ScaledDotProductAttention run as one kernel where the
+// device has one: few queries against any number of keys (a decode step
+// against a KV cache) split along the keys, or 16-bit operands with many
+// queries (a prefill) tiled, with no score matrix in memory. sdpaDecomp
+// emits it for the operands AttentionFits accepts, and its meaning is
+// SDPAMath's (devices without a kernel for it run SDPAMath). Operand 3 is
+// a bool mask or nil.
 var OpAttention = extern(&Op{Name: "attention", Title: "ScaledDotProductAttention", Arity: 4, Params: 2,
 	Rule: SameAsFirst, Masks: []int{3}, Shape: attentionShape, Math: SDPAMath,
-	Doc: "ScaledDotProductAttention (its math) for at most AttentionMaxQueries queries per head: q [B, Hq, L, E] or [Hq, L, E], " +
+	Doc: "ScaledDotProductAttention (its math) as one kernel, for the operands AttentionFits accepts: q [B, Hq, L, E] or [Hq, L, E], " +
 		"k and v [B, Hkv, S, E|Ev] of q's type, an optional bool mask broadcasting to [B, Hq, L, S]; Attrs.Scalars as ScaledDotProductAttention's"})
 
-// Limits of OpAttention: queries per head, and the rows (query heads of a
-// key head times queries) and features one kernel block holds.
+// Limits of OpAttention's split-key kernel: queries per head, and the
+// rows (query heads of a key head times queries) and features one kernel
+// block holds.
 const (
 	AttentionMaxQueries = 16
 	AttentionMaxRows    = 32
@@ -42,11 +45,11 @@ func attentionShape(in [][]int, a *Attrs) ([]int, error) {
 // AttentionFits reports whether OpAttention computes attention of q, k, v
 // (shapes) with a mask of maskType (Invalid: none): rank 3 or 4 with equal
 // batch sizes, q, k and v of one type, float32, float16 or bfloat16 (its
-// kernels add in float32; float64 keeps the math), at most
-// AttentionMaxQueries queries, the rows of a key head's query heads within
-// AttentionMaxRows, and rows × features within AttentionMaxFloats; a mask,
-// if any, bool and of rank at most q's. Shapes are already checked as
-// SDPAMath checks them.
+// kernels add in float32; float64 keeps the math), a mask, if any, bool
+// and of rank at most q's, and the shapes within one of its two kernels'
+// limits: few queries (AttentionSplitFits) or 16-bit operands with
+// features a tensor-core kernel tiles (AttentionTiledFits). Shapes are
+// already checked as SDPAMath checks them.
 func AttentionFits(qs, ks, vs []int, qt, kt, vt, maskType DType, maskRank int) bool {
 	r := len(qs)
 	if r != 3 && r != 4 || qt != kt || qt != vt || qt != Float32 && qt != Float16 && qt != BFloat16 {
@@ -59,11 +62,26 @@ func AttentionFits(qs, ks, vs []int, qt, kt, vt, maskType DType, maskRank int) b
 		return false
 	}
 	hq, hkv, L, E, Ev := qs[r-3], ks[r-3], qs[r-2], qs[r-1], vs[r-1]
-	if hkv == 0 || L == 0 || L > AttentionMaxQueries || ks[r-2] == 0 {
+	if hkv == 0 || L == 0 || ks[r-2] == 0 {
 		return false
 	}
-	rows := hq / hkv * L
-	return rows <= AttentionMaxRows && rows*E <= AttentionMaxFloats && rows*((Ev+31)/32*32) <= AttentionMaxFloats
+	return AttentionSplitFits(hq/hkv, L, E, Ev) || AttentionTiledFits(qt, E, Ev)
+}
+
+// AttentionSplitFits reports whether the split-key kernel (few queries
+// against many keys) takes groups query heads a key head, L queries, E
+// and Ev features: at most AttentionMaxQueries queries, groups × L rows
+// within AttentionMaxRows, and rows × features within AttentionMaxFloats.
+func AttentionSplitFits(groups, L, E, Ev int) bool {
+	rows := groups * L
+	return L <= AttentionMaxQueries && rows <= AttentionMaxRows && rows*E <= AttentionMaxFloats && rows*((Ev+31)/32*32) <= AttentionMaxFloats
+}
+
+// AttentionTiledFits reports whether the tiled kernel (any number of
+// queries, tensor-core MMAs) takes operands of type t with E and Ev
+// features: bfloat16 or float16, each a multiple of 16 up to 128.
+func AttentionTiledFits(t DType, E, Ev int) bool {
+	return (t == BFloat16 || t == Float16) && E%16 == 0 && Ev%16 == 0 && E > 0 && Ev > 0 && E <= 128 && Ev <= 128
 }
 
 func sdpaDecomp(b Builder, a Attrs, args ...Value) (Value, error) {

@@ -74,6 +74,9 @@ func TestScaledDotProductAttention(t *testing.T) {
 		{shape{2, 6, 3, 9, 9, 4, 4}, true, "add", 0.3, true},
 		{shape{1, 2, 1, 7, 3, 5, 5}, true, "", 0, false}, // more queries than keys
 		{shape{3, 1, 1, 1, 1, 3, 2}, false, "", 0, false},
+		// Many queries of 16-bit operands: the tiled kernel's shapes.
+		{shape{1, 4, 2, 20, 37, 16, 16}, true, "bool", 0, true},
+		{shape{2, 2, 2, 33, 33, 32, 16}, true, "", 0, false},
 	}
 	for ci, c := range cases {
 		s := c.s

@@ -155,9 +155,21 @@ def main():
         if args.device.startswith("cuda"):
             torch.cuda.synchronize()
         steady = (time.perf_counter() - t0) / max(args.time_steps, 1)
-    print("torch %s, %s config, %s, %s, compiled %s: %d decode steps, %.1f tokens/s; steady %.1f µs a step, %.1f tokens/s" % (
+        # The prompt's pass (eager, as gocompile's bench -llm times its
+        # eager prefill): the median of five after one warm-up.
+        ptimes = []
+        for i in range(6):
+            dec.forward(tokens, torch.arange(len(prompt), device=args.device))
+            if args.device.startswith("cuda"):
+                torch.cuda.synchronize()
+            if i > 0:
+                ptimes.append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+        pre = sorted(ptimes)[len(ptimes) // 2]
+    print("torch %s, %s config, %s, %s, compiled %s: %d decode steps, %.1f tokens/s; steady %.1f µs a step, %.1f tokens/s; "
+          "prefill of %d tokens %.1f µs, %.0f tokens/s" % (
         torch.__version__, args.config, args.device, args.dtype, compiled, args.steps, args.steps / secs,
-        steady * 1e6, 1 / steady))
+        steady * 1e6, 1 / steady, len(prompt), pre * 1e6, len(prompt) / pre))
     if args.out:
         os.makedirs(args.out, exist_ok=True)
         np.save(os.path.join(args.out, "logits.npy"), torch.cat(logits).cpu().numpy().astype(np.float32))
