@@ -171,7 +171,11 @@ func tiledAttention(op string, g *GPU, q, k, v, res *Array, qst, kst, vst []int,
 	for _, s := range mst {
 		args.I64(s)
 	}
-	args.I32(int32(Hkv)).I32(int32(G)).I32(int32(L)).I32(int32(S)).F32(scale).I32(rows16(k, kst)).I32(rows16(v, vst))
+	vecM := int32(0)
+	if mp != 0 && mst[3] == 1 && uint64(mp)%16 == 0 && mst[0]%16 == 0 && mst[1]%16 == 0 && mst[2]%16 == 0 {
+		vecM = 1
+	}
+	args.I32(int32(Hkv)).I32(int32(G)).I32(int32(L)).I32(int32(S)).F32(scale).I32(rows16(k, kst)).I32(rows16(v, vst)).I32(vecM)
 	args.Ptr(res.DevicePtr())
 	tiles := (G*L + inductor.TiledAttentionRows - 1) / inductor.TiledAttentionRows
 	err := g.stream.Launch(f, cuda.Dim3{X: uint32(tiles), Y: uint32(B * Hkv), Z: 1},

@@ -15,14 +15,17 @@ import (
 // entry, row r being query r/G of query head hk·G + r%G, so that the query
 // heads sharing a key head share its loads. Its warps take 16 rows each.
 // The block walks the keys TiledAttentionKeys at a time: it copies the
-// chunk's key and value rows into shared memory (16-byte loads where rows
-// are contiguous and aligned), then each warp computes its rows' scores
+// chunk's key and value rows into shared memory (where rows are
+// contiguous and aligned, through registers with 16-byte loads issued a
+// chunk ahead, so they overlap the MMAs), then each warp computes its rows' scores
 // against the chunk as m16n8k16 tensor-core MMAs (key fragments read with
 // ldmatrix), updates the rows' running maximum and sum (online softmax, in
 // float32), and adds the chunk's weighted values as MMAs, the weights split
 // into two parts of the operand type as AttentionKernel's are (value
 // fragments read with ldmatrix.trans). Under a causal mask the block stops
-// at its last query's diagonal, and a warp skips the chunks past its own.
+// at its last query's diagonal; a chunk whose keys no row of the block
+// sees (masked, or past a warp's diagonal) is not staged, and one no row
+// of a warp sees is skipped by the warp.
 // Each warp writes its rows at the end; a row whose keys are all masked
 // gets zeros, as PyTorch's attention gives.
 type TiledAttentionKernel struct {
@@ -57,7 +60,8 @@ func (k *TiledAttentionKernel) Name() string {
 // hk, s, e], v [b, hk, s, e], mask [b, h, l, s] (0 where broadcast; unused
 // without Mask); const gc_bool* mask; int Hkv, G (query heads per key
 // head), L, S; float scale; int vecK, vecV (the key, the value rows are
-// contiguous and 16-byte aligned); T* out (contiguous [B, Hq, L, Ev]).
+// contiguous and 16-byte aligned), vecM (the mask's rows are contiguous
+// and 16-byte aligned); T* out (contiguous [B, Hq, L, Ev]).
 func (k *TiledAttentionKernel) Source() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "// gocompile eager kernel: %s (ScaledDotProductAttention, many queries, tiled)\n%s", k.Name(), cudaPrelude)
@@ -93,25 +97,57 @@ __device__ __forceinline__ void gc_attn_ldsm(unsigned (&r)[4], const GC_ATTN_T* 
   }
 }
 
+// The 16-byte vectors of a chunk's key rows, and of its value rows, that
+// each thread copies: the chunk's rows are whole vectors, E and EV
+// multiples of 16.
+#define KVEC (KEYS * E / 8 / (WARPS * 32))
+#define VVEC (KEYS * EV / 8 / (WARPS * 32))
+
+// gc_attn_fetch loads this thread's vectors of rows j0..j0+KEYS-1 of src
+// (N features, contiguous; row stride rs), zeros past row s1.
+template <int N, int C>
+__device__ __forceinline__ void gc_attn_fetch(uint4 (&r)[C], const GC_ATTN_T* __restrict__ src, long long rs, int j0, int s1) {
+  #pragma unroll
+  for (int u = 0; u < C; u++) {
+    const int i = threadIdx.x + u * WARPS * 32, j = i / (N / 8), f = i %% (N / 8) * 8;
+    r[u] = j0 + j < s1 ? *(const uint4*)(src + (long long)(j0 + j) * rs + f) : make_uint4(0u, 0u, 0u, 0u);
+  }
+}
+
+// gc_attn_put stores what gc_attn_fetch loaded into dst (row pitch P).
+template <int N, int P, int C>
+__device__ __forceinline__ void gc_attn_put(GC_ATTN_T* dst, const uint4 (&r)[C]) {
+  #pragma unroll
+  for (int u = 0; u < C; u++) {
+    const int i = threadIdx.x + u * WARPS * 32, j = i / (N / 8), f = i %% (N / 8) * 8;
+    *(uint4*)(dst + j * P + f) = r[u];
+  }
+}
+
 // gc_attn_stage copies the N features of rows j0..j0+KEYS-1 of src (row
-// stride rs, feature stride fs) into dst (row pitch P), zeros past row s1.
+// stride rs, feature stride fs) into dst (row pitch P) element by
+// element, zeros past row s1: rows that are not whole vectors.
 template <int N, int P>
 __device__ __forceinline__ void gc_attn_stage(GC_ATTN_T* dst, const GC_ATTN_T* __restrict__ src, long long rs, long long fs,
-                                              int j0, int s1, int vec) {
-  if (vec) {
-    for (int i = threadIdx.x; i < KEYS * (N / 8); i += WARPS * 32) {
-      const int j = i / (N / 8), f = i %% (N / 8) * 8;
-      uint4 x = make_uint4(0u, 0u, 0u, 0u);
-      if (j0 + j < s1) x = *(const uint4*)(src + (long long)(j0 + j) * rs + f);
-      *(uint4*)(dst + j * P + f) = x;
-    }
-  } else {
-    const GC_ATTN_T zero = 0;
-    for (int i = threadIdx.x; i < KEYS * N; i += WARPS * 32) {
-      const int j = i / N, f = i %% N;
-      dst[j * P + f] = j0 + j < s1 ? src[(long long)(j0 + j) * rs + f * fs] : zero;
-    }
+                                              int j0, int s1) {
+  const GC_ATTN_T zero = 0;
+  for (int i = threadIdx.x; i < KEYS * N; i += WARPS * 32) {
+    const int j = i / N, f = i %% N;
+    dst[j * P + f] = j0 + j < s1 ? src[(long long)(j0 + j) * rs + f * fs] : zero;
   }
+}
+
+// gc_attn_sees reports whether the mask row at mr lets any of keys
+// k0..k0+31 (before S) be seen: two 16-byte loads where vecM (the row's
+// keys contiguous, 16-byte aligned) and all 32 keys are there.
+__device__ __forceinline__ bool gc_attn_sees(const gc_bool* __restrict__ mask, long long mr, long long ms, int k0, int S, int vecM) {
+  if (vecM && k0 + 32 <= S) {
+    const uint4 x = *(const uint4*)(mask + mr + k0), y = *(const uint4*)(mask + mr + k0 + 16);
+    return (x.x | x.y | x.z | x.w | y.x | y.y | y.z | y.w) != 0u;
+  }
+  bool any = false;
+  for (int k = k0; k < min(k0 + 32, S); k++) any = any || mask[mr + k * ms] != 0;
+  return any;
 }
 
 // Block (tile, b·Hkv + hk): rows r0.. r0 + WARPS·16 - 1 of the key head,
@@ -122,7 +158,7 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32) %[1]s(
     long long kb, long long kh, long long ks, long long ke,
     long long vb, long long vh, long long vs, long long ve,
     long long mb, long long mh, long long ml, long long ms,
-    int Hkv, int G, int L, int S, float scale, int vecK, int vecV, GC_ATTN_T* __restrict__ out) {
+    int Hkv, int G, int L, int S, float scale, int vecK, int vecV, int vecM, GC_ATTN_T* __restrict__ out) {
   gc_launch_dependents();
   __align__(16) __shared__ GC_ATTN_T ksm[KEYS * KP];
   __align__(16) __shared__ GC_ATTN_T vsm[KEYS * VP];
@@ -153,12 +189,40 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32) %[1]s(
       qa[i][2 + h] = live[h] ? gc_attn_pack(qr[(e + 8) * qe], qr[(e + 9) * qe]) : 0u;
     }
   }
-  // The keys the block reads, and those this warp's rows can see.
-  int send = S, wend = wr < rows ? S : 0;
-  if (GC_ATTN_CAUSAL) {
-    send = min(S, (min(r0 + 16 * WARPS, rows) - 1) / G + 1);
-    wend = min(wend, (min(wr + 16, rows) - 1) / G + 1);
+  // The keys this warp's rows can see.
+  int wend = wr < rows ? S : 0;
+  if (GC_ATTN_CAUSAL) wend = min(wend, (min(wr + 16, rows) - 1) / G + 1);
+  // The chunks [lo, hi) that some row of the warp sees, then those of the
+  // block: a mask over a long cache leaves most of its keys unseen, and
+  // the block walks only the chunks between the first and the last seen.
+  // Lane pair 2i, 2i+1 checks row i's halves of a chunk, 32 keys each.
+  int lo = 0, hi = (wend + KEYS - 1) / KEYS;
+  if (GC_ATTN_MASK) {
+    const int r = min(wr + (lane >> 1), rows - 1);
+    const long long mr = b * mb + (hk * G + r %% G) * mh + (long long)(r / G) * ml;
+    lo = hi;
+    int top = 0;
+    #pragma unroll 4
+    for (int c = 0; c < hi; c++)
+      if (__any_sync(0xffffffffu, gc_attn_sees(mask, mr, ms, c * KEYS + 32 * (lane & 1), S, vecM))) {
+        lo = min(lo, c);
+        top = c + 1;
+      }
+    hi = top;
   }
+  __shared__ int span[2];
+  if (threadIdx.x == 0) {
+    span[0] = 1 << 30;
+    span[1] = 0;
+  }
+  __syncthreads();
+  if (lane == 0 && lo < hi) {
+    atomicMin(span, lo);
+    atomicMax(span + 1, hi);
+  }
+  __syncthreads();
+  // No chunk seen (every key masked): no chunk walked, and zeros out.
+  const int send = min(S, span[1] * KEYS), first = send > 0 ? span[0] * KEYS : 0;
   float m[2] = {GC_NEG_INF, GC_NEG_INF}, sum[2] = {0.f, 0.f};
   float o[EV / 8][4];
   #pragma unroll
@@ -166,12 +230,41 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32) %[1]s(
     #pragma unroll
     for (int c = 0; c < 4; c++) o[j][c] = 0.f;
   const int mi = lane >> 3, mr = lane & 7; // the ldmatrix matrix and row this lane addresses
-  for (int j0 = 0; j0 < send; j0 += KEYS) {
-    __syncthreads(); // every warp is done with the previous chunk
-    gc_attn_stage<E, KP>(ksm, kp, ks, ke, j0, S, vecK);
-    gc_attn_stage<EV, VP>(vsm, vp, vs, ve, j0, S, vecV);
-    __syncthreads();
-    if (j0 >= wend) continue;
+  // Rows of whole vectors travel through registers: the next chunk's
+  // loads are issued before this chunk's MMAs, so they overlap.
+  uint4 kr[KVEC], vr[VVEC];
+  if (vecK && first < send) gc_attn_fetch<E>(kr, kp, ks, first, S);
+  if (vecV && first < send) gc_attn_fetch<EV>(vr, vp, vs, first, S);
+  for (int j0 = first; j0 < send; j0 += KEYS) {
+    // Which of this lane's scores are visible (bit 16h + 2n + x: row h,
+    // key j0+8n+2t+x). A chunk no row of the block sees (a long cache's
+    // positions past the prompt) is not staged, and one no row of a warp
+    // sees is skipped by the warp.
+    unsigned seen = 0u;
+    if (j0 < wend) {
+      #pragma unroll
+      for (int h = 0; h < 2; h++)
+        #pragma unroll
+        for (int n = 0; n < KEYS / 8; n++)
+          #pragma unroll
+          for (int x = 0; x < 2; x++) {
+            const int key = j0 + 8 * n + 2 * t + x;
+            bool keep = live[h] && key < S;
+            if (GC_ATTN_CAUSAL) keep = keep && key <= lrow[h];
+            if (GC_ATTN_MASK) keep = keep && mask[mrow[h] + (long long)min(key, S - 1) * ms] != 0;
+            seen |= (unsigned)keep << (16 * h + 2 * n + x);
+          }
+    }
+    // The barrier also means every warp is done with the previous chunk.
+    const bool needed = __syncthreads_or(seen != 0u);
+    if (needed) {
+      if (vecK) gc_attn_put<E, KP>(ksm, kr); else gc_attn_stage<E, KP>(ksm, kp, ks, ke, j0, S);
+      if (vecV) gc_attn_put<EV, VP>(vsm, vr); else gc_attn_stage<EV, VP>(vsm, vp, vs, ve, j0, S);
+      __syncthreads();
+    }
+    if (vecK && j0 + KEYS < send) gc_attn_fetch<E>(kr, kp, ks, j0 + KEYS, S);
+    if (vecV && j0 + KEYS < send) gc_attn_fetch<EV>(vr, vp, vs, j0 + KEYS, S);
+    if (!__any_sync(0xffffffffu, seen != 0u)) continue;
     // Scores: column tile n is keys j0+8n..; this lane holds rows g, g+8
     // × keys 2t, 2t+1 of each. One ldmatrix gives the B fragments of
     // tiles n and n+1 for feature step i.
@@ -198,11 +291,7 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32) %[1]s(
       for (int n = 0; n < KEYS / 8; n++)
         #pragma unroll
         for (int x = 0; x < 2; x++) {
-          const int key = j0 + 8 * n + 2 * t + x;
-          bool keep = live[h] && key < S;
-          if (GC_ATTN_CAUSAL) keep = keep && key <= lrow[h];
-          if (GC_ATTN_MASK) keep = keep && mask[mrow[h] + (long long)min(key, S - 1) * ms] != 0;
-          const float s = keep ? sc[n][2 * h + x] * scale : GC_NEG_INF;
+          const float s = (seen >> (16 * h + 2 * n + x)) & 1u ? sc[n][2 * h + x] * scale : GC_NEG_INF;
           sc[n][2 * h + x] = s;
           mt = fmaxf(mt, s);
         }
@@ -268,6 +357,8 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32) %[1]s(
   }
 }
 #undef KEYS
+#undef KVEC
+#undef VVEC
 #undef KP
 #undef VP
 #undef E

@@ -87,7 +87,8 @@ func (k *IndexKernel) body() string {
 // every position pos of src (both of Elem). Where the index repeats a
 // destination, the last occurrence's element is written, as a sequential
 // copy leaves it (each thread looks for a later occurrence of its
-// destination, so results do not depend on timing). An out-of-range
+// destination, so results do not depend on timing, unless the block has
+// found the index strictly increasing). An out-of-range
 // index is not written: the kernel sets *bad and records it, as
 // IndexKernel does.
 type IndexCopyKernel struct {
@@ -106,8 +107,8 @@ func (k *IndexCopyKernel) Name() string {
 // long long* bad, Geometry g with src's sizes, stride[0] = dst's strides
 // and stride[1] = src's.
 func (k *IndexCopyKernel) Source() string {
-	return indexWriteSource(k.Name(), k.Elem, k.Index, `    bool last = true;
-    for (long long a = at + 1; a < indexLen && last; a++) {
+	return indexWriteSource(k.Name(), k.Elem, k.Index, indexIncreasingC, `    bool last = true;
+    for (long long a = at + 1; a < indexLen && last && !increasing; a++) {
       long long j2 = (long long)index[a * indexStride];
       if (j2 < 0) j2 += dimSize;
       last = j2 != j;
@@ -116,15 +117,32 @@ func (k *IndexCopyKernel) Source() string {
 `)
 }
 
+// indexIncreasingC is IndexCopyKernel's prologue: whether the index is
+// strictly increasing.
+const indexIncreasingC = `  // Strictly increasing destinations (a cache's positions) repeat none:
+  // the block checks that once, in a pass over the index, where it is not
+  // longer than 65536, instead of each element looking for a later
+  // occurrence of its own.
+  bool ok = indexLen <= 65536;
+  for (long long a = threadIdx.x; ok && a + 1 < indexLen; a += blockDim.x) {
+    long long j1 = (long long)index[a * indexStride], j2 = (long long)index[(a + 1) * indexStride];
+    if (j1 < 0) j1 += dimSize;
+    if (j2 < 0) j2 += dimSize;
+    ok = j1 < j2;
+  }
+  const bool increasing = __syncthreads_and(ok);
+`
+
 // indexWriteSource is the source of an index write kernel (IndexCopyKernel's
-// parameters) whose write of src[sof] to dst at index j is write.
-func indexWriteSource(name string, elem, index ir.DType, write string) string {
+// parameters) whose write of src[sof] to dst at index j is write, after
+// prologue.
+func indexWriteSource(name string, elem, index ir.DType, prologue, write string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "// gocompile eager kernel: %s\n%s", name, cudaPrelude)
 	b.WriteString(indexGeometryC)
 	fmt.Fprintf(&b, `extern "C" __global__ void %[1]s(long long n, const %[2]s* __restrict__ src, const %[3]s* __restrict__ index,
     long long indexLen, long long indexStride, %[2]s* __restrict__ dst, long long dim, long long dimSize, long long* bad, Geometry g) {
-  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
+%[5]s  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
     long long at, dof, sof;
     gc_index_at(i, g, dim, at, dof, sof);
     long long j = (long long)index[at * indexStride];
@@ -136,7 +154,7 @@ func indexWriteSource(name string, elem, index ir.DType, write string) string {
     }
 %[4]s  }
 }
-`, name, storageC(elem), storageC(index), write)
+`, name, storageC(elem), storageC(index), write, prologue)
 	return b.String()
 }
 
@@ -156,7 +174,7 @@ func (k *IndexAddKernel) Name() string { return fmt.Sprintf("gc_index_add_%v_by_
 
 // Source generates the kernel.
 func (k *IndexAddKernel) Source() string {
-	return indexWriteSource(k.Name(), k.Elem, k.Index, "    atomicAdd(dst + dof + j * g.stride[0][dim], src[sof]);\n")
+	return indexWriteSource(k.Name(), k.Elem, k.Index, "", "    atomicAdd(dst + dof + j * g.stride[0][dim], src[sof]);\n")
 }
 
 // IntMatMulSource is a plain integer matrix product over contiguous

@@ -329,6 +329,11 @@ template <typename T> T __ldg(const T* p) { return *p; }
 template <typename T> T __shfl_xor_sync(unsigned, T v, int) { return v; }
 template <typename T> T __shfl_sync(unsigned, T v, int) { return v; }
 inline void __syncthreads() {}
+inline int __syncthreads_and(int p) { return p; }
+inline int atomicMin(int* p, int v) { auto o = *p; *p = std::min(o, v); return o; }
+inline int atomicMax(int* p, int v) { auto o = *p; *p = std::max(o, v); return o; }
+inline int __syncthreads_or(int p) { return p; }
+inline bool __any_sync(unsigned, bool p) { return p; }
 inline unsigned long long __cvta_generic_to_shared(const void* p) { return (unsigned long long)p; }
 inline unsigned long long atomicExch(unsigned long long* p, unsigned long long v) { auto o = *p; *p = v; return o; }
 using std::min; using std::max;

@@ -79,7 +79,9 @@ func TestGPUAttentionKernel(t *testing.T) {
 // a seeded sweep: bfloat16 and float16, grouped-query heads, queries from
 // a few (more rows than the split kernel takes) to 513, keys from as many
 // to 1000 more, 16 to 128 features, bool masks of [L, S] and [B, 1, L, S],
-// causal masks (top-left, as PyTorch's is_causal), queries laid out [B, L,
+// causal masks (top-left, as PyTorch's is_causal), a decoder's mask over a
+// cache longer than the prompt (most chunks unseen), a batch entry whose
+// keys are all masked, queries laid out [B, L,
 // H, E] and transposed, caches read through a narrowed view, keys stored
 // feature-major (no 16-byte rows), and a query whose keys are all masked;
 // compiled against eager on some.
@@ -116,6 +118,13 @@ func TestGPUTiledAttention(t *testing.T) {
 			mask = Rand(seed+3, Float32, L, S).GtScalar(0.4)
 		case 3:
 			mask = Rand(seed+3, Float32, B, 1, L, S).GtScalar(0.2)
+		case 4:
+			// A decoder's: a cache longer than the prompt, each query
+			// seeing the keys up to its own position; the first batch
+			// entry sees none at all.
+			pos := Arange(0, float64(L), 1, Int64).Reshape(1, 1, L, 1)
+			mask = Arange(0, float64(S), 1, Int64).Reshape(1, 1, 1, S).Le(pos).Expand(B, 1, L, S).Contiguous()
+			mask.Narrow(0, 0, 1).Fill(0)
 		}
 		if mask != nil && c%2 == 1 {
 			mask.Narrow(len(mask.Shape())-2, 0, 1).Fill(0) // the first query sees no key

@@ -7,7 +7,9 @@ import (
 
 // IndexCopy against an index reference: every dtype and dim, negative and
 // repeated indices, non-contiguous operands, an empty index, the KV-cache
-// update (one position of a [B, H, S, E] cache); compiled against eager;
+// update (one position of a [B, H, S, E] cache, and a prompt's positions),
+// strictly increasing indices and ones that repeat only at the end (a GPU
+// block checks for the first); compiled against eager;
 // the input is unchanged.
 func TestIndexCopy(t *testing.T) {
 	type tc struct {
@@ -24,6 +26,11 @@ func TestIndexCopy(t *testing.T) {
 		{"cache", lay(2, 3, 8, 4), 2, []int64{5}},
 		{"transposed", layTransposed33, 1, []int64{7, 100, 3}},
 		{"strided", layStepCols, -1, []int64{0, 128}},
+		// Strictly increasing (a prompt's positions, also through negative
+		// indices), and increasing up to a repeat at the end.
+		{"positions", lay(2, 3, 40, 4), 2, []int64{3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33}},
+		{"increasing negatives", lay(40, 3), 0, []int64{0, 2, -3}},
+		{"repeat at the end", lay(9, 2), 0, []int64{1, 3, 3}},
 	}
 	seed := uint64(40)
 	for _, c := range cases {
