@@ -58,7 +58,7 @@ func TestRowKernelsOnCPU(t *testing.T) {
 		if c.program == "neg_of_sum" && c.dt.Size() == 2 {
 			c.dt = ir.Float32 // a 16-bit sum's epilogue follows its cast, in a region of its own
 		}
-		lengths := []int{3, 4, 17, 64, 129, 1000, 1023, 2048, 3001} // a row of 1 is no row region
+		lengths := []int{3, 4, 17, 37, 64, 129, 389, 1000, 1023, 2048, 3001} // a row of 1 is no row region
 		c.R = lengths[r.IntN(len(lengths))]
 		c.outer = []int{1 + r.IntN(12)}
 		if r.IntN(2) == 0 {
@@ -84,13 +84,10 @@ func TestRowKernelsOnCPU(t *testing.T) {
 		for d, s := range c.outer {
 			c.geo.OuterSize[d] = int64(s)
 		}
-		// The widest vector of at most 16 bytes and 8 elements that R, the
-		// rows' strides and offsets are multiples of, as planGPU picks.
-		vec := max(1, min(8, 16/c.dt.Size()))
-		aligned := func(n int) bool { return n%vec == 0 }
-		for vec > 1 && !(aligned(c.R) && aligned(x.offset) && (len(c.outer) < 1 || aligned(x.strides[0])) && (len(c.outer) < 2 || aligned(x.strides[1]))) {
-			vec /= 2
-		}
+		// The vectors planGPU picks for these addresses (the harness's
+		// buffers are 64-byte aligned; the output too), capped at 4 for a
+		// looped kernel a third of the time, as planGPU caps them.
+		var ts []inductor.RowTensor
 		for i, v := range c.ins {
 			var os [inductor.MaxRank]int64
 			if i == 0 {
@@ -100,13 +97,30 @@ func TestRowKernelsOnCPU(t *testing.T) {
 			}
 			c.geo.OuterStride = append(c.geo.OuterStride, os)
 			c.geo.InnerStride = append(c.geo.InnerStride, int64(v.strides[len(v.strides)-1]))
-			k.Inputs[i].Access = inductor.RowContig
+			ts = append(ts, inductor.RowTensor{Size: v.dt.Size(), Addr: uint64(v.offset * v.dt.Size()),
+				Outer: c.geo.OuterStride[i][:len(c.outer)], Inner: c.geo.InnerStride[i]})
+		}
+		var out *inductor.RowTensor
+		if k.Expr != nil {
+			out = &inductor.RowTensor{Size: c.dt.Size(), Outer: make([]int64, len(c.outer)), Inner: 1}
+			for d, st := range ir.ContiguousStrides(c.outer) {
+				out.Outer[d] = int64(st * c.R)
+			}
+		}
+		maxVec := 8
+		if r.IntN(3) == 0 {
+			maxVec = 4
+		}
+		rv := inductor.ChooseRowVector(c.R, c.dt.Size(), maxVec, ts, out)
+		for i := range c.ins {
+			k.Inputs[i].Access = rv.Access[i]
 		}
 
 		// A launch picked at random among the valid ones.
-		k.Vec = vec
+		k.Vec, k.Shifted, k.Ref = rv.Vec, rv.Shifted, rv.Ref
 		k.Index32 = true
-		vectors := (c.R + k.Vec - 1) / k.Vec
+		span := k.Span(c.R)
+		vectors := (span + k.Vec - 1) / k.Vec
 		pick := ci / len(programs) % 4 // every program meets every launch form
 		switch {
 		case pick == 0 && vectors <= 256: // short rows: several a block
@@ -128,8 +142,8 @@ func TestRowKernelsOnCPU(t *testing.T) {
 			k.Threads = 32 << r.IntN(4)
 			if k.CanSplit() || k.CanStage() && r.IntN(3) > 0 {
 				c.parts = 1 + r.IntN(4)
-				c.chunk = ((c.R+c.parts-1)/c.parts + k.Vec - 1) / k.Vec * k.Vec
-				c.parts = (c.R + c.chunk - 1) / c.chunk
+				c.chunk = ((span+c.parts-1)/c.parts + k.Vec - 1) / k.Vec * k.Vec
+				c.parts = (span + c.chunk - 1) / c.chunk
 				k.Split = c.parts > 1 && k.CanSplit()
 				c.staged = !k.CanSplit()
 			}
@@ -159,6 +173,10 @@ func TestRowKernelsOnCPU(t *testing.T) {
 		if k.Vec > 1 {
 			form += "-vec"
 		}
+		if k.Shifted {
+			forms["shifted"]++
+			forms["shifted-"+form]++
+		}
 		forms[fmt.Sprintf("vec%d", k.Vec)]++
 		if k.Split && len(k.Stages) > 1 {
 			forms["split-epilogue"]++
@@ -173,7 +191,8 @@ func TestRowKernelsOnCPU(t *testing.T) {
 		c.tol = map[ir.DType]float64{ir.Float32: 2e-5, ir.Float64: 1e-12, ir.Float16: 4e-3, ir.BFloat16: 2e-2}[c.dt]
 		cases = append(cases, c)
 	}
-	for _, f := range []string{"looped", "stash", "split", "groups", "persistent", "persistent-vec", "vec2", "vec4", "vec8", "split-epilogue", "staged", "staged-parts"} {
+	for _, f := range []string{"looped", "stash", "split-vec", "groups", "persistent", "persistent-vec", "vec2", "vec4", "vec8", "split-epilogue", "staged", "staged-parts",
+		"shifted", "shifted-looped-vec", "shifted-stash-vec", "shifted-persistent-vec", "shifted-split-vec"} {
 		if forms[f] == 0 && !testing.Short() {
 			t.Errorf("no case ran a %s kernel: %v", f, forms)
 		}
@@ -208,7 +227,7 @@ func TestRowKernelsOnCPU(t *testing.T) {
 			writeStagedCase(t, &prog, &calls, c, lits)
 			continue
 		}
-		fmt.Fprintf(&prog, "\nnamespace %s {\nalignas(16) unsigned char stash_raw[%d];\n%s\n}\n", c.name, max(k.StashBytes(c.R), 16), harnessSource(src))
+		fmt.Fprintf(&prog, "\nnamespace %s {\nalignas(16) unsigned char stash_raw[%d];\n%s\n}\n", c.name, max(k.StashBytes((k.Span(c.R)+k.Vec-1)/k.Vec*k.Vec), 16), harnessSource(src))
 		fmt.Fprintf(&calls, "  {\n    using namespace %s;\n", c.name)
 		args := []string{fmt.Sprint(c.rows), fmt.Sprint(c.R)}
 		if k.Split {

@@ -74,8 +74,17 @@ type RowKernel struct {
 	// Groups is how many rows a block handles at once, Threads threads
 	// each (0 means 1); Threads*Groups is the block size, a multiple of 32
 	// up to 1024, and Threads is at most 32 when Groups > 1.
-	Groups  int
-	Vec     int // 2, 4 or 8: contiguous inputs and the output use vector accesses of Vec elements, at most 16 bytes (R % Vec == 0, aligned rows)
+	Groups int
+	Vec    int // 2, 4 or 8: contiguous inputs and the output use vector accesses of Vec elements, at most 16 bytes (R % Vec == 0, aligned rows, unless Shifted)
+	// Shifted lets rows of any length and alignment use vector accesses:
+	// each row's columns are walked in chunks of Vec that start Head
+	// elements before the row, Head being how far the row's first element
+	// of input Ref lies past a Vec-element boundary, so that every chunk
+	// inside the row is aligned; the row's first and last chunks may be
+	// partial and go element by element. Every RowContig input and the
+	// output lie alike (ChooseRowVector); the chunks span Span(R) columns.
+	Shifted bool
+	Ref     int
 	Persist int
 	// Stash makes a looped kernel keep the row's inputs that reductions
 	// read in dynamic shared memory (StashBytes(R) bytes per block).
@@ -198,6 +207,9 @@ func (k *RowKernel) Name() string {
 	if k.Index32 {
 		b.WriteString("_i32")
 	}
+	if k.Shifted {
+		fmt.Fprintf(&b, "_sh%d", k.Ref)
+	}
 
 	return b.String()
 }
@@ -261,6 +273,132 @@ func (g *RowGeometry) Bytes() []byte {
 		}
 	}
 	return b
+}
+
+// Span is how many columns the chunks of a row of r elements span: r, or
+// for a Shifted kernel up to Vec-1 more, the head before the row.
+func (k *RowKernel) Span(r int) int {
+	if k.Shifted {
+		return r + k.Vec - 1
+	}
+	return r
+}
+
+// RowTensor is a tensor a row kernel reads or writes, as ChooseRowVector
+// sees it: the size of its elements, the address of its first one (only
+// the low bits matter), its strides over the rows' dims and along a row.
+type RowTensor struct {
+	Size  int
+	Addr  uint64
+	Outer []int64
+	Inner int64
+}
+
+// RowVector is how a row kernel reads its inputs along the rows
+// (ChooseRowVector): the Vec, Shifted and Ref of the kernel and each
+// input's Access.
+type RowVector struct {
+	Vec     int
+	Shifted bool
+	Ref     int
+	Access  []RowAccess
+}
+
+// shiftMinVectors is the fewest vectors a row must hold for a Shifted
+// kernel: its row's first and last chunks go element by element, at most
+// a quarter of the row then.
+const shiftMinVectors = 8
+
+// ChooseRowVector picks the vector access of a row kernel over rows of R
+// elements of the inputs ins, writing elements of outSize bytes; out is
+// the output when the root is per element (its rows contiguous), else nil.
+// Vectors hold up to 16 bytes of the widest tensor read by vector and at
+// most maxVec elements (a power of two up to 8). The plain form needs R, every contiguous input's
+// offset and row strides multiples of Vec; where they are not (odd row
+// lengths, a view at an odd offset), a Shifted kernel reads the rows of
+// the inputs that lie like the first contiguous input with rows (Ref) by
+// aligned vectors anyway, if its rows hold shiftMinVectors vectors, and
+// the other contiguous inputs (a norm's weight) element by element.
+func ChooseRowVector(R, outSize, maxVec int, ins []RowTensor, out *RowTensor) RowVector {
+	rv := RowVector{Vec: 1, Access: make([]RowAccess, len(ins)), Ref: -1}
+	widest := outSize
+	for i, t := range ins {
+		switch t.Inner {
+		case 0:
+			rv.Access[i] = RowUniform
+		case 1:
+			rv.Access[i] = RowContig
+			widest = max(widest, t.Size)
+			if rv.Ref < 0 && slices.ContainsFunc(t.Outer, func(s int64) bool { return s != 0 }) {
+				rv.Ref = i
+			}
+		default:
+			rv.Access[i] = RowStrided
+		}
+	}
+	most := max(1, min(maxVec, 8, 16/widest))
+	mod := func(v int64, w int) int64 { return (v%int64(w) + int64(w)) % int64(w) }
+	// at reports whether t's element j of row 0 lies w-aligned, and its
+	// strides keep every row's element j so.
+	at := func(t *RowTensor, w int, j int64) bool {
+		if t.Addr%uint64(t.Size) != 0 || mod(int64(t.Addr/uint64(t.Size))+j, w) != 0 {
+			return false
+		}
+		for _, s := range t.Outer {
+			if mod(s, w) != 0 {
+				return false
+			}
+		}
+		return true
+	}
+	plain := func(w int) bool {
+		if R%w != 0 || out != nil && !at(out, w, 0) {
+			return false
+		}
+		for i := range ins {
+			if rv.Access[i] == RowContig && !at(&ins[i], w, 0) {
+				return false
+			}
+		}
+		return true
+	}
+	for rv.Vec = most; rv.Vec > 1 && !plain(rv.Vec); rv.Vec /= 2 {
+	}
+	if rv.Vec == most || rv.Ref < 0 {
+		rv.Ref = 0
+		return rv
+	}
+	// alike reports whether t's rows lie as Ref's do for vectors of w:
+	// the same element of every row on a w-element boundary.
+	ref := &ins[rv.Ref]
+	alike := func(t *RowTensor, w int) bool {
+		if t.Addr%uint64(t.Size) != 0 || ref.Addr%uint64(ref.Size) != 0 || len(t.Outer) != len(ref.Outer) {
+			return false
+		}
+		if mod(int64(t.Addr/uint64(t.Size)), w) != mod(int64(ref.Addr/uint64(ref.Size)), w) {
+			return false
+		}
+		for d, s := range t.Outer {
+			if mod(s, w) != mod(ref.Outer[d], w) {
+				return false
+			}
+		}
+		return true
+	}
+	for w := most; w > rv.Vec; w /= 2 {
+		if R < shiftMinVectors*w || out != nil && !alike(out, w) {
+			continue
+		}
+		rv.Vec, rv.Shifted = w, true
+		for i := range ins {
+			if rv.Access[i] == RowContig && !alike(&ins[i], w) {
+				rv.Access[i] = RowStrided
+			}
+		}
+		return rv
+	}
+	rv.Ref = 0
+	return rv
 }
 
 // ChooseRowConfig picks threads per block and the persistent depth for
@@ -556,6 +694,13 @@ func (k *RowKernel) body() (string, error) {
 		return "", fmt.Errorf("row kernel %s: a cluster of %d blocks (2, 4 or 8, stashed rows)", k.Label, k.Cluster)
 	}
 	C := max(k.Cluster, 1)
+	shifted := 0
+	if k.Shifted {
+		if k.Vec == 1 || k.Ref < 0 || k.Ref >= len(k.Inputs) || k.Inputs[k.Ref].Access != RowContig {
+			return "", fmt.Errorf("row kernel %s: shifted chunks of %d by input %d", k.Label, k.Vec, k.Ref)
+		}
+		shifted = 1
+	}
 	kinds := k.leafKinds()
 	nIn := len(k.Inputs)
 	var b strings.Builder
@@ -566,7 +711,13 @@ func (k *RowKernel) body() (string, error) {
 #define PERSIST %d
 #define CLUSTER %d
 #define LOOP_UNROLL %d
-struct RowGeometry { long long orank; long long osize[%d]; long long ostride[%d][%[7]d]; long long istride[%[8]d]; };
+#define SHIFTED %d
+// A chunk of VEC columns from j0 lies whole in the block's columns
+// [jlo, jhi); column j is one of them (a Shifted kernel's chunks start
+// before the row and may end past it).
+#define CHUNK_FULL(j0) (!SHIFTED || ((j0) >= 0 && (j0) + VEC <= jhi))
+#define COL_OK(j) (!SHIFTED || ((j) >= 0 && (j) < jhi))
+struct RowGeometry { long long orank; long long osize[%d]; long long ostride[%d][%[8]d]; long long istride[%[9]d]; };
 
 // block_allreduce combines the v of each thread of a row's group with c
 // and gives each of them the result; partials combine in a fixed order,
@@ -583,7 +734,7 @@ template <typename T, typename C> __device__ __forceinline__ T block_allreduce(T
   }
   return v;
 }
-`, k.Threads, G, k.Vec, k.Persist, C, k.loopUnroll(), MaxRank, max(nIn, 1))
+`, k.Threads, G, k.Vec, k.Persist, C, k.loopUnroll(), shifted, MaxRank, max(nIn, 1))
 	// Not part of the format above: its inline PTX names operands %0, %1.
 	b.WriteString(clusterAllreduce(C))
 
@@ -628,26 +779,34 @@ template <typename T, typename C> __device__ __forceinline__ T block_allreduce(T
 	if C > 1 {
 		b.WriteString("  // A cluster handles a row: this block, its rank z, the columns [jlo, jhi).\n")
 		b.WriteString("  const unsigned z = blockIdx.x % CLUSTER;  // the rank in the cluster: a 1-D grid of 1-D clusters\n")
-		fmt.Fprintf(&b, "  const %[1]s chunk = (%[1]s)(((R + CLUSTER - 1) / CLUSTER + VEC - 1) / VEC * VEC);\n", J)
+		fmt.Fprintf(&b, "  const %[1]s chunk = (%[1]s)(((R + SHIFTED * (VEC - 1) + CLUSTER - 1) / CLUSTER + VEC - 1) / VEC * VEC);\n", J)
 		b.WriteString("  for (long long row = blockIdx.x / CLUSTER; row < rows; row += gridDim.x / CLUSTER) {\n")
 		b.WriteString("    const bool live = true;\n    (void)live;\n")
-		fmt.Fprintf(&b, "    const %[1]s jlo = (%[1]s)min((long long)z * chunk, R), jhi = (%[1]s)min((long long)jlo + chunk, R);\n", J)
 	} else {
 		b.WriteString("  // Groups past the last row redo it (every lane of a warp reduces) and store nothing.\n")
 		b.WriteString("  for (long long r0 = (long long)blockIdx.x * GROUPS; r0 < rows; r0 += (long long)gridDim.x * GROUPS) {\n")
 		b.WriteString("    const bool live = r0 + grp < rows;\n    const long long row = live ? r0 + grp : rows - 1;\n    (void)live;\n")
-		if k.Split || k.Staged {
-			b.WriteString("    // This block takes columns [jlo, jhi) of one row.\n")
-			fmt.Fprintf(&b, "    const %[1]s jlo = (%[1]s)(blockIdx.y * chunk), jhi = (%[1]s)min(R, (long long)jlo + chunk);\n", J)
-		} else {
-			fmt.Fprintf(&b, "    const %[1]s jlo = 0, jhi = (%[1]s)R;\n", J)
-		}
 	}
 	if nIn > 0 {
 		b.WriteString("    // Each input's offset of the row's first element.\n    long long base[" + fmt.Sprint(nIn) + "] = {0};\n")
 		fmt.Fprintf(&b, "    if (g.orank == 1) {  // the common case after merging dims: no division\n      for (int t = 0; t < %d; t++) base[t] = row * g.ostride[t][0];\n    } else {\n", nIn)
 		b.WriteString("      for (long long rem = row, d = g.orank - 1; d >= 0; d--) {\n        long long c = rem % g.osize[d];\n        rem /= g.osize[d];\n")
 		fmt.Fprintf(&b, "        for (int t = 0; t < %d; t++) base[t] += c * g.ostride[t][d];\n      }\n    }\n", nIn)
+	}
+	if k.Shifted {
+		fmt.Fprintf(&b, "    // The row's chunks start head elements before it: where its first element of x%d lies past a vector boundary.\n", k.Ref)
+		fmt.Fprintf(&b, "    const int head = (int)(((unsigned long long)(x%d + base[%[1]d]) / sizeof(*x%[1]d)) & (VEC - 1));\n", k.Ref)
+	} else {
+		b.WriteString("    const int head = 0;\n")
+	}
+	switch {
+	case C > 1:
+		fmt.Fprintf(&b, "    const %[1]s jlo = (%[1]s)min((long long)z * chunk - head, R), jhi = (%[1]s)min((long long)jlo + chunk, R);\n", J)
+	case k.Split || k.Staged:
+		b.WriteString("    // This block takes columns [jlo, jhi) of one row.\n")
+		fmt.Fprintf(&b, "    const %[1]s jlo = (%[1]s)(blockIdx.y * chunk) - head, jhi = (%[1]s)min(R, (long long)jlo + chunk);\n", J)
+	default:
+		fmt.Fprintf(&b, "    const %[1]s jlo = -head, jhi = (%[1]s)R;\n", J)
 	}
 	for i, in := range k.Inputs {
 		if in.Access == RowUniform {
@@ -686,10 +845,17 @@ template <typename T, typename C> __device__ __forceinline__ T block_allreduce(T
 			switch {
 			case in.Access == RowUniform || !which(i):
 			case in.Access == RowContig && k.Vec > 1:
-				fmt.Fprintf(&l, "%s{ const VN<%s, VEC> v = *(const VN<%[2]s, VEC>*)(%s + base[%d] + j0);\n", indent, storageC(in.DType), x, i)
+				fmt.Fprintf(&l, "%sif (CHUNK_FULL(j0)) { const VN<%s, VEC> v = *(const VN<%[2]s, VEC>*)(%s + base[%d] + j0);\n", indent, storageC(in.DType), x, i)
 				fmt.Fprintf(&l, "%s  for (int e = 0; e < VEC; e++) e%d[%s + e] = %s; }\n", indent, i, q, loadC("v.v[e]", in.DType, in.Kind))
+				if k.Shifted {
+					fmt.Fprintf(&l, "%selse for (int e = 0; e < VEC; e++) e%d[%s + e] = COL_OK(j0 + e) ? %s : (%s)0;\n", indent, i, q,
+						loadC(fmt.Sprintf("%s[base[%d] + j0 + e]", x, i), in.DType, in.Kind), kindC(in.Kind))
+				}
 			case in.Access == RowContig:
 				fmt.Fprintf(&l, "%se%d[%s] = %s;\n", indent, i, q, loadC(fmt.Sprintf("%s[base[%d] + j0]", x, i), in.DType, in.Kind))
+			case k.Shifted:
+				fmt.Fprintf(&l, "%sfor (int v = 0; v < VEC; v++) e%d[%s + v] = COL_OK(j0 + v) ? %s : (%s)0;\n", indent, i, q,
+					loadC(fmt.Sprintf("%s[base[%d] + (j0 + v) * g.istride[%d]]", x, i, i), in.DType, in.Kind), kindC(in.Kind))
 			default:
 				fmt.Fprintf(&l, "%sfor (int v = 0; v < VEC; v++) e%d[%s + v] = %s;\n", indent, i, q,
 					loadC(fmt.Sprintf("%s[base[%d] + (j0 + v) * g.istride[%d]]", x, i, i), in.DType, in.Kind))
@@ -718,14 +884,20 @@ template <typename T, typename C> __device__ __forceinline__ T block_allreduce(T
 			l.WriteString(pre)
 			fmt.Fprintf(&l, "%s#pragma unroll\n%sfor (int v = 0; v < VEC; v++) {\n", indent, indent)
 			fmt.Fprintf(&l, "%s  const %s j = j0 + v;\n%[1]s  (void)j;\n", indent, J)
+			if k.Shifted {
+				fmt.Fprintf(&l, "%s  if (COL_OK(j)) {\n", indent)
+			}
 			l.WriteString(body)
+			if k.Shifted {
+				fmt.Fprintf(&l, "%s  }\n", indent)
+			}
 			fmt.Fprintf(&l, "%s}\n", indent)
 			l.WriteString(post)
 		}
 		if k.Persist > 0 {
 			l.WriteString("    #pragma unroll\n    for (int p = 0; p < PERSIST; p++) {\n")
-			fmt.Fprintf(&l, "      const %[1]s j0 = ((%[1]s)p * THREADS + tid) * VEC;\n", J)
-			l.WriteString("      if (j0 < R) {\n")
+			fmt.Fprintf(&l, "      const %[1]s j0 = jlo + ((%[1]s)p * THREADS + tid) * VEC;\n", J)
+			l.WriteString("      if (j0 < jhi) {\n")
 			l.WriteString(declare("        ", "VEC", inLoop))
 			l.WriteString(loads("        ", "0", inLoop))
 			l.WriteString("        const int pv = p * VEC;\n        (void)pv;\n")
@@ -756,8 +928,8 @@ template <typename T, typename C> __device__ __forceinline__ T block_allreduce(T
 		isHeld := func(i int) bool { return held[i] }
 		b.WriteString(declare("    ", "PERSIST * VEC", isHeld))
 		b.WriteString("    #pragma unroll\n    for (int p = 0; p < PERSIST; p++) {\n")
-		fmt.Fprintf(&b, "      const %[1]s j0 = ((%[1]s)p * THREADS + tid) * VEC;\n", J)
-		b.WriteString("      if (j0 < R) {\n")
+		fmt.Fprintf(&b, "      const %[1]s j0 = jlo + ((%[1]s)p * THREADS + tid) * VEC;\n", J)
+		b.WriteString("      if (j0 < jhi) {\n")
 		b.WriteString(loads("        ", "p * VEC", isHeld))
 		b.WriteString("      }\n    }\n")
 	}
@@ -841,8 +1013,13 @@ extern "C" __global__ void __launch_bounds__(THREADS) %s_final(
 	if k.Vec > 1 {
 		fmt.Fprintf(&b, "    %s* orow = out + row * R;\n", outType)
 		// Gather the results of a vector and store them at once.
+		store := "        if (live) *(VN<" + outType + ", VEC>*)(orow + j0) = r;\n"
+		if k.Shifted {
+			store = "        if (live && CHUNK_FULL(j0)) *(VN<" + outType + ", VEC>*)(orow + j0) = r;\n" +
+				"        else if (live) for (int v = 0; v < VEC; v++) if (COL_OK(j0 + v)) orow[j0 + v] = r.v[v];\n"
+		}
 		b.WriteString(forEach(fmt.Sprintf("          r.v[v] = %s;\n", storeC(e, outKind, k.Out)), k.Expr,
-			fmt.Sprintf("        VN<%s, VEC> r;\n", outType), "        if (live) *(VN<"+outType+", VEC>*)(orow + j0) = r;\n"))
+			fmt.Sprintf("        VN<%s, VEC> r;\n", outType), store))
 	} else {
 		b.WriteString(forEach(fmt.Sprintf("          if (live && j < R) out[row * R + j] = %s;\n", storeC(e, outKind, k.Out)), k.Expr, "", ""))
 	}
@@ -994,8 +1171,8 @@ func (k *RowKernel) stashLoop(held []bool, J string) string {
 		b.WriteString("    #define SIDX(j0, v) ((v) * (chunk / VEC) + ((j0) - jlo) / VEC)\n")
 		b.WriteString("    const long long stash_n = chunk;\n")
 	} else {
-		b.WriteString("    #define SIDX(j0, v) ((v) * (R / VEC) + (j0) / VEC)\n")
-		b.WriteString("    const long long stash_n = R;\n")
+		b.WriteString("    #define SIDX(j0, v) ((v) * (stash_n / VEC) + ((j0) - jlo) / VEC)\n")
+		b.WriteString("    const long long stash_n = (R + SHIFTED * (VEC - 1) + VEC - 1) / VEC * VEC;\n")
 	}
 	b.WriteString("    unsigned char* stash_at = stash_raw;\n")
 	for i, h := range held {
@@ -1021,12 +1198,15 @@ func (k *RowKernel) stashLoop(held []bool, J string) string {
 		x := fmt.Sprintf("x%d", i)
 		switch {
 		case k.Inputs[i].Access == RowContig && k.Vec > 1:
-			fmt.Fprintf(&b, "          { const VN<%s, VEC> q = *(const VN<%[1]s, VEC>*)(%s + base[%d] + j0);\n", T, x, i)
+			fmt.Fprintf(&b, "          if (CHUNK_FULL(j0)) { const VN<%s, VEC> q = *(const VN<%[1]s, VEC>*)(%s + base[%d] + j0);\n", T, x, i)
 			fmt.Fprintf(&b, "            for (int v = 0; v < VEC; v++) l%d[u * VEC + v] = q.v[v]; }\n", i)
+			if k.Shifted {
+				fmt.Fprintf(&b, "          else for (int v = 0; v < VEC; v++) if (COL_OK(j0 + v)) l%d[u * VEC + v] = %s[base[%d] + j0 + v];\n", i, x, i)
+			}
 		case k.Inputs[i].Access == RowContig:
 			fmt.Fprintf(&b, "          l%d[u] = %s[base[%d] + j0];\n", i, x, i)
 		default:
-			fmt.Fprintf(&b, "          for (int v = 0; v < VEC; v++) l%d[u * VEC + v] = %s[base[%d] + (j0 + v) * g.istride[%d]];\n", i, x, i, i)
+			fmt.Fprintf(&b, "          for (int v = 0; v < VEC; v++) if (COL_OK(j0 + v)) l%d[u * VEC + v] = %s[base[%d] + (j0 + v) * g.istride[%d]];\n", i, x, i, i)
 		}
 	}
 	b.WriteString("        }\n      }\n")

@@ -185,8 +185,9 @@ type rowLaunch struct {
 }
 
 // planGPU chooses the kernel and launch shape for args (in r.Inputs order)
-// over the full shape full on g.
-func (s *rowStep) planGPU(args []*array.Array, full []int, g *array.GPU) rowLaunch {
+// over the full shape full on g, writing to a result at out (0: a new
+// allocation, which is aligned).
+func (s *rowStep) planGPU(args []*array.Array, full []int, g *array.GPU, out cuda.DevicePtr) rowLaunch {
 	last := len(full) - 1
 	R := full[last]
 	outerStrides, inner := rowLayout(args, full)
@@ -198,45 +199,33 @@ func (s *rowStep) planGPU(args []*array.Array, full []int, g *array.GPU) rowLaun
 	l := rowLaunch{k: s.kernel, rows: ir.Numel(oshape), R: R} // k: a copy, for the layout of these inputs
 	k := &l.k
 	k.Inputs = append([]inductor.RowInput(nil), s.kernel.Inputs...)
-	// Vectors of up to 16 bytes of the widest contiguous tensor (the
-	// output included) and 8 elements, where R and every contiguous row
-	// are multiples of them.
-	widest := k.Out.Size()
-	for i := range args {
-		if inner[i] == 1 {
-			widest = max(widest, args[i].DType().Size())
-		}
-	}
-	vec := max(1, min(8, 16/widest))
-	aligned := func(n int) bool { return n%vec == 0 }
-	for vec > 1 && !aligned(R) {
-		vec /= 2
-	}
 	geo := inductor.RowGeometry{OuterRank: len(oshape), OuterStride: make([][inductor.MaxRank]int64, len(args)), InnerStride: make([]int64, len(args))}
 	for d, sz := range oshape {
 		geo.OuterSize[d] = int64(sz)
 	}
+	ts := make([]inductor.RowTensor, len(args))
 	for i, t := range args {
-		switch inner[i] {
-		case 0:
-			k.Inputs[i].Access = inductor.RowUniform
-		case 1:
-			k.Inputs[i].Access = inductor.RowContig
-			for vec > 1 && t.DevicePtr()%cuda.DevicePtr(vec*t.DType().Size()) != 0 {
-				vec /= 2
-			}
-		default:
-			k.Inputs[i].Access = inductor.RowStrided
-		}
 		geo.InnerStride[i] = int64(inner[i])
 		for d := range oshape {
-			st := ostrides[i][d]
-			geo.OuterStride[i][d] = int64(st)
-			for k.Inputs[i].Access == inductor.RowContig && vec > 1 && !aligned(st) {
-				vec /= 2
-			}
+			geo.OuterStride[i][d] = int64(ostrides[i][d])
+		}
+		ts[i] = inductor.RowTensor{Size: t.DType().Size(), Addr: uint64(t.DevicePtr()), Outer: geo.OuterStride[i][:len(oshape)], Inner: int64(inner[i])}
+	}
+	var res *inductor.RowTensor
+	if k.Expr != nil { // a result per element: rows of R, one after another
+		res = &inductor.RowTensor{Size: k.Out.Size(), Addr: uint64(out), Outer: make([]int64, len(oshape)), Inner: 1}
+		for d, st := range ir.ContiguousStrides(oshape) {
+			res.Outer[d] = int64(st * R)
 		}
 	}
+	setVector := func(maxVec int) {
+		rv := inductor.ChooseRowVector(R, k.Out.Size(), maxVec, ts, res)
+		for i := range k.Inputs {
+			k.Inputs[i].Access = rv.Access[i]
+		}
+		k.Vec, k.Shifted, k.Ref = rv.Vec, rv.Shifted, rv.Ref
+	}
+	setVector(8)
 	k.Index32 = R < 1<<30
 	l.geo = geo
 	// Vectors of 8 pay only where a thread keeps its elements in registers
@@ -244,11 +233,13 @@ func (s *rowStep) planGPU(args []*array.Array, full []int, g *array.GPU) rowLaun
 	// to 1.7x slower with them than with vectors of 4 (H200).
 	const loopedVec = 4
 	stash := stashBytes(k)
-	p := inductor.ChooseRowPlan(rowDevice(g), R, vec, l.rows, stash)
-	if p.Persist == 0 && vec > loopedVec {
-		vec = loopedVec
-		p = inductor.ChooseRowPlan(rowDevice(g), R, vec, l.rows, stash)
+	p := inductor.ChooseRowPlan(rowDevice(g), k.Span(R), k.Vec, l.rows, stash)
+	if p.Persist == 0 && k.Vec > loopedVec {
+		setVector(loopedVec)
+		stash = stashBytes(k)
+		p = inductor.ChooseRowPlan(rowDevice(g), k.Span(R), k.Vec, l.rows, stash)
 	}
+	vec := k.Vec
 	// Rows too few or too long to fill the SMs a block a row, looped,
 	// are split across blocks: a lone reduction (with its prologue and
 	// epilogue) in one pass and a final one, other regions in a split pass
@@ -259,7 +250,7 @@ func (s *rowStep) planGPU(args []*array.Array, full []int, g *array.GPU) rowLaun
 		if !k.CanSplit() {
 			choose = inductor.ChooseRowStage
 		}
-		if l.parts = choose(rowDevice(g), R, vec, l.rows, p.Threads); l.parts > 1 {
+		if l.parts = choose(rowDevice(g), k.Span(R), vec, l.rows, p.Threads); l.parts > 1 {
 			k.Vec, l.staged = vec, !k.CanSplit()
 			return l
 		}
@@ -267,7 +258,7 @@ func (s *rowStep) planGPU(args []*array.Array, full []int, g *array.GPU) rowLaun
 	k.Vec = vec
 	k.Threads, k.Groups, k.Persist, k.Stash, k.Cluster = p.Threads, p.Groups, p.Persist, p.Stash, p.Cluster
 	if k.Cluster > 1 && !clusterBuilds(g, s.cache, k) {
-		p = inductor.ChooseRowPlan(rowDevice(g), R, vec, l.rows, stash)
+		p = inductor.ChooseRowPlan(rowDevice(g), k.Span(R), vec, l.rows, stash)
 		k.Threads, k.Groups, k.Persist, k.Stash, k.Cluster = p.Threads, p.Groups, p.Persist, p.Stash, p.Cluster
 	}
 	l.finish()
@@ -332,7 +323,7 @@ func (l *rowLaunch) finish() {
 	l.grid = min((l.rows+G-1)/G, 1<<24)
 	l.shared = 0
 	if l.k.Stash {
-		chunk := (l.R + C - 1) / C
+		chunk := (l.k.Span(l.R) + C - 1) / C
 		chunk = (chunk + l.k.Vec - 1) / l.k.Vec * l.k.Vec
 		l.shared = l.k.StashBytes(chunk)
 		l.grid = min(l.rows, (1<<24)/C) * C // a cluster a row
@@ -356,7 +347,7 @@ func launchRow(g *array.GPU, c *array.Artifacts, title string, fn *cuda.Function
 			logs.Warn("gocompile: a thread block cluster row kernel failed to launch; rows are planned without clusters", "kernel", l.name, "err", err)
 		}
 		nl := *l
-		p := inductor.ChooseRowPlan(rowDevice(g), l.R, l.k.Vec, l.rows, stashBytes(&l.k))
+		p := inductor.ChooseRowPlan(rowDevice(g), l.k.Span(l.R), l.k.Vec, l.rows, stashBytes(&l.k))
 		nl.k.Threads, nl.k.Groups, nl.k.Persist, nl.k.Stash, nl.k.Cluster = p.Threads, p.Groups, p.Persist, p.Stash, p.Cluster
 		nl.finish()
 		launchRow(g, c, title, g.KernelIn(c, nl.name, nl.k.Source), &nl, a)
@@ -392,7 +383,7 @@ func rowArgs(a *cuda.Args, l *rowLaunch, args []*array.Array, res *array.Array) 
 
 func (s *rowStep) runGPU(args []*array.Array, full []int, res *array.Array, q *array.LaunchQueue) {
 	g := res.GPU()
-	l := s.planGPU(args, full, g)
+	l := s.planGPU(args, full, g, res.DevicePtr())
 	if l.parts > 1 {
 		q.Drain()
 		if l.staged {
@@ -433,8 +424,9 @@ func (s *rowStep) tuneGPU(g *array.GPU, l *rowLaunch, a *cuda.Args) {
 	def := inductor.RowPlan{Threads: k.Threads, Groups: k.Groups, Persist: k.Persist, Stash: k.Stash, Cluster: k.Cluster}
 	cands := []inductor.RowPlan{def}
 	names := []string{"default"}
-	vectors := (l.R + k.Vec - 1) / k.Vec
-	stash := k.Rereads() && k.StashBytes(l.R) <= maxStash(g) // a block a row
+	span := k.Span(l.R)
+	vectors := (span + k.Vec - 1) / k.Vec
+	stash := k.Rereads() && k.StashBytes(span) <= maxStash(g) // a block a row
 	for t := 32; t <= 1024; t *= 2 {
 		ps := []inductor.RowPlan{{Threads: t, Groups: 1}}
 		if stash {
@@ -477,9 +469,7 @@ func (s *rowStep) tuneGPU(g *array.GPU, l *rowLaunch, a *cuda.Args) {
 // accumulator, then the final pass over each row's partials.
 func (s *rowStep) splitGPU(g *array.GPU, k *inductor.RowKernel, args []*array.Array, rows, R, parts int, geo inductor.RowGeometry, res *array.Array) {
 	k.Split, k.Persist, k.Threads, k.Stash, k.Groups, k.Cluster = true, 0, inductor.SplitThreads, false, 1, 0
-	chunk := (R + parts - 1) / parts
-	chunk = (chunk + k.Vec - 1) / k.Vec * k.Vec
-	parts = (R + chunk - 1) / chunk
+	chunk, parts := splitChunk(k, R, parts)
 	acc := ir.Float32
 	if k.Stages[0].Compute == ir.F64 {
 		acc = ir.Float64
@@ -502,6 +492,16 @@ func (s *rowStep) splitGPU(g *array.GPU, k *inductor.RowKernel, args []*array.Ar
 	g.Launch(title, final, rows, k.Threads, a)
 }
 
+// splitChunk is the columns each of about parts blocks takes of a row of
+// R elements in k's split or staged form, a whole number of vectors, and
+// the blocks that takes.
+func splitChunk(k *inductor.RowKernel, R, parts int) (chunk, n int) {
+	span := k.Span(R)
+	chunk = (span + parts - 1) / parts
+	chunk = (chunk + k.Vec - 1) / k.Vec * k.Vec
+	return chunk, (span + chunk - 1) / chunk
+}
+
 // stagedGPU runs the staged form of k (inductor.RowKernel.Staged): for
 // each reduction stage, a pass over grid (rows, parts) writing partial
 // accumulators and its final pass keeping each row's stage values in a
@@ -509,9 +509,7 @@ func (s *rowStep) splitGPU(g *array.GPU, k *inductor.RowKernel, args []*array.Ar
 // is per element.
 func (s *rowStep) stagedGPU(g *array.GPU, k *inductor.RowKernel, args []*array.Array, rows, R, parts int, geo inductor.RowGeometry, res *array.Array) {
 	k.Persist, k.Threads, k.Stash, k.Groups, k.Cluster = 0, inductor.SplitThreads, false, 1, 0
-	chunk := (R + parts - 1) / parts
-	chunk = (chunk + k.Vec - 1) / k.Vec * k.Vec
-	parts = (R + chunk - 1) / chunk
+	chunk, parts := splitChunk(k, R, parts)
 	prev := array.New(res.Device(), k.PrevDType(), []int{rows * len(k.Stages)})
 	partial := array.New(res.Device(), ir.Float64, []int{rows * parts}) // room for any stage's accumulators
 	geoBytes := geo.Bytes()
