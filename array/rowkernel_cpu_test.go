@@ -111,7 +111,7 @@ func TestRowKernelsOnCPU(t *testing.T) {
 		if r.IntN(3) == 0 {
 			maxVec = 4
 		}
-		rv := inductor.ChooseRowVector(c.R, c.dt.Size(), maxVec, ts, out)
+		rv := inductor.ChooseRowVector(c.R, c.dt.Size(), maxVec, true, ts, out)
 		for i := range c.ins {
 			k.Inputs[i].Access = rv.Access[i]
 		}

@@ -72,6 +72,7 @@ type config struct {
 	cases     int    // -cases
 	casesJSON string // -cases-json
 	listOnly  bool   // -list: write -cases-json and stop
+	reference bool   // -reference: check each case against a float64 run on the CPU
 
 	cpuProfile string // -cpuprofile
 }
@@ -182,6 +183,7 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	cases := fs.Int("cases", defaultSweepCases, "-sweep: how many cases, spread over the categories")
 	casesJSON := fs.String("cases-json", "", "-sweep: write the case list (for bench/pytorch/sweep.py) to this file")
 	listOnly := fs.Bool("list", false, "-sweep: write -cases-json and stop, timing nothing")
+	reference := fs.Bool("reference", true, "-sweep: check each case against the program run in float64 on the CPU (false: against eager only, for timing runs)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run (the host side: tracing, planning, launches) to this file")
 	mode := fs.String("mode", "default", "compilation mode of the suite's compiled functions: default, reduce-overhead or max-autotune")
 	if err := fs.Parse(args); err != nil {
@@ -191,7 +193,7 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	c := &config{jsonPath: *jsonPath, chartPath: *chart, iters: *iters, reps: *reps, quick: *quick, only: *only, warmstart: *warm, mlp: *mlp,
-		sweep: *sweep, seed: *seed, cases: *cases, casesJSON: *casesJSON, listOnly: *listOnly, cpuProfile: *cpuProfile, llm: *llmCfg, steady: *steady, gemv: *gemv, train: *train}
+		sweep: *sweep, seed: *seed, cases: *cases, casesJSON: *casesJSON, listOnly: *listOnly, reference: *reference, cpuProfile: *cpuProfile, llm: *llmCfg, steady: *steady, gemv: *gemv, train: *train}
 	for _, f := range strings.Split(*batches, ",") {
 		b, err := strconv.Atoi(strings.TrimSpace(f))
 		if err != nil || b < 1 {

@@ -318,8 +318,9 @@ const shiftMinVectors = 8
 // lengths, a view at an odd offset), a Shifted kernel reads the rows of
 // the inputs that lie like the first contiguous input with rows (Ref) by
 // aligned vectors anyway, if its rows hold shiftMinVectors vectors, and
-// the other contiguous inputs (a norm's weight) element by element.
-func ChooseRowVector(R, outSize, maxVec int, ins []RowTensor, out *RowTensor) RowVector {
+// the other contiguous inputs (a norm's weight) element by element;
+// shift false allows the plain form alone.
+func ChooseRowVector(R, outSize, maxVec int, shift bool, ins []RowTensor, out *RowTensor) RowVector {
 	rv := RowVector{Vec: 1, Access: make([]RowAccess, len(ins)), Ref: -1}
 	widest := outSize
 	for i, t := range ins {
@@ -364,7 +365,7 @@ func ChooseRowVector(R, outSize, maxVec int, ins []RowTensor, out *RowTensor) Ro
 	}
 	for rv.Vec = most; rv.Vec > 1 && !plain(rv.Vec); rv.Vec /= 2 {
 	}
-	if rv.Vec == most || rv.Ref < 0 {
+	if rv.Vec == most || rv.Ref < 0 || !shift {
 		rv.Ref = 0
 		return rv
 	}
@@ -406,6 +407,12 @@ func ChooseRowVector(R, outSize, maxVec int, ins []RowTensor, out *RowTensor) Ro
 // 4 vectors, blocks have 32 to 1024 threads, and rows of up to 8 vectors
 // per thread stay in registers.
 func ChooseRowConfig(r, vec int) (threads, persist int) {
+	return chooseRowConfig(r, vec, 1024)
+}
+
+// chooseRowConfig is ChooseRowConfig with persistent blocks of at most
+// maxPersist threads (a power of two from 32 to 1024).
+func chooseRowConfig(r, vec, maxPersist int) (threads, persist int) {
 	unit := min(vec, 4) // wider vectors keep 4-wide ones' launch: the same elements a thread
 	vectors := (r + unit - 1) / unit
 	threads = 32
@@ -413,8 +420,11 @@ func ChooseRowConfig(r, vec int) (threads, persist int) {
 		threads *= 2
 	}
 	per := (vectors + threads - 1) / threads
-	if per <= 8 {
+	if per <= 8 && threads <= maxPersist {
 		return threads, (per*unit + vec - 1) / vec
+	}
+	if t := max(maxPersist, 32); threads > t && (vectors+t-1)/t <= 8 {
+		return t, ((vectors+t-1)/t*unit + vec - 1) / vec
 	}
 	return threads, 0
 }
@@ -431,6 +441,9 @@ type RowDevice struct {
 	SMs       int  // streaming multiprocessors
 	MaxShared int  // dynamic shared memory a block may use, bytes (0: no stash)
 	Clusters  bool // thread block clusters with distributed shared memory (sm_90)
+	// MaxPersist is the most threads a persistent block may have (0:
+	// 1024); longer rows are stashed or looped.
+	MaxPersist int
 }
 
 // ChooseRowPlan picks a row kernel's launch shape for rows rows of r
@@ -463,7 +476,11 @@ func ChooseRowPlan(d RowDevice, r, vec, rows int, stashBytes func(n int) int) Ro
 		// hundred elements.
 		return RowPlan{Threads: 32, Groups: 4, Persist: ((vectors+31)/32*unit + vec - 1) / vec}
 	}
-	threads, persist := ChooseRowConfig(r, vec)
+	maxPersist := d.MaxPersist
+	if maxPersist <= 0 {
+		maxPersist = 1024
+	}
+	threads, persist := chooseRowConfig(r, vec, maxPersist)
 	looped := RowPlan{Threads: threads, Groups: 1, Persist: persist}
 	if persist > 0 || stashBytes == nil {
 		return looped
@@ -714,7 +731,10 @@ func (k *RowKernel) body() (string, error) {
 #define SHIFTED %d
 // A chunk of VEC columns from j0 lies whole in the block's columns
 // [jlo, jhi); column j is one of them (a Shifted kernel's chunks start
-// before the row and may end past it).
+// before the row and may end past it). A chunk's vector is aligned and
+// holds an element of the row, so it lies in the row's allocation (whose
+// blocks are multiples of 512 bytes): partial chunks load it whole and
+// use their row's elements alone, but store element by element.
 #define CHUNK_FULL(j0) (!SHIFTED || ((j0) >= 0 && (j0) + VEC <= jhi))
 #define COL_OK(j) (!SHIFTED || ((j) >= 0 && (j) < jhi))
 struct RowGeometry { long long orank; long long osize[%d]; long long ostride[%d][%[8]d]; long long istride[%[9]d]; };
@@ -845,12 +865,10 @@ template <typename T, typename C> __device__ __forceinline__ T block_allreduce(T
 			switch {
 			case in.Access == RowUniform || !which(i):
 			case in.Access == RowContig && k.Vec > 1:
-				fmt.Fprintf(&l, "%sif (CHUNK_FULL(j0)) { const VN<%s, VEC> v = *(const VN<%[2]s, VEC>*)(%s + base[%d] + j0);\n", indent, storageC(in.DType), x, i)
+				// A Shifted kernel's partial chunks load whole vectors too:
+				// their elements outside the row are never used.
+				fmt.Fprintf(&l, "%s{ const VN<%s, VEC> v = *(const VN<%[2]s, VEC>*)(%s + base[%d] + j0);\n", indent, storageC(in.DType), x, i)
 				fmt.Fprintf(&l, "%s  for (int e = 0; e < VEC; e++) e%d[%s + e] = %s; }\n", indent, i, q, loadC("v.v[e]", in.DType, in.Kind))
-				if k.Shifted {
-					fmt.Fprintf(&l, "%selse for (int e = 0; e < VEC; e++) e%d[%s + e] = COL_OK(j0 + e) ? %s : (%s)0;\n", indent, i, q,
-						loadC(fmt.Sprintf("%s[base[%d] + j0 + e]", x, i), in.DType, in.Kind), kindC(in.Kind))
-				}
 			case in.Access == RowContig:
 				fmt.Fprintf(&l, "%se%d[%s] = %s;\n", indent, i, q, loadC(fmt.Sprintf("%s[base[%d] + j0]", x, i), in.DType, in.Kind))
 			case k.Shifted:
@@ -1198,11 +1216,8 @@ func (k *RowKernel) stashLoop(held []bool, J string) string {
 		x := fmt.Sprintf("x%d", i)
 		switch {
 		case k.Inputs[i].Access == RowContig && k.Vec > 1:
-			fmt.Fprintf(&b, "          if (CHUNK_FULL(j0)) { const VN<%s, VEC> q = *(const VN<%[1]s, VEC>*)(%s + base[%d] + j0);\n", T, x, i)
+			fmt.Fprintf(&b, "          { const VN<%s, VEC> q = *(const VN<%[1]s, VEC>*)(%s + base[%d] + j0);\n", T, x, i)
 			fmt.Fprintf(&b, "            for (int v = 0; v < VEC; v++) l%d[u * VEC + v] = q.v[v]; }\n", i)
-			if k.Shifted {
-				fmt.Fprintf(&b, "          else for (int v = 0; v < VEC; v++) if (COL_OK(j0 + v)) l%d[u * VEC + v] = %s[base[%d] + j0 + v];\n", i, x, i)
-			}
 		case k.Inputs[i].Access == RowContig:
 			fmt.Fprintf(&b, "          l%d[u] = %s[base[%d] + j0];\n", i, x, i)
 		default:

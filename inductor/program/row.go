@@ -3,6 +3,7 @@ package program
 import (
 	"fmt"
 	"os"
+	"strconv"
 	"sync"
 	"sync/atomic"
 
@@ -219,7 +220,7 @@ func (s *rowStep) planGPU(args []*array.Array, full []int, g *array.GPU, out cud
 		}
 	}
 	setVector := func(maxVec int) {
-		rv := inductor.ChooseRowVector(R, k.Out.Size(), maxVec, ts, res)
+		rv := inductor.ChooseRowVector(R, k.Out.Size(), maxVec, rowShift, ts, res)
 		for i := range k.Inputs {
 			k.Inputs[i].Access = rv.Access[i]
 		}
@@ -301,7 +302,29 @@ func clusterBuilds(g *array.GPU, c *array.Artifacts, k *inductor.RowKernel) (ok 
 // rowDevice describes g for inductor.ChooseRowPlan.
 func rowDevice(g *array.GPU) inductor.RowDevice {
 	d := g.Dev()
-	return inductor.RowDevice{SMs: d.SMCount, MaxShared: maxStash(g), Clusters: rowClusters && d.Major >= 9 && !clustersFail.Load()}
+	return inductor.RowDevice{SMs: d.SMCount, MaxShared: maxStash(g), Clusters: rowClusters && d.Major >= 9 && !clustersFail.Load(),
+		MaxPersist: rowPersistThreads}
+}
+
+// rowShift lets row kernels read rows of any length and alignment by
+// vectors (inductor.RowKernel.Shifted); GOCOMPILE_ROW_SHIFT=off reads
+// rows that are not multiples of a vector, or not aligned, an element at
+// a time, for comparisons.
+var rowShift = os.Getenv("GOCOMPILE_ROW_SHIFT") != "off"
+
+// rowPersistThreads caps the threads of a persistent row kernel's block
+// (GOCOMPILE_ROW_PERSIST_THREADS, a power of two from 32 to 1024; 0 or
+// unset: 1024).
+var rowPersistThreads = envPow2("GOCOMPILE_ROW_PERSIST_THREADS")
+
+// envPow2 is the environment variable name as a power of two from 32 to
+// 1024, or 0 when it is unset or not one.
+func envPow2(name string) int {
+	n, err := strconv.Atoi(os.Getenv(name))
+	if err != nil || n < 32 || n > 1024 || n&(n-1) != 0 {
+		return 0
+	}
+	return n
 }
 
 // rowClusters lets rows be split across thread block clusters. It is off
