@@ -109,6 +109,11 @@ func rowKernels(t *testing.T) []rowCase {
 						s.Split = true
 						cases = append(cases, rowCase{fmt.Sprintf("%s/%v/%v", name, dt, s.Name()), &s})
 					}
+					if acc == RowContig && cfg.vec > 1 { // the same, with shifted chunks
+						s := *k
+						s.Shifted, s.Ref = true, 0
+						cases = append(cases, rowCase{fmt.Sprintf("%s/%v/%v", name, dt, s.Name()), &s})
+					}
 				}
 			}
 		}
@@ -259,6 +264,49 @@ func TestChooseRowStage(t *testing.T) {
 		}
 		if s := ChooseRowSplit(d, c.r, 4, c.rows, 1024); p > 1 && p != s {
 			t.Errorf("r=%d rows=%d: %d parts, ChooseRowSplit gives %d", c.r, c.rows, p, s)
+		}
+	}
+}
+
+// ChooseRowVector picks plain vectors where rows allow them, shifted ones
+// where the plain form would read a scalar at a time and rows are long
+// enough, with the inputs that do not lie like the reference read element
+// by element; the output must lie alike too.
+func TestChooseRowVector(t *testing.T) {
+	rows := func(R int64, addr uint64) RowTensor { return RowTensor{Size: 4, Addr: addr, Outer: []int64{R}, Inner: 1} }
+	weight := RowTensor{Size: 4, Addr: 0x1000, Outer: []int64{0}, Inner: 1}
+	out := func(R int64, addr uint64) *RowTensor { o := rows(R, addr); return &o }
+	for _, c := range []struct {
+		name    string
+		R       int
+		maxVec  int
+		shift   bool
+		ins     []RowTensor
+		out     *RowTensor
+		vec     int
+		shifted bool
+		access  []RowAccess
+	}{
+		{"aligned rows", 4096, 8, true, []RowTensor{rows(4096, 0x1000), weight}, out(4096, 0x2000), 4, false, []RowAccess{RowContig, RowContig}},
+		{"even rows: vectors of 2, never shifted", 4098, 8, true, []RowTensor{rows(4098, 0x1000)}, out(4098, 0x2000), 2, false, []RowAccess{RowContig}},
+		{"odd rows", 4097, 8, true, []RowTensor{rows(4097, 0x1000), weight}, out(4097, 0x2000), 4, true, []RowAccess{RowContig, RowStrided}},
+		{"odd rows, shift off", 4097, 8, false, []RowTensor{rows(4097, 0x1000)}, out(4097, 0x2000), 1, false, []RowAccess{RowContig}},
+		{"odd rows, capped", 4097, 2, true, []RowTensor{rows(4097, 0x1000)}, out(4097, 0x2000), 2, true, []RowAccess{RowContig}},
+		{"short odd rows", 127, 8, true, []RowTensor{rows(127, 0x1000)}, out(127, 0x2000), 1, false, []RowAccess{RowContig}},
+		{"odd rows of 64 vectors of 2", 255, 8, true, []RowTensor{rows(255, 0x1000)}, out(255, 0x2000), 2, true, []RowAccess{RowContig}},
+		{"a view at an odd offset", 4096, 8, true, []RowTensor{rows(4096, 0x1004), weight}, out(4096, 0x2000), 1, false, []RowAccess{RowContig, RowContig}},
+		{"a view at an odd offset, a reduction", 4096, 8, true, []RowTensor{rows(4096, 0x1004)}, nil, 4, true, []RowAccess{RowContig}},
+		{"the output lies otherwise", 4097, 8, true, []RowTensor{rows(4097, 0x1004)}, out(4097, 0x2000), 1, false, []RowAccess{RowContig}},
+		{"uniform and strided inputs", 4097, 8, true, []RowTensor{{Size: 4, Addr: 0x3000, Outer: []int64{1}}, rows(4097, 0x1000), {Size: 4, Addr: 0x3000, Outer: []int64{1}, Inner: 3}}, nil, 4, true,
+			[]RowAccess{RowUniform, RowContig, RowStrided}},
+		{"no input with rows", 4097, 8, true, []RowTensor{weight}, nil, 1, false, []RowAccess{RowContig}},
+	} {
+		rv := ChooseRowVector(c.R, 4, c.maxVec, c.shift, c.ins, c.out)
+		if rv.Vec != c.vec || rv.Shifted != c.shifted || fmt.Sprint(rv.Access) != fmt.Sprint(c.access) {
+			t.Errorf("%s: vec %d shifted %v access %v, want %d %v %v", c.name, rv.Vec, rv.Shifted, rv.Access, c.vec, c.shifted, c.access)
+		}
+		if rv.Shifted && (rv.Ref < 0 || rv.Access[rv.Ref] != RowContig) {
+			t.Errorf("%s: reference input %d", c.name, rv.Ref)
 		}
 	}
 }

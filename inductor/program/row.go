@@ -135,7 +135,7 @@ func (s *rowStep) opByOp(t *array.Array, rows, R int) bool {
 		return false
 	}
 	// Rows that a cluster keeps on chip run as one kernel.
-	p := inductor.ChooseRowPlan(rowDevice(g), R, 1, rows, stashBytes(&s.kernel))
+	p := inductor.ChooseRowPlan(rowDevice(g, nil), R, 1, rows, stashBytes(&s.kernel))
 	return !p.Stash
 }
 
@@ -234,11 +234,12 @@ func (s *rowStep) planGPU(args []*array.Array, full []int, g *array.GPU, out cud
 	// to 1.7x slower with them than with vectors of 4 (H200).
 	const loopedVec = 4
 	stash := stashBytes(k)
-	p := inductor.ChooseRowPlan(rowDevice(g), k.Span(R), k.Vec, l.rows, stash)
+	dev := rowDevice(g, k)
+	p := inductor.ChooseRowPlan(dev, k.Span(R), k.Vec, l.rows, stash)
 	if p.Persist == 0 && k.Vec > loopedVec {
 		setVector(loopedVec)
-		stash = stashBytes(k)
-		p = inductor.ChooseRowPlan(rowDevice(g), k.Span(R), k.Vec, l.rows, stash)
+		stash, dev = stashBytes(k), rowDevice(g, k)
+		p = inductor.ChooseRowPlan(dev, k.Span(R), k.Vec, l.rows, stash)
 	}
 	vec := k.Vec
 	// Rows too few or too long to fill the SMs a block a row, looped,
@@ -251,7 +252,7 @@ func (s *rowStep) planGPU(args []*array.Array, full []int, g *array.GPU, out cud
 		if !k.CanSplit() {
 			choose = inductor.ChooseRowStage
 		}
-		if l.parts = choose(rowDevice(g), k.Span(R), vec, l.rows, p.Threads); l.parts > 1 {
+		if l.parts = choose(dev, k.Span(R), vec, l.rows, p.Threads); l.parts > 1 {
 			k.Vec, l.staged = vec, !k.CanSplit()
 			return l
 		}
@@ -259,7 +260,7 @@ func (s *rowStep) planGPU(args []*array.Array, full []int, g *array.GPU, out cud
 	k.Vec = vec
 	k.Threads, k.Groups, k.Persist, k.Stash, k.Cluster = p.Threads, p.Groups, p.Persist, p.Stash, p.Cluster
 	if k.Cluster > 1 && !clusterBuilds(g, s.cache, k) {
-		p = inductor.ChooseRowPlan(rowDevice(g), k.Span(R), vec, l.rows, stash)
+		p = inductor.ChooseRowPlan(rowDevice(g, k), k.Span(R), vec, l.rows, stash)
 		k.Threads, k.Groups, k.Persist, k.Stash, k.Cluster = p.Threads, p.Groups, p.Persist, p.Stash, p.Cluster
 	}
 	l.finish()
@@ -299,12 +300,27 @@ func clusterBuilds(g *array.GPU, c *array.Artifacts, k *inductor.RowKernel) (ok 
 	return true
 }
 
-// rowDevice describes g for inductor.ChooseRowPlan.
-func rowDevice(g *array.GPU) inductor.RowDevice {
+// rowDevice describes g for inductor.ChooseRowPlan of kernel k (nil: a
+// plain one). A Shifted kernel's persistent blocks take at most
+// shiftedPersist threads: it holds more registers than a plain one (64
+// against 50 at 1024 threads a block), and a block of 1024 was then
+// alone on its SM, where its loads, reductions and stores did not overlap
+// another block's (on an H200, persistent shifted rows of 17,000 to
+// 24,000 elements in blocks of 1024 ran 1.2x to 1.9x slower than the
+// same rows stashed and read a scalar at a time).
+func rowDevice(g *array.GPU, k *inductor.RowKernel) inductor.RowDevice {
 	d := g.Dev()
-	return inductor.RowDevice{SMs: d.SMCount, MaxShared: maxStash(g), Clusters: rowClusters && d.Major >= 9 && !clustersFail.Load(),
+	rd := inductor.RowDevice{SMs: d.SMCount, MaxShared: maxStash(g), Clusters: rowClusters && d.Major >= 9 && !clustersFail.Load(),
 		MaxPersist: rowPersistThreads}
+	if k != nil && k.Shifted && (rd.MaxPersist == 0 || rd.MaxPersist > shiftedPersist) {
+		rd.MaxPersist = shiftedPersist
+	}
+	return rd
 }
+
+// shiftedPersist is the most threads of a Shifted kernel's persistent
+// block (see rowDevice).
+const shiftedPersist = 512
 
 // rowShift lets row kernels read rows of any length and alignment by
 // vectors (inductor.RowKernel.Shifted); GOCOMPILE_ROW_SHIFT=off reads
@@ -370,7 +386,7 @@ func launchRow(g *array.GPU, c *array.Artifacts, title string, fn *cuda.Function
 			logs.Warn("gocompile: a thread block cluster row kernel failed to launch; rows are planned without clusters", "kernel", l.name, "err", err)
 		}
 		nl := *l
-		p := inductor.ChooseRowPlan(rowDevice(g), l.k.Span(l.R), l.k.Vec, l.rows, stashBytes(&l.k))
+		p := inductor.ChooseRowPlan(rowDevice(g, &l.k), l.k.Span(l.R), l.k.Vec, l.rows, stashBytes(&l.k))
 		nl.k.Threads, nl.k.Groups, nl.k.Persist, nl.k.Stash, nl.k.Cluster = p.Threads, p.Groups, p.Persist, p.Stash, p.Cluster
 		nl.finish()
 		launchRow(g, c, title, g.KernelIn(c, nl.name, nl.k.Source), &nl, a)
