@@ -27,7 +27,11 @@
 //     over a thread block cluster's), looped, or, for few long rows, split
 //     across blocks: a lone reduction in one pass and a final one, other
 //     regions in a pass per reduction (staged), chosen from the shape and
-//     the device (ChooseRowPlan, ChooseRowSplit, ChooseRowStage).
+//     the device (ChooseRowPlan, ChooseRowSplit, ChooseRowStage). Rows
+//     read by vectors of up to 16 bytes (ChooseRowVector), also where their
+//     length or offset is not a whole number of vectors: a Shifted kernel
+//     starts each row's chunks where the row's first element lies past a
+//     vector boundary, so only its first and last chunks are partial.
 //   - ColKernel: a row region over any dims (a reduction over dim 0 or
 //     middle dims, a softmax over a leading dim): adjacent threads take
 //     adjacent outputs and read vectors of up to 16 bytes along them, or,
