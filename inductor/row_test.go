@@ -273,7 +273,9 @@ func TestChooseRowStage(t *testing.T) {
 // enough, with the inputs that do not lie like the reference read element
 // by element; the output must lie alike too.
 func TestChooseRowVector(t *testing.T) {
-	rows := func(R int64, addr uint64) RowTensor { return RowTensor{Size: 4, Addr: addr, Outer: []int64{R}, Inner: 1} }
+	rows := func(R int64, addr uint64) RowTensor {
+		return RowTensor{Size: 4, Addr: addr, Outer: []int64{R}, Inner: 1}
+	}
 	weight := RowTensor{Size: 4, Addr: 0x1000, Outer: []int64{0}, Inner: 1}
 	out := func(R int64, addr uint64) *RowTensor { o := rows(R, addr); return &o }
 	for _, c := range []struct {
