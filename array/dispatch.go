@@ -156,10 +156,12 @@ func runBlock(blk *ir.Block, args []ir.Value, params []float64, out DType, shape
 }
 
 // RunBlocks runs block programs over the same operands (tensors, or
-// scalars filled in) into res, contiguous CPU tensors of one shape, one
-// per program: one pass over the iteration space, in blocks split across
-// the cores, loading each block of each operand once. Fused regions and
-// horizontal groups run several programs; eager pointwise ops one.
+// scalars filled in) into res, CPU tensors of one shape, one per program:
+// one pass over the iteration space, in blocks split across the cores,
+// loading each block of each operand once. Fused regions and horizontal
+// groups run several programs; eager pointwise ops one. A result may be
+// any view (a slice of a Cat's result, which the kernels computing its
+// parts write in place): each block of it is stored through its strides.
 func RunBlocks(blks []*ir.Block, args []ir.Value, params []float64, res []*Array) {
 	shape := res[0].shape
 	n := ir.Numel(shape)
@@ -167,13 +169,23 @@ func RunBlocks(blks []*ir.Block, args []ir.Value, params []float64, res []*Array
 		return
 	}
 	args = laidOutForBlocks(args, shape)
-	strides := [][]int{res[0].strides}
+	strides := make([][]int, 0, len(res)+len(args))
+	for _, r := range res {
+		strides = append(strides, r.strides)
+	}
 	for _, t := range tensorsOf(args) {
 		strides = append(strides, ir.BroadcastStrides(t.shape, t.strides, shape))
 	}
 	cshape, cstrides := Coalesce(shape, strides...)
+	// flat is, per result, whether its element i (in iteration order)
+	// lies at its offset + i; the others are stored through their strides.
+	flat := make([]bool, len(res))
+	dense := ir.ContiguousStrides(cshape)
+	for j := range res {
+		flat[j] = sameInts(cstrides[j], dense, cshape)
+	}
 	operands := make([]*Operand, len(args))
-	ti := 0
+	ti := len(res) - 1
 	for i, v := range args {
 		if t, ok := v.(*Array); ok {
 			ti++
@@ -196,7 +208,7 @@ func RunBlocks(blks []*ir.Block, args []ir.Value, params []float64, res []*Array
 	// (a kernel storing in place), whose elements it may still read.
 	straight := make([]bool, len(blks))
 	for j := range blks {
-		straight[j] = sameKind(res[j].dtype, blks[j].OutKind()) && blks[j].Computes()
+		straight[j] = flat[j] && sameKind(res[j].dtype, blks[j].OutKind()) && blks[j].Computes()
 		for _, t := range tensorsOf(args) {
 			if t.SharesStorage(res[j]) {
 				straight[j] = false
@@ -210,6 +222,7 @@ func RunBlocks(blks []*ir.Block, args []ir.Value, params []float64, res []*Array
 		}
 		local := make([]*Operand, len(args))
 		bufs := make([]ir.Vec, len(args))
+		var idx []int // a strided result's multi-index
 		for i, v := range args {
 			if user[i] < 0 {
 				continue
@@ -237,14 +250,33 @@ func RunBlocks(blks []*ir.Block, args []ir.Value, params []float64, res []*Array
 				}
 			}
 			for j, f := range frames {
-				out, k := res[j].dtype, blks[j].OutKind()
-				if straight[j] { // compute straight into the result
-					dst, _ := aliasVec(res[j].st.data, out, k, s, s+m)
+				r, k := res[j], blks[j].OutKind()
+				switch {
+				case straight[j]: // compute straight into the result
+					dst, _ := aliasVec(r.st.data, r.dtype, k, r.offset+s, r.offset+s+m)
 					f.Run(m, &dst)
-					continue
+				case flat[j]:
+					r.StoreBlock(r.offset+s, f.Run(m, nil), k, m)
+				default:
+					r.storeStrided(cshape, cstrides[j], s, f.Run(m, nil), k, m, &idx)
 				}
-				res[j].StoreBlock(s, f.Run(m, nil), k, m)
 			}
+		}
+	})
+}
+
+// storeStrided stores the m values of v (of kind k), elements [s, s+m)
+// in iteration order of t laid out by shape and strides from its offset,
+// into t's storage a run at a time.
+func (t *Array) storeStrided(shape, strides []int, s int, v ir.Vec, k ir.Kind, m int, idx *[]int) {
+	is := strides[len(strides)-1]
+	walkRuns(shape, strides, t.offset, s, m, idx, func(j, off, run int) {
+		if is == 1 {
+			t.StoreBlock(off, v.Slice(j, j+run), k, run)
+			return
+		}
+		for e := range run {
+			t.StoreBlock(off+e*is, v.Slice(j+e, j+e+1), k, 1)
 		}
 	})
 }

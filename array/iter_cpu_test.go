@@ -65,3 +65,80 @@ func TestOperandLoadLayouts(t *testing.T) {
 		}
 	}
 }
+
+// RunBlocks stores its results into any views: slices of a larger tensor
+// at an offset (the parts of a Cat's result), a transposed view, and a
+// contiguous tensor, together in one pass, in every dtype, at odd sizes
+// spanning many blocks and workers; elements outside the views stay as
+// they were.
+func TestRunBlocksIntoViews(t *testing.T) {
+	rng := rand.New(rand.NewPCG(16, 17))
+	for _, dt := range []ir.DType{ir.Float32, ir.Float64, ir.Float16, ir.BFloat16, ir.Int64} {
+		k := dt.Compute()
+		y0, err := ir.CompileBlock(ir.Add(ir.Mul(ir.Arg(0), ir.Arg(0)), ir.Arg(1)), []ir.Kind{k, k}, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		y1, err := ir.CompileBlock(ir.Sub(ir.Arg(0), ir.Arg(1)), []ir.Kind{k, k}, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, shape := range [][]int{{1, 1}, {3, 1023}, {37, 129}, {4097, 3}} {
+			rows, cols := shape[0], shape[1]
+			n := rows * cols
+			av, bv := make([]float64, n), make([]float64, n)
+			for i := range n {
+				av[i], bv[i] = float64(rng.IntN(9)-4), float64(rng.IntN(9)-4)
+			}
+			a, b := array.FromFloat64s(av, dt, rows, cols), array.FromFloat64s(bv, dt, rows, cols)
+			// Results: y0 into columns [2, 2+cols) of a [rows, cols+5]
+			// tensor of sentinels, y1 into the transpose of a [cols, rows]
+			// tensor, the first result strided and then the other.
+			const sentinel = 7
+			wide := func() *array.Array {
+				v := make([]float64, rows*(cols+5))
+				for i := range v {
+					v[i] = sentinel
+				}
+				return array.FromFloat64s(v, dt, rows, cols+5)
+			}
+			transposed := func() *array.Array {
+				return array.FromFloat64s(make([]float64, n), dt, cols, rows)
+			}
+			for _, swap := range []bool{false, true} {
+				w, tr := wide(), transposed()
+				slice := w.Slice(1, 2, 2+cols, 1)
+				trv := tr.WithLayout(ir.Layout{Shape: []int{rows, cols}, Strides: []int{1, rows}})
+				res := []*array.Array{slice, trv}
+				blks := []*ir.Block{y0, y1}
+				if swap {
+					res[0], res[1] = trv, slice
+					blks[0], blks[1] = y1, y0
+				}
+				array.RunBlocks(blks, []ir.Value{a, b}, nil, res)
+				wv, tv := w.Float64s(), tr.Float64s()
+				for r := range rows {
+					for c := range cols + 5 {
+						want := float64(sentinel)
+						if c >= 2 && c < 2+cols {
+							x, y := av[r*cols+c-2], bv[r*cols+c-2]
+							want = x*x + y
+						}
+						if got := wv[r*(cols+5)+c]; got != want {
+							t.Fatalf("%v %v swap %v: slice element [%d, %d] is %v, want %v", dt, shape, swap, r, c, got, want)
+						}
+					}
+				}
+				for c := range cols {
+					for r := range rows {
+						x, y := av[r*cols+c], bv[r*cols+c]
+						want := x - y
+						if got := tv[c*rows+r]; got != want {
+							t.Fatalf("%v %v swap %v: transposed element [%d, %d] is %v, want %v", dt, shape, swap, r, c, got, want)
+						}
+					}
+				}
+			}
+		}
+	}
+}
