@@ -39,5 +39,7 @@
 //
 // PlanBuffers assigns the values regions write to buffers reused once the
 // values die, and reports the plan's peak memory next to eager
-// execution's.
+// execution's. InPlaceCats finds the Cats whose parts the kernels
+// computing them can write straight into the Cat's result, so that the
+// Cat copies nothing (a rotary embedding's two halves).
 package fuse

@@ -188,9 +188,10 @@ func Explain(fn any, args ...any) (*Explanation, error) {
 			ex.Graph = append(ex.Graph, g.String())
 			if regions, err := fuse.Partition(g); err == nil {
 				regions = fuse.Horizontal(regions)
+				cats := program.InPlaceCats(g, regions)
 				for _, r := range regions {
 					if r.Root.Op.Kind != ir.View {
-						ex.Regions = append(ex.Regions, r.String())
+						ex.Regions = append(ex.Regions, catNote(r.String(), cats[r.Root]))
 					}
 				}
 				plan := fuse.PlanBuffers(g, regions, program.Plannable)
@@ -205,6 +206,26 @@ func Explain(fn any, args ...any) (*Explanation, error) {
 		}
 	})
 	return ex, err
+}
+
+// catNote is a Cat's region, described as desc, with which of its parts
+// the kernels computing them write in place (program.InPlaceCats): "v7
+// (cat, in place)" where they all do, "v7 (cat, 1 of 2 parts in place)".
+func catNote(desc string, parts []*fuse.CatPart) string {
+	n := 0
+	for _, p := range parts {
+		if p != nil {
+			n++
+		}
+	}
+	note := ", in place"
+	switch {
+	case n == 0 || !strings.HasSuffix(desc, ")"):
+		return desc
+	case n < len(parts):
+		note = fmt.Sprintf(", %d of %d parts in place", n, len(parts))
+	}
+	return strings.TrimSuffix(desc, ")") + note + ")"
 }
 
 // explainSplit splits the joint graph of a function whose result k

@@ -9,7 +9,9 @@
 // as CUDA kernels compiled through NVRTC and kept in the artifact cache,
 // with the graph's fusion layout, so a new process finds both. Values
 // between regions live in buffers reused by liveness (fuse.Plan, arenas
-// of package array). With Config.CUDAGraphs a program's runs on a GPU are
+// of package array); the kernels computing a Cat's parts write them into
+// the Cat's result, each into its slice (fuse.InPlaceCats), so that the
+// Cat copies none of them. With Config.CUDAGraphs a program's runs on a GPU are
 // captured and replayed as CUDA graphs, and with Config.Autotune launch
 // shapes and library algorithms are timed on the device.
 //

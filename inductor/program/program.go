@@ -57,6 +57,7 @@ type inductorProgram struct {
 	eager    atomic.Pointer[array.EagerProgram]
 	fellBack sync.Once
 	graphs   array.GraphSet // Config.CUDAGraphs: each input layout's captured CUDA graph
+	cats     []catStore     // Cats whose parts' kernels write them in place
 	// firstGPURun is set by the first run on a GPU, which queues its
 	// launches so that its kernels compile in parallel (array.LaunchQueue).
 	firstGPURun atomic.Bool
@@ -92,6 +93,11 @@ type inductorStep struct {
 	// weight is an input or constant, which no kernel of the program
 	// writes, and a kernel of the program runs before it.
 	dependent bool
+	// catOut gives, per member, the part of an in-place Cat it writes
+	// (cat.go), or is nil; cat is a Cat step's catStore, plus one (0:
+	// none).
+	catOut []catRef
+	cat    int
 }
 
 func newInductorProgramWith(g *ir.Graph, cfg Config) (*inductorProgram, error) {
@@ -138,6 +144,7 @@ func newInductorProgramWith(g *ir.Graph, cfg Config) (*inductorProgram, error) {
 	p.findEpilogues()
 	p.findDependentProducts()
 	p.findDirectStores()
+	p.findCatStores(regions)
 	if logs.On("fusion") {
 		plan, fused := p.fusionPlan()
 		logs.Text("gocompile: fusion", "plan", plan, cfg.Artifacts.LogArgs("regions", len(regions), "fused", fused)...)
@@ -206,6 +213,10 @@ func (p *inductorProgram) Run(inputs []*array.Array) (outs []*array.Array) {
 func (p *inductorProgram) runWith(inputs []*array.Array, a *array.Arena, q *array.LaunchQueue) []*array.Array {
 	vals := array.BindLeaves(p.g, inputs)
 	inPlace := p.ran.Load()
+	var cats []*array.Array // the in-place Cats' results, as their first parts allocate them
+	if len(p.cats) > 0 {
+		cats = make([]*array.Array, len(p.cats))
+	}
 	for i := range p.steps {
 		s := &p.steps[i]
 		if vals[s.roots[0]] != nil {
@@ -213,6 +224,11 @@ func (p *inductorProgram) runWith(inputs []*array.Array, a *array.Arena, q *arra
 		}
 		if s.group == nil && s.row == nil { // a node of its own: the eager kernel
 			n := s.r.Root
+			if s.cat > 0 && cats[s.cat-1] != nil { // a Cat its parts' kernels wrote
+				p.cats[s.cat-1].finish(cats[s.cat-1], vals, q)
+				vals[s.roots[0]] = cats[s.cat-1]
+				continue
+			}
 			if n.Op == ir.OpMatMul {
 				p.runMatMul(s, vals, a, q)
 				continue
@@ -241,6 +257,18 @@ func (p *inductorProgram) runWith(inputs []*array.Array, a *array.Arena, q *arra
 				return dst(0, dev, s.r.Root.DType, shape)
 			}, q)
 			continue
+		}
+		if s.catOut != nil {
+			planned := dst
+			dst = func(m int, dev ir.Device, dt ir.DType, shape []int) *array.Array {
+				if r := s.catOut[m]; r.cat >= 0 {
+					if x := p.catSlice(cats, r, dev, dt, shape); x != nil {
+						stats.CatParts.Add(1)
+						return x
+					}
+				}
+				return planned(m, dev, dt, shape)
+			}
 		}
 		if s.stores != nil && inPlace {
 			in, planned := viewInputs(s.group.inputs, args), dst

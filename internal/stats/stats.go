@@ -27,6 +27,9 @@ var (
 	// DirectStores counts fused kernels that stored a value into the
 	// storage it overwrites instead of a buffer copied there.
 	DirectStores atomic.Int64
+	// CatParts counts values fused kernels wrote into their slices of a
+	// Cat's result, which then copied nothing for them.
+	CatParts atomic.Int64
 	// ComboLaunches counts combo kernels launched (fused regions of
 	// different shapes run as one launch).
 	ComboLaunches atomic.Int64
