@@ -35,7 +35,9 @@ func TestCatWrittenInPlace(t *testing.T) {
 		{"rope", rope, func(x *Tensor) *Tensor { return Randn(5, Float32, x.Size(-1)/2) }, 2, true},
 		{"a lone op beside an argument", func(x, y *Tensor) []*Tensor { return []*Tensor{Cat([]*Tensor{x.Exp(), y}, 1)} },
 			func(x *Tensor) *Tensor { return Randn(6, Float32, x.Size(0), 3, x.Size(2)) }, 1, false},
-		{"dim 0", func(x, y *Tensor) []*Tensor { return []*Tensor{Cat([]*Tensor{x.AddScalar(1).Mul(x), y.MulScalar(2).Neg()}, 0)} },
+		{"dim 0", func(x, y *Tensor) []*Tensor {
+			return []*Tensor{Cat([]*Tensor{x.AddScalar(1).Mul(x), y.MulScalar(2).Neg()}, 0)}
+		},
 			func(x *Tensor) *Tensor { return Randn(7, Float32, 2, x.Size(1), x.Size(2)) }, 2, true},
 		{"a middle dim, counted from the end", func(x, y *Tensor) []*Tensor {
 			return []*Tensor{Cat([]*Tensor{x.Tanh(), y.Sigmoid().AddScalar(0.5), x.Abs().Sub(x)}, -2)}
