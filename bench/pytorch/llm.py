@@ -56,6 +56,10 @@ def load_safetensors(path):
 class Decoder:
     def __init__(self, w, c, device, dtype):
         self.c, self.w = c, {k: v.to(device=device, dtype=dtype) for k, v in w.items()}
+        # gpt-fast's wqkv: the query, key and value weights as one.
+        for i in range(c["layers"]):
+            p = "layers.%d.attention." % i
+            self.w[p + "wqkv.weight"] = torch.cat([self.w.pop(p + n + ".weight") for n in ("wq", "wk", "wv")])
         hd = c["dim"] // c["heads"]
         self.k = [torch.zeros(1, c["kv_heads"], c["max_seq"], hd, device=device, dtype=dtype) for _ in range(c["layers"])]
         self.v = [torch.zeros_like(k) for k in self.k]
@@ -84,9 +88,11 @@ class Decoder:
         for i in range(c["layers"]):
             p = "layers.%d." % i
             h = self.rms(x, w[p + "attention_norm.weight"])
-            q = self.rope((h @ w[p + "attention.wq.weight"].T).view(1, t, c["heads"], hd), pos).transpose(1, 2)
-            k = self.rope((h @ w[p + "attention.wk.weight"].T).view(1, t, c["kv_heads"], hd), pos).transpose(1, 2)
-            v = (h @ w[p + "attention.wv.weight"].T).view(1, t, c["kv_heads"], hd).transpose(1, 2)
+            kvd = c["kv_heads"] * hd
+            q, k, v = (h @ w[p + "attention.wqkv.weight"].T).split([c["dim"], kvd, kvd], -1)
+            q = self.rope(q.view(1, t, c["heads"], hd), pos).transpose(1, 2)
+            k = self.rope(k.view(1, t, c["kv_heads"], hd), pos).transpose(1, 2)
+            v = v.view(1, t, c["kv_heads"], hd).transpose(1, 2)
             self.k[i].index_copy_(2, pos, k)
             self.v[i].index_copy_(2, pos, v)
             rep = c["heads"] // c["kv_heads"]

@@ -29,10 +29,14 @@ var Configs = map[string]Config{
 }
 
 // Layer is one decoder layer's weights (Linear weights are [out, in], as
-// in PyTorch).
+// in PyTorch). Wq, Wk and Wv are views of the rows of Wqkv, W1 and W3 of
+// W13: Forward runs one product for the query, key and value and one for
+// the gate and up projections (gpt-fast fuses wqkv so), where separate
+// weights take five.
 type Layer struct {
 	AttnNorm, Wq, Wk, Wv, Wo *tensor.Tensor
 	FFNNorm, W1, W2, W3      *tensor.Tensor // W1 gate, W3 up, W2 down (SwiGLU)
+	Wqkv, W13                *tensor.Tensor // [Wq; Wk; Wv] and [W1; W3]
 }
 
 // Model is the decoder: embeddings, layers, final norm and output.
@@ -79,7 +83,25 @@ func NewModel(c Config, seed uint64, dt tensor.DType) *Model {
 			Wo: w(c.Dim, c.Heads*hd), FFNNorm: ones(c.Dim), W1: w(c.FFN, c.Dim), W2: w(c.Dim, c.FFN), W3: w(c.FFN, c.Dim),
 		})
 	}
+	m.fuse()
 	return m
+}
+
+// fuse joins each layer's Wq, Wk and Wv into Wqkv and W1 and W3 into W13,
+// and makes the separate weights views of them.
+func (m *Model) fuse() {
+	for i := range m.Layers {
+		l := &m.Layers[i]
+		l.Wqkv, l.W13 = tensor.Cat([]*tensor.Tensor{l.Wq, l.Wk, l.Wv}, 0), tensor.Cat([]*tensor.Tensor{l.W1, l.W3}, 0)
+		l.views()
+	}
+}
+
+// views makes Wq, Wk, Wv views of Wqkv's rows and W1, W3 of W13's.
+func (l *Layer) views() {
+	nq, nkv, nf := l.Wq.Size(0), l.Wk.Size(0), l.W1.Size(0)
+	l.Wq, l.Wk, l.Wv = l.Wqkv.Narrow(0, 0, nq), l.Wqkv.Narrow(0, nq, nkv), l.Wqkv.Narrow(0, nq+nkv, nkv)
+	l.W1, l.W3 = l.W13.Narrow(0, 0, nf), l.W13.Narrow(0, nf, nf)
 }
 
 // LoadModel reads the weights from path, writing deterministic ones there
@@ -107,13 +129,20 @@ func LoadModel(c Config, path string, seed uint64, dt tensor.DType) (*Model, err
 		}
 		*t = v.To(dt)
 	}
+	m.fuse()
 	return m, nil
 }
 
-// ToDevice moves the weights to d.
+// ToDevice moves the weights to d: the fused ones, of which the separate
+// ones stay views.
 func (m *Model) ToDevice(d tensor.Device) {
-	for _, t := range m.Params() {
-		*t = (*t).ToDevice(d)
+	m.TokEmb, m.Norm, m.Output = m.TokEmb.ToDevice(d), m.Norm.ToDevice(d), m.Output.ToDevice(d)
+	for i := range m.Layers {
+		l := &m.Layers[i]
+		for _, t := range []**tensor.Tensor{&l.AttnNorm, &l.Wo, &l.FFNNorm, &l.W2, &l.Wqkv, &l.W13} {
+			*t = (*t).ToDevice(d)
+		}
+		l.views()
 	}
 }
 
@@ -170,16 +199,19 @@ func (d *Decoder) Forward(tokens, pos *tensor.Tensor) *tensor.Tensor {
 	sin := d.Sin.IndexSelect(0, pos).Unsqueeze(1)
 	for i, l := range m.Layers {
 		h := x.RMSNorm([]int{c.Dim}, l.AttnNorm, c.Eps)
-		q := rope(h.Linear(l.Wq, nil).Reshape(-1, t, c.Heads, hd), cos, sin).Transpose(1, 2)
-		k := rope(h.Linear(l.Wk, nil).Reshape(-1, t, c.KVHeads, hd), cos, sin).Transpose(1, 2)
-		v := h.Linear(l.Wv, nil).Reshape(-1, t, c.KVHeads, hd).Transpose(1, 2)
+		qkv := h.Linear(l.Wqkv, nil) // [b, t, (heads + 2 kv heads) · hd]
+		nq, nkv := c.Heads*hd, c.KVHeads*hd
+		q := rope(qkv.Narrow(2, 0, nq).Reshape(-1, t, c.Heads, hd), cos, sin).Transpose(1, 2)
+		k := rope(qkv.Narrow(2, nq, nkv).Reshape(-1, t, c.KVHeads, hd), cos, sin).Transpose(1, 2)
+		v := qkv.Narrow(2, nq+nkv, nkv).Reshape(-1, t, c.KVHeads, hd).Transpose(1, 2)
 		d.K[i].IndexCopyInPlace(2, pos, k)
 		d.V[i].IndexCopyInPlace(2, pos, v)
 		y := tensor.ScaledDotProductAttention(q, d.K[i], d.V[i], mask, false, 0) // [b, heads, t, hd]
 		y = y.Transpose(1, 2).Contiguous().Reshape(-1, t, c.Dim)
 		x = x.Add(y.Linear(l.Wo, nil))
 		h = x.RMSNorm([]int{c.Dim}, l.FFNNorm, c.Eps)
-		x = x.Add(h.Linear(l.W1, nil).SiLU().Mul(h.Linear(l.W3, nil)).Linear(l.W2, nil))
+		gu := h.Linear(l.W13, nil) // [b, t, 2 ffn]: the gate, then the up projection
+		x = x.Add(gu.Narrow(2, 0, c.FFN).SiLU().Mul(gu.Narrow(2, c.FFN, c.FFN)).Linear(l.W2, nil))
 	}
 	last := x.Narrow(1, t-1, 1).Squeeze(1)
 	return last.RMSNorm([]int{c.Dim}, m.Norm, c.Eps).Linear(m.Output, nil).To(tensor.Float32)
