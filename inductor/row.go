@@ -77,12 +77,13 @@ type RowKernel struct {
 	Groups int
 	Vec    int // 2, 4 or 8: contiguous inputs and the output use vector accesses of Vec elements, at most 16 bytes (R % Vec == 0, aligned rows, unless Shifted)
 	// Shifted lets rows of any length and alignment use vector accesses:
-	// each row's columns are walked in chunks of Vec that start Head
-	// elements before the row, Head being how far the row's first element
-	// of input Ref lies past a Vec-element boundary, so that every chunk
-	// inside the row is aligned; the row's first and last chunks may be
-	// partial and go element by element. Every RowContig input and the
-	// output lie alike (ChooseRowVector); the chunks span Span(R) columns.
+	// each row's columns are walked in chunks of Vec that start head
+	// elements before the row, head being how far the row's first element
+	// of input Ref lies past a Vec-element boundary, so that every chunk is
+	// aligned; the row's first and last chunks may be partial: their
+	// vectors are loaded whole (the elements outside the row unused) and
+	// stored element by element. Every RowContig input and the output lie
+	// alike (ChooseRowVector); the chunks span Span(R) columns.
 	Shifted bool
 	Ref     int
 	Persist int
@@ -342,10 +343,10 @@ func ChooseRowVector(R, outSize, maxVec int, shift bool, ins []RowTensor, out *R
 	}
 	most := max(1, min(maxVec, 8, 16/widest))
 	mod := func(v int64, w int) int64 { return (v%int64(w) + int64(w)) % int64(w) }
-	// at reports whether t's element j of row 0 lies w-aligned, and its
-	// strides keep every row's element j so.
-	at := func(t *RowTensor, w int, j int64) bool {
-		if t.Addr%uint64(t.Size) != 0 || mod(int64(t.Addr/uint64(t.Size))+j, w) != 0 {
+	// aligned reports whether t's first element lies on a w-element
+	// boundary, and its strides keep every row's first element so.
+	aligned := func(t *RowTensor, w int) bool {
+		if t.Addr%uint64(t.Size) != 0 || mod(int64(t.Addr/uint64(t.Size)), w) != 0 {
 			return false
 		}
 		for _, s := range t.Outer {
@@ -356,11 +357,11 @@ func ChooseRowVector(R, outSize, maxVec int, shift bool, ins []RowTensor, out *R
 		return true
 	}
 	plain := func(w int) bool {
-		if R%w != 0 || out != nil && !at(out, w, 0) {
+		if R%w != 0 || out != nil && !aligned(out, w) {
 			return false
 		}
 		for i := range ins {
-			if rv.Access[i] == RowContig && !at(&ins[i], w, 0) {
+			if rv.Access[i] == RowContig && !aligned(&ins[i], w) {
 				return false
 			}
 		}
@@ -408,14 +409,9 @@ func ChooseRowVector(R, outSize, maxVec int, shift bool, ins []RowTensor, out *R
 // ChooseRowConfig picks threads per block and the persistent depth for
 // rows of r elements, with vec elements per access: a thread handles about
 // 4 vectors, blocks have 32 to 1024 threads, and rows of up to 8 vectors
-// per thread stay in registers.
-func ChooseRowConfig(r, vec int) (threads, persist int) {
-	return chooseRowConfig(r, vec, 1024)
-}
-
-// chooseRowConfig is ChooseRowConfig with persistent blocks of at most
-// maxPersist threads (a power of two from 32 to 1024).
-func chooseRowConfig(r, vec, maxPersist int) (threads, persist int) {
+// per thread stay in registers, in blocks of at most maxPersist threads (a
+// power of two from 32 to 1024).
+func ChooseRowConfig(r, vec, maxPersist int) (threads, persist int) {
 	unit := min(vec, 4) // wider vectors keep 4-wide ones' launch: the same elements a thread
 	vectors := (r + unit - 1) / unit
 	threads = 32
@@ -483,7 +479,7 @@ func ChooseRowPlan(d RowDevice, r, vec, rows int, stashBytes func(n int) int) Ro
 	if maxPersist <= 0 {
 		maxPersist = 1024
 	}
-	threads, persist := chooseRowConfig(r, vec, maxPersist)
+	threads, persist := ChooseRowConfig(r, vec, maxPersist)
 	looped := RowPlan{Threads: threads, Groups: 1, Persist: persist}
 	if persist > 0 || stashBytes == nil {
 		return looped

@@ -241,7 +241,6 @@ func (s *rowStep) planGPU(args []*array.Array, full []int, g *array.GPU, out cud
 		stash, dev = stashBytes(k), rowDevice(g, k)
 		p = inductor.ChooseRowPlan(dev, k.Span(R), k.Vec, l.rows, stash)
 	}
-	vec := k.Vec
 	// Rows too few or too long to fill the SMs a block a row, looped,
 	// are split across blocks: a lone reduction (with its prologue and
 	// epilogue) in one pass and a final one, other regions in a split pass
@@ -252,15 +251,14 @@ func (s *rowStep) planGPU(args []*array.Array, full []int, g *array.GPU, out cud
 		if !k.CanSplit() {
 			choose = inductor.ChooseRowStage
 		}
-		if l.parts = choose(dev, k.Span(R), vec, l.rows, p.Threads); l.parts > 1 {
-			k.Vec, l.staged = vec, !k.CanSplit()
+		if l.parts = choose(dev, k.Span(R), k.Vec, l.rows, p.Threads); l.parts > 1 {
+			l.staged = !k.CanSplit()
 			return l
 		}
 	}
-	k.Vec = vec
 	k.Threads, k.Groups, k.Persist, k.Stash, k.Cluster = p.Threads, p.Groups, p.Persist, p.Stash, p.Cluster
 	if k.Cluster > 1 && !clusterBuilds(g, s.cache, k) {
-		p = inductor.ChooseRowPlan(rowDevice(g, k), k.Span(R), vec, l.rows, stash)
+		p = inductor.ChooseRowPlan(rowDevice(g, k), k.Span(R), k.Vec, l.rows, stash)
 		k.Threads, k.Groups, k.Persist, k.Stash, k.Cluster = p.Threads, p.Groups, p.Persist, p.Stash, p.Cluster
 	}
 	l.finish()
