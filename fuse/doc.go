@@ -8,10 +8,9 @@
 //     pointwise nodes that produce its operands when every use of them lies
 //     inside the region, they have the region's shape and device, and
 //     their values would survive a store and reload exactly (float32,
-//     float64, int64 and bool intermediates), or, on a GPU, the kernel
-//     rounds them as a store would (float16 and bfloat16, through
-//     ir.CastVia); int32 ones, and 16-bit ones on the CPU, stay
-//     materialised. A producer read through one view that only
+//     float64, int64 and bool intermediates), or the kernel rounds them
+//     as a store would (float16 and bfloat16, through ir.CastVia); int32
+//     ones stay materialised. A producer read through one view that only
 //     re-indexes (transpose, permute, squeeze, unsqueeze, slice) fuses too:
 //     the kernel reads the producer's inputs through that view (Input.Views),
 //     so nothing is copied or materialised. The region's value is one

@@ -116,11 +116,11 @@ func TestPartition(t *testing.T) {
 			a := call(t, g, ir.OpExp, ir.Attrs{}, x)
 			return []*ir.Node{call(t, g, ir.OpNeg, ir.Attrs{}, a)}
 		}, "fused exp+neg -> v2"},
-		{"bfloat16 intermediates stay materialised on the CPU", func(g *ir.Graph) []*ir.Node {
+		{"bfloat16 intermediates fuse on the CPU too, rounded", func(g *ir.Graph) []*ir.Node {
 			x := g.Input([]int{3}, ir.BFloat16, ir.CPU, "")
 			a := call(t, g, ir.OpExp, ir.Attrs{}, x)
 			return []*ir.Node{call(t, g, ir.OpNeg, ir.Attrs{}, a)}
-		}, "fused exp -> v1; fused neg -> v2"},
+		}, "fused exp+neg -> v2"},
 		{"int32 intermediates stay materialised", func(g *ir.Graph) []*ir.Node {
 			x := g.Input([]int{3}, ir.Int32, ir.CPU, "")
 			a := call(t, g, ir.OpAbs, ir.Attrs{}, x)
@@ -266,11 +266,11 @@ func TestHorizontal(t *testing.T) {
 			a := call(t, g, ir.OpExp, ir.Attrs{}, x)
 			return []*ir.Node{a, call(t, g, ir.OpAdd, ir.Attrs{}, y, a)}
 		}, "fused exp -> v2; fused add -> v3"},
-		{"a 16-bit value on the CPU is not kept in registers", func(g *ir.Graph) []*ir.Node {
+		{"a 16-bit value on the CPU is kept in registers, rounded", func(g *ir.Graph) []*ir.Node {
 			x := g.Input([]int{8}, ir.Float16, ir.CPU, "")
 			a := call(t, g, ir.OpExp, ir.Attrs{}, x)
 			return []*ir.Node{a, call(t, g, ir.OpMul, ir.Attrs{}, a, ir.ScalarOf(2))}
-		}, "fused exp -> v1; fused mul -> v2"},
+		}, "horizontal [fused exp -> v1 | fused mul -> v2]"},
 		{"each parameter's moment and update are a unit of one combo", func(g *ir.Graph) []*ir.Node {
 			return momentUpdates(t, g, []int{8}, []int{3, 4})
 		}, "combo [fused mul+add -> v4 | fused sub -> v5 || fused mul+add -> v10 | fused sub -> v11]"},

@@ -153,8 +153,8 @@ func (s *rowStep) dimsOpByOp(args []*array.Array, full []int, nOut, nRed int) bo
 	if t.Device() != array.CPU {
 		return false // runDimsGPU decides, from its launch
 	}
-	if len(s.r.Nodes) == 1 {
-		return true // a lone reduction: the eager kernel's own work
+	if s.loneReduction() {
+		return true // the eager kernel's own work
 	}
 	dims := s.r.Row.ReducedDims()
 	p := t

@@ -304,7 +304,7 @@ func Plannable(r *fuse.Region) bool {
 
 // layoutVersion versions the fusion decisions a cached layout records:
 // bump it when Partition or Horizontal would decide differently.
-const layoutVersion = "7"
+const layoutVersion = "8"
 
 // partition splits g into regions and groups them, or rebuilds the
 // regions a previous compile of the same graph (in this process or an
