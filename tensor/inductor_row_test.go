@@ -421,24 +421,19 @@ func TestInductorFusesThroughViews(t *testing.T) {
 	}
 }
 
-// On a GPU, chains of float16 and bfloat16 ops, and reductions with 16-bit
+// Chains of float16 and bfloat16 ops, and reductions with 16-bit
 // prologues and epilogues, fuse into one kernel that rounds each
 // intermediate as its store would, and agree with eager to one rounding of
-// the dtype (fused float32 arithmetic there may contract a*b+c); on the
-// CPU, where the conversions cost as much fused as apart, 16-bit values
-// stay materialised and the compiled result has eager's bits exactly. For
-// contiguous, broadcast and transposed operands and odd sizes.
-func TestInductorHalfChainsFuseRoundedOnGPU(t *testing.T) {
+// the dtype (fused float32 arithmetic may contract a*b+c on a GPU, and CPU
+// blocks compute exp, erf and tanh with ir.FastMath). For contiguous,
+// broadcast and transposed operands and odd sizes, on the CPU and a GPU.
+func TestInductorHalfChainsFuseRounded(t *testing.T) {
 	prog := captureBackend("inductor-half", program.Config{})
-	// check compiles f, compares it with eager on (x, y) and, on a GPU,
-	// wants it run as one step of the kind.
+	// check compiles f, compares it with eager on (x, y) and wants it run
+	// as one step of the kind.
 	check := func(what string, f func(x, y *Tensor) *Tensor, x, y *Tensor, kind program.StepKind, kindName string) {
 		t.Helper()
 		got, want := Compile(f, WithBackend("inductor-half"))(x, y), f(x, y)
-		if got.Device() == CPU {
-			sameValues(t, what, got, want)
-			return
-		}
 		closeValues(t, what, got, want, map[DType]float64{Float16: 1e-3, BFloat16: 8e-3}[x.DType()])
 		if s := prog.steps(); len(s) != 1 || s[0].Kind != kind {
 			t.Fatalf("%s: %d steps, want one %s kernel", what, len(s), kindName)
@@ -511,9 +506,6 @@ func TestInductorRowEpilogueAtDroppedShape(t *testing.T) {
 				// Within a few ulps: fused CPU code computes exp and the
 				// sigmoid with ir.FastMath, GPU code may contract a*b+c.
 				nearValues(t, what, Compile(c.f, WithBackend("inductor-dropped"))(x), c.f(x))
-				if (dt == Float16 || dt == BFloat16) && x.Device() == CPU {
-					continue // 16-bit values between ops stay materialised on the CPU
-				}
 				if s := prog.steps(); len(s) != 1 || s[0].Kind != program.RowStep || s[0].Region.Row.Dims != nil {
 					t.Fatalf("%s: %d steps, want one last-dim row kernel", what, len(s))
 				}
