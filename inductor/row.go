@@ -343,25 +343,35 @@ func ChooseRowVector(R, outSize, maxVec int, shift bool, ins []RowTensor, out *R
 	}
 	most := max(1, min(maxVec, 8, 16/widest))
 	mod := func(v int64, w int) int64 { return (v%int64(w) + int64(w)) % int64(w) }
-	// aligned reports whether t's first element lies on a w-element
-	// boundary, and its strides keep every row's first element so.
-	aligned := func(t *RowTensor, w int) bool {
-		if t.Addr%uint64(t.Size) != 0 || mod(int64(t.Addr/uint64(t.Size)), w) != 0 {
+	// lies reports whether t's rows start on w-element boundaries as
+	// like's do (nil: on the boundaries): the same remainders mod w of the
+	// first element's index and of every outer stride.
+	lies := func(t, like *RowTensor, w int) bool {
+		if t.Addr%uint64(t.Size) != 0 || like != nil && (like.Addr%uint64(like.Size) != 0 || len(like.Outer) != len(t.Outer)) {
 			return false
 		}
-		for _, s := range t.Outer {
-			if mod(s, w) != 0 {
+		phase := func(u *RowTensor, d int) int64 { // d < 0: the first element
+			switch {
+			case u == nil:
+				return 0
+			case d < 0:
+				return mod(int64(u.Addr/uint64(u.Size)), w)
+			}
+			return mod(u.Outer[d], w)
+		}
+		for d := -1; d < len(t.Outer); d++ {
+			if phase(t, d) != phase(like, d) {
 				return false
 			}
 		}
 		return true
 	}
 	plain := func(w int) bool {
-		if R%w != 0 || out != nil && !aligned(out, w) {
+		if R%w != 0 || out != nil && !lies(out, nil, w) {
 			return false
 		}
 		for i := range ins {
-			if rv.Access[i] == RowContig && !aligned(&ins[i], w) {
+			if rv.Access[i] == RowContig && !lies(&ins[i], nil, w) {
 				return false
 			}
 		}
@@ -373,30 +383,14 @@ func ChooseRowVector(R, outSize, maxVec int, shift bool, ins []RowTensor, out *R
 		rv.Ref = 0
 		return rv
 	}
-	// alike reports whether t's rows lie as Ref's do for vectors of w:
-	// the same element of every row on a w-element boundary.
 	ref := &ins[rv.Ref]
-	alike := func(t *RowTensor, w int) bool {
-		if t.Addr%uint64(t.Size) != 0 || ref.Addr%uint64(ref.Size) != 0 || len(t.Outer) != len(ref.Outer) {
-			return false
-		}
-		if mod(int64(t.Addr/uint64(t.Size)), w) != mod(int64(ref.Addr/uint64(ref.Size)), w) {
-			return false
-		}
-		for d, s := range t.Outer {
-			if mod(s, w) != mod(ref.Outer[d], w) {
-				return false
-			}
-		}
-		return true
-	}
 	for w := most; w > rv.Vec; w /= 2 {
-		if R < shiftMinVectors*w || out != nil && !alike(out, w) {
+		if R < shiftMinVectors*w || out != nil && !lies(out, ref, w) {
 			continue
 		}
 		rv.Vec, rv.Shifted = w, true
 		for i := range ins {
-			if rv.Access[i] == RowContig && !alike(&ins[i], w) {
+			if rv.Access[i] == RowContig && !lies(&ins[i], ref, w) {
 				rv.Access[i] = RowStrided
 			}
 		}
