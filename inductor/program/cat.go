@@ -14,17 +14,19 @@ import (
 // parts no kernel wrote (fuse.InPlaceCats).
 
 // catStore is a Cat whose parts kernels write in place: the Cat's node,
-// its normalised dim, and per argument its slice of the result.
+// its normalised dim, and per argument its slice of the result (a fresh,
+// contiguous tensor).
 type catStore struct {
 	node  *ir.Node
 	dim   int
 	parts []catSlice
 }
 
-// catSlice is a Cat argument (node index value) and its slice [off,
-// off+size) of the result along the Cat's dim.
+// catSlice is a Cat argument (node index value) and the layout of its
+// slice of the result (its elements [off, off+size) along the Cat's dim).
 type catSlice struct {
-	value, off, size int
+	value  int
+	layout ir.Layout
 }
 
 // catRef names part part of the program's Cat cat (-1: none), where a
@@ -68,12 +70,13 @@ func (p *inductorProgram) findCatStores(regions []*fuse.Region) {
 		if c.dim < 0 {
 			c.dim += len(n.Shape)
 		}
-		off := 0
+		off, strides := 0, ir.ContiguousStrides(n.Shape)
 		for j, a := range n.Args {
 			an := a.(*ir.Node)
-			size := an.Shape[c.dim]
-			c.parts = append(c.parts, catSlice{value: p.index[an], off: off, size: size})
-			off += size
+			shape := slices.Clone(n.Shape)
+			shape[c.dim] = an.Shape[c.dim]
+			c.parts = append(c.parts, catSlice{value: p.index[an], layout: ir.Layout{Shape: shape, Strides: strides, Offset: off * strides[c.dim]}})
+			off += shape[c.dim]
 			pt := parts[j]
 			if pt == nil {
 				continue
@@ -111,17 +114,8 @@ func (p *inductorProgram) findCatStores(regions []*fuse.Region) {
 func (p *inductorProgram) catSlice(cats []*array.Array, r catRef, dev ir.Device, dt ir.DType, shape []int) *array.Array {
 	c := &p.cats[r.cat]
 	part, n := c.parts[r.part], c.node
-	if dt != n.DType || len(shape) != len(n.Shape) {
+	if dt != n.DType || !ir.SameShape(shape, part.layout.Shape) {
 		return nil
-	}
-	for d, s := range shape {
-		want := n.Shape[d]
-		if d == c.dim {
-			want = part.size
-		}
-		if s != want {
-			return nil
-		}
 	}
 	buf := cats[r.cat]
 	if buf == nil {
@@ -130,7 +124,7 @@ func (p *inductorProgram) catSlice(cats []*array.Array, r catRef, dev ir.Device,
 	} else if buf.Device() != dev {
 		return nil
 	}
-	return buf.Slice(c.dim, part.off, part.off+part.size, 1)
+	return buf.WithLayout(part.layout)
 }
 
 // finishCat completes Cat c's result buf, which some of its parts' kernels
@@ -139,7 +133,7 @@ func (c *catStore) finish(buf *array.Array, vals []*array.Array, q *array.Launch
 	for _, part := range c.parts {
 		if v := vals[part.value]; !v.SharesStorage(buf) {
 			q.Drain() // the copy launches now
-			array.CopyInto(buf.Slice(c.dim, part.off, part.off+part.size, 1), v)
+			array.CopyInto(buf.WithLayout(part.layout), v)
 		}
 	}
 }
