@@ -213,10 +213,10 @@ func (w *sweepWarnings) take() []string {
 	return m
 }
 
-// sweepInputs builds a case's arguments on the device and, for the
-// reference, as float64 on the CPU, from the same values: normal, drawn
-// from the seed and the case id, rounded to the case's dtype.
-func sweepInputs(c SweepCase, seed uint64, dev tensor.Device) (xs, ref []*tensor.Tensor, err error) {
+// sweepInputs builds a case's arguments on the device and, where
+// reference is set, as float64 on the CPU, from the same values: normal,
+// drawn from the seed and the case id, rounded to the case's dtype.
+func sweepInputs(c SweepCase, seed uint64, dev tensor.Device, reference bool) (xs, ref []*tensor.Tensor, err error) {
 	for k, in := range c.Inputs {
 		dt, err := parseDType(in.DType)
 		if err != nil {
@@ -224,14 +224,21 @@ func sweepInputs(c SweepCase, seed uint64, dev tensor.Device) (xs, ref []*tensor
 		}
 		v := normals(seed, c.ID+"/"+in.Name, numel(in.Storage))
 		host := tensor.FromSlice(v, in.Storage...).To(dt)
-		x, r := host.ToDevice(dev), host.To(tensor.Float64)
+		x := host.ToDevice(dev)
 		if in.Perm != nil {
-			x, r = x.Permute(in.Perm...), r.Permute(in.Perm...)
+			x = x.Permute(in.Perm...)
 		}
 		if !slices.Equal(x.Shape(), in.Shape) {
 			return nil, nil, fmt.Errorf("input %d: shape %v, the case says %v", k, x.Shape(), in.Shape)
 		}
-		xs, ref = append(xs, x), append(ref, r)
+		xs = append(xs, x)
+		if reference {
+			r := host.To(tensor.Float64)
+			if in.Perm != nil {
+				r = r.Permute(in.Perm...)
+			}
+			ref = append(ref, r)
+		}
 	}
 	return xs, ref, nil
 }
@@ -354,7 +361,7 @@ func dimsString(s []int) string {
 }
 
 func sweepCaseBody(cfg *config, c SweepCase, r *SweepRow) {
-	xs, xs64, err := sweepInputs(c, cfg.seed, cfg.device)
+	xs, xs64, err := sweepInputs(c, cfg.seed, cfg.device, cfg.reference)
 	if err != nil {
 		panic(err)
 	}

@@ -197,7 +197,7 @@ func TestSweepProgram(t *testing.T) {
 	if got := c.program(); got != want {
 		t.Errorf("program() = %q, want %q", got, want)
 	}
-	xs, _, err := sweepInputs(c, 1, tensor.CPU)
+	xs, _, err := sweepInputs(c, 1, tensor.CPU, false)
 	if err != nil {
 		t.Fatal(err)
 	}
