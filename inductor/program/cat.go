@@ -83,16 +83,7 @@ func (p *inductorProgram) findCatStores(regions []*fuse.Region) {
 			}
 			t := &p.steps[stepOf[pt.Region]]
 			if t.group == nil && t.row == nil && t.r.Fused() { // a lone op: a kernel of its own
-				g, err := newGroupStep(t.r)
-				if err != nil {
-					continue
-				}
-				g.cache, g.tune = p.cfg.Artifacts, p.cfg.Autotune
-				t.group = g
-				t.args = t.args[:0]
-				for _, in := range g.inputs {
-					t.args = append(t.args, p.index[in.Node])
-				}
+				p.kernelStep(t)
 			}
 			if t.group == nil {
 				continue

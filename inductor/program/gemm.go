@@ -53,13 +53,7 @@ func (p *inductorProgram) findEpilogues() {
 			if t.group == nil && t.row == nil && t.r.Fused() && p.readsNode(t.r, mm) {
 				// A single pointwise op (an activation alone) can be an
 				// epilogue too: it runs as a generated kernel.
-				if g, err := newGroupStep(t.r); err == nil {
-					g.cache, g.tune = p.cfg.Artifacts, p.cfg.Autotune
-					t.group = g
-					for _, in := range g.inputs {
-						t.args = append(t.args, p.index[in.Node])
-					}
-				}
+				p.kernelStep(t)
 			}
 			if t.group == nil || len(t.r.Members()) != 1 {
 				continue

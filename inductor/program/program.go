@@ -295,6 +295,22 @@ func (p *inductorProgram) runWith(inputs []*array.Array, a *array.Arena, q *arra
 	return array.OutputsOf(p.g, p.index, vals)
 }
 
+// kernelStep makes step t, a lone pointwise op the eager kernel would run,
+// a group step: a generated kernel that writes its value into the buffer
+// it is given (a product's epilogue, a Cat's part). It leaves t as it is
+// where the op has no kernel.
+func (p *inductorProgram) kernelStep(t *inductorStep) {
+	g, err := newGroupStep(t.r)
+	if err != nil {
+		return
+	}
+	g.cache, g.tune = p.cfg.Artifacts, p.cfg.Autotune
+	t.group, t.args = g, t.args[:0]
+	for _, in := range g.inputs {
+		t.args = append(t.args, p.index[in.Node])
+	}
+}
+
 // Plannable reports whether the backend writes the region's value into a
 // buffer it is given (fuse.PlanBuffers plans those): generated kernels do;
 // eager ops allocate their own.
