@@ -180,6 +180,12 @@ func TestFusedColumnKernelsOnCPU(t *testing.T) {
 			c.parts = (c.nRed + c.chunk - 1) / c.chunk
 			k.Split = c.parts > 1
 		}
+		// 32-bit indices where they fit, and now and then the 64-bit
+		// form regardless, so that both are checked.
+		k.Shape = geo.Shape(c.nOut, c.nRed)
+		if r.IntN(4) == 0 {
+			k.Shape.Index32 = false
+		}
 		c.kern = k
 		src, err := k.Source()
 		if err != nil {
@@ -200,13 +206,19 @@ func TestFusedColumnKernelsOnCPU(t *testing.T) {
 			form += "-stages"
 		}
 		forms[form]++
+		if !k.Shape.Index32 {
+			forms["index64"]++
+		}
+		if k.Shape.KeptRank > 1 && k.Shape.RedRank > 1 {
+			forms["ranks2+2"]++
+		}
 		if k.Split && len(k.Row.Stages) > 1 {
 			forms["split-epilogue"]++
 		}
 		c.tol = map[ir.DType]float64{ir.Float32: 1e-5, ir.Float64: 1e-12, ir.Float16: 4e-3, ir.BFloat16: 2e-2}[dt]
 		cases = append(cases, c)
 	}
-	for _, f := range []string{"column", "rows", "column-split", "rows-split", "column-vec", "column-stages", "rows-stages", "column-root-stages", "rows-root-stages", "split-epilogue"} {
+	for _, f := range []string{"column", "rows", "column-split", "rows-split", "column-vec", "column-stages", "rows-stages", "column-root-stages", "rows-root-stages", "split-epilogue", "index64", "ranks2+2"} {
 		if forms[f] == 0 && !testing.Short() {
 			t.Errorf("no case ran the %s form: %v", f, forms)
 		}

@@ -212,7 +212,7 @@ func planColReduce(r ir.Reducer, in ir.DType, k ir.Kind, out ir.DType, keptShape
 		maxVec = vector(&geo)
 	}
 	tx, ty, vec := inductor.ColLaunch(column, kInner, nOut, nRed, maxVec)
-	p.kern = &inductor.ReduceKernel{Reducer: r, In: in, Kind: k, Out: out, TX: tx, TY: ty, Vec: vec, Rows: !column, Unroll: reduceColUnroll}
+	p.kern = &inductor.ReduceKernel{Reducer: r, In: in, Kind: k, Out: out, TX: tx, TY: ty, Vec: vec, Rows: !column, Unroll: reduceColUnroll, Col: geo.Shape(nOut, nRed)}
 	p.geo, p.nOut = geo, nOut
 	p.parts, p.chunk = inductor.ColParts(p.tiles(), nRed, ty, reduceColTarget)
 	return p, true

@@ -119,6 +119,9 @@ func TestColumnReductionsOnCPU(t *testing.T) {
 		if !ok {
 			continue // the row form's kernel: not a column kernel
 		}
+		if len(cases)%4 == 3 { // the 64-bit form too
+			p.kern.Col.Index32 = false
+		}
 		c.plan = p
 		form := "column"
 		if p.kern.Rows {
@@ -131,10 +134,13 @@ func TestColumnReductionsOnCPU(t *testing.T) {
 			form += fmt.Sprintf("-vec%d", p.kern.Vec)
 		}
 		forms[form]++
+		if !p.kern.Col.Index32 {
+			forms["index64"]++
+		}
 		c.src = harnessSource(p.kern.Source())
 		cases = append(cases, c)
 	}
-	required := []string{"column", "rows", "column-split", "rows-split"}
+	required := []string{"column", "rows", "column-split", "rows-split", "index64"}
 	if !testing.Short() { // the vector widths: too few cases for each in -short
 		required = append(required, "column-vec2", "column-vec4", "column-vec8")
 	}

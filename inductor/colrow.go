@@ -1,6 +1,7 @@
 package inductor
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math/bits"
 	"strings"
@@ -34,7 +35,10 @@ type ColGeometry struct {
 	RedStride  [][MaxRank]int64
 }
 
-// Bytes encodes the geometry as the kernel parameter.
+// Bytes encodes the geometry as the kernel parameter, followed by the
+// magic numbers that divide by each size (Divisor; zero where a size
+// passes 2^31, which only kernels without Index32 meet): unsigned
+// kdiv[8][2], rdiv[8][2].
 func (g *ColGeometry) Bytes() []byte {
 	b := putInt64s(nil, int64(g.KeptRank))
 	b = putInt64s(b, g.KeptSize[:]...)
@@ -46,7 +50,66 @@ func (g *ColGeometry) Bytes() []byte {
 	for _, s := range g.RedStride {
 		b = putInt64s(b, s[:]...)
 	}
+	for _, sizes := range [][MaxRank]int64{g.KeptSize, g.RedSize} {
+		for _, n := range sizes {
+			var v Divisor
+			if n >= 1 && n <= 1<<31 {
+				v = NewDivisor(uint32(n))
+			}
+			b = binary.LittleEndian.AppendUint32(b, v.Magic)
+			b = binary.LittleEndian.AppendUint32(b, v.Shift)
+		}
+	}
 	return b
+}
+
+// ColShape is what a column kernel is specialized on besides its launch:
+// the ranks of its kept and reduced dims, so that its index loops unroll,
+// and whether its indices and offsets fit 32 bits (Index32), so that they
+// take 32-bit arithmetic and divide by multiplying (Divisor). Without
+// them a thread of a short range spends more on 64-bit divisions than on
+// its loads.
+type ColShape struct {
+	KeptRank, RedRank int
+	Index32           bool
+}
+
+// Shape is the ColShape of kernels over g with nOut outputs of nRed
+// indices each.
+func (g *ColGeometry) Shape(nOut, nRed int) ColShape {
+	const limit = 1<<31 - 1<<20 // room for a block's overrun past the end
+	fits := int64(nOut) < limit && 2*int64(nRed) < limit
+	for i := range g.KeptStride {
+		var reach int64 // the farthest element from the operand's start
+		for d := range g.KeptRank {
+			reach += (g.KeptSize[d] - 1) * max(g.KeptStride[i][d], -g.KeptStride[i][d])
+		}
+		for d := range g.RedRank {
+			reach += (g.RedSize[d] - 1) * max(g.RedStride[i][d], -g.RedStride[i][d])
+		}
+		fits = fits && reach < limit
+	}
+	return ColShape{KeptRank: g.KeptRank, RedRank: g.RedRank, Index32: fits}
+}
+
+// macros defines the shape for colCommon.
+func (s ColShape) macros() (string, error) {
+	if s.KeptRank < 1 || s.KeptRank > MaxRank || s.RedRank < 1 || s.RedRank > MaxRank {
+		return "", fmt.Errorf("column kernel of ranks %d and %d (set its ColShape from the geometry)", s.KeptRank, s.RedRank)
+	}
+	i32 := 0
+	if s.Index32 {
+		i32 = 1
+	}
+	return fmt.Sprintf("#define KRANK %d\n#define RRANK %d\n#define INDEX32 %d\n", s.KeptRank, s.RedRank, i32), nil
+}
+
+// suffix names the shape in a kernel's name.
+func (s ColShape) suffix() string {
+	if s.Index32 {
+		return fmt.Sprintf("_k%dr%di", s.KeptRank, s.RedRank)
+	}
+	return fmt.Sprintf("_k%dr%d", s.KeptRank, s.RedRank)
 }
 
 // colMacros defines a column kernel's launch for the C of colCommon: its
@@ -91,59 +154,88 @@ func colCommon(nops, nwalk int) string {
 #define T_OUT threadIdx.x
 #define T_RED threadIdx.y
 #endif
+#if INDEX32
+typedef int idx_t;  // every index and offset fits (ColShape.Index32)
+#else
+typedef long long idx_t;
+#endif
 struct ColGeometry {
   long long krank; long long ksize[%[3]d];
   long long rrank; long long rsize[%[3]d];
   long long kstride[NOPS][%[3]d];
   long long rstride[NOPS][%[3]d];
+  unsigned kdiv[%[3]d][2], rdiv[%[3]d][2];  // magic numbers and shifts of the sizes
 };
 
+// col_div is n / size, with size's magic number where indices fit 32 bits.
+__device__ __forceinline__ idx_t col_div(idx_t n, long long size, const unsigned* m) {
+#if INDEX32
+  return (idx_t)((__umulhi((unsigned)n, m[0]) + (unsigned)n) >> m[1]);
+#else
+  return n / size;
+#endif
+}
+
 // col_kept sets kb[i] to operand i's offset of kept index o.
-__device__ __forceinline__ void col_kept(const ColGeometry& g, long long o, long long* kb) {
+__device__ __forceinline__ void col_kept(const ColGeometry& g, idx_t o, idx_t* kb) {
+  #pragma unroll
   for (int i = 0; i < NOPS; i++) kb[i] = 0;
-  for (int d = (int)g.krank - 1; d > 0; d--) {
-    const long long c = o %% g.ksize[d];
-    o /= g.ksize[d];
-    for (int i = 0; i < NOPS; i++) kb[i] += c * g.kstride[i][d];
+  #pragma unroll
+  for (int d = KRANK - 1; d > 0; d--) {
+    const idx_t q = col_div(o, g.ksize[d], g.kdiv[d]);
+    const idx_t c = o - q * (idx_t)g.ksize[d];
+    o = q;
+    #pragma unroll
+    for (int i = 0; i < NOPS; i++) kb[i] += c * (idx_t)g.kstride[i][d];
   }
-  for (int i = 0; i < NOPS; i++) kb[i] += o * g.kstride[i][0];
+  #pragma unroll
+  for (int i = 0; i < NOPS; i++) kb[i] += o * (idx_t)g.kstride[i][0];
 }
 
 // ColWalk steps through the reduced range TY indices at a time and keeps
 // the offset of the current index in each walked operand; it divides only
 // when a step leaves the innermost reduced dim.
 struct ColWalk {
-  long long ri, rq, off[NWALK];
-  __device__ __forceinline__ void seek(const ColGeometry& g, long long r) {
-    const long long n = g.rsize[g.rrank - 1];
-    ri = r %% n; rq = r / n;
+  idx_t ri, rq, off[NWALK];
+  __device__ __forceinline__ void seek(const ColGeometry& g, idx_t r) {
+    rq = col_div(r, g.rsize[RRANK - 1], g.rdiv[RRANK - 1]);
+    ri = r - rq * (idx_t)g.rsize[RRANK - 1];
     outer(g);
   }
   __device__ __forceinline__ void outer(const ColGeometry& g) {
-    const int L = (int)g.rrank - 1;
-    long long q = rq;
-    for (int i = 0; i < NWALK; i++) off[i] = ri * g.rstride[i][L];
+    const int L = RRANK - 1;
+    idx_t q = rq;
+    #pragma unroll
+    for (int i = 0; i < NWALK; i++) off[i] = ri * (idx_t)g.rstride[i][L];
+    #pragma unroll
     for (int d = L - 1; d > 0; d--) {
-      const long long c = q %% g.rsize[d];
-      q /= g.rsize[d];
-      for (int i = 0; i < NWALK; i++) off[i] += c * g.rstride[i][d];
+      const idx_t p = col_div(q, g.rsize[d], g.rdiv[d]);
+      const idx_t c = q - p * (idx_t)g.rsize[d];
+      q = p;
+      #pragma unroll
+      for (int i = 0; i < NWALK; i++) off[i] += c * (idx_t)g.rstride[i][d];
     }
-    if (L > 0) for (int i = 0; i < NWALK; i++) off[i] += q * g.rstride[i][0];
+    if (L > 0) {
+      #pragma unroll
+      for (int i = 0; i < NWALK; i++) off[i] += q * (idx_t)g.rstride[i][0];
+    }
   }
   __device__ __forceinline__ void step(const ColGeometry& g) {
-    const int L = (int)g.rrank - 1;
-    const long long n = g.rsize[L];
+    const int L = RRANK - 1;
+    const idx_t n = (idx_t)g.rsize[L];
     ri += TY;
     if (ri < n) {
-      for (int i = 0; i < NWALK; i++) off[i] += TY * g.rstride[i][L];
+      #pragma unroll
+      for (int i = 0; i < NWALK; i++) off[i] += TY * (idx_t)g.rstride[i][L];
       return;
     }
     if (ri < 2 * n) {  // into the next run: no division
       ri -= n;
       rq++;
     } else {
-      rq += ri / n;
-      ri %%= n;
+      const idx_t q = col_div(ri, g.rsize[L], g.rdiv[L]);
+      rq += q;
+      ri -= q * n;
     }
     outer(g);
   }
@@ -195,6 +287,7 @@ const ColUnroll = 4
 type ColKernel struct {
 	Row    RowKernel   // inputs, stages and root; its launch fields are unused
 	Access []ColAccess // per input
+	Shape  ColShape    // from the geometry (ColGeometry.Shape)
 	TX, TY int         // threads per block: TX outputs (powers of two)
 	Vec    int         // outputs per thread: 1, or 2, 4 or 8 with ColVec inputs
 	// Rows is the row form, for inputs that are contiguous along the
@@ -219,7 +312,7 @@ func (k *ColKernel) Name() string {
 	for i, in := range k.Row.Inputs {
 		fmt.Fprintf(&b, "_%s%c%s", in.DType, "vsu"[k.access(i)], in.Kind)
 	}
-	fmt.Fprintf(&b, "_%s_to_%s_x%dy%dv%d", k.Row.Compute, k.Row.Out, k.TX, k.TY, k.Vec)
+	fmt.Fprintf(&b, "_%s_to_%s_x%dy%dv%d%s", k.Row.Compute, k.Row.Out, k.TX, k.TY, k.Vec, k.Shape.suffix())
 	if k.Rows {
 		b.WriteString("r")
 	}
@@ -269,7 +362,12 @@ func (k *ColKernel) body() (string, error) {
 	outIdx := nIn // the output's operand index
 	outType := storageC(row.Out)
 	var b strings.Builder
+	shape, err := k.Shape.macros()
+	if err != nil {
+		return "", fmt.Errorf("column kernel %s: %w", row.Label, err)
+	}
 	b.WriteString(colMacros(k.TX, k.TY, k.Vec, ColUnroll, k.Rows))
+	b.WriteString(shape)
 	b.WriteString(colCommon(nIn+1, max(nwalk, 1)))
 	b.WriteString(stageCombines(row.Stages))
 
@@ -287,21 +385,21 @@ func (k *ColKernel) body() (string, error) {
 	params = append(params, "ColGeometry g")
 	fmt.Fprintf(&b, "\nextern \"C\" __global__ void __launch_bounds__(TX * TY) %s(\n    %s) {\n", k.Name(), strings.Join(params, ",\n    "))
 	b.WriteString(`  // This thread's outputs: VEC of them from o0.
-  const long long o0 = ((long long)blockIdx.x * TX + T_OUT) * VEC;
+  const idx_t o0 = ((idx_t)blockIdx.x * TX + T_OUT) * VEC;
   const bool live = o0 < nOut;
-  long long kb[NOPS];
+  idx_t kb[NOPS];
   col_kept(g, live ? o0 : 0, kb);
 `)
 	if k.Split {
-		b.WriteString("  const long long rlo = (long long)blockIdx.y * chunk, rhi = min(nRed, rlo + chunk);\n")
+		b.WriteString("  const idx_t rlo = (idx_t)blockIdx.y * (idx_t)chunk, rhi = min((idx_t)nRed, rlo + (idx_t)chunk);\n")
 	} else {
-		b.WriteString("  const long long rlo = 0, rhi = nRed;\n")
+		b.WriteString("  const idx_t rlo = 0, rhi = (idx_t)nRed;\n")
 	}
 	for i, in := range row.Inputs {
 		if k.access(i) == ColUniform {
 			fmt.Fprintf(&b, "  %s u%d[VEC];  // one value per output\n", kindC(in.Kind), i)
 			fmt.Fprintf(&b, "  for (int v = 0; v < VEC; v++) u%d[v] = live ? %s : 0;\n", i,
-				loadC(fmt.Sprintf("x%d[kb[%d] + v * g.kstride[%[2]d][g.krank - 1]]", i, i), in.DType, in.Kind))
+				loadC(fmt.Sprintf("x%d[kb[%d] + v * (idx_t)g.kstride[%[2]d][KRANK - 1]]", i, i), in.DType, in.Kind))
 		}
 	}
 
@@ -337,7 +435,7 @@ func (k *ColKernel) body() (string, error) {
 				fmt.Fprintf(&l, "%s  for (int v = 0; v < VEC; v++) e%d[u][v] = %s;\n", indent, i, loadC("q.v[v]", in.DType, in.Kind))
 			} else {
 				fmt.Fprintf(&l, "%s  for (int v = 0; v < VEC; v++) e%d[u][v] = %s;\n", indent, i,
-					loadC(fmt.Sprintf("(%s)[v * g.kstride[%d][g.krank - 1]]", x, i), in.DType, in.Kind))
+					loadC(fmt.Sprintf("(%s)[v * (idx_t)g.kstride[%d][KRANK - 1]]", x, i), in.DType, in.Kind))
 			}
 			fmt.Fprintf(&l, "%s}\n", indent)
 		}
@@ -356,15 +454,15 @@ func (k *ColKernel) body() (string, error) {
 			if partial {
 				stop, guard = "        if (u >= left) break;\n", "u < left"
 			}
-			fmt.Fprintf(&l, "      long long off[%d][NWALK];\n", n)
+			fmt.Fprintf(&l, "      idx_t off[%d][NWALK];\n", n)
 			fmt.Fprintf(&l, "      for (int u = 0; u < %d; u++) {\n%s        for (int i = 0; i < NWALK; i++) off[u][i] = w.off[i];\n        w.step(g);\n      }\n", n, stop)
 			l.WriteString(loads("      ", n, guard, e))
 			fmt.Fprintf(&l, "      #pragma unroll\n      for (int u = 0; u < %d; u++) {\n%s        #pragma unroll\n        for (int v = 0; v < VEC; v++) {\n", n, stop)
 			l.WriteString(body)
 			l.WriteString("        }\n      }\n    }\n")
 		}
-		l.WriteString("  if (live) {\n    ColWalk w;\n    w.seek(g, rlo + T_RED);\n    long long r = rlo + T_RED;\n")
-		fmt.Fprintf(&l, "    for (; r + (long long)(%d - 1) * TY < rhi; r += %[1]d * TY) {\n", ColUnroll)
+		l.WriteString("  if (live) {\n    ColWalk w;\n    w.seek(g, rlo + T_RED);\n    idx_t r = rlo + T_RED;\n")
+		fmt.Fprintf(&l, "    for (; r + (%d - 1) * TY < rhi; r += %[1]d * TY) {\n", ColUnroll)
 		batch(ColUnroll, false)
 		if nwalk > 1 {
 			// Several walked tensors: the last steps one at a time. Their
@@ -405,19 +503,19 @@ func (k *ColKernel) body() (string, error) {
 			if err != nil {
 				return "", err
 			}
-			fmt.Fprintf(&b, "  if (live && T_RED == 0)\n    for (int v = 0; v < VEC; v++) partial[(long long)blockIdx.y * nOut + o0 + v] = acc%d[v];\n}\n", s)
+			fmt.Fprintf(&b, "  if (live && T_RED == 0)\n    for (int v = 0; v < VEC; v++) partial[(long long)blockIdx.y * nOut + (long long)o0 + v] = acc%d[v];\n}\n", s)
 			fmt.Fprintf(&b, `
 // The second pass: each output's partial accumulators, combined in a
 // fixed order.
 extern "C" __global__ void __launch_bounds__(TX * TY) %s_final(
     long long nOut, long long parts, long long nRed, const %s* __restrict__ partial, %s* __restrict__ out, ColGeometry g) {
-  const long long o = (long long)blockIdx.x * TX + T_OUT;
+  const idx_t o = (idx_t)blockIdx.x * TX + T_OUT;
   %s acc = %s;
   if (o < nOut)
-    for (long long p = T_RED; p < parts; p += TY) acc = combine%d()(acc, partial[p * nOut + o]);
+    for (long long p = T_RED; p < parts; p += TY) acc = combine%d()(acc, partial[p * nOut + (long long)o]);
   acc = col_allreduce(acc, combine%[6]d());
   if (o < nOut && T_RED == 0) {
-    long long kb[NOPS];
+    idx_t kb[NOPS];
     col_kept(g, o, kb);
 %[8]s    out[kb[%[7]d]] = %[9]s;
   }
@@ -434,7 +532,7 @@ extern "C" __global__ void __launch_bounds__(TX * TY) %s_final(
 			return "", fmt.Errorf("column kernel %s: no root", row.Label)
 		}
 		last := len(row.Stages) - 1
-		fmt.Fprintf(&b, "  if (live && T_RED == 0)\n    for (int v = 0; v < VEC; v++) out[kb[%d] + v * g.kstride[%[1]d][g.krank - 1]] = %s;\n}\n",
+		fmt.Fprintf(&b, "  if (live && T_RED == 0)\n    for (int v = 0; v < VEC; v++) out[kb[%d] + v * (idx_t)g.kstride[%[1]d][KRANK - 1]] = %s;\n}\n",
 			outIdx, storeC(fmt.Sprintf("rv%d[v]", last), row.Stages[last].Kind, row.Out))
 		return b.String(), nil
 	}
@@ -443,7 +541,7 @@ extern "C" __global__ void __launch_bounds__(TX * TY) %s_final(
 		return "", err
 	}
 	fmt.Fprintf(&b, "  // the root, per element: %s\n", row.exprDoc(row.Expr))
-	b.WriteString(walk(fmt.Sprintf("          out[kb[%d] + off[u][%[1]d] + v * g.kstride[%[1]d][g.krank - 1]] = %s;\n", outIdx, storeC(e, outKind, row.Out)), row.Expr))
+	b.WriteString(walk(fmt.Sprintf("          out[kb[%d] + off[u][%[1]d] + v * (idx_t)g.kstride[%[1]d][KRANK - 1]] = %s;\n", outIdx, storeC(e, outKind, row.Out)), row.Expr))
 	b.WriteString("}\n")
 	return b.String(), nil
 }

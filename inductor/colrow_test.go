@@ -58,6 +58,7 @@ func TestColKernelSource(t *testing.T) {
 					for _, split := range []bool{false, true} {
 						k := NewColKernel(r)
 						k.TX, k.TY, k.Vec, k.Split = launch[0], launch[1], launch[2], split
+						k.Shape = ColShape{KeptRank: 2, RedRank: len(c.dims), Index32: split}
 						for range k.Row.Inputs {
 							k.Access = append(k.Access, acc)
 						}
@@ -89,6 +90,11 @@ func TestColKernelSource(t *testing.T) {
 		}
 	}
 	k := NewColKernel(dimsRegion(t, ir.OpMean, ir.Attrs{Dims: []int{0}}, ir.Float32, []int{0}))
+	k.TX, k.TY, k.Vec = 32, 8, 1
+	if _, err := k.Source(); err == nil {
+		t.Errorf("a kernel of no ColShape generated")
+	}
+	k.Shape = ColShape{KeptRank: 1, RedRank: 1}
 	for _, bad := range [][3]int{{3, 8, 1}, {32, 6, 1}, {32, 8, 3}, {0, 8, 1}} {
 		k.TX, k.TY, k.Vec = bad[0], bad[1], bad[2]
 		if _, err := k.Source(); err == nil {
@@ -101,12 +107,12 @@ func TestColKernelSource(t *testing.T) {
 // indices for arg reductions only.
 func TestReduceKernelColumnSource(t *testing.T) {
 	for _, r := range []ir.Reducer{ir.RSum, ir.RMean, ir.RMax, ir.RMin, ir.RArgMax, ir.RArgMin} {
-		k := &ReduceKernel{Reducer: r, In: ir.BFloat16, Kind: ir.F32, Out: ir.BFloat16, TX: 32, TY: 8, Vec: 4}
+		k := &ReduceKernel{Reducer: r, In: ir.BFloat16, Kind: ir.F32, Out: ir.BFloat16, TX: 32, TY: 8, Vec: 4, Col: ColShape{KeptRank: 1, RedRank: 2, Index32: true}}
 		if r.IsArg() {
 			k.Out = ir.Int64
 		}
 		src := k.Source()
-		if !strings.Contains(k.Name(), "_col_x32y8v4") || !strings.Contains(src, k.Name()+"(") || !strings.Contains(src, k.Name()+"_final(") {
+		if !strings.Contains(k.Name(), "_col_x32y8v4_k1r2i") || !strings.Contains(src, k.Name()+"(") || !strings.Contains(src, k.Name()+"_final(") {
 			t.Errorf("%v: column kernel %s lacks its entry points", r, k.Name())
 		}
 		if got := strings.Contains(src, "typedef Acc Part;"); got != (r != ir.RSum && r != ir.RMean) {

@@ -28,6 +28,7 @@ type ReduceKernel struct {
 	// threads, Vec outputs a thread; Rows, its row form (see ColKernel).
 	TX, TY, Vec int
 	Rows        bool
+	Col         ColShape // the column kernel's, from its geometry
 }
 
 // DefaultReduceUnroll is the Unroll of reductions that set none.
@@ -51,6 +52,7 @@ func (k *ReduceKernel) Name() string {
 		if k.Rows {
 			name += "r"
 		}
+		name += k.Col.suffix()
 	}
 	return name
 }
@@ -311,6 +313,11 @@ func (k *ReduceKernel) colSource() string {
 	fmt.Fprintf(&b, "// gocompile eager column kernel for reduction %q of %v, accumulating in %v\n", k.Reducer.String(), k.In, kindC(k.Kind))
 	b.WriteString(cudaPrelude)
 	b.WriteString(colMacros(k.TX, k.TY, k.Vec, k.unroll(), k.Rows))
+	shape, err := k.Col.macros()
+	if err != nil {
+		shape = fmt.Sprintf("#error \"%v\"\n", err) // Source has no error: NVRTC reports it
+	}
+	b.WriteString(shape)
 	b.WriteString(colCommon(2, 1))
 	b.WriteString(k.parts())
 	b.WriteString("struct PartMerge { __device__ __forceinline__ Part operator()(Part a, Part b) const { return part_merge(a, b); } };\n\n")
@@ -347,11 +354,11 @@ func (k *ReduceKernel) colSource() string {
     %[3]s* __restrict__ out, Acc* __restrict__ partial, ColGeometry g) {
   // This thread's outputs: VEC of them from o0, over part blockIdx.y of
   // the reduced range.
-  const long long o0 = ((long long)blockIdx.x * TX + T_OUT) * VEC;
+  const idx_t o0 = ((idx_t)blockIdx.x * TX + T_OUT) * VEC;
   const bool live = o0 < nOut;
-  long long kb[NOPS];
+  idx_t kb[NOPS];
   col_kept(g, live ? o0 : 0, kb);
-  const long long rlo = (long long)blockIdx.y * chunk, rhi = min(nRed, rlo + chunk);
+  const idx_t rlo = (idx_t)blockIdx.y * (idx_t)chunk, rhi = min((idx_t)nRed, rlo + (idx_t)chunk);
   Part a[VEC];
   #pragma unroll
   for (int v = 0; v < VEC; v++) a[v] = part_empty();
@@ -359,16 +366,16 @@ func (k *ReduceKernel) colSource() string {
     const %[2]s* px = x + kb[0];
     ColWalk w;
     w.seek(g, rlo + T_RED);
-    long long r = rlo + T_RED;
-    for (; r + (long long)(UNROLL - 1) * TY < rhi; r += UNROLL * TY) {
-      long long off[UNROLL];
+    idx_t r = rlo + T_RED;
+    for (; r + (UNROLL - 1) * TY < rhi; r += UNROLL * TY) {
+      idx_t off[UNROLL];
       #pragma unroll
       for (int u = 0; u < UNROLL; u++) { off[u] = w.off[0]; w.step(g); }
 %[4]s    }
 #if UNROLL > 1
     if (r < rhi) {  // the last steps, fewer than UNROLL, loaded together
       const int left = (int)((rhi - r + TY - 1) / TY);
-      long long off[UNROLL - 1];
+      idx_t off[UNROLL - 1];
       #pragma unroll
       for (int u = 0; u < UNROLL - 1; u++) {
         if (u >= left) break;
@@ -383,8 +390,8 @@ func (k *ReduceKernel) colSource() string {
   if (live && T_RED == 0) {
     #pragma unroll
     for (int v = 0; v < VEC; v++) {
-      if (gridDim.y == 1) out[kb[1] + v * g.kstride[1][g.krank - 1]] = finish(part_acc(a[v]), nRed);
-      else partial[(long long)blockIdx.y * nOut + o0 + v] = part_acc(a[v]);
+      if (gridDim.y == 1) out[kb[1] + v * (idx_t)g.kstride[1][KRANK - 1]] = finish(part_acc(a[v]), nRed);
+      else partial[(long long)blockIdx.y * nOut + (long long)o0 + v] = part_acc(a[v]);
     }
   }
 }
@@ -392,13 +399,13 @@ func (k *ReduceKernel) colSource() string {
 // The final pass merges each output's partials in a fixed order.
 extern "C" __global__ void __launch_bounds__(TX * TY) %[1]s_final(
     long long nOut, long long parts, long long nRed, const Acc* __restrict__ partial, %[3]s* __restrict__ out, ColGeometry g) {
-  const long long o = (long long)blockIdx.x * TX + T_OUT;
+  const idx_t o = (idx_t)blockIdx.x * TX + T_OUT;
   Part a = part_empty();
   if (o < nOut)
-    for (long long p = T_RED; p < parts; p += TY) a = part_merge(a, part_of(partial[p * nOut + o]));
+    for (long long p = T_RED; p < parts; p += TY) a = part_merge(a, part_of(partial[p * nOut + (long long)o]));
   a = col_allreduce(a, PartMerge());
   if (o < nOut && T_RED == 0) {
-    long long kb[NOPS];
+    idx_t kb[NOPS];
     col_kept(g, o, kb);
     out[kb[1]] = finish(part_acc(a), nRed);
   }

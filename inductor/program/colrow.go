@@ -206,7 +206,7 @@ func (s *rowStep) runDimsGPU(args []*array.Array, full []int, nOut, nRed int, re
 	if crossesLayout(&geo, args, primary) {
 		return false
 	}
-	k := inductor.ColKernel{Row: s.kernel}
+	k := inductor.ColKernel{Row: s.kernel, Shape: geo.Shape(nOut, nRed)}
 	kr := geo.KeptRank - 1
 	maxVec := 1 // the widest vector every ColVec input can be read in
 	if column {
