@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
+	"sync/atomic"
 
 	"gocompile/internal/buildid"
 	"gocompile/internal/logs"
@@ -175,11 +177,88 @@ func gpuKernel(k *inductor.PointwiseKernel, title string, scalars []float64, arg
 // otherwise an N-d kernel, or a tiled one when an operand's contiguous dim
 // is not the output's (see planLayout).
 func GPUKernelIn(c *Artifacts, q *LaunchQueue, tune bool, k *inductor.PointwiseKernel, title string, scalars []float64, args []ir.Value, kinds []ir.Kind, res *Array, extra ...*Array) *Array {
-	n := res.Numel()
-	if n == 0 {
+	return GPUKernelMemo(nil, c, q, tune, k, title, scalars, args, kinds, res, extra...)
+}
+
+// PointwiseMemo remembers the last launch plan of one call site, such as
+// a compiled program's step: called again with tensors of the same
+// shapes, strides, dtypes and alignment, GPUKernelMemo launches without
+// planning (no dims ordered and merged, no kernel named, no parameter
+// kinds derived), which is most of a small launch's host cost. Safe for
+// concurrent use; the zero value is empty.
+type PointwiseMemo struct{ last atomic.Pointer[pointwisePlan] }
+
+// pointwisePlan is a planned launch of a pointwise kernel.
+type pointwisePlan struct {
+	g           *GPU
+	key         []int // pointwiseKey of the tensors it was planned for
+	k           inductor.PointwiseKernel
+	name        string
+	params      []ir.Kind // the kinds of k's op parameters
+	geo         []byte    // an N-d or tiled kernel's geometry; nil for a dense one
+	inners      []int     // a dense kernel's broadcast operands' inner sizes
+	grid, block int
+	fn          atomic.Pointer[cuda.Function]
+}
+
+// pointwiseKey appends what a pointwise launch plan depends on: each
+// tensor's dtype, shape, strides and address modulo 64 bytes (vector
+// alignment), the outputs first.
+func pointwiseKey(key []int, args []ir.Value, res *Array, extra []*Array) []int {
+	key = AppendLayoutKey(key, res)
+	for _, t := range extra {
+		key = AppendLayoutKey(key, t)
+	}
+	for _, v := range args {
+		if t, ok := v.(*Array); ok {
+			key = AppendLayoutKey(key, t)
+		} else {
+			key = append(key, -1)
+		}
+	}
+	return key
+}
+
+// AppendLayoutKey appends what a kernel's launch plan may depend on in t:
+// its dtype, shape, strides and address modulo 64 bytes (vector
+// alignment). Launch plans kept by call site (PointwiseMemo) are reused
+// for tensors whose keys are equal.
+func AppendLayoutKey(key []int, t *Array) []int {
+	key = append(key, int(t.dtype), len(t.shape))
+	key = append(key, t.shape...)
+	key = append(key, t.strides...)
+	return append(key, int(uintptr(t.DevicePtr())%64))
+}
+
+// GPUKernelMemo is GPUKernelIn with the plan kept in m (nil: plan every
+// call). k is planned in place when a plan is made, and left as it is
+// when m's plan serves.
+func GPUKernelMemo(m *PointwiseMemo, c *Artifacts, q *LaunchQueue, tune bool, k *inductor.PointwiseKernel, title string, scalars []float64, args []ir.Value, kinds []ir.Kind, res *Array, extra ...*Array) *Array {
+	if res.Numel() == 0 {
 		return res
 	}
 	g := res.st.gpu.g
+	var buf [128]int
+	key := pointwiseKey(buf[:0], args, res, extra)
+	var p *pointwisePlan
+	if m != nil {
+		if last := m.last.Load(); last != nil && last.g == g && slices.Equal(last.key, key) {
+			p = last
+		}
+	}
+	if p == nil {
+		p = planPointwiseLaunch(g, k, title, args, kinds, res, extra)
+		if m != nil {
+			p.key = slices.Clone(key)
+			m.last.Store(p)
+		}
+	}
+	p.launch(c, q, tune, title, scalars, args, kinds, res, extra)
+	return res
+}
+
+// planPointwiseLaunch plans k's launch over args into res and extra.
+func planPointwiseLaunch(g *GPU, k *inductor.PointwiseKernel, title string, args []ir.Value, kinds []ir.Kind, res *Array, extra []*Array) *pointwisePlan {
 	tensors := tensorsOf(args)
 	outs := append([]*Array{res}, extra...)
 	var strides [][]int
@@ -206,53 +285,89 @@ func GPUKernelIn(c *Artifacts, q *LaunchQueue, tune bool, k *inductor.PointwiseK
 		Throw(title, tensors, "make the operands contiguous first",
 			"the layout has dims that cannot be merged into %d; GPU kernels index at most %d", inductor.MaxRank, inductor.MaxRank)
 	}
-	args2 := q.Args(g)
-	defer q.Release(g, args2)
-	args2.I64(int64(n))
-	for _, t := range tensors {
-		args2.Ptr(t.DevicePtr())
-	}
-	for _, t := range outs {
-		args2.Ptr(t.DevicePtr())
-	}
-	for i, v := range args {
-		if s, ok := v.(ir.Scalar); ok {
-			addKind(args2, kinds[i], s.Value)
-		}
-	}
-	pk, err := k.ParamKinds()
+	params, err := k.ParamKinds()
 	if err != nil {
 		panic("array: " + err.Error())
 	}
-	for i, kd := range pk {
-		addKind(args2, kd, scalars[i])
-	}
-	var grid, block int
+	p := &pointwisePlan{g: g, k: *k, params: params, inners: inners}
 	if geo != nil {
-		args2.Bytes(k.Bytes(geo), 8)
-		grid, block = k.Launch(geo, pointwiseBlock)
+		p.geo = k.Bytes(geo)
+		p.grid, p.block = k.Launch(geo, pointwiseBlock)
 	} else {
-		args2.I32(1) // aligned
-		for _, inner := range inners {
+		p.block = pointwiseBlock
+		p.grid = p.denseGrid(res.Numel(), k, p.block)
+	}
+	p.name = k.Name()
+	return p
+}
+
+// denseGrid is the grid of the dense kernel k over n elements in blocks
+// of block threads.
+func (p *pointwisePlan) denseGrid(n int, k *inductor.PointwiseKernel, block int) int {
+	tile := k.TileElems(block)
+	grid := min((n+tile-1)/tile, 1<<31-1)
+	if pointwiseBlocksPerSM > 0 {
+		grid = min(grid, pointwiseBlocksPerSM*p.g.dev.SMCount)
+	}
+	return grid
+}
+
+// launch packs the arguments and launches p (or queues it on q).
+func (p *pointwisePlan) launch(c *Artifacts, q *LaunchQueue, tune bool, title string, scalars []float64, args []ir.Value, kinds []ir.Kind, res *Array, extra []*Array) {
+	g := p.g
+	n := res.Numel()
+	a := q.Args(g)
+	defer q.Release(g, a)
+	a.I64(int64(n))
+	for _, v := range args {
+		if t, ok := v.(*Array); ok {
+			a.Ptr(t.DevicePtr())
+		}
+	}
+	a.Ptr(res.DevicePtr())
+	for _, t := range extra {
+		a.Ptr(t.DevicePtr())
+	}
+	for i, v := range args {
+		if s, ok := v.(ir.Scalar); ok {
+			addKind(a, kinds[i], s.Value)
+		}
+	}
+	for i, kd := range p.params {
+		addKind(a, kd, scalars[i])
+	}
+	k, name, grid, block := &p.k, p.name, p.grid, p.block
+	if p.geo != nil {
+		a.Bytes(p.geo, 8)
+	} else {
+		a.I32(1) // aligned
+		for _, inner := range p.inners {
 			if k.Index32 {
-				args2.U32(uint32(inner))
+				a.U32(uint32(inner))
 			} else {
-				args2.I64(int64(inner))
+				a.I64(int64(inner))
 			}
 		}
-		block = pointwiseBlock
 		if tune && !g.stream.CapturingHere() {
-			k.Unroll, block = tunePointwise(c, q, g, k, n, true, args2)
-		}
-		tile := k.TileElems(block)
-		grid = min((n+tile-1)/tile, 1<<31-1)
-		if pointwiseBlocksPerSM > 0 {
-			grid = min(grid, pointwiseBlocksPerSM*g.dev.SMCount)
+			tuned := *k
+			tuned.Unroll, block = tunePointwise(c, q, g, &tuned, n, true, a)
+			k, name = &tuned, tuned.Name()
+			grid = p.denseGrid(n, k, block)
 		}
 	}
-	uses := append(outs, tensors...)
-	KernelOrQueue(q, g, c, k.Name(), k.Source, func(fn *cuda.Function) { g.Launch(title, fn, grid, block, args2) }, uses...)
-	return res
+	if q == nil {
+		fn := p.fn.Load()
+		if fn == nil || name != p.name {
+			fn = g.KernelIn(c, name, k.Source)
+			if name == p.name {
+				p.fn.Store(fn)
+			}
+		}
+		g.Launch(title, fn, grid, block, a)
+		return
+	}
+	uses := append(append([]*Array{res}, extra...), tensorsOf(args)...)
+	KernelOrQueue(q, g, c, name, k.Source, func(fn *cuda.Function) { g.Launch(title, fn, grid, block, a) }, uses...)
 }
 
 // tunePointwise returns the unroll and block size MaxAutotune chose for

@@ -2,6 +2,7 @@ package tensor
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"testing"
 )
@@ -169,4 +170,43 @@ func TestGPUPointwiseLayouts(t *testing.T) {
 		kinds[fmt.Sprint(dt)]++
 	}
 	t.Logf("cases per dtype: %v", kinds)
+}
+
+// A compiled program's steps keep the launch plan of their last call and
+// plan again when a call's tensors lie otherwise: views at other offsets
+// (other vector alignments), taken in turn, give the eager results on
+// every call, for pointwise, row and column kernels.
+func TestGPUCompiledPlansFollowLayouts(t *testing.T) {
+	requireGPU(t)
+	dev := CUDA(0)
+	fns := []struct {
+		name string
+		f    func(a, b *Tensor) *Tensor
+	}{
+		{"pointwise", func(a, b *Tensor) *Tensor { return a.Mul(b).AddScalar(1) }},
+		{"row", func(a, b *Tensor) *Tensor { return a.Mul(b).Softmax(-1) }},
+		{"column", func(a, b *Tensor) *Tensor { return a.Mul(b).Sum(0) }},
+		{"column-root", func(a, b *Tensor) *Tensor { return a.Add(b).Softmax(0) }},
+	}
+	for _, dt := range []DType{Float32, BFloat16} {
+		base := Randn(3, Float32, 37, 1030).To(dt).ToDevice(dev)
+		other := Randn(4, Float32, 37, 1030).To(dt).ToDevice(dev)
+		for _, c := range fns {
+			cf := Compile(c.f)
+			for call, off := range []int{0, 1, 0, 3, 2, 2, 1} {
+				a, b := base.Narrow(1, off, 1024), other.Narrow(1, 3-off, 1024)
+				got := cf(a, b).To(Float64).Float64s()
+				want := c.f(a, b).To(Float64).Float64s()
+				tol := 1e-5
+				if dt == BFloat16 {
+					tol = 2e-2
+				}
+				for i := range want {
+					if d := math.Abs(got[i] - want[i]); d > tol*max(1, math.Abs(want[i])) {
+						t.Fatalf("%s %v call %d (offsets %d, %d): element %d is %g, eager %g", c.name, dt, call, off, 3-off, i, got[i], want[i])
+					}
+				}
+			}
+		}
+	}
 }

@@ -3,6 +3,8 @@ package program
 import (
 	"fmt"
 	"runtime"
+	"slices"
+	"sync/atomic"
 
 	"gocompile/array"
 	"gocompile/cuda"
@@ -174,9 +176,96 @@ func (s *rowStep) dimsOpByOp(args []*array.Array, full []int, nOut, nRed int) bo
 // launching nothing, when the region would run on too few blocks to fill
 // the device (few outputs over long reduced ranges in a region that cannot
 // split them: the eager ops split them), or would read a large input
-// uncoalesced (crossesLayout).
+// uncoalesced (crossesLayout). The plan of the last call serves a call
+// whose tensors lie alike.
 func (s *rowStep) runDimsGPU(args []*array.Array, full []int, nOut, nRed int, res *array.Array, q *array.LaunchQueue) bool {
 	g := res.GPU()
+	var buf [96]int
+	key := append(buf[:0], full...)
+	key = array.AppendLayoutKey(key, res)
+	for _, t := range args {
+		key = array.AppendLayoutKey(key, t)
+	}
+	p := s.lastCol.Load()
+	if p == nil || p.g != g || !slices.Equal(p.key, key) {
+		p = s.planDimsGPU(args, full, nOut, nRed, g)
+		p.key = slices.Clone(key)
+		s.lastCol.Store(p)
+	}
+	if !p.ok {
+		return false
+	}
+	k := &p.k
+	title := "fused " + s.r.Root.Op.Title
+	if k.Split {
+		q.Drain()
+		acc := ir.Float32
+		if k.Row.Stages[0].Compute == ir.F64 {
+			acc = ir.Float64
+		}
+		partial := array.New(res.Device(), acc, []int{p.parts * nOut})
+		a := g.GetArgs()
+		defer g.PutArgs(a)
+		a.I64(int64(nOut)).I64(int64(nRed)).I64(int64(p.chunk))
+		for _, t := range args {
+			a.Ptr(t.DevicePtr())
+		}
+		a.Ptr(res.DevicePtr()).Ptr(partial.DevicePtr()).Bytes(p.geoBytes, 8)
+		fn := g.KernelIn(s.cache, p.name, k.Source)
+		final := g.KernelIn(s.cache, p.name+"_final", k.Source)
+		if err := g.Stream().Launch(fn, p.grid, p.block, 0, a); err != nil {
+			panic(fmt.Sprintf("gocompile: %s: launch: %v", title, err))
+		}
+		a.Reset().I64(int64(nOut)).I64(int64(p.parts)).I64(int64(nRed)).Ptr(partial.DevicePtr()).Ptr(res.DevicePtr()).Bytes(p.geoBytes, 8)
+		fgrid := cuda.Dim3{X: uint32((nOut + k.TX - 1) / k.TX), Y: 1, Z: 1}
+		if err := g.Stream().Launch(final, fgrid, p.block, 0, a); err != nil {
+			panic(fmt.Sprintf("gocompile: %s: launch: %v", title, err))
+		}
+		return true
+	}
+	a := q.Args(g)
+	defer q.Release(g, a)
+	a.I64(int64(nOut)).I64(int64(nRed))
+	for _, t := range args {
+		a.Ptr(t.DevicePtr())
+	}
+	a.Ptr(res.DevicePtr()).Bytes(p.geoBytes, 8)
+	launch := func(fn *cuda.Function) {
+		if err := g.Stream().Launch(fn, p.grid, p.block, 0, a); err != nil {
+			panic(fmt.Sprintf("gocompile: %s: launch: %v", title, err))
+		}
+	}
+	if q == nil {
+		fn := p.fn.Load()
+		if fn == nil {
+			fn = g.KernelIn(s.cache, p.name, k.Source)
+			p.fn.Store(fn)
+		}
+		launch(fn)
+		return true
+	}
+	array.KernelOrQueue(q, g, s.cache, p.name, k.Source, launch, append([]*array.Array{res}, args...)...)
+	return true
+}
+
+// colPlanned is a column kernel's launch plan for the tensors of key, on
+// g; with ok false the region runs op by op.
+type colPlanned struct {
+	g           *array.GPU
+	key         []int
+	ok          bool
+	k           inductor.ColKernel
+	name        string
+	geoBytes    []byte
+	grid, block cuda.Dim3
+	parts       int
+	chunk       int
+	fn          atomic.Pointer[cuda.Function] // the kernel of a launch without Split, once loaded
+}
+
+// planDimsGPU plans runDimsGPU's launch.
+func (s *rowStep) planDimsGPU(args []*array.Array, full []int, nOut, nRed int, g *array.GPU) *colPlanned {
+	p := &colPlanned{g: g}
 	red := make([]bool, len(full))
 	for _, d := range s.r.Row.ReducedDims() {
 		red[d] = true
@@ -204,7 +293,7 @@ func (s *rowStep) runDimsGPU(args []*array.Array, full []int, nOut, nRed int, re
 			"the kept or reduced dims have more dims that cannot be merged than GPU kernels index (%d)", inductor.MaxRank)
 	}
 	if crossesLayout(&geo, args, primary) {
-		return false
+		return p
 	}
 	k := inductor.ColKernel{Row: s.kernel, Shape: geo.Shape(nOut, nRed)}
 	kr := geo.KeptRank - 1
@@ -246,53 +335,15 @@ func (s *rowStep) runDimsGPU(args []*array.Array, full []int, nOut, nRed int, re
 	if k.Row.CanSplit() {
 		parts, chunk = inductor.ColParts(tiles, nRed, k.TY, inductor.DefaultColTarget)
 	} else if tiles < g.Dev().SMCount && nRed >= 1<<14 {
-		return false
+		return p
 	}
 	k.Split = parts > 1
-	title := "fused " + s.r.Root.Op.Title
-	grid := cuda.Dim3{X: uint32(tiles), Y: uint32(parts), Z: 1}
 	bx, by := k.Block()
-	block := cuda.Dim3{X: uint32(bx), Y: uint32(by), Z: 1}
-	geoBytes := geo.Bytes()
-	if k.Split {
-		q.Drain()
-		acc := ir.Float32
-		if k.Row.Stages[0].Compute == ir.F64 {
-			acc = ir.Float64
-		}
-		partial := array.New(res.Device(), acc, []int{parts * nOut})
-		a := g.GetArgs()
-		defer g.PutArgs(a)
-		a.I64(int64(nOut)).I64(int64(nRed)).I64(int64(chunk))
-		for _, t := range args {
-			a.Ptr(t.DevicePtr())
-		}
-		a.Ptr(res.DevicePtr()).Ptr(partial.DevicePtr()).Bytes(geoBytes, 8)
-		fn := g.KernelIn(s.cache, k.Name(), k.Source)
-		final := g.KernelIn(s.cache, k.Name()+"_final", k.Source)
-		if err := g.Stream().Launch(fn, grid, block, 0, a); err != nil {
-			panic(fmt.Sprintf("gocompile: %s: launch: %v", title, err))
-		}
-		a.Reset().I64(int64(nOut)).I64(int64(parts)).I64(int64(nRed)).Ptr(partial.DevicePtr()).Ptr(res.DevicePtr()).Bytes(geoBytes, 8)
-		fgrid := cuda.Dim3{X: uint32((nOut + k.TX - 1) / k.TX), Y: 1, Z: 1}
-		if err := g.Stream().Launch(final, fgrid, block, 0, a); err != nil {
-			panic(fmt.Sprintf("gocompile: %s: launch: %v", title, err))
-		}
-		return true
-	}
-	a := q.Args(g)
-	defer q.Release(g, a)
-	a.I64(int64(nOut)).I64(int64(nRed))
-	for _, t := range args {
-		a.Ptr(t.DevicePtr())
-	}
-	a.Ptr(res.DevicePtr()).Bytes(geoBytes, 8)
-	array.KernelOrQueue(q, g, s.cache, k.Name(), k.Source, func(fn *cuda.Function) {
-		if err := g.Stream().Launch(fn, grid, block, 0, a); err != nil {
-			panic(fmt.Sprintf("gocompile: %s: launch: %v", title, err))
-		}
-	}, append([]*array.Array{res}, args...)...)
-	return true
+	p.ok, p.k, p.name, p.geoBytes = true, k, k.Name(), geo.Bytes()
+	p.grid = cuda.Dim3{X: uint32(tiles), Y: uint32(parts), Z: 1}
+	p.block = cuda.Dim3{X: uint32(bx), Y: uint32(by), Z: 1}
+	p.parts, p.chunk = parts, chunk
+	return p
 }
 
 // crossesLayout reports whether an input of at least a quarter of the

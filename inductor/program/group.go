@@ -27,9 +27,12 @@ type groupStep struct {
 	// shapes, each run over its own inputs, on a GPU as one
 	// inductor.ComboKernel launch.
 	combo  []comboUnit
-	unitOf []int            // a combo's unit of each member (nil: one unit)
-	cache  *array.Artifacts // where its GPU kernels are kept (nil: the process-wide cache)
-	tune   bool             // MaxAutotune: time launch shapes
+	unitOf []int               // a combo's unit of each member (nil: one unit)
+	cache  *array.Artifacts    // where its GPU kernels are kept (nil: the process-wide cache)
+	tune   bool                // MaxAutotune: time launch shapes
+	memo   array.PointwiseMemo // the kernel's last launch plan
+	// unitMemos are a combo's units' plans, for units launched apart.
+	unitMemos []array.PointwiseMemo
 }
 
 func newGroupStep(r *fuse.Region) (*groupStep, error) {
@@ -127,6 +130,7 @@ func (s *groupStep) newCombo(exprs []*ir.Expr) error {
 		}
 		s.combo = append(s.combo, c)
 	}
+	s.unitMemos = make([]array.PointwiseMemo, len(s.combo))
 	return nil
 }
 
@@ -159,7 +163,7 @@ func (s *groupStep) runCombo(args []*array.Array, dst func(m int, dev ir.Device,
 	if dev != array.CPU {
 		for _, u := range array.GPUComboIn(s.cache, q, ms) {
 			k := ms[u].Kernel
-			array.GPUKernelIn(s.cache, q, s.tune, &k, "fused "+members[s.combo[u].first].Root.Op.Title, nil, ms[u].Args, ms[u].Kinds, ms[u].Res, ms[u].Extra...)
+			array.GPUKernelMemo(&s.unitMemos[u], s.cache, q, s.tune, &k, "fused "+members[s.combo[u].first].Root.Op.Title, nil, ms[u].Args, ms[u].Kinds, ms[u].Res, ms[u].Extra...)
 		}
 	}
 	return res
@@ -184,7 +188,7 @@ func (s *groupStep) run(args []*array.Array, dst func(m int, dev ir.Device, dt i
 	}
 	if dev != array.CPU {
 		k := s.kernel
-		array.GPUKernelIn(s.cache, q, s.tune, &k, "fused "+lead.Op.Title, nil, vals, s.kinds, res[0], res[1:]...)
+		array.GPUKernelMemo(&s.memo, s.cache, q, s.tune, &k, "fused "+lead.Op.Title, nil, vals, s.kinds, res[0], res[1:]...)
 		return res
 	}
 	array.RunBlocks(s.blks, vals, nil, res)

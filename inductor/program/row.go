@@ -3,6 +3,7 @@ package program
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -27,9 +28,13 @@ type rowStep struct {
 	stages []*ir.Block // the CPU program of each stage's expression
 	root   *ir.Block   // the root's per-element program; nil when the root is the last stage
 	kernel inductor.RowKernel
-	cache  *array.Artifacts // where its GPU kernels are kept (nil: the process-wide cache)
-	tune   bool             // MaxAutotune: time threads and persistence
-	tuned  sync.Map         // rowTuneKey → the chosen inductor.RowPlan
+	cache  *array.Artifacts           // where its GPU kernels are kept (nil: the process-wide cache)
+	tune   bool                       // MaxAutotune: time threads and persistence
+	tuned  sync.Map                   // rowTuneKey → the chosen inductor.RowPlan
+	last   atomic.Pointer[rowPlanned] // the last call's row kernel plan
+	// lastCol is the last call's column kernel plan (regions over dims
+	// other than the last alone).
+	lastCol atomic.Pointer[colPlanned]
 }
 
 // rowTuneKey is what a row kernel's tuned launch shape is kept by in a
@@ -440,7 +445,19 @@ func rowArgs(a *cuda.Args, l *rowLaunch, args []*array.Array, res *array.Array) 
 
 func (s *rowStep) runGPU(args []*array.Array, full []int, res *array.Array, q *array.LaunchQueue) {
 	g := res.GPU()
-	l := s.planGPU(args, full, g, res.DevicePtr())
+	// The plan of the last call serves a call whose tensors lie alike.
+	var buf [96]int
+	key := append(buf[:0], full...)
+	key = array.AppendLayoutKey(key, res)
+	for _, t := range args {
+		key = array.AppendLayoutKey(key, t)
+	}
+	m := s.last.Load()
+	if m == nil || m.g != g || !slices.Equal(m.key, key) {
+		m = &rowPlanned{g: g, key: slices.Clone(key), l: s.planGPU(args, full, g, res.DevicePtr())}
+		s.last.Store(m)
+	}
+	l := m.l
 	if l.parts > 1 {
 		q.Drain()
 		if l.staged {
@@ -467,8 +484,27 @@ func (s *rowStep) runGPU(args []*array.Array, full []int, res *array.Array, q *a
 		l.finish()
 	}
 	k := &l.k
+	if q == nil {
+		fn := m.fn.Load()
+		if fn == nil || l.name != m.l.name { // not yet loaded, or tuned
+			fn = g.KernelIn(s.cache, l.name, k.Source)
+			if l.name == m.l.name {
+				m.fn.Store(fn)
+			}
+		}
+		launchRow(g, s.cache, title, fn, &l, a)
+		return
+	}
 	array.KernelOrQueue(q, g, s.cache, l.name, k.Source, func(fn *cuda.Function) { launchRow(g, s.cache, title, fn, &l, a) },
 		append([]*array.Array{res}, args...)...)
+}
+
+// rowPlanned is a row step's launch plan for the tensors of key, on g.
+type rowPlanned struct {
+	g   *array.GPU
+	key []int
+	l   rowLaunch
+	fn  atomic.Pointer[cuda.Function] // l's kernel, once loaded
 }
 
 // tuneGPU sets l's kernel shape to the fastest of the candidates for its
