@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/bits"
+	"os"
 	"strings"
 
 	"gocompile/fuse"
@@ -89,8 +90,12 @@ func (g *ColGeometry) Shape(nOut, nRed int) ColShape {
 		}
 		fits = fits && reach < limit
 	}
-	return ColShape{KeptRank: g.KeptRank, RedRank: g.RedRank, Index32: fits}
+	return ColShape{KeptRank: g.KeptRank, RedRank: g.RedRank, Index32: fits && colIndex32}
 }
+
+// colIndex32 is false with GOCOMPILE_COL_INDEX32=off: column kernels
+// index in 64 bits whatever their shape (for measuring).
+var colIndex32 = os.Getenv("GOCOMPILE_COL_INDEX32") != "off"
 
 // macros defines the shape for colCommon.
 func (s ColShape) macros() (string, error) {
