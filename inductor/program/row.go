@@ -244,27 +244,37 @@ func (s *rowStep) planGPU(args []*array.Array, full []int, g *array.GPU, out cud
 			res.Outer[d] = int64(st * R)
 		}
 	}
+	shift := rowShift
 	setVector := func(maxVec int) {
-		rv := inductor.ChooseRowVector(R, k.Out.Size(), maxVec, rowShift, ts, res)
+		rv := inductor.ChooseRowVector(R, k.Out.Size(), maxVec, shift, ts, res)
 		for i := range k.Inputs {
 			k.Inputs[i].Access = rv.Access[i]
 		}
 		k.Vec, k.Shifted, k.Ref = rv.Vec, rv.Shifted, rv.Ref
 	}
-	setVector(8)
 	k.Index32 = R < 1<<30
 	l.geo = geo
 	// Vectors of 8 pay only where a thread keeps its elements in registers
 	// (persistent kernels): split and looped kernels of 16-bit rows ran up
 	// to 1.7x slower with them than with vectors of 4 (H200).
 	const loopedVec = 4
-	stash := stashBytes(k)
-	dev := rowDevice(g, k)
-	p := inductor.ChooseRowPlan(dev, k.Span(R), k.Vec, l.rows, stash)
-	if p.Persist == 0 && k.Vec > loopedVec {
-		setVector(loopedVec)
+	var stash func(int) int
+	var dev inductor.RowDevice
+	var p inductor.RowPlan
+	plan := func() {
+		setVector(8)
 		stash, dev = stashBytes(k), rowDevice(g, k)
 		p = inductor.ChooseRowPlan(dev, k.Span(R), k.Vec, l.rows, stash)
+		if p.Persist == 0 && k.Vec > loopedVec {
+			setVector(loopedVec)
+			stash, dev = stashBytes(k), rowDevice(g, k)
+			p = inductor.ChooseRowPlan(dev, k.Span(R), k.Vec, l.rows, stash)
+		}
+	}
+	plan()
+	if k.Shifted && !shiftPays(p, R) {
+		shift = false
+		plan()
 	}
 	// Rows too few or too long to fill the SMs a block a row, looped,
 	// are split across blocks: a lone reduction (with its prologue and
@@ -289,6 +299,24 @@ func (s *rowStep) planGPU(args []*array.Array, full []int, g *array.GPU, out cud
 	l.finish()
 	return l
 }
+
+// shiftPays reports whether a Shifted kernel of plan p over rows of R
+// elements beats the plain one, which reads them a scalar at a time. On
+// an H200 it did where each thread keeps at most two vectors of a row
+// (softmax of 3437 float16 columns 59.5 -> 39.6 µs, of 3983 bfloat16 ones
+// 121 -> 104) and over rows of tens of thousands of elements and more
+// (log-softmax of 123775 float32 columns 59.6 -> 45.2 µs, softmax of
+// 76047 38.6 -> 35.7); it did not where a persistent thread keeps more of
+// the row (softmax of 18079 bfloat16 columns 92.6 -> 120.9 µs, layer norm
+// of 24375 float16 ones 51.6 -> 66.2) or a norm's row of 16919 float32
+// elements is stashed (23.9 -> 30.4).
+func shiftPays(p inductor.RowPlan, R int) bool {
+	return p.Persist > 0 && p.Persist <= 2 || R >= shiftLongRow
+}
+
+// shiftLongRow is the row length from which Shifted kernels are used
+// whatever their plan (see shiftPays).
+const shiftLongRow = 1 << 15
 
 // stashBytes is k.StashBytes for ChooseRowPlan, or nil where a stash
 // would save no reads.
