@@ -346,7 +346,7 @@ func (k *ColKernel) Source() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("// gocompile fused column kernel %s: %s\n", k.Row.Label, k.Row.Doc) + cudaPrelude + body, nil
+	return fmt.Sprintf("// gocompile fused column kernel %s: %s\n", k.Row.Label, k.Row.Doc) + fast16(k.Row.Out) + cudaPrelude + body, nil
 }
 
 func (k *ColKernel) body() (string, error) {

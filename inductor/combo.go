@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"hash/fnv"
 	"strings"
+
+	"gocompile/ir"
 )
 
 // ComboKernel runs several dense pointwise kernels (Members, each over its
@@ -53,6 +55,11 @@ func (c *ComboKernel) generated() []PointwiseKernel {
 func (c *ComboKernel) Source() (string, error) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "// gocompile combo kernel of %d fused members, each a range of blocks\n", len(c.Members))
+	var outs []ir.DType
+	for _, k := range c.Members {
+		outs = append(outs, k.outDTypes()...)
+	}
+	b.WriteString(fast16(outs...))
 	b.WriteString(cudaPrelude)
 	defined := map[string]bool{}
 	var params, calls []string

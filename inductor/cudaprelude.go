@@ -149,3 +149,21 @@ func storeC(v string, k ir.Kind, dt ir.DType) string {
 	}
 	return fmt.Sprintf("(%s)(%s)", storageC(dt), v)
 }
+
+// fast16 is the line that makes a kernel's float exp and division take
+// the hardware's approximations (GC_FAST16, see ir.CPrelude) when every
+// value it stores is 16-bit, "" otherwise. A 16-bit kernel computes in
+// float32 and spends more instructions per byte than a float32 one: where
+// exp, division and conversions dominate (a bfloat16 softmax), these
+// bound it more than memory does.
+func fast16(outs ...ir.DType) string {
+	for _, dt := range outs {
+		if dt.Size() != 2 || !dt.IsFloat() {
+			return ""
+		}
+	}
+	if len(outs) == 0 {
+		return ""
+	}
+	return "#define GC_FAST16 1\n"
+}

@@ -348,7 +348,16 @@ func (k *PointwiseKernel) Source() (string, error) {
 	if k.Op == nil {
 		head = fmt.Sprintf("// gocompile fused kernel %s\n", k.label())
 	}
-	return head + cudaPrelude + body, nil
+	return head + fast16(k.outDTypes()...) + cudaPrelude + body, nil
+}
+
+// outDTypes is the dtype of each value the kernel stores.
+func (k *PointwiseKernel) outDTypes() []ir.DType {
+	outs := []ir.DType{k.Out}
+	for _, x := range k.Extra {
+		outs = append(outs, x.Out)
+	}
+	return outs
 }
 
 func (k *PointwiseKernel) expr() *ir.Expr {

@@ -670,7 +670,7 @@ func (k *RowKernel) Source() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("// gocompile fused row kernel %s: %s\n", k.Label, k.Doc) + cudaPrelude + body, nil
+	return fmt.Sprintf("// gocompile fused row kernel %s: %s\n", k.Label, k.Doc) + fast16(k.Out) + cudaPrelude + body, nil
 }
 
 func (k *RowKernel) leafKinds() []ir.Kind {

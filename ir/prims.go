@@ -30,8 +30,8 @@ var prims = [numPrims]primInfo{
 
 	PNeg:   {"neg", 1, sigSame, "(-%s)", ""},
 	PAbs:   {"abs", 1, sigSame, "gc_abs(%s)", ""},
-	PRecip: {"recip", 1, sigFloat, "(1.0 / %s)", "(1.0f / %s)"},
-	PExp:   {"exp", 1, sigFloat, "exp(%s)", "expf(%s)"},
+	PRecip: {"recip", 1, sigFloat, "(1.0 / %s)", "gc_fdiv(1.0f, %s)"},
+	PExp:   {"exp", 1, sigFloat, "exp(%s)", "gc_expf(%s)"},
 	PLog:   {"log", 1, sigFloat, "log(%s)", "logf(%s)"},
 	PSqrt:  {"sqrt", 1, sigFloat, "sqrt(%s)", "sqrtf(%s)"},
 	PRsqrt: {"rsqrt", 1, sigFloat, "rsqrt(%s)", "rsqrtf(%s)"},
@@ -48,7 +48,7 @@ var prims = [numPrims]primInfo{
 	PAdd: {"add", 2, sigSame, "(%s + %s)", ""},
 	PSub: {"sub", 2, sigSame, "(%s - %s)", ""},
 	PMul: {"mul", 2, sigSame, "(%s * %s)", ""},
-	PDiv: {"div", 2, sigFloat, "(%s / %s)", ""},
+	PDiv: {"div", 2, sigFloat, "(%s / %s)", "gc_fdiv(%s, %s)"},
 	PPow: {"pow", 2, sigSame, "gc_pow(%s, %s)", ""},
 	PMax: {"max", 2, sigSame, "gc_max(%s, %s)", ""},
 	PMin: {"min", 2, sigSame, "gc_min(%s, %s)", ""},
@@ -69,6 +69,20 @@ var prims = [numPrims]primInfo{
 // call. Their semantics match the Go loops in this file: max and min
 // propagate NaN, integer pow is exact with wrap-around.
 const CPrelude = `
+// In kernels that store 16-bit values only (GC_FAST16 defined), float
+// exp and division take the hardware's approximations, whose errors (a
+// few float32 ulps) lie far below a 16-bit ulp; in every other kernel,
+// and off the GPU, they are the correctly rounded ones.
+#if defined(GC_FAST16) && defined(__CUDA_ARCH__)
+__device__ __forceinline__ float gc_expf(float a) { return __expf(a); }
+__device__ __forceinline__ float gc_fdiv(float a, float b) {
+  // __fdividef is 0 for |b| > 2^126: those keep the division.
+  return fabsf(b) <= 8.5070592e37f ? __fdividef(a, b) : a / b;
+}
+#else
+__device__ __forceinline__ float gc_expf(float a) { return expf(a); }
+__device__ __forceinline__ float gc_fdiv(float a, float b) { return a / b; }
+#endif
 __device__ __forceinline__ float gc_abs(float a) { return fabsf(a); }
 __device__ __forceinline__ double gc_abs(double a) { return fabs(a); }
 __device__ __forceinline__ long long gc_abs(long long a) { return a < 0 ? -a : a; }
