@@ -2,6 +2,7 @@ package array
 
 import (
 	"runtime"
+	"runtime/metrics"
 	"sync"
 	"sync/atomic"
 	"weak"
@@ -11,9 +12,8 @@ import (
 )
 
 // gpuBuffer is device memory owned by a storage; it goes back to the
-// caching allocator when the storage is found unreachable, by the
-// storage's cleanup or by a collection of the device heap, whichever
-// comes first.
+// caching allocator when the storage is found unreachable, by a sweep or
+// a collection of the device heap (deviceHeap).
 type gpuBuffer struct {
 	g     *GPU
 	block cuda.Block
@@ -52,6 +52,11 @@ func (g *GPU) allocBlock(n int) (cuda.Block, error) {
 	if ok || err != nil {
 		return blk, err
 	}
+	if g.heap.sweep() {
+		if blk, ok, err = g.alloc.AllocCached(n, sid); ok || err != nil {
+			return blk, err
+		}
+	}
 	if g.heap.due() {
 		g.heap.collect()
 		if blk, ok, err = g.alloc.AllocCached(n, sid); ok || err != nil {
@@ -66,12 +71,19 @@ func (g *GPU) allocBlock(n int) (cuda.Block, error) {
 	return blk, err
 }
 
-// deviceHeap frees the device memory of unreachable storages as soon as a
-// collection finds them (weak pointers are cleared by the collection
-// itself; cleanups run later, on their own goroutine), and paces forced
-// collections the way GOGC paces the host heap: one is due when the bytes
-// allocated have grown past the bytes live after the last collection by
-// as much again, or by the floor, whichever is more.
+// deviceHeap frees the device memory of unreachable storages, which it
+// holds weak pointers to: after a Go collection has cleared theirs, a
+// sweep (run when the allocator's cache cannot serve a request) or a
+// collection of its own frees their blocks. It paces forced collections
+// the way GOGC paces the host heap: one is due when the bytes allocated
+// have grown past the bytes live after the last collection by as much
+// again, or by the floor, whichever is more.
+//
+// A weak pointer alone, not also a cleanup, keeps a tensor's allocation
+// cheap: each costs about a microsecond, which a small compiled call on a
+// GPU paid twice per output. Cleanups would free blocks no sooner than a
+// sweep: both wait for a Go collection, and a sweep runs before the cache
+// grows.
 type deviceHeap struct {
 	allocated func() int64     // bytes in blocks handed out and not freed
 	free      func(cuda.Block) // returns a block to the allocator
@@ -80,6 +92,7 @@ type deviceHeap struct {
 	mu   sync.Mutex // guards live
 	live map[*gpuBuffer]weak.Pointer[storage]
 
+	swept atomic.Int64 // Go collections completed at the last sweep
 	collecting sync.Mutex   // one collection at a time
 	gen        atomic.Int64 // collections done
 	liveAfter  atomic.Int64 // allocated() after the last collection
@@ -104,17 +117,47 @@ func heapFloor(dev *cuda.Device) int64 {
 	return 1 << 30
 }
 
-// track frees buf when st becomes unreachable.
+// track frees buf once st is found unreachable.
 func (h *deviceHeap) track(st *storage, buf *gpuBuffer) {
+	w := weak.Make(st)
 	h.mu.Lock()
-	h.live[buf] = weak.Make(st)
+	h.live[buf] = w
 	h.mu.Unlock()
-	runtime.AddCleanup(st, func(b *gpuBuffer) {
-		h.mu.Lock()
-		delete(h.live, b)
-		h.mu.Unlock()
+}
+
+// sweep frees the blocks of storages a Go collection has found
+// unreachable since the last sweep, and reports whether a collection had
+// run (and so whether blocks may have been freed).
+func (h *deviceHeap) sweep() bool {
+	n := gcCycles()
+	if last := h.swept.Load(); n == last || !h.swept.CompareAndSwap(last, n) {
+		return false
+	}
+	h.freeDead()
+	return true
+}
+
+// freeDead frees the blocks of storages whose weak pointers are cleared.
+func (h *deviceHeap) freeDead() {
+	var dead []*gpuBuffer
+	h.mu.Lock()
+	for b, w := range h.live {
+		if w.Value() == nil {
+			dead = append(dead, b)
+			delete(h.live, b)
+		}
+	}
+	h.mu.Unlock()
+	for _, b := range dead {
 		h.release(b)
-	}, buf)
+	}
+}
+
+// gcCycles is the number of Go collections completed.
+func gcCycles() int64 {
+	s := [1]metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}}
+	metrics.Read(s[:])
+	return int64(s[0].Value.Uint64())
 }
 
 // release returns b's memory to the allocator, once. Work queued on the
@@ -144,18 +187,8 @@ func (h *deviceHeap) collect() {
 		return
 	}
 	runtime.GC()
-	var dead []*gpuBuffer
-	h.mu.Lock()
-	for b, w := range h.live {
-		if w.Value() == nil {
-			dead = append(dead, b)
-			delete(h.live, b)
-		}
-	}
-	h.mu.Unlock()
-	for _, b := range dead {
-		h.release(b)
-	}
+	h.swept.Store(gcCycles())
+	h.freeDead()
 	h.liveAfter.Store(h.allocated())
 	h.gen.Add(1)
 }

@@ -50,17 +50,8 @@ func (f *fakeHeap) timesFreed(ptr cuda.DevicePtr) int {
 }
 
 // A collection frees the blocks of unreachable storages before it returns
-// (not when their cleanups get to run), keeps reachable ones, and frees
-// each block once although the cleanups run later too.
+// and keeps reachable ones.
 func TestDeviceHeapCollectFreesUnreachable(t *testing.T) {
-	// Cleanups run one after another on one goroutine: hold it in one, so
-	// that only the collection itself can free the blocks.
-	started, unblock := make(chan struct{}), make(chan struct{})
-	runtime.AddCleanup(new([64]byte), func(int) { close(started); <-unblock }, 0)
-	runtime.GC()
-	<-started
-	defer close(unblock)
-
 	f := newFakeHeap(1 << 20)
 	var kept []*storage
 	for i := range 100 {
@@ -85,19 +76,20 @@ func TestDeviceHeapCollectFreesUnreachable(t *testing.T) {
 	runtime.KeepAlive(kept)
 }
 
-// A block is freed once, whether its storage's cleanup or a collection
-// finds it first.
+// A block is freed once, whether a sweep or a collection finds it first.
 func TestDeviceHeapFreesOnce(t *testing.T) {
 	f := newFakeHeap(1 << 20)
 	for i := range 100 {
 		f.alloc(cuda.DevicePtr(0x1000*(i+1)), 1000)
 		if i%10 == 0 {
-			runtime.GC() // some cleanups run before the collection
+			runtime.GC()
+			f.sweep() // some are freed before the collection
 		}
 	}
 	f.collect()
 	for range 3 { // and the rest after it
 		runtime.GC()
+		f.sweep()
 	}
 	f.collect()
 	for i := range 100 {
@@ -105,6 +97,44 @@ func TestDeviceHeapFreesOnce(t *testing.T) {
 			t.Fatalf("block %d freed %d times, want once", i, got)
 		}
 	}
+}
+
+// A sweep frees nothing until a Go collection has run since the last
+// one; then it frees the blocks of the storages that collection found
+// unreachable, and keeps the rest.
+func TestDeviceHeapSweep(t *testing.T) {
+	f := newFakeHeap(1 << 20)
+	f.collect() // a sweep now finds no collection since
+	var kept []*storage
+	for i := range 50 {
+		st := f.alloc(cuda.DevicePtr(0x1000*(i+1)), 100)
+		if i%2 == 0 {
+			kept = append(kept, st)
+		}
+	}
+	if f.sweep() {
+		t.Fatal("a sweep with no collection since the last reports one")
+	}
+	if got := f.allocated.Load(); got != 50*100 {
+		t.Fatalf("%d bytes allocated after a sweep with no collection, want all %d", got, 50*100)
+	}
+	runtime.GC()
+	if !f.sweep() {
+		t.Fatal("a sweep after a collection reports none")
+	}
+	for i := range 50 {
+		want := 1
+		if i%2 == 0 {
+			want = 0
+		}
+		if got := f.timesFreed(cuda.DevicePtr(0x1000 * (i + 1))); got != want {
+			t.Fatalf("block %d freed %d times after the sweep, want %d", i, got, want)
+		}
+	}
+	if f.sweep() {
+		t.Error("a second sweep after the same collection reports one")
+	}
+	runtime.KeepAlive(kept)
 }
 
 // A collection is due once the bytes allocated have grown past those live
