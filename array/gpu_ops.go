@@ -139,7 +139,43 @@ func addKind(a *cuda.Args, k ir.Kind, v float64) {
 // writing into res (a fresh tensor, or any view of the destination of a
 // copy).
 func gpuPointwise(op *ir.Op, a ir.Attrs, args []ir.Value, kinds []ir.Kind, compute ir.Kind, res *Array) *Array {
-	return gpuKernel(&inductor.PointwiseKernel{Op: op, Compute: compute, Out: res.dtype}, op.Title, a.Scalars, args, kinds, res)
+	k := &inductor.PointwiseKernel{Op: op, Compute: compute, Out: res.dtype}
+	return GPUKernelMemo(eagerMemo(op, compute, res.dtype, args, kinds), nil, nil, false, k, op.Title, a.Scalars, args, kinds, res)
+}
+
+// eagerKey is what an eager op's kernel depends on besides its operands'
+// layouts (which its PointwiseMemo keys): the op, its compute kind and
+// result dtype, and each operand's kind and whether it is a scalar.
+type eagerKey struct {
+	op      *ir.Op
+	compute ir.Kind
+	out     ir.DType
+	n       int
+	kinds   [4]ir.Kind
+	scalar  [4]bool
+}
+
+// eagerMemos keeps an eager op's last launch plan per eagerKey, so that a
+// loop of eager ops on tensors laid out alike plans each op once. There
+// are as many keys as ops and type combinations a program uses.
+var eagerMemos sync.Map // eagerKey → *PointwiseMemo
+
+// eagerMemo is the plan memo of an eager op's launch, or nil for ops of
+// more operands than a key holds.
+func eagerMemo(op *ir.Op, compute ir.Kind, out ir.DType, args []ir.Value, kinds []ir.Kind) *PointwiseMemo {
+	key := eagerKey{op: op, compute: compute, out: out, n: len(args)}
+	if len(args) > len(key.kinds) {
+		return nil
+	}
+	for i, v := range args {
+		key.kinds[i] = kinds[i]
+		_, key.scalar[i] = v.(ir.Scalar)
+	}
+	if m, ok := eagerMemos.Load(key); ok {
+		return m.(*PointwiseMemo)
+	}
+	m, _ := eagerMemos.LoadOrStore(key, new(PointwiseMemo))
+	return m.(*PointwiseMemo)
 }
 
 // Launch shape of dense pointwise kernels, tuned on an H200 (see
@@ -201,10 +237,12 @@ type pointwisePlan struct {
 	fn          atomic.Pointer[cuda.Function]
 }
 
-// pointwiseKey appends what a pointwise launch plan depends on: each
-// tensor's dtype, shape, strides and address modulo 64 bytes (vector
-// alignment), the outputs first.
+// pointwiseKey appends what a pointwise launch plan depends on: the
+// package's launch settings, then each tensor's dtype, shape, strides and
+// address modulo 64 bytes (vector alignment), the outputs first.
 func pointwiseKey(key []int, args []ir.Value, res *Array, extra []*Array) []int {
+	// The launch settings tests vary.
+	key = append(key, pointwiseBlock, pointwiseUnroll, pointwiseBlocksPerSM, pointwiseTileEdge)
 	key = AppendLayoutKey(key, res)
 	for _, t := range extra {
 		key = AppendLayoutKey(key, t)
