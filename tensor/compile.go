@@ -439,10 +439,17 @@ type flatArgs struct {
 	scalars []scalarSource
 	call    guard.Call
 	dyn     []float64 // dynamic scalars, passed to the program
+
+	// Backing arrays for calls of few tensors, so that flattening them
+	// allocates once.
+	leafBuf   [4]reflect.Value
+	tensorBuf [4]*Tensor
+	metaBuf   [4]guard.TensorMeta
 }
 
 func (c *compiled) flatten(args []reflect.Value) *flatArgs {
 	fa := &flatArgs{}
+	fa.leaves.Tensors = fa.leafBuf[:0]
 	dynamic := len(c.opts.dynScalars) > 0 && !c.staticScalars.Load()
 	for i, a := range args {
 		n := len(fa.leaves.Scalars)
@@ -465,8 +472,11 @@ func (c *compiled) flatten(args []reflect.Value) *flatArgs {
 	held, scalars := c.heldSources(), c.scalarSources()
 	fa.held, fa.scalars = held, scalars
 	fa.nargs = len(fa.leaves.Tensors)
-	fa.tensors = make([]*Tensor, fa.nargs+len(held)+len(scalars))
-	fa.call.Tensors = make([]guard.TensorMeta, len(fa.tensors))
+	if n := fa.nargs + len(held) + len(scalars); n <= len(fa.tensorBuf) {
+		fa.tensors, fa.call.Tensors = fa.tensorBuf[:n], fa.metaBuf[:n]
+	} else {
+		fa.tensors, fa.call.Tensors = make([]*Tensor, n), make([]guard.TensorMeta, n)
+	}
 	for i, v := range fa.leaves.Tensors {
 		fa.tensors[i] = v.Interface().(*Tensor)
 	}
