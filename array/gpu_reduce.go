@@ -302,12 +302,12 @@ func ColLayout(shape []int, red []bool, strides [][]int, primary int, reorderRed
 	}
 	kl, rl := least(ksh, kst[primary]), least(rsh, rst[primary])
 	column = kl < rl || (kl == rl && ir.Numel(rsh) == 1)
-	if !column && rl == 1 && ir.Numel(ksh) >= colShortRunOutputs {
+	if !column && rl == 1 {
 		// A unit-stride reduced run this short would leave most of a
 		// warp idle in the row form; in the column form each thread
 		// reads its run whole, and a warp's runs share cache lines.
 		for d, n := range rsh {
-			if st := rst[primary][d]; (st == 1 || st == -1) && n <= colShortRun {
+			if st := rst[primary][d]; (st == 1 || st == -1) && ShortRunsAsColumns(n, ir.Numel(ksh)) {
 				column = true
 			}
 		}
@@ -315,10 +315,15 @@ func ColLayout(shape []int, red []bool, strides [][]int, primary int, reorderRed
 	return geo, column, true
 }
 
-// A reduction whose primary operand's unit-stride reduced dim holds at
-// most colShortRun elements takes the column form when it has at least
+// ShortRunsAsColumns reports whether a reduction over contiguous runs of
+// run elements with outputs outputs reads them in the column form (a
+// thread a run): runs of at most colShortRun elements, and at least
 // colShortRunOutputs outputs (enough threads to fill a GPU with one
 // output each).
+func ShortRunsAsColumns(run, outputs int) bool {
+	return run <= colShortRun && outputs >= colShortRunOutputs
+}
+
 var (
 	colShortRun        = 16
 	colShortRunOutputs = 1 << 14 // a variable for tests

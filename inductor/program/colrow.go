@@ -2,6 +2,7 @@ package program
 
 import (
 	"fmt"
+	"os"
 	"runtime"
 	"slices"
 	"sync/atomic"
@@ -50,7 +51,7 @@ func (s *rowStep) runDims(args []*array.Array, dst func(ir.Device, []int) *array
 	if res == nil {
 		res = array.New(dev, n.DType, shape)
 	}
-	if views, merged, ok := trailingRows(args, full, dims); ok {
+	if views, merged, ok := trailingRows(args, full, dims); ok && (s.r.Row.Dims != nil || !s.shortRowsOnGPU(args)) {
 		// Rows in memory order: the row kernels, which split few long
 		// rows of any region across blocks.
 		if s.opByOp(views[0], nOut, nRed) {
@@ -125,6 +126,34 @@ func (s *rowStep) columnOnGPU(args []*array.Array) bool {
 	}
 	return false
 }
+
+// shortRowsOnGPU reports whether a region over the last dim runs as a
+// column kernel on a GPU because its rows are short and many
+// (array.ShortRunsAsColumns: a thread a row, which reads its row whole,
+// where the row kernel would share each row among a few threads that
+// combine their parts by shuffles): its largest input's rows lie in
+// memory in order. GOCOMPILE_ROW_SHORT=off keeps such rows in the row
+// kernels (for measuring).
+func (s *rowStep) shortRowsOnGPU(args []*array.Array) bool {
+	if !shortRowsAsColumns || len(args) == 0 || args[0].Device() == array.CPU {
+		return false
+	}
+	p := args[0]
+	for _, t := range args {
+		if t.Numel() > p.Numel() {
+			p = t
+		}
+	}
+	shape, st := p.Shape(), p.Strides()
+	last := len(shape) - 1
+	if last < 0 || st[last] != 1 {
+		return false
+	}
+	R := shape[last]
+	return R > 1 && array.ShortRunsAsColumns(R, p.Numel()/R)
+}
+
+var shortRowsAsColumns = os.Getenv("GOCOMPILE_ROW_SHORT") != "off"
 
 // complement is the dims of a rank-n shape not in dims.
 func complement(n int, dims []int) []int {

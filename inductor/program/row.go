@@ -73,7 +73,7 @@ func newRowStep(r *fuse.Region, compile func(e *ir.Expr, kinds []ir.Kind, comput
 // run computes the region's value from its inputs (in r.Inputs order),
 // into dst's tensor when dst is not nil.
 func (s *rowStep) run(args []*array.Array, dst func(ir.Device, []int) *array.Array, q *array.LaunchQueue) *array.Array {
-	if s.r.Row.Dims != nil || s.columnOnGPU(args) {
+	if s.r.Row.Dims != nil || s.columnOnGPU(args) || s.shortRowsOnGPU(args) {
 		return s.runDims(args, dst, q) // colrow.go
 	}
 	n := s.r.Root
