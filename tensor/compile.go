@@ -528,7 +528,10 @@ func (c *compiled) call(args []reflect.Value) (res []reflect.Value) {
 		return c.invoke(args)
 	}
 	fa := c.flatten(args)
-	if !c.isGrad && recording() {
+	// recording reads the goroutine's id while a NoGrad scope is open
+	// anywhere, which costs more than the rest of a small call: ask it
+	// only when gradients could be taken.
+	if !c.isGrad && (anyRequiresGrad(fa.tensors) || c.capturesGrad.Load()) && recording() {
 		if mask := gradMask(fa.tensors); mask != "" || c.capturesGrad.Load() {
 			return c.gradTwin(mask).call(args) // gradients: the joint graph
 		}

@@ -492,6 +492,21 @@ func BenchmarkCompiledCallHit(b *testing.B) {
 	}
 }
 
+// BenchmarkCompiledCallHitInNoGrad is BenchmarkCompiledCallHit inside a
+// NoGrad scope, as an inference service would call it.
+func BenchmarkCompiledCallHitInNoGrad(b *testing.B) {
+	f := Compile(func(a, x, y, z *Tensor) *Tensor { return a.Add(x).Mul(y).Sub(z) })
+	a, x, y, z := Ones(Float32, 2), Ones(Float32, 2), Ones(Float32, 2), Ones(Float32, 2)
+	NoGrad(func() {
+		f(a, x, y, z)
+		b.ReportAllocs()
+		b.ResetTimer()
+		for range b.N {
+			f(a, x, y, z)
+		}
+	})
+}
+
 // BenchmarkEagerSameOps is the same work without Compile, for comparison.
 func BenchmarkEagerSameOps(b *testing.B) {
 	a, x, y, z := Ones(Float32, 2), Ones(Float32, 2), Ones(Float32, 2), Ones(Float32, 2)

@@ -47,6 +47,15 @@ var errNeedGradTwin = errors.New("gocompile: a captured tensor requires gradient
 
 // gradMask says which of a call's tensors require gradients ("" when
 // none does).
+func anyRequiresGrad(ts []*Tensor) bool {
+	for _, t := range ts {
+		if t.RequiresGrad() {
+			return true
+		}
+	}
+	return false
+}
+
 func gradMask(ts []*Tensor) string {
 	var b strings.Builder
 	any := false
