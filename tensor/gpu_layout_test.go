@@ -211,9 +211,9 @@ func TestGPUCompiledPlansFollowLayouts(t *testing.T) {
 	}
 }
 
-// Regions over short rows (many rows of up to 16 elements) run as column
-// kernels, a thread a row; compiled results match eager ones for
-// reductions, per-element roots and norms with weights, at row lengths on
+// Reductions over short rows (many rows of up to 16 elements) run as
+// column kernels, a thread a row, and softmaxes and norms in the row
+// kernels; compiled results match eager ones for each, at row lengths on
 // both sides of the switch.
 func TestGPUShortRows(t *testing.T) {
 	requireGPU(t)
