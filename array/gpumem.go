@@ -92,7 +92,7 @@ type deviceHeap struct {
 	mu   sync.Mutex // guards live
 	live map[*gpuBuffer]weak.Pointer[storage]
 
-	swept atomic.Int64 // Go collections completed at the last sweep
+	swept      atomic.Int64 // Go collections completed at the last sweep
 	collecting sync.Mutex   // one collection at a time
 	gen        atomic.Int64 // collections done
 	liveAfter  atomic.Int64 // allocated() after the last collection
