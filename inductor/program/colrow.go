@@ -108,12 +108,7 @@ func (s *rowStep) columnOnGPU(args []*array.Array) bool {
 	if len(args) == 0 || args[0].Device() == array.CPU {
 		return false
 	}
-	p := args[0]
-	for _, t := range args {
-		if t.Numel() > p.Numel() {
-			p = t
-		}
-	}
+	p := largest(args)
 	shape, st := p.Shape(), p.Strides()
 	last := len(shape) - 1
 	if last < 1 || st[last] == 1 || shape[last] <= 1 {
@@ -144,12 +139,7 @@ func (s *rowStep) shortRowsOnGPU(args []*array.Array) bool {
 	if !shortRowsAsColumns || !s.kernel.CanSplit() || len(args) == 0 || args[0].Device() == array.CPU {
 		return false
 	}
-	p := args[0]
-	for _, t := range args {
-		if t.Numel() > p.Numel() {
-			p = t
-		}
-	}
+	p := largest(args)
 	shape, st := p.Shape(), p.Strides()
 	last := len(shape) - 1
 	if last < 0 || st[last] != 1 {
@@ -160,6 +150,28 @@ func (s *rowStep) shortRowsOnGPU(args []*array.Array) bool {
 }
 
 var shortRowsAsColumns = os.Getenv("GOCOMPILE_ROW_SHORT") != "off"
+
+// largest is the input with the most elements (the first of those).
+func largest(args []*array.Array) *array.Array {
+	p := args[0]
+	for _, t := range args {
+		if t.Numel() > p.Numel() {
+			p = t
+		}
+	}
+	return p
+}
+
+// planKey appends what a row or column step's launch plan depends on: the
+// full shape and the result's and inputs' layouts (array.AppendLayoutKey).
+func planKey(key, full []int, res *array.Array, args []*array.Array) []int {
+	key = append(key, full...)
+	key = array.AppendLayoutKey(key, res)
+	for _, t := range args {
+		key = array.AppendLayoutKey(key, t)
+	}
+	return key
+}
 
 // complement is the dims of a rank-n shape not in dims.
 func complement(n int, dims []int) []int {
@@ -194,12 +206,7 @@ func (s *rowStep) dimsOpByOp(args []*array.Array, full []int, nOut, nRed int) bo
 		return true // the eager kernel's own work
 	}
 	dims := s.r.Row.ReducedDims()
-	p := t
-	for _, a := range args {
-		if a.Numel() > p.Numel() {
-			p = a
-		}
-	}
+	p := largest(args)
 	if st := ir.BroadcastStrides(p.Shape(), p.Strides(), full); st[dims[len(dims)-1]] != 1 {
 		return true
 	}
@@ -216,11 +223,7 @@ func (s *rowStep) dimsOpByOp(args []*array.Array, full []int, nOut, nRed int) bo
 func (s *rowStep) runDimsGPU(args []*array.Array, full []int, nOut, nRed int, res *array.Array, q *array.LaunchQueue) bool {
 	g := res.GPU()
 	var buf [96]int
-	key := append(buf[:0], full...)
-	key = array.AppendLayoutKey(key, res)
-	for _, t := range args {
-		key = array.AppendLayoutKey(key, t)
-	}
+	key := planKey(buf[:0], full, res, args)
 	p := s.lastCol.Load()
 	if p == nil || p.g != g || !slices.Equal(p.key, key) {
 		p = s.planDimsGPU(args, full, nOut, nRed, g)

@@ -475,11 +475,7 @@ func (s *rowStep) runGPU(args []*array.Array, full []int, res *array.Array, q *a
 	g := res.GPU()
 	// The plan of the last call serves a call whose tensors lie alike.
 	var buf [96]int
-	key := append(buf[:0], full...)
-	key = array.AppendLayoutKey(key, res)
-	for _, t := range args {
-		key = array.AppendLayoutKey(key, t)
-	}
+	key := planKey(buf[:0], full, res, args)
 	m := s.last.Load()
 	if m == nil || m.g != g || !slices.Equal(m.key, key) {
 		m = &rowPlanned{g: g, key: slices.Clone(key), l: s.planGPU(args, full, g, res.DevicePtr())}
