@@ -1,5 +1,10 @@
 // Package inductor generates gocompile's GPU kernels as CUDA C for NVRTC.
 //
+// Kernels that store only bfloat16 or float16 values compute in float32
+// with the hardware's exp and division (GC_FAST16): their errors, a few
+// float32 ulps, lie far below a 16-bit ulp, and such kernels are as much
+// compute as memory.
+//
 // It generates:
 //
 //   - PointwiseKernel: the single-op kernels eager ops on CUDA tensors run,
@@ -36,7 +41,10 @@
 //     middle dims, a softmax over a leading dim): adjacent threads take
 //     adjacent outputs and read vectors of up to 16 bytes along them, or,
 //     in the row form, a warp walks each output's range; a lone reduction
-//     splits its range across blocks for few outputs (colrow.go).
+//     splits its range across blocks for few outputs (colrow.go). Each is
+//     specialised on its ColShape: the ranks of its kept and reduced dims,
+//     so its index loops unroll, and 32-bit indices with magic-number
+//     division where the shape allows.
 //   - GemmKernel: a float32 matrix product of few rows (inference at small
 //     batch) with the pointwise epilogue of the product (bias add,
 //     activation, residual) applied before its only store: a warp kernel
