@@ -477,7 +477,9 @@ func (s *rowStep) runGPU(args []*array.Array, full []int, res *array.Array, q *a
 	var buf [96]int
 	key := planKey(buf[:0], full, res, args)
 	m := s.last.Load()
-	if m == nil || m.g != g || !slices.Equal(m.key, key) {
+	// A plan of clusters goes once clusters have failed to launch
+	// (launchRow), as the eager composites' does.
+	if m == nil || m.g != g || !slices.Equal(m.key, key) || m.l.k.Cluster > 1 && clustersFail.Load() {
 		m = &rowPlanned{g: g, key: slices.Clone(key), l: s.planGPU(args, full, g, res.DevicePtr())}
 		s.last.Store(m)
 	}
