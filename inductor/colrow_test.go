@@ -1,6 +1,7 @@
 package inductor
 
 import (
+	"encoding/binary"
 	"slices"
 	"strings"
 	"testing"
@@ -174,5 +175,56 @@ func TestColLaunchAndParts(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// A column kernel indexes in 32 bits only where every index and offset
+// fits with room to spare; the geometry's parameter carries each size's
+// magic number, zero where a size passes 2^31.
+func TestColGeometryShapeAndBytes(t *testing.T) {
+	geo := func(kept, red []int64, kst, rst [][]int64) *ColGeometry {
+		g := &ColGeometry{KeptRank: len(kept), RedRank: len(red)}
+		copy(g.KeptSize[:], kept)
+		copy(g.RedSize[:], red)
+		for i := range kst {
+			var k, r [MaxRank]int64
+			copy(k[:], kst[i])
+			copy(r[:], rst[i])
+			g.KeptStride = append(g.KeptStride, k)
+			g.RedStride = append(g.RedStride, r)
+		}
+		return g
+	}
+	for _, c := range []struct {
+		name       string
+		g          *ColGeometry
+		nOut, nRed int
+		index32    bool
+	}{
+		{"small", geo([]int64{386, 506}, []int64{50}, [][]int64{{1, 19300}, {1, 386}}, [][]int64{{386}, {0}}), 506 * 386, 50, true},
+		{"offsets past 2^31", geo([]int64{3}, []int64{2}, [][]int64{{1 << 30}, {1}}, [][]int64{{1}, {0}}), 3, 2, false},
+		{"negative strides count by size", geo([]int64{3}, []int64{2}, [][]int64{{-(1 << 30)}, {1}}, [][]int64{{1}, {0}}), 3, 2, false},
+		{"too many outputs", geo([]int64{1 << 31}, []int64{2}, [][]int64{{1}, {1}}, [][]int64{{0}, {0}}), 1 << 31, 2, false},
+		{"a range past 2^30", geo([]int64{2}, []int64{1 << 30}, [][]int64{{1}, {1}}, [][]int64{{2}, {0}}), 2, 1 << 30, false},
+	} {
+		s := c.g.Shape(c.nOut, c.nRed)
+		if s.Index32 != c.index32 || s.KeptRank != c.g.KeptRank || s.RedRank != c.g.RedRank {
+			t.Errorf("%s: shape %+v, want ranks %d, %d and Index32 %v", c.name, s, c.g.KeptRank, c.g.RedRank, c.index32)
+		}
+	}
+	g := geo([]int64{7, 1 << 32}, []int64{3}, [][]int64{{1, 7}}, [][]int64{{0}})
+	b := g.Bytes()
+	tail := b[len(b)-2*MaxRank*8:] // kdiv then rdiv, two uint32 a size
+	div := func(i int) Divisor {
+		return Divisor{Magic: binary.LittleEndian.Uint32(tail[8*i:]), Shift: binary.LittleEndian.Uint32(tail[8*i+4:])}
+	}
+	if want := NewDivisor(7); div(0).Magic != want.Magic || div(0).Shift != want.Shift {
+		t.Errorf("the first kept size's magic number is %+v, want %+v", div(0), want)
+	}
+	if d := div(1); d.Magic != 0 || d.Shift != 0 {
+		t.Errorf("a size of 2^32 has magic number %+v, want none", d)
+	}
+	if want := NewDivisor(3); div(MaxRank).Magic != want.Magic || div(MaxRank).Shift != want.Shift {
+		t.Errorf("the reduced size's magic number is %+v, want %+v", div(MaxRank), want)
 	}
 }
