@@ -4,9 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"sync"
-	"sync/atomic"
 
 	"gocompile/internal/buildid"
 	"gocompile/internal/logs"
@@ -193,18 +191,12 @@ var (
 	pointwiseTileEdge = 0
 )
 
-// gpuKernel runs the pointwise kernel k (an op's, or a fused region's,
-// with Compute and Out set) over args into res.
-//
-// A kernel with extra outputs (k.Extra, a horizontal group) writes them to
-// extra, contiguous tensors of res's shape.
-func gpuKernel(k *inductor.PointwiseKernel, title string, scalars []float64, args []ir.Value, kinds []ir.Kind, res *Array, extra ...*Array) *Array {
-	return GPUKernelIn(nil, nil, false, k, title, scalars, args, kinds, res, extra...)
-}
-
-// GPUKernelIn is gpuKernel with the kernel kept in cache c (see KernelIn),
-// its launch queued on q when q is not nil, and, with tune, the unroll
-// and block size of a dense kernel chosen by timing (MaxAutotune).
+// GPUKernelIn runs the pointwise kernel k (an op's, or a fused region's,
+// with Compute and Out set) over args into res, with the kernel kept in
+// cache c (see KernelIn), its launch queued on q when q is not nil, and,
+// with tune, the unroll and block size of a dense kernel chosen by timing
+// (MaxAutotune). A kernel with extra outputs (k.Extra, a horizontal
+// group) writes them to extra, contiguous tensors of res's shape.
 //
 // The kernel walks the dims in the output's memory order (merged where
 // every tensor allows). When every output is then contiguous and every
@@ -222,19 +214,18 @@ func GPUKernelIn(c *Artifacts, q *LaunchQueue, tune bool, k *inductor.PointwiseK
 // planning (no dims ordered and merged, no kernel named, no parameter
 // kinds derived), which is most of a small launch's host cost. Safe for
 // concurrent use; the zero value is empty.
-type PointwiseMemo struct{ last atomic.Pointer[pointwisePlan] }
+type PointwiseMemo struct{ plans LastPlan[*pointwisePlan] }
 
 // pointwisePlan is a planned launch of a pointwise kernel.
 type pointwisePlan struct {
 	g           *GPU
-	key         []int // pointwiseKey of the tensors it was planned for
 	k           inductor.PointwiseKernel
 	name        string
 	params      []ir.Kind // the kinds of k's op parameters
 	geo         []byte    // an N-d or tiled kernel's geometry; nil for a dense one
 	inners      []int     // a dense kernel's broadcast operands' inner sizes
 	grid, block int
-	fn          atomic.Pointer[cuda.Function]
+	fn          LoadedKernel
 }
 
 // pointwiseKey appends what a pointwise launch plan depends on: the
@@ -276,20 +267,13 @@ func GPUKernelMemo(m *PointwiseMemo, c *Artifacts, q *LaunchQueue, tune bool, k 
 		return res
 	}
 	g := res.st.gpu.g
-	var buf [128]int
-	key := pointwiseKey(buf[:0], args, res, extra)
+	plan := func() *pointwisePlan { return planPointwiseLaunch(g, k, title, args, kinds, res, extra) }
 	var p *pointwisePlan
 	if m != nil {
-		if last := m.last.Load(); last != nil && last.g == g && slices.Equal(last.key, key) {
-			p = last
-		}
-	}
-	if p == nil {
-		p = planPointwiseLaunch(g, k, title, args, kinds, res, extra)
-		if m != nil {
-			p.key = slices.Clone(key)
-			m.last.Store(p)
-		}
+		var buf [128]int
+		p = m.plans.Get(g, pointwiseKey(buf[:0], args, res, extra), nil, plan)
+	} else {
+		p = plan()
 	}
 	p.launch(c, q, tune, title, scalars, args, kinds, res, extra)
 	return res
@@ -394,12 +378,11 @@ func (p *pointwisePlan) launch(c *Artifacts, q *LaunchQueue, tune bool, title st
 		}
 	}
 	if q == nil {
-		fn := p.fn.Load()
-		if fn == nil || name != p.name {
+		var fn *cuda.Function
+		if name == p.name {
+			fn = p.fn.Get(g, c, name, k.Source)
+		} else { // tuned
 			fn = g.KernelIn(c, name, k.Source)
-			if name == p.name {
-				p.fn.Store(fn)
-			}
 		}
 		g.Launch(title, fn, grid, block, a)
 		return

@@ -37,3 +37,39 @@ func TestAppendLayoutKey(t *testing.T) {
 		}
 	}
 }
+
+// LastPlan serves the kept plan to a call with the same device and key,
+// plans again for another key or device or a stale plan, and keeps a copy
+// of the key, not the caller's buffer.
+func TestLastPlan(t *testing.T) {
+	var m LastPlan[int]
+	plans := 0
+	plan := func() int { plans++; return plans }
+	g1, g2 := &GPU{}, &GPU{}
+	for _, c := range []struct {
+		name  string
+		g     *GPU
+		key   []int
+		stale bool
+		want  int
+	}{
+		{"first call", g1, []int{1, 2, 3}, false, 1},
+		{"same key", g1, []int{1, 2, 3}, false, 1},
+		{"another key", g1, []int{1, 2, 4}, false, 2},
+		{"back to the first", g1, []int{1, 2, 3}, false, 3},
+		{"another device", g2, []int{1, 2, 3}, false, 4},
+		{"stale", g2, []int{1, 2, 3}, true, 5},
+	} {
+		stale := func(int) bool { return c.stale }
+		if got := m.Get(c.g, c.key, stale, plan); got != c.want {
+			t.Fatalf("%s: plan %d, want %d", c.name, got, c.want)
+		}
+	}
+	buf := []int{1, 2, 3}
+	var fresh LastPlan[int]
+	kept := fresh.Get(g1, buf, nil, plan)
+	buf[2] = 9 // the caller reuses its buffer: the kept key must not change
+	if got := fresh.Get(g1, []int{1, 2, 3}, nil, plan); got != kept {
+		t.Errorf("after the caller's buffer changed: plan %d, want the kept %d", got, kept)
+	}
+}

@@ -181,20 +181,28 @@ __device__ __forceinline__ idx_t col_div(idx_t n, long long size, const unsigned
 #endif
 }
 
+// col_split adds to off[i] (i < N) operand i's offset of index q split
+// over dims top..0 (top innermost) of the sizes size, with their magic
+// numbers div and the operands' strides stride.
+template <int N> __device__ __forceinline__ void col_split(idx_t q, int top, const long long* size,
+    const unsigned (*div)[2], const long long (*stride)[%[3]d], idx_t* off) {
+  #pragma unroll
+  for (int d = top; d > 0; d--) {
+    const idx_t p = col_div(q, size[d], div[d]);
+    const idx_t c = q - p * (idx_t)size[d];
+    q = p;
+    #pragma unroll
+    for (int i = 0; i < N; i++) off[i] += c * (idx_t)stride[i][d];
+  }
+  #pragma unroll
+  for (int i = 0; i < N; i++) off[i] += q * (idx_t)stride[i][0];
+}
+
 // col_kept sets kb[i] to operand i's offset of kept index o.
 __device__ __forceinline__ void col_kept(const ColGeometry& g, idx_t o, idx_t* kb) {
   #pragma unroll
   for (int i = 0; i < NOPS; i++) kb[i] = 0;
-  #pragma unroll
-  for (int d = KRANK - 1; d > 0; d--) {
-    const idx_t q = col_div(o, g.ksize[d], g.kdiv[d]);
-    const idx_t c = o - q * (idx_t)g.ksize[d];
-    o = q;
-    #pragma unroll
-    for (int i = 0; i < NOPS; i++) kb[i] += c * (idx_t)g.kstride[i][d];
-  }
-  #pragma unroll
-  for (int i = 0; i < NOPS; i++) kb[i] += o * (idx_t)g.kstride[i][0];
+  col_split<NOPS>(o, KRANK - 1, g.ksize, g.kdiv, g.kstride, kb);
 }
 
 // ColWalk steps through the reduced range TY indices at a time and keeps
@@ -209,21 +217,9 @@ struct ColWalk {
   }
   __device__ __forceinline__ void outer(const ColGeometry& g) {
     const int L = RRANK - 1;
-    idx_t q = rq;
     #pragma unroll
     for (int i = 0; i < NWALK; i++) off[i] = ri * (idx_t)g.rstride[i][L];
-    #pragma unroll
-    for (int d = L - 1; d > 0; d--) {
-      const idx_t p = col_div(q, g.rsize[d], g.rdiv[d]);
-      const idx_t c = q - p * (idx_t)g.rsize[d];
-      q = p;
-      #pragma unroll
-      for (int i = 0; i < NWALK; i++) off[i] += c * (idx_t)g.rstride[i][d];
-    }
-    if (L > 0) {
-      #pragma unroll
-      for (int i = 0; i < NWALK; i++) off[i] += q * (idx_t)g.rstride[i][0];
-    }
+    if (L > 0) col_split<NWALK>(rq, L - 1, g.rsize, g.rdiv, g.rstride, off);
   }
   __device__ __forceinline__ void step(const ColGeometry& g) {
     const int L = RRANK - 1;

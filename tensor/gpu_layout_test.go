@@ -195,17 +195,11 @@ func TestGPUCompiledPlansFollowLayouts(t *testing.T) {
 			cf := Compile(c.f)
 			for call, off := range []int{0, 1, 0, 3, 2, 2, 1} {
 				a, b := base.Narrow(1, off, 1024), other.Narrow(1, 3-off, 1024)
-				got := cf(a, b).To(Float64).Float64s()
-				want := c.f(a, b).To(Float64).Float64s()
 				tol := 1e-5
 				if dt == BFloat16 {
 					tol = 2e-2
 				}
-				for i := range want {
-					if d := math.Abs(got[i] - want[i]); d > tol*max(1, math.Abs(want[i])) {
-						t.Fatalf("%s %v call %d (offsets %d, %d): element %d is %g, eager %g", c.name, dt, call, off, 3-off, i, got[i], want[i])
-					}
-				}
+				matchesEager(t, fmt.Sprintf("%s %v call %d (offsets %d, %d)", c.name, dt, call, off, 3-off), cf(a, b), c.f(a, b), tol)
 			}
 		}
 	}
@@ -231,15 +225,21 @@ func TestGPUShortRows(t *testing.T) {
 			x := Randn(uint64(R), Float32, 20011, R).To(dt).ToDevice(dev)
 			w := Randn(uint64(R+1), Float32, R).To(dt).ToDevice(dev)
 			for _, c := range fns {
-				got := Compile(c.f)(x, w).To(Float64).Float64s()
-				want := c.f(x, w).To(Float64).Float64s()
 				tol := map[DType]float64{Float32: 1e-5, BFloat16: 2e-2, Float16: 2e-3}[dt]
-				for i := range want {
-					if d := math.Abs(got[i] - want[i]); d > tol*max(1, math.Abs(want[i])) {
-						t.Fatalf("%s %v rows of %d: element %d is %g, eager %g", c.name, dt, R, i, got[i], want[i])
-					}
-				}
+				matchesEager(t, fmt.Sprintf("%s %v rows of %d", c.name, dt, R), Compile(c.f)(x, w), c.f(x, w), tol)
 			}
+		}
+	}
+}
+
+// matchesEager fails the test unless every element of got lies within
+// tol of want's, relative to the element's magnitude where it exceeds 1.
+func matchesEager(t *testing.T, what string, got, want *Tensor, tol float64) {
+	t.Helper()
+	g, w := got.To(Float64).Float64s(), want.To(Float64).Float64s()
+	for i := range w {
+		if d := math.Abs(g[i] - w[i]); d > tol*max(1, math.Abs(w[i])) {
+			t.Fatalf("%s: element %d is %g, eager %g", what, i, g[i], w[i])
 		}
 	}
 }

@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"os"
 	"runtime"
-	"slices"
-	"sync/atomic"
 
 	"gocompile/array"
 	"gocompile/cuda"
@@ -19,8 +17,9 @@ import (
 // over the reduced dims.
 
 // runDims is run for a region with Row.Dims set, and on a GPU for one over
-// the last dim whose layout a column kernel reads better (columnOnGPU).
-func (s *rowStep) runDims(args []*array.Array, dst func(ir.Device, []int) *array.Array, q *array.LaunchQueue) *array.Array {
+// the last dim whose layout a column kernel reads better (columnOnGPU) or
+// whose rows are short and many (short, shortRowsOnGPU).
+func (s *rowStep) runDims(args []*array.Array, dst func(ir.Device, []int) *array.Array, q *array.LaunchQueue, short bool) *array.Array {
 	n := s.r.Root
 	full, _ := broadcastArgs(n.Op, args)
 	dims := s.r.Row.ReducedDims()
@@ -51,7 +50,7 @@ func (s *rowStep) runDims(args []*array.Array, dst func(ir.Device, []int) *array
 	if res == nil {
 		res = array.New(dev, n.DType, shape)
 	}
-	if views, merged, ok := trailingRows(args, full, dims); ok && (s.r.Row.Dims != nil || !s.shortRowsOnGPU(args)) {
+	if views, merged, ok := trailingRows(args, full, dims); ok && !short {
 		// Rows in memory order: the row kernels, which split few long
 		// rows of any region across blocks.
 		if s.opByOp(views[0], nOut, nRed) {
@@ -223,18 +222,11 @@ func (s *rowStep) dimsOpByOp(args []*array.Array, full []int, nOut, nRed int) bo
 func (s *rowStep) runDimsGPU(args []*array.Array, full []int, nOut, nRed int, res *array.Array, q *array.LaunchQueue) bool {
 	g := res.GPU()
 	var buf [96]int
-	key := planKey(buf[:0], full, res, args)
-	p := s.lastCol.Load()
-	if p == nil || p.g != g || !slices.Equal(p.key, key) {
-		p = s.planDimsGPU(args, full, nOut, nRed, g)
-		p.key = slices.Clone(key)
-		s.lastCol.Store(p)
-	}
+	p := s.lastCol.Get(g, planKey(buf[:0], full, res, args), nil, func() *colPlanned { return s.planDimsGPU(args, full, nOut, nRed, g) })
 	if !p.ok {
 		return false
 	}
 	k := &p.k
-	title := "fused " + s.r.Root.Op.Title
 	if k.Split {
 		q.Drain()
 		acc := ir.Float32
@@ -252,12 +244,12 @@ func (s *rowStep) runDimsGPU(args []*array.Array, full []int, nOut, nRed int, re
 		fn := g.KernelIn(s.cache, p.name, k.Source)
 		final := g.KernelIn(s.cache, p.name+"_final", k.Source)
 		if err := g.Stream().Launch(fn, p.grid, p.block, 0, a); err != nil {
-			panic(fmt.Sprintf("gocompile: %s: launch: %v", title, err))
+			panic(fmt.Sprintf("gocompile: %s: launch: %v", s.title, err))
 		}
 		a.Reset().I64(int64(nOut)).I64(int64(p.parts)).I64(int64(nRed)).Ptr(partial.DevicePtr()).Ptr(res.DevicePtr()).Bytes(p.geoBytes, 8)
 		fgrid := cuda.Dim3{X: uint32((nOut + k.TX - 1) / k.TX), Y: 1, Z: 1}
 		if err := g.Stream().Launch(final, fgrid, p.block, 0, a); err != nil {
-			panic(fmt.Sprintf("gocompile: %s: launch: %v", title, err))
+			panic(fmt.Sprintf("gocompile: %s: launch: %v", s.title, err))
 		}
 		return true
 	}
@@ -268,29 +260,25 @@ func (s *rowStep) runDimsGPU(args []*array.Array, full []int, nOut, nRed int, re
 		a.Ptr(t.DevicePtr())
 	}
 	a.Ptr(res.DevicePtr()).Bytes(p.geoBytes, 8)
-	launch := func(fn *cuda.Function) {
-		if err := g.Stream().Launch(fn, p.grid, p.block, 0, a); err != nil {
-			panic(fmt.Sprintf("gocompile: %s: launch: %v", title, err))
-		}
-	}
 	if q == nil {
-		fn := p.fn.Load()
-		if fn == nil {
-			fn = g.KernelIn(s.cache, p.name, k.Source)
-			p.fn.Store(fn)
-		}
-		launch(fn)
+		s.launchCol(g, p, p.fn.Get(g, s.cache, p.name, k.Source), a)
 		return true
 	}
-	array.KernelOrQueue(q, g, s.cache, p.name, k.Source, launch, append([]*array.Array{res}, args...)...)
+	array.KernelOrQueue(q, g, s.cache, p.name, k.Source, func(fn *cuda.Function) { s.launchCol(g, p, fn, a) },
+		append([]*array.Array{res}, args...)...)
 	return true
 }
 
-// colPlanned is a column kernel's launch plan for the tensors of key, on
-// g; with ok false the region runs op by op.
+// launchCol launches fn, p's kernel without Split, with arguments a.
+func (s *rowStep) launchCol(g *array.GPU, p *colPlanned, fn *cuda.Function, a *cuda.Args) {
+	if err := g.Stream().Launch(fn, p.grid, p.block, 0, a); err != nil {
+		panic(fmt.Sprintf("gocompile: %s: launch: %v", s.title, err))
+	}
+}
+
+// colPlanned is a column kernel's launch plan; with ok false the region
+// runs op by op.
 type colPlanned struct {
-	g           *array.GPU
-	key         []int
 	ok          bool
 	k           inductor.ColKernel
 	name        string
@@ -298,12 +286,12 @@ type colPlanned struct {
 	grid, block cuda.Dim3
 	parts       int
 	chunk       int
-	fn          atomic.Pointer[cuda.Function] // the kernel of a launch without Split, once loaded
+	fn          array.LoadedKernel // the kernel of a launch without Split, once loaded
 }
 
 // planDimsGPU plans runDimsGPU's launch.
 func (s *rowStep) planDimsGPU(args []*array.Array, full []int, nOut, nRed int, g *array.GPU) *colPlanned {
-	p := &colPlanned{g: g}
+	p := &colPlanned{}
 	red := make([]bool, len(full))
 	for _, d := range s.r.Row.ReducedDims() {
 		red[d] = true

@@ -31,12 +31,13 @@ type groupStep struct {
 	cache  *array.Artifacts    // where its GPU kernels are kept (nil: the process-wide cache)
 	tune   bool                // MaxAutotune: time launch shapes
 	memo   array.PointwiseMemo // the kernel's last launch plan
+	title  string              // "fused " and the lead member's op title, for errors
 	// unitMemos are a combo's units' plans, for units launched apart.
 	unitMemos []array.PointwiseMemo
 }
 
 func newGroupStep(r *fuse.Region) (*groupStep, error) {
-	s := &groupStep{r: r}
+	s := &groupStep{r: r, title: "fused " + r.Members()[0].Root.Op.Title}
 	var exprs []*ir.Expr
 	s.inputs, exprs = r.GroupExprs()
 	for _, in := range s.inputs {
@@ -92,6 +93,7 @@ type comboUnit struct {
 	kinds      []ir.Kind
 	blks       []*ir.Block
 	kernel     inductor.PointwiseKernel
+	title      string // "fused " and the unit's first member's op title
 }
 
 // newCombo compiles each unit of a combo over its own inputs, from exprs,
@@ -100,7 +102,7 @@ func (s *groupStep) newCombo(exprs []*ir.Expr) error {
 	members := s.r.Members()
 	first := 0
 	for _, unit := range s.r.SplitUnits() {
-		c := comboUnit{first: first, end: first + len(unit)}
+		c := comboUnit{first: first, end: first + len(unit), title: "fused " + members[first].Root.Op.Title}
 		first = c.end
 		for range unit {
 			s.unitOf = append(s.unitOf, len(s.combo))
@@ -163,7 +165,7 @@ func (s *groupStep) runCombo(args []*array.Array, dst func(m int, dev ir.Device,
 	if dev != array.CPU {
 		for _, u := range array.GPUComboIn(s.cache, q, ms) {
 			k := ms[u].Kernel
-			array.GPUKernelMemo(&s.unitMemos[u], s.cache, q, s.tune, &k, "fused "+members[s.combo[u].first].Root.Op.Title, nil, ms[u].Args, ms[u].Kinds, ms[u].Res, ms[u].Extra...)
+			array.GPUKernelMemo(&s.unitMemos[u], s.cache, q, s.tune, &k, s.combo[u].title, nil, ms[u].Args, ms[u].Kinds, ms[u].Res, ms[u].Extra...)
 		}
 	}
 	return res
@@ -188,7 +190,7 @@ func (s *groupStep) run(args []*array.Array, dst func(m int, dev ir.Device, dt i
 	}
 	if dev != array.CPU {
 		k := s.kernel
-		array.GPUKernelMemo(&s.memo, s.cache, q, s.tune, &k, "fused "+lead.Op.Title, nil, vals, s.kinds, res[0], res[1:]...)
+		array.GPUKernelMemo(&s.memo, s.cache, q, s.tune, &k, s.title, nil, vals, s.kinds, res[0], res[1:]...)
 		return res
 	}
 	array.RunBlocks(s.blks, vals, nil, res)

@@ -3,7 +3,6 @@ package program
 import (
 	"fmt"
 	"os"
-	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -28,13 +27,14 @@ type rowStep struct {
 	stages []*ir.Block // the CPU program of each stage's expression
 	root   *ir.Block   // the root's per-element program; nil when the root is the last stage
 	kernel inductor.RowKernel
-	cache  *array.Artifacts           // where its GPU kernels are kept (nil: the process-wide cache)
-	tune   bool                       // MaxAutotune: time threads and persistence
-	tuned  sync.Map                   // rowTuneKey → the chosen inductor.RowPlan
-	last   atomic.Pointer[rowPlanned] // the last call's row kernel plan
+	cache  *array.Artifacts            // where its GPU kernels are kept (nil: the process-wide cache)
+	tune   bool                        // MaxAutotune: time threads and persistence
+	tuned  sync.Map                    // rowTuneKey → the chosen inductor.RowPlan
+	title  string                      // "fused " and the root op's title, for errors
+	last   array.LastPlan[*rowPlanned] // the last call's row kernel plan
 	// lastCol is the last call's column kernel plan (regions over dims
 	// other than the last alone).
-	lastCol atomic.Pointer[colPlanned]
+	lastCol array.LastPlan[*colPlanned]
 }
 
 // rowTuneKey is what a row kernel's tuned launch shape is kept by in a
@@ -46,7 +46,7 @@ type rowTuneKey struct {
 }
 
 func newRowStep(r *fuse.Region, compile func(e *ir.Expr, kinds []ir.Kind, compute ir.Kind) (*ir.Block, error)) (*rowStep, error) {
-	s := &rowStep{r: r, kernel: *inductor.NewRowKernel(r)}
+	s := &rowStep{r: r, kernel: *inductor.NewRowKernel(r), title: "fused " + r.Root.Op.Title}
 	for _, in := range r.Inputs {
 		s.kinds = append(s.kinds, in.Kind)
 	}
@@ -73,8 +73,9 @@ func newRowStep(r *fuse.Region, compile func(e *ir.Expr, kinds []ir.Kind, comput
 // run computes the region's value from its inputs (in r.Inputs order),
 // into dst's tensor when dst is not nil.
 func (s *rowStep) run(args []*array.Array, dst func(ir.Device, []int) *array.Array, q *array.LaunchQueue) *array.Array {
-	if s.r.Row.Dims != nil || s.columnOnGPU(args) || s.shortRowsOnGPU(args) {
-		return s.runDims(args, dst, q) // colrow.go
+	short := s.r.Row.Dims == nil && s.shortRowsOnGPU(args)
+	if s.r.Row.Dims != nil || short || s.columnOnGPU(args) {
+		return s.runDims(args, dst, q, short) // colrow.go
 	}
 	n := s.r.Root
 	full, _ := broadcastArgs(n.Op, args)
@@ -475,14 +476,11 @@ func (s *rowStep) runGPU(args []*array.Array, full []int, res *array.Array, q *a
 	g := res.GPU()
 	// The plan of the last call serves a call whose tensors lie alike.
 	var buf [96]int
-	key := planKey(buf[:0], full, res, args)
-	m := s.last.Load()
-	// A plan of clusters goes once clusters have failed to launch
-	// (launchRow), as the eager composites' does.
-	if m == nil || m.g != g || !slices.Equal(m.key, key) || m.l.k.Cluster > 1 && clustersFail.Load() {
-		m = &rowPlanned{g: g, key: slices.Clone(key), l: s.planGPU(args, full, g, res.DevicePtr())}
-		s.last.Store(m)
-	}
+	m := s.last.Get(g, planKey(buf[:0], full, res, args), func(m *rowPlanned) bool {
+		// A plan of clusters goes once clusters have failed to launch
+		// (launchRow), as the eager composites' does.
+		return m.l.k.Cluster > 1 && clustersFail.Load()
+	}, func() *rowPlanned { return &rowPlanned{l: s.planGPU(args, full, g, res.DevicePtr())} })
 	l := m.l
 	if l.parts > 1 {
 		q.Drain()
@@ -496,7 +494,6 @@ func (s *rowStep) runGPU(args []*array.Array, full []int, res *array.Array, q *a
 	a := q.Args(g)
 	defer q.Release(g, a)
 	rowArgs(a, &l, args, res)
-	title := "fused " + s.r.Root.Op.Title
 	if s.tune && !g.Stream().CapturingHere() {
 		key := rowTuneKey{g.Dev().Ordinal, l.name, l.rows, l.R}
 		if c, ok := s.tuned.Load(key); ok {
@@ -511,26 +508,23 @@ func (s *rowStep) runGPU(args []*array.Array, full []int, res *array.Array, q *a
 	}
 	k := &l.k
 	if q == nil {
-		fn := m.fn.Load()
-		if fn == nil || l.name != m.l.name { // not yet loaded, or tuned
+		var fn *cuda.Function
+		if l.name == m.l.name {
+			fn = m.fn.Get(g, s.cache, l.name, k.Source)
+		} else { // tuned
 			fn = g.KernelIn(s.cache, l.name, k.Source)
-			if l.name == m.l.name {
-				m.fn.Store(fn)
-			}
 		}
-		launchRow(g, s.cache, title, fn, &l, a)
+		launchRow(g, s.cache, s.title, fn, &l, a)
 		return
 	}
-	array.KernelOrQueue(q, g, s.cache, l.name, k.Source, func(fn *cuda.Function) { launchRow(g, s.cache, title, fn, &l, a) },
+	array.KernelOrQueue(q, g, s.cache, l.name, k.Source, func(fn *cuda.Function) { launchRow(g, s.cache, s.title, fn, &l, a) },
 		append([]*array.Array{res}, args...)...)
 }
 
-// rowPlanned is a row step's launch plan for the tensors of key, on g.
+// rowPlanned is a row step's launch plan and its kernel, once loaded.
 type rowPlanned struct {
-	g   *array.GPU
-	key []int
-	l   rowLaunch
-	fn  atomic.Pointer[cuda.Function] // l's kernel, once loaded
+	l  rowLaunch
+	fn array.LoadedKernel
 }
 
 // tuneGPU sets l's kernel shape to the fastest of the candidates for its
@@ -603,7 +597,7 @@ func (s *rowStep) splitGPU(g *array.GPU, k *inductor.RowKernel, args []*array.Ar
 		a.Ptr(t.DevicePtr())
 	}
 	a.Ptr(res.DevicePtr()).Ptr(partial.DevicePtr()).Bytes(geo.Bytes(), 8)
-	title := "fused " + s.r.Root.Op.Title
+	title := s.title
 	if err := g.Stream().Launch(fn, cuda.Dim3{X: uint32(rows), Y: uint32(parts), Z: 1}, cuda.Dim3{X: uint32(k.Threads), Y: 1, Z: 1}, 0, a); err != nil {
 		panic(fmt.Sprintf("gocompile: %s: launch: %v", title, err))
 	}
@@ -632,7 +626,7 @@ func (s *rowStep) stagedGPU(g *array.GPU, k *inductor.RowKernel, args []*array.A
 	prev := array.New(res.Device(), k.PrevDType(), []int{rows * len(k.Stages)})
 	partial := array.New(res.Device(), ir.Float64, []int{rows * parts}) // room for any stage's accumulators
 	geoBytes := geo.Bytes()
-	title := "fused " + s.r.Root.Op.Title
+	title := s.title
 	a := g.GetArgs()
 	defer g.PutArgs(a)
 	for _, stage := range k.StagedPasses() {
