@@ -789,6 +789,15 @@ var launches atomic.Int64
 // many kernels as it should be.
 func Launches() int64 { return launches.Load() }
 
+// dependentLaunches counts LaunchDependent calls that launched as
+// programmatic dependents.
+var dependentLaunches atomic.Int64
+
+// DependentLaunches returns how many kernels this process has launched
+// as programmatic dependents of the kernel ahead (LaunchDependent on a
+// device that CanLaunchDependent).
+func DependentLaunches() int64 { return dependentLaunches.Load() }
+
 // Launch queues f on s with the given grid, block, dynamic shared memory in
 // bytes and parameters (cuLaunchKernel with kernelParams). args may be nil
 // for a kernel without parameters. The parameters are copied by the driver,
@@ -869,6 +878,7 @@ func (s *Stream) LaunchDependent(f *Function, grid, block Dim3, sharedMem int, a
 		return s.Launch(f, grid, block, sharedMem, args)
 	}
 	launches.Add(1)
+	dependentLaunches.Add(1)
 	c := launchConfigPool.Get().(*launchConfig)
 	attrs := c.attrs
 	*c = launchConfig{

@@ -76,6 +76,9 @@ func (c GemmConfig) Takes(in ir.DType) bool {
 // gives every multiprocessor two blocks of four warps.
 func ChooseGemm16Config(m, n, k, sms, arch int, vec bool) GemmConfig {
 	c := GemmConfig{Tensor: true, Warps: 8, Split: 1}
+	if m <= 8 {
+		c.MT = 8
+	}
 	if arch < 80 || !c.Fits(k, vec) {
 		c = GemmConfig{Warps: 4, MT: 1}
 		for c.MT < m && c.MT < Gemm16MaxM {
@@ -104,7 +107,7 @@ func ChooseGemm16Config(m, n, k, sms, arch int, vec bool) GemmConfig {
 type GemmConfig struct {
 	Warps int // warps per block
 	NT    int // columns per warp
-	MT    int // rows per block (grid.y is ⌈M/MT⌉)
+	MT    int // rows per block (grid.y is ⌈M/MT⌉); a 16-bit tensor-core kernel: 8 (up to 8 rows) or 16 (0)
 	Split int // tiled: blocks sharing each output tile's k range
 	// Cluster makes the Split blocks of a tile one thread block cluster
 	// (sm_90 and later, Split ≤ 8) that adds its partial sums through
@@ -140,6 +143,9 @@ func (c GemmConfig) tileN() int {
 
 func (c GemmConfig) String() string {
 	if c.Tensor {
+		if c.MT == 8 {
+			return fmt.Sprintf("x%dw%ds%dm8", c.NT, c.Warps, max(c.Split, 1))
+		}
 		return fmt.Sprintf("x%dw%ds%d", c.NT, c.Warps, max(c.Split, 1))
 	}
 	suffix := ""
@@ -399,24 +405,53 @@ func (k *GemmKernel) body() (string, error) {
 // warpBody writes the warp kernel; store is the expression stored for
 // acc[i][j] at [m, n]. Each lane loads VE consecutive elements (16 bytes)
 // of a row of A and of a column of B at a time when vec is set, else one.
+//
+// The weight B streams in groups of G vectors a lane, with the next
+// group's loads in flight while a group's products are computed. The
+// first two groups are loaded before griddepcontrol.wait: under a
+// programmatic dependent launch (a product replayed from a CUDA graph
+// after a kernel that calls gc_launch_dependents) they stream while the
+// kernel ahead finishes, and a product whose weight a lane holds in two
+// groups (2048 bfloat16 elements a row at one column a warp) waits only for
+// A. A and the epilogue's operands are read after the wait, through L2
+// (ld.global.cg, never the non-coherent path): under a dependent launch
+// the kernel ahead writes them while this one starts.
 func (k *GemmKernel) warpBody(b *strings.Builder, params []string, store string) {
 	c, in := k.Config, k.in()
-	ve, unroll := 16/in.Size(), 2
+	ve, groups := 16/in.Size(), 2
 	if in != ir.Float32 {
-		// Twice the loads in flight per lane: the 16-bit kernel streams
+		// More loads in flight per lane: the 16-bit kernel streams
 		// weights at small M, where nothing else hides their latency.
-		unroll = 4
+		groups = 4
+	}
+	// At most 8 vectors a group per lane: two groups of them are held.
+	for groups*c.NT > 8 && groups > 1 {
+		groups /= 2
 	}
 	fmt.Fprintf(b, `
-// gc_vload loads the VE elements at p (16-byte aligned) as floats.
+// gc_wraw loads the 16-byte vector of B at p, which is read once: it
+// bypasses L1. Volatile: the loads stay ahead of griddepcontrol.wait,
+// past which the compiler would otherwise move them.
+__device__ __forceinline__ uint4 gc_wraw(const void* p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%%0, %%1, %%2, %%3}, [%%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+  return v;
+}
+
+// gc_xraw loads the 16-byte vector of A at p through L2.
+__device__ __forceinline__ uint4 gc_xraw(const void* p) { return __ldcg((const uint4*)p); }
+
+// gc_vcvt converts the VE elements of the vector q to floats.
 %[9]s
+
 extern "C" __global__ void __launch_bounds__(%[1]d) %[2]s(
-    const %[10]s* __restrict__ A, long long lda, const %[10]s* __restrict__ B, long long ldb,
+    const %[10]s* A, long long lda, const %[10]s* __restrict__ B, long long ldb,
     int M, int N, int K, int vec, %[3]s* __restrict__ out, long long ldo%[4]s) {
-  const int MT = %[5]d, NT = %[6]d, VE = %[11]d;
+  const int MT = %[5]d, NT = %[6]d, VE = %[11]d, G = %[12]d;
   const int lane = threadIdx.x & 31;
   const int n0 = (blockIdx.x * %[7]d + (threadIdx.x >> 5)) * NT;
   const int m0 = blockIdx.y * MT;
+  gc_launch_dependents();
   if (n0 >= N) return;
   // Rows and columns past the end read the last one: their sums are
   // dropped at the store, and the loop stays free of branches.
@@ -432,22 +467,57 @@ extern "C" __global__ void __launch_bounds__(%[1]d) %[2]s(
     #pragma unroll
     for (int j = 0; j < NT; j++) acc[i][j] = 0.f;
   if (vec) { // K, lda, ldb multiples of VE and A, B 16-byte aligned
-    #pragma unroll %[12]d
-    for (int k = lane * VE; k < K; k += 32 * VE) {
-      float w[NT][VE];
+    // Group g of a lane is its vectors at k0 + 32·VE·e, e < G, from
+    // k0 = lane·VE + 32·VE·G·g; vectors past K read as zeros.
+    const int step = 32 * VE;
+    const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
+    uint4 wc[G][NT], wn[G][NT];
+    #pragma unroll
+    for (int e = 0; e < G; e++) {
+      const int kc = lane * VE + step * e, kn = kc + step * G;
       #pragma unroll
-      for (int j = 0; j < NT; j++) gc_vload(b[j] + k, w[j]);
+      for (int j = 0; j < NT; j++) {
+        wc[e][j] = kc < K ? gc_wraw(b[j] + kc) : zero;
+        wn[e][j] = kn < K ? gc_wraw(b[j] + kn) : zero;
+      }
+    }
+    // Everything above reads only B, which no kernel of the program writes.
+    gc_grid_wait();
+    for (int k0 = lane * VE; k0 < K; k0 += step * G) {
+      uint4 xv[G][MT];
       #pragma unroll
-      for (int i = 0; i < MT; i++) {
-        float x[VE];
-        gc_vload(a[i] + k, x);
+      for (int e = 0; e < G; e++)
         #pragma unroll
-        for (int j = 0; j < NT; j++)
+        for (int i = 0; i < MT; i++) xv[e][i] = k0 + step * e < K ? gc_xraw(a[i] + k0 + step * e) : zero;
+      #pragma unroll
+      for (int e = 0; e < G; e++) {
+        float w[NT][VE];
+        #pragma unroll
+        for (int j = 0; j < NT; j++) gc_vcvt(wc[e][j], w[j]);
+        #pragma unroll
+        for (int i = 0; i < MT; i++) {
+          float x[VE];
+          gc_vcvt(xv[e][i], x);
           #pragma unroll
-          for (int e = 0; e < VE; e++) acc[i][j] = fmaf(x[e], w[j][e], acc[i][j]);
+          for (int j = 0; j < NT; j++)
+            #pragma unroll
+            for (int q = 0; q < VE; q++) acc[i][j] = fmaf(x[q], w[j][q], acc[i][j]);
+        }
+      }
+      // The group after next: its loads are in flight during the next
+      // group's products.
+      #pragma unroll
+      for (int e = 0; e < G; e++) {
+        const int kn = k0 + step * (2 * G + e);
+        #pragma unroll
+        for (int j = 0; j < NT; j++) {
+          wc[e][j] = wn[e][j];
+          wn[e][j] = kn < K ? gc_wraw(b[j] + kn) : zero;
+        }
       }
     }
   } else {
+    gc_grid_wait();
     for (int k = lane; k < K; k += 32) {
       float w[NT];
       #pragma unroll
@@ -478,17 +548,16 @@ extern "C" __global__ void __launch_bounds__(%[1]d) %[2]s(
       }
     }
 }
-`, c.Threads(), k.Name(), storageC(k.Out), strings.Join(prefixAll(", ", params), ""), c.MT, c.NT, c.Warps,
-		store, vloadC(in), storageC(in), ve, unroll,
-		loadC("__ldg(b[j] + k)", in, ir.F32), loadC("__ldg(a[i] + k)", in, ir.F32))
+`, c.Threads(), k.Name(), storageC(k.Out), strings.ReplaceAll(strings.Join(prefixAll(", ", params), ""), "__restrict__ ", ""), c.MT, c.NT, c.Warps,
+		store, vcvtC(in), storageC(in), ve, groups,
+		loadC("__ldg(b[j] + k)", in, ir.F32), loadC("__ldcg(a[i] + k)", in, ir.F32))
 }
 
-// vloadC is the C of gc_vload for operands stored as dt.
-func vloadC(dt ir.DType) string {
+// vcvtC is the C of gc_vcvt for operands stored as dt.
+func vcvtC(dt ir.DType) string {
 	switch dt {
 	case ir.BFloat16: // a bfloat16 is the high half of a float
-		return `__device__ __forceinline__ void gc_vload(const gc_bf16* p, float* v) {
-  const uint4 q = __ldg((const uint4*)p);
+		return `__device__ __forceinline__ void gc_vcvt(uint4 q, float* v) {
   const unsigned int u[4] = {q.x, q.y, q.z, q.w};
   #pragma unroll
   for (int e = 0; e < 4; e++) {
@@ -497,8 +566,7 @@ func vloadC(dt ir.DType) string {
   }
 }`
 	case ir.Float16:
-		return `__device__ __forceinline__ void gc_vload(const gc_half* p, float* v) {
-  const uint4 q = __ldg((const uint4*)p);
+		return `__device__ __forceinline__ void gc_vcvt(uint4 q, float* v) {
   const unsigned int u[4] = {q.x, q.y, q.z, q.w};
   #pragma unroll
   for (int e = 0; e < 4; e++) {
@@ -507,9 +575,8 @@ func vloadC(dt ir.DType) string {
   }
 }`
 	}
-	return `__device__ __forceinline__ void gc_vload(const float* p, float* v) {
-  const float4 q = __ldg((const float4*)p);
-  v[0] = q.x; v[1] = q.y; v[2] = q.z; v[3] = q.w;
+	return `__device__ __forceinline__ void gc_vcvt(uint4 q, float* v) {
+  v[0] = __uint_as_float(q.x); v[1] = __uint_as_float(q.y); v[2] = __uint_as_float(q.z); v[3] = __uint_as_float(q.w);
 }`
 }
 
@@ -962,14 +1029,14 @@ extern "C" __global__ void __launch_bounds__(%[6]d * 32) %[1]s(
     const %[7]s* A, long long lda, const %[7]s* __restrict__ B, long long ldb,
     int M, int N, int K, int vec, %[2]s* __restrict__ out, long long ldo,
     float* __restrict__ ws, unsigned int* __restrict__ counters%[3]s) {
-  constexpr int NT = %[8]d, W = %[6]d, BN = 8 * NT, T = 16 * BN, U = 4, STEP = 32 * W * U;
+  constexpr int NT = %[8]d, W = %[6]d, BN = 8 * NT, T = 16 * BN, U = 4, STEP = 32 * W * U, MT = %[10]d;
   const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
   const int n0 = blockIdx.x * BN;
   // Rows and columns past the end read the last one, dropped at the
   // store; rows g+8 are all past the end when M ≤ 8.
   const %[7]s* a0 = A + (long long)min(g, M - 1) * lda + 8 * t;
   const %[7]s* a1 = A + (long long)min(g + 8, M - 1) * lda + 8 * t;
-  const bool high = M > 8;
+  const bool high = MT > 8 && M > 8;
   const %[7]s* b[NT];
   #pragma unroll
   for (int j = 0; j < NT; j++) b[j] = B + (long long)min(n0 + 8 * j + g, N - 1) * ldb + 8 * t;
@@ -996,14 +1063,24 @@ extern "C" __global__ void __launch_bounds__(%[6]d * 32) %[1]s(
     }
   }
   gc_grid_wait();
+  // A's vectors of a step are loaded a step ahead, so their L2 latency
+  // overlaps the step before.
+  uint4 av0[U], av1[U];
+  #pragma unroll
+  for (int u = 0; u < U; u++) {
+    const int k = 32 * w + 32 * W * u;
+    const bool in = k + 8 * t < K;
+    av0[u] = in ? __ldcg((const uint4*)(a0 + k)) : zero;
+    av1[u] = in && high ? __ldcg((const uint4*)(a1 + k)) : zero;
+  }
   for (int k0 = 32 * w; k0 < K; k0 += STEP) {
-    uint4 av0[U], av1[U];
+    uint4 an0[U], an1[U];
     #pragma unroll
     for (int u = 0; u < U; u++) {
-      const int k = k0 + 32 * W * u;
+      const int k = k0 + STEP + 32 * W * u;
       const bool in = k + 8 * t < K;
-      av0[u] = in ? __ldcg((const uint4*)(a0 + k)) : zero;
-      av1[u] = in && high ? __ldcg((const uint4*)(a1 + k)) : zero;
+      an0[u] = in ? __ldcg((const uint4*)(a0 + k)) : zero;
+      an1[u] = in && high ? __ldcg((const uint4*)(a1 + k)) : zero;
     }
     #pragma unroll
     for (int u = 0; u < U; u++)
@@ -1012,6 +1089,11 @@ extern "C" __global__ void __launch_bounds__(%[6]d * 32) %[1]s(
         gc_tc16_mma(acc[j], av0[u].x, av1[u].x, av0[u].y, av1[u].y, bv[u][j].x, bv[u][j].y);
         gc_tc16_mma(acc[j], av0[u].z, av1[u].z, av0[u].w, av1[u].w, bv[u][j].z, bv[u][j].w);
       }
+    #pragma unroll
+    for (int u = 0; u < U; u++) {
+      av0[u] = an0[u];
+      av1[u] = an1[u];
+    }
     if (k0 + STEP < K) {
       #pragma unroll
       for (int u = 0; u < U; u++) {
@@ -1039,7 +1121,17 @@ extern "C" __global__ void __launch_bounds__(%[6]d * 32) %[1]s(
     const int m = f / BN, n = n0 + f %% BN;
 %[4]s  }
 }
-`, k.Name(), storageC(k.Out), strings.ReplaceAll(strings.Join(prefixAll(", ", params), ""), "__restrict__ ", ""), storeAt("v", store), 8*c.NT, c.Warps, storageC(in), c.NT, mma)
+`, k.Name(), storageC(k.Out), strings.ReplaceAll(strings.Join(prefixAll(", ", params), ""), "__restrict__ ", ""), storeAt("v", store), 8*c.NT, c.Warps, storageC(in), c.NT, mma, c.tensor16Rows())
+}
+
+// tensor16Rows is how many rows a 16-bit tensor-core kernel computes:
+// 8 (MT 8, for products of up to 8 rows, which then load half of A's
+// fragments) or 16.
+func (c GemmConfig) tensor16Rows() int {
+	if c.MT == 8 {
+		return 8
+	}
+	return 16
 }
 
 // tensorReduce is the tensor-core kernel's end: the store straight from

@@ -66,7 +66,7 @@ func TestGemmKernelSource(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"// v3 = add(v2, bias)", "__device__ __forceinline__ float epilogue(float a0, float a1)",
-		"const float* __restrict__ x1, long long x1m, long long x1n", "__launch_bounds__(128)", k.Name()} {
+		"const float* x1, long long x1m, long long x1n", "__launch_bounds__(128)", "griddepcontrol.wait", k.Name()} {
 		if !strings.Contains(src, want) {
 			t.Errorf("source lacks %q:\n%s", want, src)
 		}
@@ -138,17 +138,19 @@ func TestGemmTensorShapesChecked(t *testing.T) {
 // multiprocessor.
 func TestChooseGemm16Config(t *testing.T) {
 	warp := func(nt, mt int) GemmConfig { return GemmConfig{Warps: 4, NT: nt, MT: mt} }
-	tensor := func(nt int) GemmConfig { return GemmConfig{Tensor: true, Warps: 8, NT: nt, Split: 1} }
+	tensor := func(nt, mt int) GemmConfig { return GemmConfig{Tensor: true, Warps: 8, NT: nt, Split: 1, MT: mt} }
 	for _, tc := range []struct {
 		m, n, k, sms, arch int
 		vec                bool
 		want               GemmConfig
 	}{
-		{1, 2048, 2048, 132, 90, true, tensor(1)},
-		{1, 4096, 4096, 132, 90, true, tensor(1)},
-		{1, 32000, 2048, 132, 90, true, tensor(4)},
-		{16, 5632, 2048, 132, 90, true, tensor(2)},
-		{3, 7, 16, 132, 80, true, tensor(1)},
+		{1, 2048, 2048, 132, 90, true, tensor(1, 8)},
+		{1, 4096, 4096, 132, 90, true, tensor(1, 8)},
+		{1, 32000, 2048, 132, 90, true, tensor(4, 8)},
+		{16, 5632, 2048, 132, 90, true, tensor(2, 0)},
+		{9, 5632, 2048, 132, 90, true, tensor(2, 0)},
+		{8, 5632, 2048, 132, 90, true, tensor(2, 8)},
+		{3, 7, 16, 132, 80, true, tensor(1, 8)},
 		{1, 2048, 2048, 132, 90, false, warp(1, 1)},
 		{1, 4096, 1000, 132, 90, true, warp(2, 1)}, // k not a multiple of 16
 		{3, 5632, 2048, 132, 75, true, warp(4, 4)}, // no bfloat16 MMA before sm_80

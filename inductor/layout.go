@@ -389,7 +389,7 @@ struct GcGeo {
 
 `, r, nt, map[bool]string{false: "chunks per row, unused", true: "tiles along the innermost and the second innermost dim"}[k.Tile], r+2)
 	params = append(params, "GcGeo g")
-	fmt.Fprintf(b, "extern \"C\" __global__ void %s(\n    %s) {\n", k.Name(), strings.Join(params, ",\n    "))
+	fmt.Fprintf(b, "extern \"C\" __global__ void %s(\n    %s) {\n  gc_launch_dependents();\n", k.Name(), strings.Join(params, ",\n    "))
 	c.uniforms(b)
 
 	// off declares the offset of every indexed tensor, summed over the

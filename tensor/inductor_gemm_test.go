@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"gocompile/array"
+	"gocompile/cuda"
 	"gocompile/inductor"
 	"gocompile/inductor/program"
 	"gocompile/internal/stats"
@@ -426,15 +427,16 @@ func TestGPUGemm16(t *testing.T) {
 	}
 }
 
-// A stack of 16-bit layers replayed from a CUDA graph launches each
-// tensor-core product as a dependent of the kernel ahead, which writes its
-// input: the products wait for it and equal eager layers, call after call
-// with new inputs.
-func TestGPUGemm16Dependent(t *testing.T) {
+// A stack of layers replayed from a CUDA graph launches each product (the
+// warp kernel at few rows, the tensor-core one at more) as a dependent of
+// the kernel ahead, which writes its input: the products load their
+// weights early, wait for it, and equal eager layers, call after call with
+// new inputs.
+func TestGPUGemmDependent(t *testing.T) {
 	requireGPU(t)
 	dev := CUDA(0)
-	for _, dt := range []DType{BFloat16, Float16} {
-		for _, m := range []int{1, 5, 16} {
+	for _, dt := range []DType{BFloat16, Float16, Float32} {
+		for _, m := range []int{1, 3, 5, 8, 16} {
 			const width, layers = 512, 6
 			ws := make([]*Tensor, layers)
 			for i := range ws {
@@ -447,6 +449,7 @@ func TestGPUGemm16Dependent(t *testing.T) {
 				return x
 			}
 			graphed := Compile(stack, WithMode(ReduceOverhead))
+			before := cuda.DependentLaunches()
 			for call := range 4 {
 				x := Randn(uint64(call), Float32, m, width).To(dt).To(dev)
 				want, got := stack(x).Float64s(), graphed(x).Float64s()
@@ -458,9 +461,13 @@ func TestGPUGemm16Dependent(t *testing.T) {
 				for i := range want {
 					scale, worst = max(scale, math.Abs(want[i])), max(worst, math.Abs(got[i]-want[i]))
 				}
-				if tol := map[DType]float64{BFloat16: 0.03, Float16: 0.005}[dt]; !(worst <= tol*scale) {
+				if tol := map[DType]float64{BFloat16: 0.03, Float16: 0.005, Float32: 1e-5}[dt]; !(worst <= tol*scale) {
 					t.Errorf("%v, %d rows, call %d: replayed layers differ from eager by %g (largest value %g)", dt, m, call, worst, scale)
 				}
+			}
+			// The products after the first launch as dependents (sm_90 on).
+			if gpuArch(dev) >= 90 && cuda.DependentLaunches()-before < layers-1 {
+				t.Errorf("%v, %d rows: %d products launched as dependents, want %d", dt, m, cuda.DependentLaunches()-before, layers-1)
 			}
 		}
 	}

@@ -279,7 +279,7 @@ func gpuGemm(bc Config, tunedAt *sync.Map, dependent bool, q *array.LaunchQueue,
 			// capture. Plain launches from several goroutines interleave
 			// on the stream, and a concurrent test saw wrong products
 			// when they launched as dependents.
-			if dependent && cfg.Tensor && dependentLaunches && g.Stream().CapturingHere() {
+			if dependent && (cfg.Tensor || cfg.Split == 0) && dependentLaunches && g.Stream().CapturingHere() {
 				err = g.Stream().LaunchDependent(fn, grid, block, 0, args)
 			} else {
 				err = g.Stream().Launch(fn, grid, block, 0, args)
