@@ -413,9 +413,9 @@ func (k *GemmKernel) body() (string, error) {
 // after a kernel that calls gc_launch_dependents) they stream while the
 // kernel ahead finishes, and a product whose weight a lane holds in two
 // groups (2048 bfloat16 elements a row at one column a warp) waits only for
-// A. A and the epilogue's operands are read after the wait, through L2
-// (ld.global.cg, never the non-coherent path): under a dependent launch
-// the kernel ahead writes them while this one starts.
+// A. A and the epilogue's operands are read after the wait with plain
+// loads, never through the non-coherent path: under a dependent launch the
+// kernel ahead writes them while this one starts.
 func (k *GemmKernel) warpBody(b *strings.Builder, params []string, store string) {
 	c, in := k.Config, k.in()
 	ve, groups := 16/in.Size(), 2
@@ -438,8 +438,11 @@ __device__ __forceinline__ uint4 gc_wraw(const void* p) {
   return v;
 }
 
-// gc_xraw loads the 16-byte vector of A at p through L2.
-__device__ __forceinline__ uint4 gc_xraw(const void* p) { return __ldcg((const uint4*)p); }
+// gc_xraw loads the 16-byte vector of A at p with a plain load, cached in
+// L1 for the block's other warps: after griddepcontrol.wait the kernel
+// ahead's writes are visible to plain loads (not to the non-coherent
+// path, which assumes data fixed for the kernel's whole life).
+__device__ __forceinline__ uint4 gc_xraw(const void* p) { return *(const uint4*)p; }
 
 // gc_vcvt converts the VE elements of the vector q to floats.
 %[9]s
@@ -550,7 +553,7 @@ extern "C" __global__ void __launch_bounds__(%[1]d) %[2]s(
 }
 `, c.Threads(), k.Name(), storageC(k.Out), strings.ReplaceAll(strings.Join(prefixAll(", ", params), ""), "__restrict__ ", ""), c.MT, c.NT, c.Warps,
 		store, vcvtC(in), storageC(in), ve, groups,
-		loadC("__ldg(b[j] + k)", in, ir.F32), loadC("__ldcg(a[i] + k)", in, ir.F32))
+		loadC("__ldg(b[j] + k)", in, ir.F32), loadC("a[i][k]", in, ir.F32))
 }
 
 // vcvtC is the C of gc_vcvt for operands stored as dt.
@@ -1021,8 +1024,9 @@ __device__ __forceinline__ void gc_tc16_mma(float (&c)[4], unsigned a0, unsigned
 
 // Block x computes columns %[5]dx.. of all rows; its %[6]d warps split k.
 // A and the epilogue's operands are not __restrict__, and A is read with
-// ld.global.cg: under a dependent launch the kernel ahead writes them
-// while this one starts, so the read-only path could return stale values.
+// plain loads after the wait: under a dependent launch the kernel ahead
+// writes them while this one starts, so the non-coherent read-only path
+// could return stale values; plain loads see them once the wait returns.
 // The first step's weight loads are issued before griddepcontrol.wait, so
 // they overlap the kernel ahead; nothing it writes is read before the wait.
 extern "C" __global__ void __launch_bounds__(%[6]d * 32) %[1]s(
@@ -1070,8 +1074,8 @@ extern "C" __global__ void __launch_bounds__(%[6]d * 32) %[1]s(
   for (int u = 0; u < U; u++) {
     const int k = 32 * w + 32 * W * u;
     const bool in = k + 8 * t < K;
-    av0[u] = in ? __ldcg((const uint4*)(a0 + k)) : zero;
-    av1[u] = in && high ? __ldcg((const uint4*)(a1 + k)) : zero;
+    av0[u] = in ? *(const uint4*)(a0 + k) : zero;
+    av1[u] = in && high ? *(const uint4*)(a1 + k) : zero;
   }
   for (int k0 = 32 * w; k0 < K; k0 += STEP) {
     uint4 an0[U], an1[U];
@@ -1079,8 +1083,8 @@ extern "C" __global__ void __launch_bounds__(%[6]d * 32) %[1]s(
     for (int u = 0; u < U; u++) {
       const int k = k0 + STEP + 32 * W * u;
       const bool in = k + 8 * t < K;
-      an0[u] = in ? __ldcg((const uint4*)(a0 + k)) : zero;
-      an1[u] = in && high ? __ldcg((const uint4*)(a1 + k)) : zero;
+      an0[u] = in ? *(const uint4*)(a0 + k) : zero;
+      an1[u] = in && high ? *(const uint4*)(a1 + k) : zero;
     }
     #pragma unroll
     for (int u = 0; u < U; u++)
