@@ -3,6 +3,8 @@ package array
 import (
 	"fmt"
 	"math"
+	"os"
+	"strconv"
 
 	"gocompile/cuda"
 	"gocompile/inductor"
@@ -88,7 +90,7 @@ func gpuAttention(op string, a ir.Attrs, q, k, v, mask, res *Array) {
 		tiledAttention(op, g, q, k, v, res, qst, kst, vst, mst, mp, B, Hkv, G, L, S, scale, causal)
 		return
 	}
-	splits, per := inductor.ChooseAttentionSplits(S, B*Hkv, g.dev.SMCount)
+	splits, per := inductor.ChooseAttentionSplits(S, B*Hkv, g.dev.SMCount, attentionSplitKeys)
 	kern := &inductor.AttentionKernel{Elem: q.dtype, Rows: G * L, E: E, Ev: Ev, Mask: mask != nil, Causal: causal,
 		MMA: g.dev.Major >= 8 && inductor.AttentionMMAFits(q.dtype, G*L, E, Ev)}
 	name := kern.Name()
@@ -137,6 +139,16 @@ func gpuAttention(op string, a ir.Attrs, q, k, v, mask, res *Array) {
 		panic(fmt.Sprintf("array: %s: launch: %v", op, err))
 	}
 }
+
+// attentionSplitKeys is the fewest keys a split of the few-query
+// attention kernel takes; GOCOMPILE_ATTN_SPLIT_KEYS sets it, to measure
+// other splits.
+var attentionSplitKeys = func() int {
+	if n, err := strconv.Atoi(os.Getenv("GOCOMPILE_ATTN_SPLIT_KEYS")); err == nil && n >= 32 {
+		return n
+	}
+	return 128
+}()
 
 // tiledAttention runs inductor.TiledAttentionKernel: gpuAttention's
 // operands, strides and shapes, for more queries than the split kernel

@@ -73,10 +73,11 @@ func (k *AttentionKernel) Name() string {
 
 // ChooseAttentionSplits splits S keys for blocks key heads × batch entries
 // on a device of sms multiprocessors: enough splits for two blocks a
-// multiprocessor, each of at least 128 keys (a 32-key chunk for each of
-// its four warps).
-func ChooseAttentionSplits(S, blocks, sms int) (splits, keysPerSplit int) {
-	splits = max(1, min((2*sms+blocks-1)/blocks, (S+127)/128))
+// multiprocessor, each of at least minKeys keys (a multiple of 32; 128
+// gives a 32-key chunk to each of a block's four warps).
+func ChooseAttentionSplits(S, blocks, sms, minKeys int) (splits, keysPerSplit int) {
+	minKeys = max(32, minKeys/32*32)
+	splits = max(1, min((2*sms+blocks-1)/blocks, (S+minKeys-1)/minKeys))
 	keysPerSplit = (S + splits - 1) / splits
 	keysPerSplit = (keysPerSplit + 31) / 32 * 32
 	splits = (S + keysPerSplit - 1) / keysPerSplit
