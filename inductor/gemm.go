@@ -66,33 +66,36 @@ func (c GemmConfig) Takes(in ir.DType) bool {
 // ChooseGemm16Config picks the launch shape for an M×N product of
 // 16-bit operands (M ≤ Gemm16MaxM) with inner dimension k on a device
 // with sms multiprocessors of compute capability arch (80 for sm_80).
-// Where the tensor-core kernel Fits (vec: the operands allow 16-byte
-// loads) on sm_80 and later: 8 warps splitting k, so a block keeps many
-// weight loads in flight, and the widest column group (4, 2 or 1 tiles
-// of 8 columns) that still gives every multiprocessor two blocks. Else
-// the warp kernel, with row tiles of the fewest rows (a power of two up
-// to 16) that hold M, so every weight element is loaded once for all
-// rows, and the widest column group (4, 2 or 1 columns a warp) that still
-// gives every multiprocessor two blocks of four warps.
+// The tensor-core kernel, where it Fits (vec: the operands allow 16-byte
+// loads) on sm_80 and later, for 8 rows and more, where the warp kernel's
+// float32 multiply-adds bound it, and for 2 rows and more when k is short
+// enough (tensor16Prefetch) that every weight load of a warp is issued
+// before griddepcontrol.wait: 8 warps splitting k, and the widest column
+// group (4, 2 or 1 tiles of 8 columns) that still occupies half the
+// multiprocessors (the weight is in flight at once; more blocks measured
+// no faster). Else the warp kernel as ChooseGemmConfig picks it for up to
+// 16 rows (row tiles of 16 beyond).
 func ChooseGemm16Config(m, n, k, sms, arch int, vec bool) GemmConfig {
 	c := GemmConfig{Tensor: true, Warps: 8, Split: 1}
 	if m <= 8 {
 		c.MT = 8
 	}
-	if arch < 80 || !c.Fits(k, vec) {
-		c = GemmConfig{Warps: 4, MT: 1}
-		for c.MT < m && c.MT < Gemm16MaxM {
-			c.MT *= 2
-		}
+	if arch < 80 || !c.Fits(k, vec) || m < 2 || m < 8 && k > tensor16Prefetch {
+		return warpConfig(min(m, Gemm16MaxM), n, sms)
 	}
 	for _, nt := range []int{4, 2, 1} {
 		c.NT = nt
-		if x, y, _ := c.Grid(m, n); x*y >= 2*sms {
+		if x, y, _ := c.Grid(m, n); 2*x*y >= sms {
 			break
 		}
 	}
 	return c
 }
+
+// tensor16Prefetch is the longest inner dimension whose weight loads the
+// 16-bit tensor-core kernel's warps issue before griddepcontrol.wait:
+// two steps of 4 chunks of 32 for each of 8 warps.
+const tensor16Prefetch = 2 * 4 * 32 * 8
 
 // GemmConfig is a GemmKernel's launch shape: a warp kernel (Split 0), or
 // a tiled kernel (Split > 0).
@@ -204,11 +207,14 @@ const GemmMaxM = 64
 
 // ChooseGemmConfig picks the launch shape for an M×N output with inner
 // dimension k on a device with sms multiprocessors of compute capability
-// arch (90 for sm_90). Up to 4 rows: the warp kernel, with row tiles of
-// up to 8 rows (the partial sums a lane holds are MT·NT registers) and the
-// widest column group that still gives every multiprocessor two blocks.
-// More rows on sm_90 and later, where it Fits (vec: the operands allow
-// 16-byte loads): the tensor-core kernel, 4 warps of 16
+// arch (90 for sm_90). Up to 16 rows (4 where the operands do not allow
+// 16-byte loads, vec false): the warp kernel, every row in one row tile
+// (MT, a power of two), so the weight is read once. One row: the widest
+// column group a warp (4, 2 or 1) that still gives every multiprocessor
+// two blocks of 4 warps. More: 4 columns a warp, each of A's vectors
+// feeding four columns' sums, in blocks of 4 warps, or 2 where that
+// gives too few blocks for two a multiprocessor. More rows on sm_90 and
+// later, where it Fits: the tensor-core kernel, 4 warps of 16
 // columns, with k split across a cluster of up to 8 blocks while there
 // are fewer than 4 blocks per multiprocessor and each warp keeps at least
 // two 16-wide steps of k. (8 warps and one block per multiprocessor,
@@ -217,7 +223,10 @@ const GemmMaxM = 64
 // are about two blocks per multiprocessor, each with at least four 32-wide
 // steps of k before splitting.
 func ChooseGemmConfig(m, n, k, sms, arch int, vec bool) GemmConfig {
-	if m > 4 && arch >= 90 && (GemmConfig{Tensor: true}).Fits(k, vec) {
+	if m <= 4 || m <= 16 && vec {
+		return warpConfig(m, n, sms)
+	}
+	if arch >= 90 && (GemmConfig{Tensor: true}).Fits(k, vec) {
 		c := GemmConfig{Tensor: true, NT: 2, Warps: 4, Split: 1}
 		x, y, _ := c.Grid(m, n)
 		steps := k / 16
@@ -226,18 +235,28 @@ func ChooseGemmConfig(m, n, k, sms, arch int, vec bool) GemmConfig {
 		}
 		return c
 	}
-	if m > 4 {
-		c := GemmConfig{Split: 1}
-		x, y, _ := c.Grid(m, n)
-		for c.Split < 32 && x*y*c.Split*2 <= 2*sms && (k+31)/32 >= 8*c.Split {
-			c.Split *= 2
-		}
-		c.Cluster = arch >= 90 && c.Split > 1 && c.Split <= 8
-		return c
+	c := GemmConfig{Split: 1}
+	x, y, _ := c.Grid(m, n)
+	for c.Split < 32 && x*y*c.Split*2 <= 2*sms && (k+31)/32 >= 8*c.Split {
+		c.Split *= 2
 	}
-	c := GemmConfig{Warps: 4, MT: 8}
-	for c.MT > 1 && c.MT/2 >= m {
-		c.MT /= 2
+	c.Cluster = arch >= 90 && c.Split > 1 && c.Split <= 8
+	return c
+}
+
+// warpConfig is the warp kernel's launch shape for an M×N output (M ≤
+// 16) on sms multiprocessors, as ChooseGemmConfig describes it.
+func warpConfig(m, n, sms int) GemmConfig {
+	c := GemmConfig{Warps: 4, MT: 1}
+	for c.MT < m {
+		c.MT *= 2
+	}
+	if c.MT > 1 {
+		c.NT = 4
+		if x, y, _ := c.Grid(m, n); x*y < 2*sms {
+			c.Warps = 2
+		}
+		return c
 	}
 	for _, nt := range []int{4, 2, 1} {
 		c.NT = nt

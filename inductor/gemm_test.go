@@ -88,7 +88,12 @@ func TestChooseGemmConfig(t *testing.T) {
 		want               GemmConfig
 	}{
 		{1, 1024, 1024, 132, 90, GemmConfig{Warps: 4, NT: 1, MT: 1}},
-		{3, 4096, 1024, 132, 90, GemmConfig{Warps: 4, NT: 2, MT: 4}},
+		{1, 32000, 2048, 132, 90, GemmConfig{Warps: 4, NT: 4, MT: 1}},
+		{3, 4096, 1024, 132, 90, GemmConfig{Warps: 2, NT: 4, MT: 4}},  // 4 warps: 256 blocks
+		{3, 16384, 1024, 132, 90, GemmConfig{Warps: 4, NT: 4, MT: 4}}, // 1024 blocks
+		{16, 2048, 2048, 132, 90, GemmConfig{Warps: 2, NT: 4, MT: 16}},
+		{9, 11264, 2048, 132, 90, GemmConfig{Warps: 4, NT: 4, MT: 16}},
+		{17, 1024, 1024, 132, 90, tensor(8)},
 		{32, 1024, 1024, 132, 90, tensor(8)},
 		{64, 7, 112, 132, 90, tensor(1)},
 		{64, 7, 304, 132, 90, tensor(2)},
@@ -133,30 +138,32 @@ func TestGemmTensorShapesChecked(t *testing.T) {
 	}
 }
 
-// 16-bit products take the warp kernel alone, with the fewest rows a
-// tile that hold M and the widest column group that keeps two blocks a
-// multiprocessor.
+// 16-bit products take the tensor-core kernel from 8 rows, or from 2 where
+// its warps prefetch the whole weight, and the warp kernel otherwise.
 func TestChooseGemm16Config(t *testing.T) {
-	warp := func(nt, mt int) GemmConfig { return GemmConfig{Warps: 4, NT: nt, MT: mt} }
+	warp := func(w, nt, mt int) GemmConfig { return GemmConfig{Warps: w, NT: nt, MT: mt} }
 	tensor := func(nt, mt int) GemmConfig { return GemmConfig{Tensor: true, Warps: 8, NT: nt, Split: 1, MT: mt} }
 	for _, tc := range []struct {
 		m, n, k, sms, arch int
 		vec                bool
 		want               GemmConfig
 	}{
-		{1, 2048, 2048, 132, 90, true, tensor(1, 8)},
-		{1, 4096, 4096, 132, 90, true, tensor(1, 8)},
-		{1, 32000, 2048, 132, 90, true, tensor(4, 8)},
-		{16, 5632, 2048, 132, 90, true, tensor(2, 0)},
-		{9, 5632, 2048, 132, 90, true, tensor(2, 0)},
-		{8, 5632, 2048, 132, 90, true, tensor(2, 8)},
+		{1, 2048, 2048, 132, 90, true, warp(4, 1, 1)}, // one row: the warp kernel
+		{1, 32000, 2048, 132, 90, true, warp(4, 4, 1)},
+		{2, 2048, 2048, 132, 90, true, tensor(2, 8)}, // the weight prefetched whole
+		{4, 4096, 4096, 132, 90, true, warp(2, 4, 4)}, // k too long to prefetch, few rows
+		{8, 4096, 4096, 132, 90, true, tensor(4, 8)},
+		{16, 5632, 2048, 132, 90, true, tensor(4, 0)},
+		{9, 5632, 2048, 132, 90, true, tensor(4, 0)},
+		{8, 5632, 2048, 132, 90, true, tensor(4, 8)},
+		{16, 64, 2048, 132, 90, true, tensor(1, 0)}, // few columns: the narrowest group
 		{3, 7, 16, 132, 80, true, tensor(1, 8)},
-		{1, 2048, 2048, 132, 90, false, warp(1, 1)},
-		{1, 4096, 1000, 132, 90, true, warp(2, 1)}, // k not a multiple of 16
-		{3, 5632, 2048, 132, 75, true, warp(4, 4)}, // no bfloat16 MMA before sm_80
-		{16, 4096, 100, 132, 90, false, warp(2, 16)},
-		{9, 7, 100, 132, 90, false, warp(1, 16)},
-		{40, 2048, 100, 132, 90, false, warp(4, 16)}, // more rows than a tile: grid.y covers them
+		{1, 2048, 2048, 132, 90, false, warp(4, 1, 1)},
+		{1, 4096, 1000, 132, 90, true, warp(4, 2, 1)}, // k not a multiple of 16
+		{3, 5632, 2048, 132, 75, true, warp(4, 4, 4)}, // no bfloat16 MMA before sm_80
+		{16, 4096, 100, 132, 90, false, warp(2, 4, 16)},
+		{9, 7, 100, 132, 90, false, warp(2, 4, 16)},
+		{40, 2048, 100, 132, 90, false, warp(2, 4, 16)}, // more rows than a tile: grid.y covers them
 	} {
 		got := ChooseGemm16Config(tc.m, tc.n, tc.k, tc.sms, tc.arch, tc.vec)
 		if got != tc.want {

@@ -294,14 +294,15 @@ func gpuGemm(bc Config, tunedAt *sync.Map, dependent bool, q *array.LaunchQueue,
 	choose := bc.GemmConfig
 	if choose == nil {
 		choose = inductor.ChooseGemmConfig
+		if in != ir.Float32 {
+			choose = inductor.ChooseGemm16Config
+		}
 	}
 	cfg := choose(m, n, k, g.Dev().SMCount, arch, vec)
-	// 16-bit operands take the float32 choice where it takes them: its
-	// warp kernel measured faster than the tensor-core kernel at up to 16
-	// rows (each in isolation, and replayed from a CUDA graph).
+	// A test's choice that cannot compute this product.
 	if in != ir.Float32 && (!cfg.Takes(in) || !cfg.Fits(k, vec)) {
 		cfg = inductor.ChooseGemm16Config(m, n, k, g.Dev().SMCount, arch, vec)
-	} else if !cfg.Fits(k, vec) { // a test's choice
+	} else if !cfg.Fits(k, vec) {
 		cfg = inductor.ChooseGemmConfig(m, n, k, g.Dev().SMCount, arch, vec)
 	}
 	type shapeKey struct {
