@@ -207,14 +207,16 @@ const GemmMaxM = 64
 
 // ChooseGemmConfig picks the launch shape for an M×N output with inner
 // dimension k on a device with sms multiprocessors of compute capability
-// arch (90 for sm_90). Up to 16 rows (4 where the operands do not allow
-// 16-byte loads, vec false): the warp kernel, every row in one row tile
+// arch (90 for sm_90). Up to 8 rows (4 where the operands do not allow
+// 16-byte loads, vec false; 16 where the tensor-core kernel does not Fit):
+// the warp kernel, every row in one row tile
 // (MT, a power of two), so the weight is read once. One row: the widest
 // column group a warp (4, 2 or 1) that still gives every multiprocessor
 // two blocks of 4 warps. More: 4 columns a warp, each of A's vectors
 // feeding four columns' sums, in blocks of 4 warps, or 2 where that
-// gives too few blocks for two a multiprocessor. More rows on sm_90 and
-// later, where it Fits: the tensor-core kernel, 4 warps of 16
+// gives too few blocks for two a multiprocessor. 9 to 16 rows on sm_90
+// and later, where it Fits: the tensor-core kernel, 8 warps of 32 columns
+// and k split across two blocks. More rows: the tensor-core kernel, 4 warps of 16
 // columns, with k split across a cluster of up to 8 blocks while there
 // are fewer than 4 blocks per multiprocessor and each warp keeps at least
 // two 16-wide steps of k. (8 warps and one block per multiprocessor,
@@ -223,7 +225,16 @@ const GemmMaxM = 64
 // are about two blocks per multiprocessor, each with at least four 32-wide
 // steps of k before splitting.
 func ChooseGemmConfig(m, n, k, sms, arch int, vec bool) GemmConfig {
-	if m <= 4 || m <= 16 && vec {
+	if m <= 4 || m <= 8 && vec {
+		return warpConfig(m, n, sms)
+	}
+	if m <= 16 && arch >= 90 && (GemmConfig{Tensor: true}).Fits(k, vec) {
+		// Up to 16 rows the tensor-core kernel's lanes hold half as many
+		// sums as 16-row warp tiles, which run short of registers: 8 warps
+		// of 32 columns, k split across a pair of blocks.
+		return GemmConfig{Tensor: true, NT: 4, Warps: 8, Split: 2}
+	}
+	if m <= 16 && vec {
 		return warpConfig(m, n, sms)
 	}
 	if arch >= 90 && (GemmConfig{Tensor: true}).Fits(k, vec) {

@@ -91,8 +91,12 @@ func TestChooseGemmConfig(t *testing.T) {
 		{1, 32000, 2048, 132, 90, GemmConfig{Warps: 4, NT: 4, MT: 1}},
 		{3, 4096, 1024, 132, 90, GemmConfig{Warps: 2, NT: 4, MT: 4}},  // 4 warps: 256 blocks
 		{3, 16384, 1024, 132, 90, GemmConfig{Warps: 4, NT: 4, MT: 4}}, // 1024 blocks
-		{16, 2048, 2048, 132, 90, GemmConfig{Warps: 2, NT: 4, MT: 16}},
-		{9, 11264, 2048, 132, 90, GemmConfig{Warps: 4, NT: 4, MT: 16}},
+		{8, 2048, 2048, 132, 90, GemmConfig{Warps: 2, NT: 4, MT: 8}},
+		{8, 11264, 2048, 132, 90, GemmConfig{Warps: 4, NT: 4, MT: 8}},
+		{16, 2048, 2048, 132, 90, GemmConfig{Tensor: true, NT: 4, Warps: 8, Split: 2}},
+		{9, 11264, 2000, 132, 90, GemmConfig{Tensor: true, NT: 4, Warps: 8, Split: 2}},
+		{16, 2048, 2040, 132, 90, GemmConfig{Warps: 2, NT: 4, MT: 16}}, // k not a multiple of 16
+		{16, 2048, 2048, 108, 80, GemmConfig{Warps: 2, NT: 4, MT: 16}},
 		{17, 1024, 1024, 132, 90, tensor(8)},
 		{32, 1024, 1024, 132, 90, tensor(8)},
 		{64, 7, 112, 132, 90, tensor(1)},
