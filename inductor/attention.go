@@ -327,9 +327,11 @@ __device__ __forceinline__ float gc_attn_sum(float v) {
 // sum and weighted values per row: the block merges its warps (rescaled
 // to the block's maximum, added in warp order) into its split's slot of
 // the workspace, and the last block of the key head to finish combines
-// the splits, a warp a row: the splits' maxima and sums in one pass of
-// loads, then their weighted values 32 splits at a time, added in split
-// order.
+// the splits, a warp a row, adding in split order. Up to 32 splits (a
+// decode step's), a row's maxima, sums and values come in one trip to
+// memory: the combine is the kernel's serial tail, one block a key head
+// after every other has finished. More splits: their maxima and sums in
+// one pass of loads, then their weighted values 32 splits at a time.
 const attentionTail = `  __syncthreads();
   float* part = ws + (long long)bk * ROWS * splits * WSROW;
   for (int f = threadIdx.x; f < ROWS * (2 + EV); f += WARPS * 32) {
@@ -360,6 +362,35 @@ const attentionTail = `  __syncthreads();
   for (int r = w; r < G * L; r += WARPS) {
     const int g = r / L, l = r % L;
     const float* p = part + (long long)r * splits * WSROW;
+    GC_ATTN_T* o = out + (((long long)b * Hkv * G + hk * G + g) * L + l) * EV;
+    if (splits <= 32) {
+      // One trip to memory for the row: lane i's split's maximum and sum,
+      // and every split's values of the lane's features; then added in
+      // split order, as below.
+      const bool in = lane < splits;
+      const float ms = in ? __ldcg(p + (long long)lane * WSROW) : GC_NEG_INF;
+      const float ls = in ? __ldcg(p + (long long)lane * WSROW + 1) : 0.f;
+      float vals[(EV + 31) / 32][32];
+      #pragma unroll
+      for (int q = 0; q < (EV + 31) / 32; q++)
+        #pragma unroll
+        for (int i = 0; i < 32; i++) vals[q][i] = i < splits ? __ldcg(p + (long long)i * WSROW + 2 + min(32 * q + lane, EV - 1)) : 0.f;
+      const float mx = gc_attn_max(ms);
+      const float wgt = ms != GC_NEG_INF ? expf(ms - mx) : 0.f;
+      const float total = gc_attn_sum(ms != GC_NEG_INF ? ls * wgt : 0.f);
+      #pragma unroll
+      for (int q = 0; q < (EV + 31) / 32; q++) {
+        float acc = 0.f;
+        #pragma unroll
+        for (int i = 0; i < 32; i++) {
+          const float mi = __shfl_sync(0xffffffffu, ms, i), wi = __shfl_sync(0xffffffffu, wgt, i);
+          if (i < splits && mi != GC_NEG_INF) acc += vals[q][i] * wi;
+        }
+        const int e = 32 * q + lane;
+        if (e < EV) o[e] = GC_ATTN_STORE(total > 0.f ? acc / total : 0.f);
+      }
+      continue;
+    }
     // The splits' maxima and sums, 32 at a time a lane each.
     float mx = GC_NEG_INF, total = 0.f;
     for (int c = 0; c < splits; c += 32) {
@@ -371,7 +402,6 @@ const attentionTail = `  __syncthreads();
       mx = mn;
     }
     total = gc_attn_sum(total);
-    GC_ATTN_T* o = out + (((long long)b * Hkv * G + hk * G + g) * L + l) * EV;
     for (int e0 = 0; e0 < EV; e0 += 32) {
       const int e = e0 + lane;
       float acc = 0.f;
