@@ -45,15 +45,18 @@
 //     specialised on its ColShape: the ranks of its kept and reduced dims,
 //     so its index loops unroll, and 32-bit indices with magic-number
 //     division where the shape allows.
-//   - GemmKernel: a float32 matrix product of few rows (inference at small
-//     batch) with the pointwise epilogue of the product (bias add,
-//     activation, residual) applied before its only store: a warp kernel
-//     for very few rows, or a tiled kernel that splits k across blocks and
+//   - GemmKernel: a matrix product of few rows (inference at small batch)
+//     with the pointwise epilogue of the product (bias add, activation,
+//     residual) applied before its only store: a warp kernel that holds
+//     every row in one tile and streams the weight once, loading its first
+//     vectors before griddepcontrol.wait so that, replayed from a CUDA
+//     graph as a programmatic dependent, it overlaps the kernel ahead; a
+//     tensor-core kernel; or a tiled kernel that splits k across blocks and
 //     adds the partial sums in a fixed order (through a thread block
-//     cluster's shared memory on sm_90). GemmCandidates lists the launch
-//     shapes an autotuner times. Products of bfloat16 or float16 operands
-//     of up to 16 rows (a decode step) add in float32 with m16n8k16 MMAs
-//     that stream the weight once (ChooseGemm16Config).
+//     cluster's shared memory on sm_90). ChooseGemmConfig and
+//     ChooseGemm16Config (bfloat16 and float16, m16n8k16 MMAs adding in
+//     float32) pick the launch shape; GemmCandidates lists the ones an
+//     autotuner times.
 //   - AttentionKernel: attention of few queries against many keys (a
 //     decode step against a KV cache) in one launch, split along the keys
 //     with an online softmax per split (m16n8k16 MMAs for 16-bit operands)
