@@ -154,7 +154,7 @@ func TestChooseGemm16Config(t *testing.T) {
 	}{
 		{1, 2048, 2048, 132, 90, true, warp(4, 1, 1)}, // one row: the warp kernel
 		{1, 32000, 2048, 132, 90, true, warp(4, 4, 1)},
-		{2, 2048, 2048, 132, 90, true, tensor(2, 8)}, // the weight prefetched whole
+		{2, 2048, 2048, 132, 90, true, tensor(2, 8)},  // the weight prefetched whole
 		{4, 4096, 4096, 132, 90, true, warp(2, 4, 4)}, // k too long to prefetch, few rows
 		{8, 4096, 4096, 132, 90, true, tensor(4, 8)},
 		{16, 5632, 2048, 132, 90, true, tensor(4, 0)},
