@@ -328,10 +328,11 @@ __device__ __forceinline__ float gc_attn_sum(float v) {
 // to the block's maximum, added in warp order) into its split's slot of
 // the workspace, and the last block of the key head to finish combines
 // the splits, a warp a row, adding in split order. Up to 32 splits (a
-// decode step's), a row's maxima, sums and values come in one trip to
-// memory: the combine is the kernel's serial tail, one block a key head
-// after every other has finished. More splits: their maxima and sums in
-// one pass of loads, then their weighted values 32 splits at a time.
+// decode step's) of up to 128 value features, a row's maxima, sums and
+// values come in one trip to memory: the combine is the kernel's serial
+// tail, one block a key head after every other has finished. Otherwise
+// their maxima and sums in one pass of loads, then their weighted values
+// 32 splits at a time.
 const attentionTail = `  __syncthreads();
   float* part = ws + (long long)bk * ROWS * splits * WSROW;
   for (int f = threadIdx.x; f < ROWS * (2 + EV); f += WARPS * 32) {
@@ -363,10 +364,10 @@ const attentionTail = `  __syncthreads();
     const int g = r / L, l = r % L;
     const float* p = part + (long long)r * splits * WSROW;
     GC_ATTN_T* o = out + (((long long)b * Hkv * G + hk * G + g) * L + l) * EV;
-    if (splits <= 32) {
+    if (splits <= 32 && EV <= 128) {
       // One trip to memory for the row: lane i's split's maximum and sum,
-      // and every split's values of the lane's features; then added in
-      // split order, as below.
+      // and every split's values of the lane's features (at most 4 a lane,
+      // which registers hold); then added in split order, as below.
       const bool in = lane < splits;
       const float ms = in ? __ldcg(p + (long long)lane * WSROW) : GC_NEG_INF;
       const float ls = in ? __ldcg(p + (long long)lane * WSROW + 1) : 0.f;

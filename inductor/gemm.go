@@ -448,23 +448,15 @@ func (k *GemmKernel) body() (string, error) {
 // kernel ahead writes them while this one starts.
 func (k *GemmKernel) warpBody(b *strings.Builder, params []string, store string) {
 	c, in := k.Config, k.in()
-	ve, groups := 16/in.Size(), 2
-	if in != ir.Float32 {
-		// More loads in flight per lane: the 16-bit kernel streams
-		// weights at small M, where nothing else hides their latency.
-		groups = 4
-	}
-	// At most 8 vectors a group per lane: two groups of them are held.
-	for groups*c.NT > 8 && groups > 1 {
-		groups /= 2
-	}
+	ve, groups := 16/in.Size(), k.warpGroup()
 	fmt.Fprintf(b, `
 // gc_wraw loads the 16-byte vector of B at p, which is read once: it
-// bypasses L1. Volatile: the loads stay ahead of griddepcontrol.wait,
-// past which the compiler would otherwise move them.
+// bypasses L1. Volatile, and coherent (not ld.global.nc): the loads stay
+// ahead of griddepcontrol.wait, past which NVVM would move a plain load
+// and ptxas a non-coherent one.
 __device__ __forceinline__ uint4 gc_wraw(const void* p) {
   uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%%0, %%1, %%2, %%3}, [%%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+  asm volatile("ld.global.L1::no_allocate.v4.u32 {%%0, %%1, %%2, %%3}, [%%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
   return v;
 }
 
@@ -584,6 +576,38 @@ extern "C" __global__ void __launch_bounds__(%[1]d) %[2]s(
 `, c.Threads(), k.Name(), storageC(k.Out), strings.ReplaceAll(strings.Join(prefixAll(", ", params), ""), "__restrict__ ", ""), c.MT, c.NT, c.Warps,
 		store, vcvtC(in), storageC(in), ve, groups,
 		loadC("__ldg(b[j] + k)", in, ir.F32), loadC("a[i][k]", in, ir.F32))
+}
+
+// warpGroup is how many vectors of each of its columns a lane of the warp
+// kernel loads in a group: 4 for 16-bit weights, which stream at small M
+// where nothing else hides their latency, 2 for float32, and at most 8
+// vectors a group in all (two groups are held in registers).
+func (k *GemmKernel) warpGroup() int {
+	groups := 2
+	if k.in() != ir.Float32 {
+		groups = 4
+	}
+	for groups*k.Config.NT > 8 && groups > 1 {
+		groups /= 2
+	}
+	return groups
+}
+
+// PrefetchLoads is how many 16-byte weight loads a lane of the kernel
+// issues before griddepcontrol.wait: two groups of the warp kernel, two
+// steps of 4 chunks of the 16-bit tensor-core kernel, one step of the
+// float32 one, for each of its columns (tiles); none for the tiled kernel.
+func (k *GemmKernel) PrefetchLoads() int {
+	c := k.Config
+	switch {
+	case c.Tensor && k.in() != ir.Float32:
+		return 2 * 4 * c.NT
+	case c.Tensor:
+		return c.NT
+	case c.Split == 0:
+		return 2 * k.warpGroup() * c.NT
+	}
+	return 0
 }
 
 // vcvtC is the C of gc_vcvt for operands stored as dt.
@@ -890,12 +914,13 @@ func (k *GemmKernel) tensorBody(b *strings.Builder, params []string, store strin
 	}
 	fmt.Fprintf(b, `
 // gc_tc_ldw loads 4 floats of B, which is read once: they bypass L1,
-// leaving it to A, which every block of a row tile reads. Volatile: the
-// loads stay ahead of griddepcontrol.wait, past which the compiler would
-// otherwise move them.
+// leaving it to A, which every block of a row tile reads. Volatile, and
+// coherent (not ld.global.nc): the loads stay ahead of
+// griddepcontrol.wait, past which NVVM would move a plain load and ptxas
+// a non-coherent one.
 __device__ __forceinline__ float4 gc_tc_ldw(const float* p) {
   float4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.f32 {%%0, %%1, %%2, %%3}, [%%4];" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "l"(p));
+  asm volatile("ld.global.L1::no_allocate.v4.f32 {%%0, %%1, %%2, %%3}, [%%4];" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "l"(p));
   return v;
 }
 
@@ -1039,10 +1064,12 @@ func (k *GemmKernel) tensor16Body(b *strings.Builder, params []string, store str
 	}
 	fmt.Fprintf(b, `
 // gc_tc16_ldw loads 8 elements of B, which is read once: they bypass L1,
-// leaving it to A, which every block reads.
+// leaving it to A, which every block reads. Volatile, and coherent (not
+// ld.global.nc): the loads stay ahead of griddepcontrol.wait, past which
+// NVVM would move a plain load and ptxas a non-coherent one.
 __device__ __forceinline__ uint4 gc_tc16_ldw(const void* p) {
   uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%%0, %%1, %%2, %%3}, [%%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+  asm volatile("ld.global.L1::no_allocate.v4.u32 {%%0, %%1, %%2, %%3}, [%%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
   return v;
 }
 

@@ -1,9 +1,13 @@
 package inductor
 
 import (
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"gocompile/cuda"
 	"gocompile/ir"
 )
 
@@ -187,5 +191,71 @@ func TestChooseGemm16Config(t *testing.T) {
 	k := GemmKernel{Out: ir.BFloat16, In: ir.BFloat16, Config: GemmConfig{Split: 2}}
 	if _, err := k.Source(); err == nil || !strings.Contains(err.Error(), "warp kernel") {
 		t.Errorf("a tiled 16-bit product: error %v, want one naming the warp kernel", err)
+	}
+}
+
+// The weight loads a product's kernel issues before griddepcontrol.wait
+// stay there in the machine code the device's NVRTC makes: a load moved
+// past the wait would not overlap the kernel ahead under a programmatic
+// dependent launch (ptxas moves non-coherent loads there). It reads the
+// SASS with cuobjdump, which a machine with the CUDA toolkit has.
+func TestGPUGemmWeightLoadsBeforeWait(t *testing.T) {
+	if ok, err := cuda.Available(); !ok {
+		t.Skipf("no usable GPU: %v", err)
+	}
+	dev, err := cuda.GetDevice(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dev.Major < 9 {
+		t.Skip("griddepcontrol needs sm_90")
+	}
+	objdump, err := exec.LookPath("cuobjdump")
+	if err != nil {
+		objdump = "/usr/local/cuda/bin/cuobjdump"
+		if _, err := os.Stat(objdump); err != nil {
+			t.Skip("no cuobjdump to read the machine code")
+		}
+	}
+	for _, in := range []ir.DType{ir.BFloat16, ir.Float32} {
+		for _, c := range []GemmConfig{
+			ChooseGemm16Config(1, 2048, 2048, 132, 90, true),
+			ChooseGemm16Config(4, 4096, 4096, 132, 90, true),
+			ChooseGemm16Config(2, 2048, 2048, 132, 90, true),
+			ChooseGemm16Config(16, 4096, 4096, 132, 90, true),
+			ChooseGemmConfig(8, 2048, 2048, 132, 90, true),
+			ChooseGemmConfig(16, 2048, 2048, 132, 90, true),
+		} {
+			k := GemmKernel{Out: in, In: in, Config: c}
+			if !c.Takes(in) || k.PrefetchLoads() == 0 {
+				continue
+			}
+			src, err := k.Source()
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := cuda.Compile(src, k.Name()+".cu", dev)
+			if err != nil {
+				t.Fatalf("%s: %v", k.Name(), err)
+			}
+			if res.CUBIN == nil {
+				t.Skip("NVRTC made PTX only: no machine code to read")
+			}
+			path := filepath.Join(t.TempDir(), k.Name()+".cubin")
+			if err := os.WriteFile(path, res.CUBIN, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			out, err := exec.Command(objdump, "-sass", path).CombinedOutput()
+			if err != nil {
+				t.Fatalf("cuobjdump: %v\n%s", err, out)
+			}
+			sass, _, found := strings.Cut(string(out), "ACQBULK")
+			if !found {
+				t.Fatalf("%s: no griddepcontrol.wait (ACQBULK) in its machine code", k.Name())
+			}
+			if n := strings.Count(sass, "LDG"); n < k.PrefetchLoads() {
+				t.Errorf("%s: %d loads before griddepcontrol.wait, want the %d weight loads", k.Name(), n, k.PrefetchLoads())
+			}
+		}
 	}
 }
