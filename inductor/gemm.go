@@ -80,7 +80,7 @@ func ChooseGemm16Config(m, n, k, sms, arch int, vec bool) GemmConfig {
 	if m <= 8 {
 		c.MT = 8
 	}
-	if arch < 80 || !c.Fits(k, vec) || m < 2 || m < 8 && k > tensor16Prefetch {
+	if arch < 80 || !c.Fits(k, vec) || m < 2 || m < 8 && k > tensor16Prefetch || m > Gemm16MaxM {
 		return warpConfig(min(m, Gemm16MaxM), n, sms)
 	}
 	for _, nt := range []int{4, 2, 1} {

@@ -305,6 +305,9 @@ func gpuGemm(bc Config, tunedAt *sync.Map, dependent bool, q *array.LaunchQueue,
 	} else if !cfg.Fits(k, vec) {
 		cfg = inductor.ChooseGemmConfig(m, n, k, g.Dev().SMCount, arch, vec)
 	}
+	if cfg.Tensor && cfg.MT == 8 && m > 8 {
+		cfg.MT = 0 // the 8-row form would leave rows 8 on at zero
+	}
 	type shapeKey struct {
 		device, m, n, k int
 		vec             bool
@@ -316,6 +319,13 @@ func gpuGemm(bc Config, tunedAt *sync.Map, dependent bool, q *array.LaunchQueue,
 	} else if bc.Autotune && !g.Stream().CapturingHere() {
 		q.Drain() // the search launches now
 		cands := slices.DeleteFunc(inductor.GemmCandidates(m, arch), func(c inductor.GemmConfig) bool { return !c.Fits(k, vec) || !c.Takes(in) })
+		if in != ir.Float32 && m <= 8 {
+			for i := range cands {
+				if cands[i].Tensor {
+					cands[i].MT = 8 // the form ChooseGemm16Config picks for these rows
+				}
+			}
+		}
 		names := make([]string, len(cands))
 		for i, c := range cands {
 			names[i] = c.String()
