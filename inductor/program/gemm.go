@@ -306,7 +306,7 @@ func gpuGemm(bc Config, tunedAt *sync.Map, dependent bool, q *array.LaunchQueue,
 		cfg = inductor.ChooseGemmConfig(m, n, k, g.Dev().SMCount, arch, vec)
 	}
 	if cfg.Tensor && cfg.MT == 8 && m > 8 {
-		cfg.MT = 0 // the 8-row form would leave rows 8 on at zero
+		cfg.MT = 0 // the 8-row form computes rows 0 to 7 only
 	}
 	type shapeKey struct {
 		device, m, n, k int
