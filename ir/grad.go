@@ -483,6 +483,13 @@ func init() {
 	OpIndexAdd.VJP = func(b Builder, a Attrs, args []Value, out, g Value) ([]Value, error) {
 		return []Value{g, nil, b.Apply(OpIndexSelect, Attrs{Dim: a.Dim}, g, args[1])}, nil
 	}
+	// IndexCopy's entries at index came from src: src's gradient is g's
+	// entries there (as torch's index_copy backward gives it, a repeated
+	// index included), x's is g with them zeroed.
+	OpIndexCopy.VJP = func(b Builder, a Attrs, args []Value, out, g Value) ([]Value, error) {
+		dx := b.Apply(OpIndexCopy, Attrs{Dim: a.Dim}, g, args[1], zerosLike(b, args[2]))
+		return []Value{dx, nil, b.Apply(OpIndexSelect, Attrs{Dim: a.Dim}, g, args[1])}, nil
+	}
 }
 
 // zerosLike is a tensor of x's shape and type holding zeros (NaN and

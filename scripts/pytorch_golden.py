@@ -81,7 +81,9 @@ OPS = [
     "as_strided_index_copy",
 ]
 
-MODELS = ["mlp", "attention_block", "transformer_block"]
+# Models, and composites of the public API (Tensor.IndexPut) that have no
+# registry op of their own: tensor/golden_models_test.go maps each name to Go.
+MODELS = ["mlp", "attention_block", "transformer_block", "index_put"]
 
 FLOATS = ["float32", "float64", "float16", "bfloat16"]
 
@@ -179,7 +181,7 @@ GRAD_OPS = {
     "sin", "cos", "tanh", "erf", "floor", "ceil", "round", "sign", "sigmoid", "relu", "gelu", "gelu_tanh", "silu",
     "where", "masked_fill", "clamp", "clamp_min", "clamp_max", "cast", "sum", "mean", "amax", "amin",
     "reshape", "transpose", "permute", "expand", "squeeze", "unsqueeze", "slice", "matmul", "cat", "stack",
-    "index_select", "embedding", "contiguous", "tril", "triu", "index_add", "gather", "cumsum",
+    "index_select", "embedding", "contiguous", "tril", "triu", "index_add", "index_copy", "gather", "cumsum",
     "var", "softmax", "log_softmax", "layer_norm", "rms_norm", "linear", "repeat", "pad",
     "scaled_dot_product_attention", "attention",
 }
@@ -675,6 +677,29 @@ def index_adds(g):
         ("float16_9_m1", (9,), "float16", -1, [8, 0, 8])])
 
 
+def index_puts(g):
+    """Cases of Tensor.IndexPut (torch.index_put): x, values, then one index
+    tensor per leading dim, broadcast together; values broadcast to the
+    indexed shape. Repeated positions appear only with accumulate, where
+    they add up (without it PyTorch leaves which value wins undefined)."""
+    for name, shape, dt, indices, vshape, acc in [
+            ("float32_rows", (5, 3), "float32", [[4, 0, -2]], (3, 3), False),
+            ("float64_broadcast_indices", (4, 6), "float64", [[[0], [3]], [1, -1, 2]], (2, 3), False),
+            ("float32_repeated_accumulate", (5, 3), "float32", [[4, 0, 4, 3, 4]], (5, 3), True),
+            ("bfloat16_cache_position", (6, 2, 4), "bfloat16", [[3]], (1, 2, 4), False),
+            ("float16_accumulate", (9,), "float16", [[8, 0, -1, 8]], (4,), True),
+            ("int64_scalar_value", (4, 4), "int64", [[0, 3], [2, 1]], (), False),
+            ("float32_every_dim_accumulate", (3, 4, 5), "float32", [[[2], [0]], [[1, 3, 3]], [4, 0, 4]], (2, 3), True),
+            ("float32_values_broadcast", (5, 7), "float32", [[1, 3]], (7,), False)]:
+        name = "index_put_" + name
+        rng = rng_for(name)
+        ins = [(make(rng, shape, dt), dt), (make(rng, vshape, dt), dt)]
+        ins += [(np.array(ix, dtype=np.int64), "int64") for ix in indices]
+        g.add(name, "index_put", ins,
+              (lambda a: (lambda x, v, *ix: x.index_put(tuple(ix), v, accumulate=a)))(acc),
+              kind="model", attrs={"accumulate": acc})
+
+
 def strided(g):
     for name, n, dt, size, stride, offset in [
             ("float32_rows", 24, "float32", (3, 4), (8, 1), 2),
@@ -1082,6 +1107,7 @@ def main():
     argsorts(g)
     index_copies(g)
     index_adds(g)
+    index_puts(g)
     strided(g)
     strided_index_copies(g)
     attentions(g)

@@ -191,6 +191,11 @@ func TestGradients(t *testing.T) {
 			[]*Tensor{r(1, 5, 3)}},
 		{"index add", two(func(x, s *Tensor) *Tensor { return x.IndexAdd(0, FromSlice([]int64{1, 1, 3}, 3), s).Exp() }),
 			[]*Tensor{r(1, 4, 2), r(2, 3, 2)}},
+		{"index copy", two(func(x, s *Tensor) *Tensor { return x.IndexCopy(1, FromSlice([]int64{2, -1}, 2), s).Exp() }),
+			[]*Tensor{r(1, 3, 5), r(2, 3, 2)}},
+		{"index put, two indices, accumulate", two(func(x, v *Tensor) *Tensor {
+			return x.IndexPut([]*Tensor{FromSlice([]int64{0, 2, 0}, 3), FromSlice([]int64{1, -1, 1}, 3)}, v, true).Exp()
+		}), []*Tensor{r(1, 3, 4, 2), r(2, 3, 2)}},
 		{"gather, repeated and negative", one(func(x *Tensor) *Tensor {
 			return x.Gather(1, FromSlice([]int64{0, 2, 2, -1, 1, 0}, 2, 3)).Exp()
 		}), []*Tensor{r(1, 2, 4)}},
@@ -348,8 +353,8 @@ func TestAutogradErrors(t *testing.T) {
 	checkClose(t, "written under NoGrad", x.Detach(), Float64, []int{3}, []float64{0, 0, 0}, 1)
 
 	checkOpError(t, "no derivative", func() {
-		x.IndexCopy(0, FromSlice([]int64{1}, 1), FromSlice([]float64{5}, 1)).Sum().Backward()
-	}, "IndexCopy", "no derivative")
+		x.AsStridedScatter(FromSlice([]float64{5}, 1), []int{1}, []int{1}, 0).Sum().Backward()
+	}, "AsStridedScatter", "no derivative")
 	checkOpError(t, "integer leaf", func() { FromSlice([]int64{1}, 1).SetRequiresGrad(true) }, "SetRequiresGrad", "floating")
 	err := Try(func() { x.Mul(x).SetRequiresGrad(true) })
 	if err == nil || !strings.Contains(err.Error(), "Detach") {

@@ -36,10 +36,10 @@
 // that traces it into a graph on first call and replays the compiled graph
 // afterwards, behind guards on its arguments; see Compile, Explain and
 // Cond. A compiled function may write the tensors it captures (a KV cache:
-// Copy into a view, IndexCopyInPlace at a position held in a tensor): the
-// writes are part of the graph and reach the tensors on every call. Ops on
-// captured tensors alone (w.Mul(w), pos.AddScalar(1)) are recorded too, so
-// every call reads their current values.
+// Copy into a view, IndexCopyInPlace or IndexPutInPlace at a position held
+// in a tensor): the writes are part of the graph and reach the tensors on
+// every call. Ops on captured tensors alone (w.Mul(w), pos.AddScalar(1))
+// are recorded too, so every call reads their current values.
 //
 // # Gradients
 //
@@ -68,8 +68,7 @@
 // instead. Explain shows both halves and the saved values. A graph break in such a
 // function, more than one result requiring gradients, or an argument that
 // requires gradients but is not a leaf runs it eagerly instead (with one
-// warning). Not yet differentiable: the index writes (IndexCopy, the
-// AsStrided writes).
+// warning). Not yet differentiable: the AsStrided writes.
 //
 // Inside a compiled function gradients are traced too: Grad returns a
 // leaf's gradient as the call has it so far (what it held when the call

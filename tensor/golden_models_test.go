@@ -9,6 +9,13 @@ var goldenModels = map[string]func(in []*Tensor, a goldenAttrs) *Tensor{
 	"mlp":               goldenMLP,
 	"attention_block":   goldenAttentionBlock,
 	"transformer_block": goldenTransformerBlock,
+	"index_put":         goldenIndexPut,
+}
+
+// goldenIndexPut is Tensor.IndexPut, a composite of the public API: x,
+// values, then the index tensors.
+func goldenIndexPut(in []*Tensor, a goldenAttrs) *Tensor {
+	return in[0].IndexPut(in[2:], in[1], a.Accumulate)
 }
 
 // goldenMLP is Linear + GELU, twice.

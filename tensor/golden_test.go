@@ -93,6 +93,7 @@ type goldenAttrs struct {
 	Max             *goldenFloat `json:"max"`
 	DType           string       `json:"dtype"`
 	Heads           int          `json:"heads"`
+	Accumulate      bool         `json:"accumulate"`
 	Pre             []goldenPre  `json:"pre"`
 }
 
