@@ -98,11 +98,10 @@ func planIndexPut(op string, t *Tensor, indices []*Tensor, values *Tensor, accum
 	// range along its own dim could land in range once flattened, so it
 	// becomes one past the end, which the index write rejects.
 	n := ir.Numel(shape[:k])
+	strides := ir.ContiguousStrides(shape[:k])
 	var at, bad *Tensor
-	stride := n
 	for j, ix := range indices {
-		size := shape[j]
-		stride /= size
+		size, stride := shape[j], strides[j]
 		i := ix.To(Int64)
 		wrapped := i.Add(i.LtScalar(0).To(Int64).MulScalar(float64(size)))
 		out := wrapped.LtScalar(0).LogicalOr(wrapped.GeScalar(float64(size)))

@@ -282,3 +282,17 @@ func TestGPUReduceOverheadIndexPut(t *testing.T) {
 		}
 	}
 }
+
+// An empty index writes nothing, into a tensor with or without elements;
+// a tensor with an empty indexed dim has no position to write.
+func TestIndexPutEmpty(t *testing.T) {
+	none := FromSlice([]int64{}, 0)
+	x := Arange(0, 6, 1, Float32).Reshape(2, 3)
+	for _, accumulate := range []bool{false, true} {
+		checkClose(t, fmt.Sprintf("accumulate %v", accumulate), x.IndexPut([]*Tensor{none}, Ones(Float32, 3), accumulate),
+			Float32, []int{2, 3}, []float64{0, 1, 2, 3, 4, 5}, 0)
+	}
+	empty := Zeros(Float32, 0, 3)
+	checkClose(t, "an empty tensor", empty.IndexPut([]*Tensor{none}, Ones(Float32, 3), false), Float32, []int{0, 3}, nil, 0)
+	expectError(t, "a position in an empty dim", func() { empty.IndexPut([]*Tensor{FromSlice([]int64{0})}, Ones(Float32, 3), false) })
+}
