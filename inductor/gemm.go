@@ -1039,7 +1039,8 @@ extern "C" __global__ void __launch_bounds__(%[6]d * 32) %[8]s%[1]s(
 
 // tensor16Body writes the tensor-core kernel for 16-bit operands; store
 // is the expression stored for acc[i][j] at [m, n]. A block computes 16
-// rows (all of them: M ≤ Gemm16MaxM) × 8·NT columns with m16n8k16 MMAs
+// rows (all of them: M ≤ Gemm16MaxM; the 8-row form, MT 8, loads A's rows
+// 8 to 15 as zeros) × 8·NT columns with m16n8k16 MMAs
 // adding in float32; its W warps split k in 32-wide chunks, interleaved,
 // so a block's loads of a weight row are contiguous, and add their tiles
 // in shared memory in a fixed order at the end.
