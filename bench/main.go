@@ -64,6 +64,8 @@ type config struct {
 	batches   []int  // -batches: the -llm batch sizes
 	steady    bool   // -steady: -llm ends with 256 steady decode steps
 	gemv      bool   // -gemv: the weight-streaming products
+	gemvCases int    // -gemv-cases: seeded random products instead of the fixed table
+	gemvTune  bool   // -gemv-tune: each product also with max-autotune's launch shape
 	train     bool   // -train: the training step
 	mode      string // -mode, for the header
 
@@ -177,6 +179,8 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	steady := fs.Bool("steady", true, "-llm: end with 256 steady decode steps and the allocator's statistics over them")
 	train := fs.Bool("train", false, "time a training step (4-layer 1024-wide MLP, batch 64: loss, backward, AdamW) eagerly and compiled")
 	gemv := fs.Bool("gemv", false, "time the weight-streaming products x·wᵀ (1–16 rows, 2048² and 4096² weights, float32 and bfloat16) against the copy bandwidth")
+	gemvCases := fs.Int("gemv-cases", 0, "-gemv: time this many seeded random products (-seed; 1-16 rows, weights of 256-16384 × 256-8192, odd sizes, float32, bfloat16, float16) instead of the fixed table")
+	gemvTune := fs.Bool("gemv-tune", false, "-gemv: also compile each product with max-autotune and report the default launch shape's time over the tuned one's")
 	warm := fs.Bool("warmstart", false, "measure the first call of a compiled MLP in new processes, with a cold and a warm kernel cache")
 	sweep := fs.Bool("sweep", false, "run the seeded shape sweep (see bench/README.md) instead of the suite")
 	seed := fs.Uint64("seed", 1, "-sweep: the seed of the cases")
@@ -193,7 +197,7 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	c := &config{jsonPath: *jsonPath, chartPath: *chart, iters: *iters, reps: *reps, quick: *quick, only: *only, warmstart: *warm, mlp: *mlp,
-		sweep: *sweep, seed: *seed, cases: *cases, casesJSON: *casesJSON, listOnly: *listOnly, reference: *reference, cpuProfile: *cpuProfile, llm: *llmCfg, steady: *steady, gemv: *gemv, train: *train}
+		sweep: *sweep, seed: *seed, cases: *cases, casesJSON: *casesJSON, listOnly: *listOnly, reference: *reference, cpuProfile: *cpuProfile, llm: *llmCfg, steady: *steady, gemv: *gemv, gemvCases: *gemvCases, gemvTune: *gemvTune, train: *train}
 	for _, f := range strings.Split(*batches, ",") {
 		b, err := strconv.Atoi(strings.TrimSpace(f))
 		if err != nil || b < 1 {
