@@ -277,3 +277,28 @@ func TestSweepBadFlags(t *testing.T) {
 		}
 	}
 }
+
+// The random products are the same for a seed, cover 1 to 16 rows, the
+// three dtypes and odd sizes, and stay in the stated ranges.
+func TestGemvRandomCases(t *testing.T) {
+	a, b := gemvRandom(60, 7), gemvRandom(60, 7)
+	if !slices.Equal(a, b) {
+		t.Fatal("one seed gave two case lists")
+	}
+	if slices.Equal(a, gemvRandom(60, 8)) {
+		t.Error("two seeds gave one case list")
+	}
+	dts, odd := map[tensor.DType]bool{}, 0
+	for _, c := range a {
+		if c.rows < 1 || c.rows > 16 || c.n < 256 || c.n > 16384+7 || c.k < 256 || c.k > 8192+7 {
+			t.Errorf("case %+v out of range", c)
+		}
+		dts[c.dt] = true
+		if c.n%8 != 0 || c.k%8 != 0 {
+			odd++
+		}
+	}
+	if len(dts) != 3 || odd == 0 {
+		t.Errorf("%d dtypes and %d cases with an odd size, want 3 and some", len(dts), odd)
+	}
+}
