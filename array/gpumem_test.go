@@ -49,6 +49,22 @@ func (f *fakeHeap) timesFreed(ptr cuda.DevicePtr) int {
 	return f.freed[ptr]
 }
 
+// checkFreed checks that of the n blocks allocated at 0x1000·(i+1), those
+// with i a multiple of every (the ones kept reachable) were not freed and
+// the others freed once.
+func (f *fakeHeap) checkFreed(t *testing.T, n, every int, when string) {
+	t.Helper()
+	for i := range n {
+		want := 1
+		if i%every == 0 {
+			want = 0
+		}
+		if got := f.timesFreed(cuda.DevicePtr(0x1000 * (i + 1))); got != want {
+			t.Fatalf("block %d freed %d times %s, want %d", i, got, when, want)
+		}
+	}
+}
+
 // A collection frees the blocks of unreachable storages before it returns
 // and keeps reachable ones.
 func TestDeviceHeapCollectFreesUnreachable(t *testing.T) {
@@ -61,15 +77,7 @@ func TestDeviceHeapCollectFreesUnreachable(t *testing.T) {
 		}
 	}
 	f.collect()
-	for i := range 100 {
-		want := 1
-		if i%3 == 0 {
-			want = 0
-		}
-		if got := f.timesFreed(cuda.DevicePtr(0x1000 * (i + 1))); got != want {
-			t.Fatalf("block %d freed %d times right after the collection, want %d", i, got, want)
-		}
-	}
+	f.checkFreed(t, 100, 3, "right after the collection")
 	if got, want := f.allocated.Load(), int64(1000*len(kept)); got != want || f.liveAfter.Load() != want {
 		t.Errorf("allocated after the collection = %d (recorded %d), want %d", got, f.liveAfter.Load(), want)
 	}
@@ -122,15 +130,7 @@ func TestDeviceHeapSweep(t *testing.T) {
 	if !f.sweep() {
 		t.Fatal("a sweep after a collection reports none")
 	}
-	for i := range 50 {
-		want := 1
-		if i%2 == 0 {
-			want = 0
-		}
-		if got := f.timesFreed(cuda.DevicePtr(0x1000 * (i + 1))); got != want {
-			t.Fatalf("block %d freed %d times after the sweep, want %d", i, got, want)
-		}
-	}
+	f.checkFreed(t, 50, 2, "after the sweep")
 	if f.sweep() {
 		t.Error("a second sweep after the same collection reports one")
 	}

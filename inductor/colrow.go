@@ -146,7 +146,7 @@ func (k *ColKernel) Block() (x, y int) { return colBlockDims(k.TX, k.TY, k.Rows)
 // offsets of an output, the walk over the reduced range, and the combine
 // of a column's parts. TX, TY and VEC are macros of the kernel.
 func colCommon(nops, nwalk int) string {
-	return fmt.Sprintf(`
+	return divisorC + fmt.Sprintf(`
 #define NOPS %d
 #define NWALK %d
 // A block's T_OUT threads take adjacent outputs and its T_RED threads
@@ -175,7 +175,7 @@ struct ColGeometry {
 // col_div is n / size, with size's magic number where indices fit 32 bits.
 __device__ __forceinline__ idx_t col_div(idx_t n, long long size, const unsigned* m) {
 #if INDEX32
-  return (idx_t)((__umulhi((unsigned)n, m[0]) + (unsigned)n) >> m[1]);
+  return (idx_t)gc_div((unsigned)n, m[0], m[1]);
 #else
   return n / size;
 #endif

@@ -304,7 +304,11 @@ func GemmCandidates(m, arch int) []GemmConfig {
 		for _, nt := range []int{1, 2, 4} {
 			for _, w := range []int{1, 2, 4, 8} {
 				for _, split := range []int{1, 2, 4, 8} {
-					if c := (GemmConfig{Tensor: true, NT: nt, Warps: w, Split: split}); c.checkTensor() == nil {
+					c := GemmConfig{Tensor: true, NT: nt, Warps: w, Split: split}
+					if m <= 8 {
+						c.MT = 8 // the 16-bit kernel's 8-row form, as ChooseGemm16Config picks it
+					}
+					if c.checkTensor() == nil {
 						cs = append(cs, c)
 					}
 				}

@@ -45,8 +45,8 @@ func (e *errGradEager) Error() string { return e.why }
 // gradients: the call goes to the gradient twin.
 var errNeedGradTwin = errors.New("gocompile: a captured tensor requires gradients")
 
-// gradMask says which of a call's tensors require gradients ("" when
-// none does).
+// anyRequiresGrad reports whether one of a call's tensors requires
+// gradients: gradMask's question without building its string.
 func anyRequiresGrad(ts []*Tensor) bool {
 	for _, t := range ts {
 		if t.RequiresGrad() {
@@ -56,19 +56,19 @@ func anyRequiresGrad(ts []*Tensor) bool {
 	return false
 }
 
+// gradMask says which of a call's tensors require gradients ("" when
+// none does).
 func gradMask(ts []*Tensor) string {
+	if !anyRequiresGrad(ts) {
+		return ""
+	}
 	var b strings.Builder
-	any := false
 	for _, t := range ts {
 		if t.RequiresGrad() {
 			b.WriteByte('1')
-			any = true
 		} else {
 			b.WriteByte('0')
 		}
-	}
-	if !any {
-		return ""
 	}
 	return b.String()
 }

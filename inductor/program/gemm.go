@@ -278,8 +278,10 @@ func gpuGemm(bc Config, tunedAt *sync.Map, dependent bool, q *array.LaunchQueue,
 			// program's own, recorded by the goroutine that holds the
 			// capture. Plain launches from several goroutines interleave
 			// on the stream, and a concurrent test saw wrong products
-			// when they launched as dependents.
-			if dependent && (cfg.Tensor || cfg.Split == 0) && dependentLaunches && g.Stream().CapturingHere() {
+			// when they launched as dependents. Only kernels that load
+			// weights ahead of griddepcontrol.wait gain from it (the tiled
+			// one does not wait at all).
+			if dependent && kern.PrefetchLoads() > 0 && dependentLaunches && g.Stream().CapturingHere() {
 				err = g.Stream().LaunchDependent(fn, grid, block, 0, args)
 			} else {
 				err = g.Stream().Launch(fn, grid, block, 0, args)
@@ -319,13 +321,6 @@ func gpuGemm(bc Config, tunedAt *sync.Map, dependent bool, q *array.LaunchQueue,
 	} else if bc.Autotune && !g.Stream().CapturingHere() {
 		q.Drain() // the search launches now
 		cands := slices.DeleteFunc(inductor.GemmCandidates(m, arch), func(c inductor.GemmConfig) bool { return !c.Fits(k, vec) || !c.Takes(in) })
-		if in != ir.Float32 && m <= 8 {
-			for i := range cands {
-				if cands[i].Tensor {
-					cands[i].MT = 8 // the form ChooseGemm16Config picks for these rows
-				}
-			}
-		}
 		names := make([]string, len(cands))
 		for i, c := range cands {
 			names[i] = c.String()
