@@ -98,7 +98,8 @@ func gpuAttention(op string, a ir.Attrs, q, k, v, mask, res *Array) {
 	ws := newGPUArray(res.st.dev, ir.Float32, []int{B * Hkv * G * L * splits * (2 + Ev)})
 	_, counters := g.SplitWorkspace(op, 0, B*Hkv)
 
-	// Vector loads: 16 bytes of a key row, two elements of a value row.
+	// Vector loads: 16 bytes of a key row, two elements of a value row (the
+	// tensor-core kernel: 16-byte aligned value rows).
 	size := int64(q.dtype.Size())
 	aligned := func(ptr cuda.DevicePtr, bytes int64, strides ...int) bool {
 		if uint64(ptr)%uint64(bytes) != 0 {
@@ -113,6 +114,10 @@ func gpuAttention(op string, a ir.Attrs, q, k, v, mask, res *Array) {
 	}
 	vecK := kst[3] == 1 && E%inductor.AttentionVector(q.dtype) == 0 && aligned(k.DevicePtr(), 16, kst[0], kst[1], kst[2])
 	vecV := vst[3] == 1 && Ev%2 == 0 && aligned(v.DevicePtr(), 2*size, vst[0], vst[1], vst[2])
+	if kern.MMA {
+		// The tensor-core kernel reads pieces of Ev/8 features a lane.
+		vecV = vst[3] == 1 && Ev%16 == 0 && aligned(v.DevicePtr(), 16, vst[0], vst[1], vst[2])
+	}
 	flag := func(b bool) int32 {
 		if b {
 			return 1

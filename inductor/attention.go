@@ -94,7 +94,8 @@ func AttentionVector(t ir.DType) int { return 16 / t.Size() }
 // mask; int Hkv, G (query heads per key head), L, S, keysPerSplit; float
 // scale; int vecK (key rows are contiguous and 16-byte aligned, E a
 // multiple of AttentionVector), vecV (value rows contiguous and their
-// pairs aligned, Ev even); float* ws (per row and split: max, sum, then Ev
+// pairs aligned, Ev even; for the MMA kernel, rows 16-byte aligned and
+// Ev a multiple of 16); float* ws (per row and split: max, sum, then Ev
 // weighted values); unsigned* counters (B·Hkv, zero); T* out (contiguous
 // [B, Hq, L, Ev]).
 func (k *AttentionKernel) Source() string {
@@ -444,6 +445,13 @@ func (k *AttentionKernel) mmaSource() string {
 	var b strings.Builder
 	k.prologue(&b, ", tensor-core MMAs")
 	b.WriteString(attentionMMAHelpers(k.Elem))
+	// VW16: the 32-bit words of a lane's piece of a value row with vector
+	// value loads (EV/8 features), 0 where EV/8 is odd; VWN: at least 1.
+	vw16 := 0
+	if k.Ev%16 == 0 {
+		vw16 = k.Ev / 16
+	}
+	fmt.Fprintf(&b, "#define VW16 %d\n#define VWN %d\n", vw16, max(1, vw16))
 	fmt.Fprintf(&b, `
 // Block (split, b·Hkv + hk): rows r = g·L + l are query head hk·G + g,
 // query l, of batch entry b. Warp w takes the split's 32-key chunks w,
@@ -476,9 +484,11 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32) %[1]s(`+attentionParams
     const GC_ATTN_T* qr = q + b * qb + (hk * G + gq) * qh + lq * ql;
     #pragma unroll
     for (int i = 0; i < E / 16; i++) {
-      const int e = 16 * i + 2 * t;
-      qa[i][h] = live[h] ? gc_attn_pack(qr[e * qe], qr[(e + 1) * qe]) : 0u;
-      qa[i][2 + h] = live[h] ? gc_attn_pack(qr[(e + 8) * qe], qr[(e + 9) * qe]) : 0u;
+      // With vector key loads step i's features are permuted (see below):
+      // q follows the keys, as a dot product allows.
+      const int e0 = vecK ? E / 4 * t + 4 * i : 16 * i + 2 * t, e1 = vecK ? e0 + 2 : e0 + 8;
+      qa[i][h] = live[h] ? gc_attn_pack(qr[e0 * qe], qr[(e0 + 1) * qe]) : 0u;
+      qa[i][2 + h] = live[h] ? gc_attn_pack(qr[e1 * qe], qr[(e1 + 1) * qe]) : 0u;
     }
   }
   float m[2] = {GC_NEG_INF, GC_NEG_INF}, sum[2] = {0.f, 0.f};
@@ -497,6 +507,19 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32) %[1]s(`+attentionParams
     #pragma unroll
     for (int n = 0; n < 4; n++) {
       const GC_ATTN_T* kr = kp + (long long)min(j0 + 8 * n + g, s1 - 1) * ks;
+      if (vecK) {
+        // The lane's quarter of the key row in vector loads: features
+        // E/4·t.. are the k positions of its fragments, step i's first
+        // pair features E/4·t+4i.., its second E/4·t+4i+2...
+        unsigned kw[E / 8];
+        gc_attn_ldw<E / 8>(kr + E / 4 * t, kw);
+        #pragma unroll
+        for (int i = 0; i < E / 16; i++) {
+          kf[n][i][0] = kw[2 * i];
+          kf[n][i][1] = kw[2 * i + 1];
+        }
+        continue;
+      }
       #pragma unroll
       for (int i = 0; i < E / 16; i++) {
         const int e = 16 * i + 2 * t;
@@ -505,7 +528,29 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32) %[1]s(`+attentionParams
       }
     }
     #pragma unroll
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < 2 && VW16 && vecV; i++) {
+      // Vector value loads: output column g of tile j is feature
+      // EV/8·g + j, so the lane's columns are one piece of each row it
+      // reads; pairs of keys are packed from the pieces' halves.
+      const int key = j0 + 16 * i + 2 * t;
+      unsigned vw[4][VWN];
+      #pragma unroll
+      for (int d = 0; d < 4; d++) {
+        const int kd = key + (d & 1) + 8 * (d >> 1);
+        gc_attn_ldw<VWN>(vp + (long long)min(kd, s1 - 1) * vs + EV / 8 * g, vw[d]);
+        if (kd >= s1)
+          #pragma unroll
+          for (int x = 0; x < VWN; x++) vw[d][x] = 0u;
+      }
+      #pragma unroll
+      for (int j = 0; j < EV / 8; j++) {
+        const unsigned sel = j & 1 ? 0x7632u : 0x5410u;
+        vf[i][j][0] = __byte_perm(vw[0][j / 2], vw[1][j / 2], sel);
+        vf[i][j][1] = __byte_perm(vw[2][j / 2], vw[3][j / 2], sel);
+      }
+    }
+    #pragma unroll
+    for (int i = 0; i < 2 && !(VW16 && vecV); i++) {
       const int key = j0 + 16 * i + 2 * t;
       const GC_ATTN_T* v0 = vp + (long long)min(key, s1 - 1) * vs;
       const GC_ATTN_T* v1 = vp + (long long)min(key + 1, s1 - 1) * vs;
@@ -598,13 +643,18 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32) %[1]s(`+attentionParams
       }
       #pragma unroll
       for (int j = 0; j < EV / 8; j++) {
-        red[w][r][2 + 8 * j + 2 * t] = o[j][2 * h];
-        red[w][r][2 + 8 * j + 2 * t + 1] = o[j][2 * h + 1];
+        // Columns 2t, 2t+1 of tile j: features 8j+2t, +1, or with vector
+        // value loads EV/8·2t+j, EV/8·(2t+1)+j.
+        const int f0 = VW16 && vecV ? EV / 8 * 2 * t + j : 8 * j + 2 * t, f1 = VW16 && vecV ? f0 + EV / 8 : f0 + 1;
+        red[w][r][2 + f0] = o[j][2 * h];
+        red[w][r][2 + f1] = o[j][2 * h + 1];
       }
     }
   }
 %[2]s#undef GC_ATTN_ST
 #undef GC_ATTN_LD
+#undef VW16
+#undef VWN
 %[3]s`, k.Name(), attentionTail, attentionUndefs)
 	return b.String()
 }
@@ -630,6 +680,28 @@ __device__ __forceinline__ void gc_attn_split(float x, float y, unsigned& hi, un
   const GC_ATTN_T xh = GC_ATTN_ST(x), yh = GC_ATTN_ST(y);
   hi = gc_attn_pack(xh, yh);
   lo = gc_attn_pack(GC_ATTN_ST(x - GC_ATTN_LD(xh)), GC_ATTN_ST(y - GC_ATTN_LD(yh)));
+}
+
+// gc_attn_ldw loads N 32-bit words from p, aligned to 4·N bytes, in the
+// widest vector loads that divide them.
+template <int N>
+__device__ __forceinline__ void gc_attn_ldw(const GC_ATTN_T* p, unsigned (&w)[N]) {
+  if (N %% 4 == 0) {
+    #pragma unroll
+    for (int i = 0; i < N / 4; i++) {
+      const uint4 x = ((const uint4*)p)[i];
+      w[4 * i] = x.x, w[4 * i + 1] = x.y, w[4 * i + 2] = x.z, w[4 * i + 3] = x.w;
+    }
+  } else if (N %% 2 == 0) {
+    #pragma unroll
+    for (int i = 0; i < N / 2; i++) {
+      const uint2 x = ((const uint2*)p)[i];
+      w[2 * i] = x.x, w[2 * i + 1] = x.y;
+    }
+  } else {
+    #pragma unroll
+    for (int i = 0; i < N; i++) w[i] = ((const unsigned*)p)[i];
+  }
 }
 
 __device__ __forceinline__ void gc_attn_mma(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {

@@ -144,6 +144,9 @@ func allKernels(t *testing.T) []source {
 			{Elem: dt, Rows: 2, E: 1024, Ev: 1000},
 			{Elem: dt, Rows: 8, E: 64, Ev: 64, Mask: true, MMA: true},
 			{Elem: dt, Rows: 3, E: 32, Ev: 40, Mask: true, Causal: true, MMA: true},
+			{Elem: dt, Rows: 16, E: 128, Ev: 128, MMA: true},
+			{Elem: dt, Rows: 5, E: 48, Ev: 48, Causal: true, MMA: true},
+			{Elem: dt, Rows: 8, E: 16, Ev: 32, MMA: true},
 		} {
 			if k.MMA && !AttentionMMAFits(k.Elem, k.Rows, k.E, k.Ev) {
 				continue
