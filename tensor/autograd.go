@@ -77,7 +77,10 @@ var gradSeq atomic.Uint64
 func (t *Tensor) SetRequiresGrad(on bool) *Tensor {
 	defer rethrow()
 	t.must("SetRequiresGrad")
-	t.noInPlaceOnProxy("SetRequiresGrad")
+	if t.px != nil {
+		throw("SetRequiresGrad", []*Tensor{t}, "call SetRequiresGrad before calling the compiled function, or on a captured tensor",
+			"a tensor traced by Compile cannot become a leaf")
+	}
 	if on && !t.dtype().IsFloat() {
 		throw("SetRequiresGrad", []*Tensor{t}, "convert it with To(Float32) first",
 			"only floating tensors have gradients; this one is %v", t.dtype())
@@ -267,14 +270,13 @@ func applyRecorded(op *ir.Op, a ir.Attrs, args []ir.Value, run func(*ir.Op, ir.A
 	n := &gradNode{op: op, attrs: a, args: args, out: out, seq: gradSeq.Add(1)}
 	if out.px != nil {
 		out.px.tr.gradActive = true // a traced run's writes are versions of the graph
-	} else {
-		for _, v := range args {
-			if t, ok := v.(*Tensor); ok && t != nil {
-				n.versions = append(n.versions, t.v.Version())
-			}
-		}
-		n.versions = append(n.versions, out.v.Version())
 	}
+	for _, v := range args {
+		if t, ok := v.(*Tensor); ok && t != nil {
+			n.versions = append(n.versions, t.version())
+		}
+	}
+	n.versions = append(n.versions, out.version())
 	if out.ag != nil { // the kernel returned an operand (Contiguous): a new handle
 		out = &Tensor{v: out.v, px: out.px}
 	}
@@ -422,15 +424,19 @@ func (n *gradNode) shapes() [][]int {
 	return s
 }
 
-// checkVersions panics if a tensor n saved was written in place since
-// (not for traced nodes, whose writes are versions in the graph).
+// checkVersions panics if a tensor n saved was written in place since. In
+// a traced node only views of the arguments are checked: a gradient op
+// would read such a view's latest version, not the one n saw. Captured
+// tensors' writes are versions in the graph.
 func (n *gradNode) checkVersions() {
-	if n.out.px != nil {
-		return
-	}
+	traced := n.out.px != nil
 	i := 0
 	check := func(t *Tensor, what string) {
-		if v := t.v.Version(); v != n.versions[i] {
+		if traced && (t.px == nil || t.px.arg == nil) {
+			i++
+			return
+		}
+		if v := t.version(); v != n.versions[i] {
 			panic(errorf(n.op.Title, n.shapes(), "write into a new tensor instead, or compute the gradient before the write",
 				"%s that %s saved for its gradient was written in place after it was used (version %d, now %d)",
 				what, n.op.Title, n.versions[i], v))
@@ -443,6 +449,18 @@ func (n *gradNode) checkVersions() {
 		}
 	}
 	check(n.out, "the result")
+}
+
+// version is t's storage version as autograd compares it; for a traced
+// view of an argument, how many writes of the argument fn made so far.
+func (t *Tensor) version() uint64 {
+	if t.px != nil {
+		if t.px.arg != nil {
+			return t.px.arg.writes
+		}
+		return 0
+	}
+	return t.v.Version()
 }
 
 // noInPlaceOnGrad panics if t takes part in gradients and op would write

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -359,6 +360,14 @@ type entry struct {
 	nresults int
 	stores   []*array.Array
 	written  []any
+	// argWrites are the arguments fn writes, whose last versions follow
+	// the stores' among the outputs; resultArgs says which results are
+	// such an argument itself (giveArgs), and constKeys are the storages
+	// the graph reads by reference, which a written argument must not
+	// share.
+	argWrites  []argWrite
+	resultArgs []int
+	constKeys  map[any]bool
 	// grads are where the outputs past the stores' versions go: the
 	// gradients of leaves the run computed, set or cleared
 	// (compilegrad.go).
@@ -747,6 +756,16 @@ func (c *compiled) compileEntry(ge *guard.Entry, fa *flatArgs, args []reflect.Va
 	versions, stores := tr.versionNodes()
 	g.Outputs = append(g.Outputs, versions...)
 	e.stores = stores
+	argVersions, _ := tr.argVersions()
+	g.Outputs = append(g.Outputs, argVersions...)
+	e.argWrites, e.resultArgs = tr.entryArgWrites(resultTensors(results))
+	for _, w := range e.argWrites {
+		// The writes' layouts are the traced sizes: a written argument's
+		// dims are static.
+		for d := range fa.tensors[w.index].shape() {
+			ge.Specialize(w.index, d)
+		}
+	}
 	targets, grads := tr.gradOutputs()
 	for _, v := range grads {
 		g.Outputs = append(g.Outputs, tr.nodeOf(v, "gradient"))
@@ -755,6 +774,9 @@ func (c *compiled) compileEntry(ge *guard.Entry, fa *flatArgs, args []reflect.Va
 	e.checks = tr.checks
 	e.leafUses, e.leafClasses = tr.leafUses, leafClasses(tr.leafUses, tr.args)
 	e.graphs = []*ir.Graph{g}
+	if len(e.argWrites) > 0 {
+		e.constKeys = constStorages(g)
+	}
 	e.prog = c.compileGraph(g, inputSymbols(ge, fa))
 	e.sources = c.resultSources(g)
 	e.template = results
@@ -795,6 +817,7 @@ func (c *compiled) traceRun(tr *tracer, fa *flatArgs, args []reflect.Value) []re
 			continue
 		}
 		p := tr.proxyFor(tr.input(t, "argument"))
+		p.px.arg = &argState{index: i, px: p.px} // fn may write it (argwrite.go)
 		if tr.argOf == nil {
 			tr.argOf = map[*Tensor]int{}
 		}
@@ -829,21 +852,30 @@ func (c *compiled) traceRun(tr *tracer, fa *flatArgs, args []reflect.Value) []re
 
 // resultNodes lists the graph nodes of fn's tensor results.
 func resultNodes(tr *tracer, results []reflect.Value) []*ir.Node {
-	var l trace.Leaves
-	for _, r := range results {
-		if err := trace.Flatten(r, tensorType, &l); err != nil {
-			panic(&Error{Op: "Compile", Reason: "result: " + err.Error(), Fix: "return tensors, slices or structs of tensors, and numbers"})
-		}
-	}
-	nodes := make([]*ir.Node, len(l.Tensors))
-	for i, v := range l.Tensors {
-		t := v.Interface().(*Tensor)
+	ts := resultTensors(results)
+	nodes := make([]*ir.Node, len(ts))
+	for i, t := range ts {
 		if t == nil {
 			panic(&Error{Op: "Compile", Reason: "a compiled function returned a nil tensor", Fix: "return a tensor"})
 		}
 		nodes[i] = tr.nodeOf(t, "result")
 	}
 	return nodes
+}
+
+// resultTensors lists fn's tensor results, flattened.
+func resultTensors(results []reflect.Value) []*Tensor {
+	var l trace.Leaves
+	for _, r := range results {
+		if err := trace.Flatten(r, tensorType, &l); err != nil {
+			panic(&Error{Op: "Compile", Reason: "result: " + err.Error(), Fix: "return tensors, slices or structs of tensors, and numbers"})
+		}
+	}
+	ts := make([]*Tensor, len(l.Tensors))
+	for i, v := range l.Tensors {
+		ts[i] = v.Interface().(*Tensor)
+	}
+	return ts
 }
 
 // run serves a call from a compiled entry.
@@ -859,6 +891,9 @@ func (c *compiled) run(e *entry, fa *flatArgs, args []reflect.Value) []reflect.V
 	if len(e.stores) > 0 {
 		noArgumentWritten(fa.tensors, e.stores)
 	}
+	if len(e.argWrites) > 0 {
+		checkArgWrites(fa.tensors[:fa.nargs], e.argWrites, e.constKeys)
+	}
 	var outs []*Tensor
 	in := present(fa.tensors) // the graph's inputs: a nil argument is none
 	if ap, ok := e.prog.(arrayProgram); ok {
@@ -872,11 +907,18 @@ func (c *compiled) run(e *entry, fa *flatArgs, args []reflect.Value) []reflect.V
 		applyGrads(e.grads, outs[ng:], fa.tensors)
 		outs = outs[:ng:ng]
 	}
-	if len(e.stores) > 0 { // the last versions of the tensors fn writes
+	if len(e.stores) > 0 || len(e.argWrites) > 0 { // the last versions of the tensors fn writes
 		versions := outs[e.nresults:]
 		outs = outs[:e.nresults:e.nresults]
-		detachAliases(outs, e.stores)
-		writeBack(e.stores, versions)
+		written := make([]*Tensor, len(e.argWrites))
+		for i, w := range e.argWrites {
+			written[i] = fa.tensors[w.index]
+		}
+		// Results read before the writes keep what they read.
+		detachAliases(outs, slices.Concat(e.stores, arraysOf(written)))
+		writeBack(e.stores, versions[:len(e.stores)])
+		writeArgs(written, versions[len(e.stores):])
+		giveArgs(outs, e.resultArgs, fa.tensors)
 	}
 	k := 0
 	next := func() reflect.Value { k++; return reflect.ValueOf(outs[k-1]) }
@@ -899,6 +941,7 @@ func (c *compiled) finish(tr *tracer, results []reflect.Value) []reflect.Value {
 	vals := tr.finishSegment(nodes)
 	applyGrads(targets, vals[nres:], tr.args)
 	vals = vals[:nres]
+	giveArgs(vals, tr.resultArgs(resultTensors(results)), tr.args)
 	k := 0
 	next := func() reflect.Value { k++; return reflect.ValueOf(vals[k-1]) }
 	out := make([]reflect.Value, len(results))

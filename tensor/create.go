@@ -241,8 +241,8 @@ func (t *Tensor) Fill(v float64) *Tensor {
 	t.noInPlaceOnProxy("Fill")
 	t.noInPlaceOnGrad("Fill")
 	t.noOverlap("Fill")
-	if tr := tracingHere(); tr != nil { // a write inside a traced function
-		tr.write(t, t.scalarOf(v))
+	if tr := t.tracerHere(); tr != nil { // a write inside a traced function
+		tr.write("Fill", t, t.scalarOf(v))
 		return t
 	}
 	t.fill(v)
@@ -272,11 +272,11 @@ func (t *Tensor) Copy(src *Tensor) *Tensor {
 	mustOperands("Copy", t, src)
 	t.noInPlaceOnProxy("Copy")
 	if tr := writeTracer(t, src); tr != nil { // a write inside a traced function: a new version of t's storage
-		if src.px == nil { // captured tensors alone: eager's checks
+		if src.px == nil || t.px != nil { // captured tensors alone, or an argument: eager's checks
 			t.noInPlaceOnGrad("Copy")
 			t.noOverlap("Copy")
 		}
-		tr.write(t, src)
+		tr.write("Copy", t, src)
 		return t
 	}
 	t.noInPlaceOnGrad("Copy")
@@ -310,10 +310,10 @@ func (t *Tensor) Set(v float64, index ...int) {
 	t.must("Set")
 	t.noInPlaceOnProxy("Set")
 	off := t.elementOffset("Set", index)
-	if tr := tracingHere(); tr != nil { // a write inside a traced function: of the one element
+	if tr := t.tracerHere(); tr != nil { // a write inside a traced function: of the one element
 		t.noInPlaceOnGrad("Set")
-		elem := wrap(t.v.WithLayout(ir.Layout{Offset: off}))
-		tr.write(elem, t.scalarOf(v))
+		elem := &Tensor{v: t.v.WithLayout(ir.Layout{Offset: off}), px: t.px}
+		tr.write("Set", elem, t.scalarOf(v))
 		return
 	}
 	t.v.Set(off, v)
@@ -359,19 +359,33 @@ func (t *Tensor) noOverlap(op string) {
 	}
 }
 
-// noInPlaceOnProxy rejects in-place writes inside compiled functions:
-// graphs are values, without mutation.
+// noInPlaceOnProxy rejects in-place writes inside compiled functions into
+// values computed there: only the function's arguments, the tensors it
+// captures and views of them can be written.
 func (t *Tensor) noInPlaceOnProxy(op string) {
-	if t.px != nil {
-		throw(op, []*Tensor{t}, "compute a new tensor instead (Where, MaskedFill, Cat …), or write outside the compiled function",
-			"in-place writes are not supported on tensors traced by Compile")
+	if t.px != nil && t.px.arg == nil {
+		throw(op, []*Tensor{t}, "compute a new tensor instead (Where, MaskedFill, Cat, IndexPut …), or write into an argument or a captured tensor",
+			"in-place writes inside a compiled function go to its arguments, the tensors it captures, and views of them; this tensor was computed inside the function")
 	}
 }
 
-// writeTracer is the tracer that records a write of dst from srcs: theirs
-// when one is traced, else the one writing dst's storage, else the calling
-// goroutine's (a traced function writing a captured tensor).
+// tracerHere is the tracer of t, a traced tensor (an argument), or else
+// the calling goroutine's.
+func (t *Tensor) tracerHere() *tracer {
+	if t.px != nil {
+		return t.px.tr
+	}
+	return tracingHere()
+}
+
+// writeTracer is the tracer that records a write of dst from srcs: dst's
+// when dst is traced (an argument), else theirs when one is traced, else
+// the one writing dst's storage, else the calling goroutine's (a traced
+// function writing a captured tensor).
 func writeTracer(dst *Tensor, srcs ...ir.Value) *tracer {
+	if dst.px != nil {
+		return dst.px.tr
+	}
 	if tr := tracerOf(srcs); tr != nil {
 		return tr
 	}

@@ -58,7 +58,7 @@ func (c *compiled) compileDynamic(fa *flatArgs, args []reflect.Value) (*entry, s
 		e.graphs = tr1.segments
 		return e, ""
 	}
-	if len(tr1.mut.known) > 0 {
+	if len(tr1.mut.known) > 0 || len(tr1.argWrites) > 0 {
 		return nil, "fn writes tensors"
 	}
 	if len(tr1.leafGrads) > 0 {

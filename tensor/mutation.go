@@ -135,18 +135,27 @@ func (tr *tracer) readWritten(t *Tensor, loc string) *ir.Node {
 	return n
 }
 
-// write records dst.Copy(src) as a new version of dst's storage.
-func (tr *tracer) write(dst, src *Tensor) {
+// write records dst.Copy(src) (op: Copy, Fill or Set) as a new version
+// of dst's storage, or of the argument dst views.
+func (tr *tracer) write(op string, dst, src *Tensor) {
 	loc := trace.Loc()
-	tr.recordWrite(dst, loc, "Copy", ir.OpAsStridedScatter, ir.StridedLayout(dst.v.Layout()), src)
+	if dst.px != nil {
+		tr.writeArg(dst, loc, op, ir.OpAsStridedScatter, ir.StridedLayout(dst.v.Layout()), src)
+		return
+	}
+	tr.recordWrite(dst, loc, op, ir.OpAsStridedScatter, ir.StridedLayout(dst.v.Layout()), src)
 }
 
 // writeIndex records dst.IndexCopyInPlace(dim, index, src) as a new
-// version of dst's storage.
+// version of dst's storage, or of the argument dst views.
 func (tr *tracer) writeIndex(dst *Tensor, dim int, index, src *Tensor) {
 	loc := trace.Loc()
 	a := ir.StridedLayout(dst.v.Layout())
 	a.Dim = dim
+	if dst.px != nil {
+		tr.writeArg(dst, loc, "IndexCopyInPlace", ir.OpAsStridedIndexCopy, a, index, src)
+		return
+	}
 	tr.recordWrite(dst, loc, "IndexCopyInPlace", ir.OpAsStridedIndexCopy, a, index, src)
 }
 

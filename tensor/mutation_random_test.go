@@ -11,19 +11,27 @@ import (
 // W's update): named programs, then seeded random ones over two square
 // weights, each run three calls compiled and eagerly on its own weights,
 // in float32 and float64, comparing results and weights after every call.
+// The weights are captured by the compiled function, or passed to it as
+// arguments.
 
 // productProgram reads and writes the weights w and v; x is the call's
 // argument.
 type productProgram func(w, v, x *Tensor) []*Tensor
 
-// checkProductProgram runs prog compiled and eagerly on n×n weights and
-// reports whether they agreed.
-func checkProductProgram(t *testing.T, name string, prog productProgram, dt DType, n int) bool {
+// checkProductProgram runs prog compiled and eagerly on n×n weights,
+// captured or passed as arguments, and reports whether they agreed.
+func checkProductProgram(t *testing.T, name string, prog productProgram, dt DType, n int, asArgs bool) bool {
 	t.Helper()
 	weights := func() (*Tensor, *Tensor) { return Randn(1, dt, n, n), Randn(5, dt, n, n) }
 	we, ve := weights()
 	wc, vc := weights()
-	compiled := Compile(func(x *Tensor) []*Tensor { return prog(wc, vc, x) })
+	compiled := func(x *Tensor) []*Tensor { return prog(wc, vc, x) }
+	if asArgs {
+		f := Compile(func(w, v, x *Tensor) []*Tensor { return prog(w, v, x) })
+		compiled = func(x *Tensor) []*Tensor { return f(wc, vc, x) }
+	} else {
+		compiled = Compile(compiled)
+	}
 	for call := range 3 {
 		x := Randn(uint64(10+call), dt, n, n)
 		want := prog(we, ve, x)
@@ -102,9 +110,11 @@ func TestCompiledWritesAroundProducts(t *testing.T) {
 			return []*Tensor{y}
 		},
 	}
-	for _, dt := range []DType{Float32, Float64} {
-		for name, prog := range named {
-			checkProductProgram(t, fmt.Sprintf("%s, %v", name, dt), prog, dt, 4)
+	for _, asArgs := range []bool{false, true} {
+		for _, dt := range []DType{Float32, Float64} {
+			for name, prog := range named {
+				checkProductProgram(t, fmt.Sprintf("%s, %v, arguments %v", name, dt, asArgs), prog, dt, 4, asArgs)
+			}
 		}
 	}
 
@@ -141,8 +151,9 @@ func TestCompiledWritesAroundProducts(t *testing.T) {
 			return append(outs, values[len(values)-1].AddScalar(0))
 		}
 		dt := []DType{Float32, Float64}[seed%2]
-		n := 3 + int(seed%3) // 3, 4, 5
-		if !checkProductProgram(t, fmt.Sprintf("seed %d (%v, %d×%d, steps %v)", seed, dt, n, n, steps), prog, dt, n) {
+		n := 3 + int(seed%3)  // 3, 4, 5
+		asArgs := seed%5 >= 2 // weights passed as arguments in three seeds of five
+		if !checkProductProgram(t, fmt.Sprintf("seed %d (%v, %d×%d, arguments %v, steps %v)", seed, dt, n, n, asArgs, steps), prog, dt, n, asArgs) {
 			if failures++; failures == 5 {
 				t.Fatal("five programs differ")
 			}

@@ -300,6 +300,13 @@ func (t *Tensor) IndexCopyInPlace(dim int, index, src *Tensor) *Tensor {
 	t.noInPlaceOnProxy("IndexCopyInPlace")
 	if tr := writeTracer(t, index, src); tr != nil { // a traced write: a new version of t's storage
 		d := t.normDim("IndexCopyInPlace", dim)
+		if t.px != nil { // an argument: eager's checks
+			if !index.dtype().IsInt() {
+				throw("IndexCopyInPlace", []*Tensor{t, index, src}, "cast the index with To(Int64)", "index of type %v", index.dtype())
+			}
+			t.noInPlaceOnGrad("IndexCopyInPlace")
+			t.noOverlap("IndexCopyInPlace")
+		}
 		tr.writeIndex(t, d, index, src)
 		return t
 	}

@@ -121,7 +121,7 @@ func (c *compiled) split(args []reflect.Value, g *Tensor, k int) (*partitioned, 
 		return nil, "dynamic dims"
 	}
 	e, again := tw.compileEntry(ge, fa, in)
-	if again || len(e.breaks) > 0 || len(e.stores) > 0 || len(e.graphs) != 1 {
+	if again || len(e.breaks) > 0 || len(e.stores) > 0 || len(e.argWrites) > 0 || len(e.graphs) != 1 {
 		return nil, "graph breaks or writes in the function"
 	}
 	jg := e.graphs[0]

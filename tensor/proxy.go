@@ -16,6 +16,9 @@ import (
 type proxy struct {
 	tr   *tracer
 	node *ir.Node
+	// arg is set on an argument's proxy and on the views taken of it
+	// (argwrite.go): their layouts are over the argument's elements.
+	arg *argState
 }
 
 // tracer records one traced run of a compiled function. The graph is cut
@@ -34,8 +37,9 @@ type tracer struct {
 	fullGraph   bool
 	// onShapeRead is told about every size user code reads from a proxy.
 	onShapeRead func(sizes []int)
-	mut         mutation  // the storages the function writes (mutation.go)
-	args        []*Tensor // the call's tensor arguments
+	mut         mutation    // the storages the function writes (mutation.go)
+	args        []*Tensor   // the call's tensor arguments
+	argWrites   []*argState // the arguments fn wrote, in order of first write (argwrite.go)
 	// Gradients (compilegrad.go): whether an op recorded a gradient node,
 	// whether Backward ran, each leaf's gradient as the run has it, and
 	// the gradients leaves held at call time (inputs, or nil for none).
@@ -80,16 +84,23 @@ func (tr *tracer) newSegment() {
 	if tr.mut.stores == nil {
 		tr.mut.stores = map[any]*array.Array{}
 	}
+	for _, st := range tr.argWrites { // the arguments now hold their last versions
+		st.version, st.base, st.contiguous = nil, nil, nil
+	}
 }
 
 // proxyFor wraps a node as a tensor.
 func (tr *tracer) proxyFor(n *ir.Node) *Tensor {
-	return tr.proxyWith(n, ir.ContiguousStrides(n.Shape))
+	return tr.proxyWith(n, ir.Layout{Strides: ir.ContiguousStrides(n.Shape)})
 }
 
-// proxyWith wraps a node as a tensor with the given strides.
-func (tr *tracer) proxyWith(n *ir.Node, strides []int) *Tensor {
-	return &Tensor{v: array.Meta(n.Device, n.DType, n.Shape, strides), px: &proxy{tr: tr, node: n}}
+// proxyWith wraps a node as a tensor with the strides and offset of l.
+func (tr *tracer) proxyWith(n *ir.Node, l ir.Layout) *Tensor {
+	v := array.Meta(n.Device, n.DType, n.Shape, l.Strides)
+	if l.Offset != 0 {
+		v = v.WithLayout(ir.Layout{Shape: n.Shape, Strides: l.Strides, Offset: l.Offset})
+	}
+	return &Tensor{v: v, px: &proxy{tr: tr, node: n}}
 }
 
 // input adds an input of the current segment bound to value.
@@ -121,6 +132,9 @@ func (tr *tracer) nodeOf(t *Tensor, loc string) *ir.Node {
 		if n, ok := tr.consts[t]; ok {
 			return n
 		}
+		if len(tr.argWrites) > 0 {
+			tr.checkCaptured(t)
+		}
 		n := tr.g.Const(t.v, t.shape(), t.dtype(), t.v.Device(), loc)
 		tr.consts[t] = n
 		if tr.c != nil {
@@ -132,7 +146,15 @@ func (tr *tracer) nodeOf(t *Tensor, loc string) *ir.Node {
 		panic(&Error{Op: "Compile", Reason: "a proxy tensor of another compiled call was used",
 			Fix: "do not keep tensors from inside a compiled function between calls"})
 	}
-	n := t.px.node
+	if st := t.px.arg; st != nil && st.writes > 0 { // a view of a written argument: its current version
+		return tr.readArg(st, t.v.Layout(), loc)
+	}
+	return tr.segmentNode(t.px.node)
+}
+
+// segmentNode is the node of the current segment for n, a node of this
+// segment or of a finished one (an input of this one).
+func (tr *tracer) segmentNode(n *ir.Node) *ir.Node {
 	if v, done := tr.realized[n]; done { // from a finished segment
 		in, ok := tr.fromEarlier[n]
 		if !ok {
@@ -160,10 +182,15 @@ func (tr *tracer) record(op *ir.Op, a ir.Attrs, args []ir.Value) *Tensor {
 	check(err, op.Title, tensorsOf(args)...)
 	if op.Kind == ir.View {
 		// A view keeps its input's layout, as eagerly: a transpose is not
-		// contiguous, so Reshape of it records a copy first.
+		// contiguous, so Reshape of it records a copy first. A view of an
+		// argument is one too: a write through it writes the argument.
 		in := args[0].(*Tensor)
 		if l, err := op.View(in.v.Layout(), &a); err == nil {
-			return tr.proxyWith(n, l.Strides)
+			p := tr.proxyWith(n, l)
+			if in.px != nil {
+				p.px.arg = in.px.arg
+			}
+			return p
 		}
 	}
 	return tr.proxyFor(n)
@@ -179,15 +206,21 @@ func (t *Tensor) materialize(reason string) *Tensor {
 		panic(&Error{Op: "Compile", Reason: fmt.Sprintf("graph break at %s: %s needs the values of a traced tensor", loc, reason),
 			Fix: "move the read out of the compiled function, or express the branch with tensor.Cond; without FullGraph the function compiles in segments"})
 	}
-	if v, ok := tr.realized[t.px.node]; ok {
+	n := t.px.node
+	if st := t.px.arg; st != nil && st.writes > 0 {
+		n = nil // a view of a written argument: read from its last version below
+	} else if v, ok := tr.realized[n]; ok {
 		return v
 	}
 	if tr.c != nil && tr.c.isGrad {
 		panic(&errGradEager{why: fmt.Sprintf("graph break at %s: %s reads a traced value, and gradients are traced as one graph", loc, reason)})
 	}
 	tr.breaks = append(tr.breaks, trace.Break{Reason: reason, Loc: loc})
+	if n == nil {
+		n = tr.readArg(t.px.arg, t.v.Layout(), loc)
+	}
 	tr.finishSegment(nil)
-	return tr.realized[t.px.node]
+	return tr.realized[n]
 }
 
 // finishSegment runs the current segment, keeping the value of every node
@@ -208,6 +241,8 @@ func (tr *tracer) finishSegment(outputs []*ir.Node) []*Tensor {
 	versions, stores := tr.versionNodes()
 	nres := len(all)
 	all = append(all, versions...)
+	argVersions, written := tr.argVersions()
+	all = append(all, argVersions...)
 	g.Outputs = append([]*ir.Node(nil), all...) // passes rewrite Outputs in place
 	// The segment's constants become its inputs: runSegment shares one
 	// program among segments of like structure, whose constants (weights
@@ -221,8 +256,13 @@ func (tr *tracer) finishSegment(outputs []*ir.Node) []*Tensor {
 		}
 	}
 	vals := tr.c.runSegment(g, tr.bound)
-	detachAliases(vals[:nres], stores)
-	writeBack(stores, vals[nres:])
+	if targets := append(stores, arraysOf(written)...); len(targets) > 0 {
+		// Values read before the writes keep what they read.
+		detachAliases(vals[:nres], targets)
+		tr.detachRealized(targets)
+	}
+	writeBack(stores, vals[nres:nres+len(stores)])
+	writeArgs(written, vals[nres+len(stores):])
 	for i, n := range g.Inputs {
 		tr.realized[n] = tr.bound[i]
 	}
