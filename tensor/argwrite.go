@@ -18,10 +18,13 @@ import (
 // from then on every read of the argument or of any view of it, taken
 // before the write or after, is AsStrided of the latest version. The last
 // version is an output of the graph, copied into the caller's tensor when
-// the program has run: only the elements of that tensor change, the rest
-// of its storage does not. Unlike a captured tensor's, an argument's reads
-// before its first write are graph ops already, so no second trace is
-// needed.
+// the program has run (or written there in place, markInPlace): only the
+// elements of that tensor change, the rest of its storage does not.
+// Unlike a captured tensor's, an argument's reads before its first write
+// are graph ops already, so no second trace is needed. A written
+// argument must not share memory with another argument or a captured
+// tensor fn uses: eagerly those would see the write, compiled they would
+// not.
 
 // argState is what the tracer knows of one argument's writes.
 type argState struct {
@@ -183,12 +186,19 @@ func (st *argState) whole() ir.Layout {
 	return ir.Layout{Shape: shape, Strides: ir.ContiguousStrides(shape)}
 }
 
-// writeArgs copies each written argument's last version into it.
+// writeArgs copies each written argument's last version into it, unless
+// the program wrote it in place (markInPlace).
 func writeArgs(args, versions []*Tensor) {
 	for i, t := range args {
-		if v := versions[i].v; v != t.v && !(v.SharesStorage(t.v) && v.Layout().Same(t.v.Layout())) {
+		v := versions[i].v
+		if !v.SharesStorage(t.v) || !v.Layout().Same(t.v.Layout()) {
 			array.CopyInto(t.v, v)
+			continue
 		}
+		// Count the write, as CopyInto does, for autograd's check of
+		// values saved for a gradient: a copy of no elements.
+		none := t.v.WithLayout(ir.Layout{Shape: []int{0}, Strides: []int{1}})
+		array.CopyInto(none, none)
 	}
 }
 

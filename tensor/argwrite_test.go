@@ -2,11 +2,13 @@ package tensor
 
 import (
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
 
 	"gocompile/internal/stats"
+	"gocompile/ir"
 )
 
 // argWriteCase is a function that writes its state arguments (views of
@@ -562,7 +564,8 @@ func TestCompileWrittenArgumentGradients(t *testing.T) {
 		return loss
 	}
 	pe, pc := Full(1, Float32, 3).SetRequiresGrad(true), Full(1, Float32, 3).SetRequiresGrad(true)
-	step := Compile(sgd)
+	var st CompileStats
+	step := Compile(sgd, WithStats(&st))
 	for call := range 3 {
 		x := seq(Float32, CPU, 3).AddScalar(float64(call))
 		want := sgd(pe, x)
@@ -571,6 +574,25 @@ func TestCompileWrittenArgumentGradients(t *testing.T) {
 		checkClose(t, what+": loss", got, Float32, nil, vals(want), 1)
 		checkClose(t, what+": p", pc, Float32, []int{3}, vals(pe), 1)
 		checkClose(t, what+": grad", pc.Grad(), Float32, []int{3}, vals(pe.Grad()), 1)
+	}
+	if st.Compiles.Load() == 0 || st.EagerCalls.Load() != 0 {
+		t.Errorf("the step compiled %d times and ran eagerly %d times, want compiled", st.Compiles.Load(), st.EagerCalls.Load())
+	}
+
+	// A result that requires gradients, Backward taken after the call:
+	// the backward must not run the function, and its write, again.
+	scaled := func(w, x *Tensor) *Tensor { x.Copy(x.MulScalar(2)); return x.Mul(w).Sum() }
+	we, wc := Ones(Float32, 3).SetRequiresGrad(true), Ones(Float32, 3).SetRequiresGrad(true)
+	xe, xc := seq(Float32, CPU, 3), seq(Float32, CPU, 3)
+	f := Compile(scaled)
+	for call := range 3 {
+		want, got := scaled(we, xe), f(wc, xc)
+		want.Backward()
+		got.Backward()
+		what := fmt.Sprintf("Backward after call %d", call)
+		checkClose(t, what+": result", got, Float32, nil, vals(want), 0)
+		checkClose(t, what+": x", xc, Float32, []int{3}, vals(xe), 0)
+		checkClose(t, what+": the gradient", wc.Grad(), Float32, []int{3}, vals(we.Grad()), 0)
 	}
 
 	late := func(w, x *Tensor) *Tensor {
@@ -618,4 +640,71 @@ func TestCompileWritesArgumentsConcurrently(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+}
+
+// markInPlace lets a write of an argument (the input taken flat) update
+// it in place in a whole function's graph, where nothing else reads the
+// old contents after it; not in a segment's graph, whose inputs may be
+// values other segments hold, nor where a result reads the old contents.
+func TestMarkInPlaceArgument(t *testing.T) {
+	build := func(readOld bool) (*ir.Graph, *ir.Node) {
+		g := &ir.Graph{}
+		call := graphCaller(t, g)
+		in := g.Input([]int{2, 4}, Float32, CPU, "")
+		src := g.Input([]int{4}, Float32, CPU, "")
+		base := call(ir.OpReshape, ir.Attrs{Dims: []int{8}}, in)
+		n := call(ir.OpAsStridedScatter, ir.StridedLayout(ir.Layout{Shape: []int{4}, Strides: []int{1}, Offset: 4}), base, src)
+		g.Outputs = []*ir.Node{n}
+		if readOld {
+			g.Outputs = append(g.Outputs, call(ir.OpSum, ir.Attrs{}, in))
+		}
+		return g, n
+	}
+	for _, c := range []struct {
+		name            string
+		inputs, readOld bool
+		inPlace         bool
+	}{
+		{"a whole function's graph", true, false, true},
+		{"a segment's graph", false, false, false},
+		{"the old contents read after the write", true, true, false},
+	} {
+		g, n := build(c.readOld)
+		markInPlace(g, true, c.inputs)
+		if n.Attrs.KeepDim != c.inPlace {
+			t.Errorf("%s: in place %v, want %v", c.name, n.Attrs.KeepDim, c.inPlace)
+		}
+	}
+}
+
+// A KV cache passed as an argument is written in place once the program
+// has run once: a step costs the written row, not copies of the cache.
+func TestCompileWritesArgumentInPlace(t *testing.T) {
+	const rows, width = 1 << 12, 64 // 1 MiB of float32
+	step := Compile(func(cache, k, pos *Tensor) *Tensor {
+		cache.IndexCopyInPlace(0, pos, k)
+		return cache.Narrow(0, 0, 4).Sum(1)
+	})
+	cache, eager := Zeros(Float32, rows, width), Zeros(Float32, rows, width)
+	run := func(p int) {
+		k := Full(float64(p+1), Float32, 1, width)
+		pos := FromSlice([]int64{int64(p)})
+		got := step(cache, k, pos)
+		eager.IndexCopyInPlace(0, pos, k)
+		checkClose(t, fmt.Sprintf("step %d", p), got, Float32, []int{4}, vals(eager.Narrow(0, 0, 4).Sum(1)), 0)
+	}
+	run(0)
+	run(1) // the first run of a program copies
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for p := 2; p < 10; p++ {
+		run(p)
+	}
+	runtime.ReadMemStats(&after)
+	perStep := (after.TotalAlloc - before.TotalAlloc) / 8
+	t.Logf("%d bytes allocated per step", perStep)
+	if perStep > rows*width*4/4 {
+		t.Errorf("%d bytes allocated per step, for a cache of %d bytes: the write copies it", perStep, rows*width*4)
+	}
+	checkSame(t, "the cache", cache, eager)
 }

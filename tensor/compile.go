@@ -37,7 +37,9 @@ const (
 	// ReduceOverhead replays whole programs on a GPU as CUDA graphs, one
 	// launch per call, to save launch overhead at small batch sizes: each
 	// input layout is captured on its second call (the first runs plainly
-	// and compiles the kernels). Every call returns new output tensors.
+	// and compiles the kernels). Every call returns new output tensors,
+	// and the writes of tensors the function captures or takes as
+	// arguments reach them after every replay.
 	// Programs that cannot be captured (they wait for the device, or run
 	// library kernels such as cuBLAS's for products of more than 64 rows)
 	// run plainly, with the reason under GOCOMPILE_LOGS=cudagraphs. On the
@@ -250,19 +252,38 @@ const defaultBackend = "inductor"
 // their results are constants too.
 //
 // fn may write traced values into such tensors, or views of them
-// (cache.Narrow(1, pos, 1).Copy(k), a KV cache): the write is part of the
-// graph, as a new version of the tensor's storage that later reads in fn
-// see, and each call copies the last version into the storage once its
-// program has run (torch.compile's functionalization); where nothing else
-// reads the old contents the write updates the storage in place. Such a
-// tensor's reads inside fn are then graph ops on every call, not
-// constants; reading its values (At, Float32s, …) after a write is a graph
-// break. Arguments cannot be written, nor passed as views of a tensor fn
-// writes. A write whose value involves no argument, made before the first
-// write of an argument-derived value to the same tensor, runs once more on
-// the first call (while tracing). A function that writes a tensor must not
-// run concurrently with other code that uses that tensor, this function's
+// (cache.Narrow(1, pos, 1).Copy(k), a KV cache), with Copy, Fill, Set,
+// IndexCopyInPlace or IndexPutInPlace: the write is part of the graph, as
+// a new version of the tensor's storage that later reads in fn see, and
+// each call copies the last version into the storage once its program has
+// run (torch.compile's functionalization); where nothing else reads the
+// old contents the write updates the storage in place. Such a tensor's
+// reads inside fn are then graph ops on every call, not constants;
+// reading its values (At, Float32s, …) after a write is a graph break.
+// Arguments cannot be passed as views of a tensor fn writes. A write whose
+// value involves no argument, made before the first write of an
+// argument-derived value to the same tensor, runs once more on the first
+// call (while tracing). A function that writes a tensor must not run
+// concurrently with other code that uses that tensor, this function's
 // other calls included.
+//
+// fn may write its arguments the same way, or views of them
+// (x.Narrow(0, 1, 2).Copy(y), a cache passed in): every later read in fn
+// of the argument, through any view of it taken before the write or
+// after, sees the write, and when each call's program has run (a CUDA
+// graph's replay included) the caller's tensor holds the written values;
+// only its own elements change, not the rest of a tensor it is a view of.
+// A written argument's dims are compiled static. A result that is the
+// written argument itself is the caller's tensor, as eagerly; a result
+// that is another view of it is a new tensor holding the values the call
+// wrote (eagerly it would be a view, changed by later writes). The first
+// call of a compiled program writes the argument through a copy, later
+// ones in place where nothing else in fn reads the old contents. A call
+// panics with an *Error if a written argument shares memory with another
+// argument or with a tensor fn captures (pass a Clone), or repeats
+// elements (an Expand view); writing an argument that requires gradients
+// is an error outside NoGrad, as it is eagerly. Tensors fn computes cannot
+// be written in place: compute new ones (Where, IndexPut, Cat …).
 //
 // Reading a traced tensor's values inside fn (Item, Float32s, String, …)
 // breaks the graph: the ops so far run, the read gets real values, and
@@ -745,6 +766,10 @@ func (c *compiled) compileEntry(ge *guard.Entry, fa *flatArgs, args []reflect.Va
 	g := tr.g
 	if c.isGrad && !tr.backwardCalled {
 		switch ks := resultsRequiringGrad(results); {
+		case len(ks) > 0 && (len(tr.argWrites) > 0 || len(tr.mut.known) > 0):
+			// The backward would run fn again (callViaResult), writing
+			// again and reading what it wrote.
+			panic(&errGradEager{why: "a result requires gradients without Backward in the function, which writes tensors in place"})
 		case len(ks) == 1:
 			panic(&errGradResult{k: ks[0]}) // the forward compiles plainly, the backward apart
 		case len(ks) > 1:
@@ -777,7 +802,7 @@ func (c *compiled) compileEntry(ge *guard.Entry, fa *flatArgs, args []reflect.Va
 	if len(e.argWrites) > 0 {
 		e.constKeys = constStorages(g)
 	}
-	e.prog = c.compileGraph(g, inputSymbols(ge, fa))
+	e.prog = c.compileGraph(g, inputSymbols(ge, fa), true)
 	e.sources = c.resultSources(g)
 	e.template = results
 	return e, false
@@ -960,7 +985,7 @@ func (c *compiled) runSegment(g *ir.Graph, bound []*Tensor) []*Tensor {
 	v, _ := c.segments.LoadOrStore(key, &segmentEntry{})
 	se := v.(*segmentEntry)
 	se.once.Do(func() {
-		se.prog = c.compileGraph(g, nil)
+		se.prog = c.compileGraph(g, nil, false)
 		se.sources = c.resultSources(g)
 	})
 	var outs []*Tensor
@@ -1032,10 +1057,11 @@ func hasSymbols(syms [][]int) bool {
 }
 
 // compileGraph optimises g, marks its symbolic dims, and hands it to the
-// backend.
-func (c *compiled) compileGraph(g *ir.Graph, syms [][]int) Program {
+// backend. ownInputs says g's inputs are a call's own tensors (a whole
+// function's graph), which its writes may update in place.
+func (c *compiled) compileGraph(g *ir.Graph, syms [][]int, ownInputs bool) Program {
 	optimize(g)
-	markInPlace(g, !hasSymbols(syms))
+	markInPlace(g, !hasSymbols(syms), ownInputs)
 	if syms != nil {
 		g.InferSymbols(syms)
 	}

@@ -35,11 +35,13 @@
 // Compile wraps a function of tensors and returns one of the same type
 // that traces it into a graph on first call and replays the compiled graph
 // afterwards, behind guards on its arguments; see Compile, Explain and
-// Cond. A compiled function may write the tensors it captures (a KV cache:
-// Copy into a view, IndexCopyInPlace or IndexPutInPlace at a position held
-// in a tensor): the writes are part of the graph and reach the tensors on
-// every call. Ops on captured tensors alone (w.Mul(w), pos.AddScalar(1))
-// are recorded too, so every call reads their current values.
+// Cond. A compiled function may write the tensors it captures and its
+// arguments (a KV cache: Copy into a view, IndexCopyInPlace or
+// IndexPutInPlace at a position held in a tensor; Fill, Set): the writes
+// are part of the graph, later reads in the function see them, and they
+// reach the tensors on every call, as eagerly. Ops on captured tensors
+// alone (w.Mul(w), pos.AddScalar(1)) are recorded too, so every call reads
+// their current values.
 //
 // # Gradients
 //

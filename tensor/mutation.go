@@ -20,6 +20,7 @@ import (
 // A storage written by a function is bound as such from its next trace on:
 // the first trace that finds a write traces again, so that reads before
 // the write are graph ops too, not values computed once while tracing.
+// Writes into the function's arguments are versions too (argwrite.go).
 
 // writers maps the storages being written by functions being traced to
 // their tracer, so that ops whose operands are all concrete tensors, one
@@ -212,10 +213,14 @@ func writeBack(stores []*array.Array, vals []*Tensor) {
 // because the write depends on it, and is no result of g; where the
 // operand is the storage bound by reference (a constant), so is
 // everything computed from the other constants viewing that storage (the
-// tensor itself, or a folded view of it). A decode step's
-// cache write then costs the written rows, not a copy of the cache, an
-// optimizer's m.Copy(m·β + g·(1−β)) writes m where it is, and the
-// write-back after the call copies nothing.
+// tensor itself, or a folded view of it). Where the operand is an input
+// (an argument the function writes, argwrite.go) it may be written in
+// place too when the graph's inputs are the call's own tensors (inputs:
+// a whole function's graph, not a segment, whose inputs may be values
+// other segments hold). A decode step's cache write then costs the
+// written rows, not a copy of the cache, an optimizer's
+// m.Copy(m·β + g·(1−β)) writes m where it is, and the write-back after
+// the call copies nothing.
 //
 // A reader the write does not depend on may still precede it when it is
 // an op with a fresh result (a matrix product: a training step's backward
@@ -223,7 +228,7 @@ func writeBack(stores []*array.Array, vals []*Tensor) {
 // not computed from the write: in a graph whose shapes are static (static)
 // the written value then becomes After(value, token), the token one
 // element of that reader's result, so that the write follows it.
-func markInPlace(g *ir.Graph, static bool) {
+func markInPlace(g *ir.Graph, static, inputs bool) {
 	users, result := g.Users(), g.IsOutput()
 	written := map[*ir.Node]bool{} // the values writes write
 	for _, n := range g.Nodes {
@@ -252,8 +257,14 @@ func markInPlace(g *ir.Graph, static bool) {
 				continue
 			}
 			readers = append(readers, aliases(g, base, arr)...)
+		case ir.InputNode:
+			if !inputs {
+				continue
+			}
 		case ir.CallNode:
-			if !writes(base) {
+			if in := reshapedInput(base); inputs && in != nil {
+				readers = append(readers, in)
+			} else if !writes(base) {
 				continue
 			}
 		default:
@@ -282,6 +293,18 @@ func markInPlace(g *ir.Graph, static bool) {
 	if reordered {
 		g.SortTopological()
 	}
+}
+
+// reshapedInput is the input n reshapes (an argument's elements taken
+// flat), or nil.
+func reshapedInput(n *ir.Node) *ir.Node {
+	if n.Op != ir.OpReshape {
+		return nil
+	}
+	if in, ok := n.Args[0].(*ir.Node); ok && in.Kind == ir.InputNode {
+		return in
+	}
+	return nil
 }
 
 // ancestorsOf is every node n is computed from.

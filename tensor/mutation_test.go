@@ -258,7 +258,7 @@ func TestMarkInPlace(t *testing.T) {
 			}
 			g.Outputs = append(g.Outputs, r)
 		}
-		markInPlace(g, true)
+		markInPlace(g, true, false)
 		if n.Attrs.KeepDim != c.inPlace {
 			t.Errorf("%s: in place %v, want %v", c.name, n.Attrs.KeepDim, c.inPlace)
 		}
@@ -284,7 +284,7 @@ func TestMarkInPlaceThroughOtherWrites(t *testing.T) {
 	writeBuf := call(ir.OpAsStridedScatter, whole, bufOld, bufNew)
 	writeP := call(ir.OpAsStridedScatter, whole, pOld, call(ir.OpSub, ir.Attrs{}, d, bufNew))
 	g.Outputs = []*ir.Node{writeBuf, writeP}
-	markInPlace(g, true)
+	markInPlace(g, true, false)
 	if !writeBuf.Attrs.KeepDim || !writeP.Attrs.KeepDim {
 		t.Errorf("in place: the buffer's write %v, the parameter's %v; want both", writeBuf.Attrs.KeepDim, writeP.Attrs.KeepDim)
 	}
@@ -535,7 +535,7 @@ func TestMarkInPlaceOrdersLateProducts(t *testing.T) {
 		return g, write
 	}
 	g, write := build(ir.OpMatMul)
-	markInPlace(g, true)
+	markInPlace(g, true, false)
 	if !write.Attrs.KeepDim {
 		t.Fatal("the write after a matrix product of the old weight is not in place")
 	}
@@ -551,7 +551,7 @@ func TestMarkInPlaceOrdersLateProducts(t *testing.T) {
 		static bool
 	}{{"a pointwise reader", ir.OpMul, true}, {"dynamic shapes", ir.OpMatMul, false}} {
 		g, write := build(c.op)
-		markInPlace(g, c.static)
+		markInPlace(g, c.static, false)
 		if write.Attrs.KeepDim {
 			t.Errorf("%s: the write is in place", c.name)
 		}

@@ -133,9 +133,9 @@ func (c *compiled) split(args []reflect.Value, g *Tensor, k int) (*partitioned, 
 		return nil, err.Error()
 	}
 	p := &partitioned{split: s, nresults: e.nresults, template: e.template, grads: e.grads, name: c.name, checks: e.checks}
-	p.fwd = c.compileGraph(s.Forward, nil)
+	p.fwd = c.compileGraph(s.Forward, nil, false)
 	p.fwdSources = c.resultSources(s.Forward)
-	p.bwd = c.compileGraph(s.Backward, nil)
+	p.bwd = c.compileGraph(s.Backward, nil, false)
 	p.bwdSources = c.resultSources(s.Backward)
 	return p, ""
 }
