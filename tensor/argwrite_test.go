@@ -392,8 +392,8 @@ func TestCompileWrittenArgumentResults(t *testing.T) {
 }
 
 // A written argument's dims are static: another size compiles again,
-// while other arguments' dims may stay dynamic; layouts each get their
-// own entry.
+// while other arguments' dims may stay dynamic. Each layout of the
+// argument is written back as it is.
 func TestCompileWrittenArgumentGuards(t *testing.T) {
 	fn := func(x, y *Tensor) *Tensor {
 		x.Narrow(0, 0, 1).Copy(y.Sum().Reshape(1))
@@ -413,21 +413,36 @@ func TestCompileWrittenArgumentGuards(t *testing.T) {
 		t.Errorf("%d compiles, want 2 (one per size of the written argument)", n)
 	}
 
+	// Contiguous and not are guarded apart; within each, any layout (at
+	// an offset, transposed, strided) runs the same program.
+	var gst CompileStats
 	g := Compile(func(x, y *Tensor) *Tensor {
 		x.Select(0, 1).Copy(y)
 		return x.Sum(0)
-	})
-	for i, transposed := range []bool{false, true, false, true} {
-		p := seq(Float32, CPU, 3, 3)
-		want := seq(Float32, CPU, 3, 3)
-		x, xe := p, want
-		if transposed {
-			x, xe = p.T(), want.T()
+	}, WithStats(&gst))
+	layouts := []struct {
+		name string
+		of   func(p *Tensor) *Tensor // a [3, 3] view of a [6, 6] parent
+	}{
+		{"contiguous rows", func(p *Tensor) *Tensor { return p.Narrow(0, 0, 3).Narrow(1, 0, 3).Contiguous() }},
+		{"transposed", func(p *Tensor) *Tensor { return p.Narrow(0, 1, 3).Narrow(1, 0, 3).T() }},
+		{"strided", func(p *Tensor) *Tensor { return p.Slice(0, 0, 6, 2).Slice(1, 1, 6, 2) }},
+		{"an offset window", func(p *Tensor) *Tensor { return p.View(36).Narrow(0, 7, 9).View(3, 3) }},
+		{"transposed again", func(p *Tensor) *Tensor { return p.Narrow(0, 2, 3).Narrow(1, 3, 3).T() }},
+	}
+	for i, l := range layouts {
+		pc, pe := seq(Float32, CPU, 6, 6), seq(Float32, CPU, 6, 6)
+		x, xe := l.of(pc), l.of(pe)
+		if l.name == "contiguous rows" {
+			pc, pe = x, xe // a copy: its own parent
 		}
-		y := Full(float64(i), Float32, 3)
+		y := Full(float64(-i-1), Float32, 3)
 		xe.Select(0, 1).Copy(y)
-		checkClose(t, fmt.Sprintf("call %d (transposed %v)", i, transposed), g(x, y), Float32, []int{3}, vals(xe.Sum(0)), 0)
-		checkClose(t, fmt.Sprintf("call %d: the parent", i), p, Float32, []int{3, 3}, vals(want), 0)
+		checkClose(t, l.name, g(x, y), Float32, []int{3}, vals(xe.Sum(0)), 0)
+		checkClose(t, l.name+": the parent", pc, Float32, pe.Shape(), vals(pe), 0)
+	}
+	if n := gst.Compiles.Load(); n != 2 {
+		t.Errorf("%d compiles over five layouts, want 2 (contiguous or not)", n)
 	}
 }
 
@@ -607,6 +622,12 @@ func TestCompileWrittenArgumentGradients(t *testing.T) {
 	err = Try(func() { Compile(late)(Ones(Float32, 2).SetRequiresGrad(true), Ones(Float32, 2)) })
 	if err == nil || !strings.Contains(err.Error(), "written in place after it was used") {
 		t.Errorf("compiled: %v, want the eager error", err)
+	}
+	// The same with x captured.
+	x := Ones(Float32, 2)
+	err = Try(func() { Compile(func(w *Tensor) *Tensor { return late(w, x) })(Ones(Float32, 2).SetRequiresGrad(true)) })
+	if err == nil || !strings.Contains(err.Error(), "written in place after it was used") {
+		t.Errorf("compiled, x captured: %v, want the eager error", err)
 	}
 }
 

@@ -268,15 +268,16 @@ func applyRecorded(op *ir.Op, a ir.Attrs, args []ir.Value, run func(*ir.Op, ir.A
 		return out // indices, masks: no gradient flows through them
 	}
 	n := &gradNode{op: op, attrs: a, args: args, out: out, seq: gradSeq.Add(1)}
-	if out.px != nil {
-		out.px.tr.gradActive = true // a traced run's writes are versions of the graph
+	tr := n.tracer()
+	if tr != nil {
+		tr.gradActive = true // a traced run's writes are versions of the graph
 	}
 	for _, v := range args {
 		if t, ok := v.(*Tensor); ok && t != nil {
-			n.versions = append(n.versions, t.version())
+			n.versions = append(n.versions, t.version(tr))
 		}
 	}
-	n.versions = append(n.versions, out.version())
+	n.versions = append(n.versions, out.version(tr))
 	if out.ag != nil { // the kernel returned an operand (Contiguous): a new handle
 		out = &Tensor{v: out.v, px: out.px}
 	}
@@ -424,19 +425,14 @@ func (n *gradNode) shapes() [][]int {
 	return s
 }
 
-// checkVersions panics if a tensor n saved was written in place since. In
-// a traced node only views of the arguments are checked: a gradient op
-// would read such a view's latest version, not the one n saw. Captured
-// tensors' writes are versions in the graph.
+// checkVersions panics if a tensor n saved was written in place since
+// (in a traced node, by a write the tracer recorded: a gradient op would
+// read the latest version, not the one n saw).
 func (n *gradNode) checkVersions() {
-	traced := n.out.px != nil
+	tr := n.tracer()
 	i := 0
 	check := func(t *Tensor, what string) {
-		if traced && (t.px == nil || t.px.arg == nil) {
-			i++
-			return
-		}
-		if v := t.version(); v != n.versions[i] {
+		if v := t.version(tr); v != n.versions[i] {
 			panic(errorf(n.op.Title, n.shapes(), "write into a new tensor instead, or compute the gradient before the write",
 				"%s that %s saved for its gradient was written in place after it was used (version %d, now %d)",
 				what, n.op.Title, n.versions[i], v))
@@ -451,16 +447,28 @@ func (n *gradNode) checkVersions() {
 	check(n.out, "the result")
 }
 
-// version is t's storage version as autograd compares it; for a traced
-// view of an argument, how many writes of the argument fn made so far.
-func (t *Tensor) version() uint64 {
-	if t.px != nil {
-		if t.px.arg != nil {
-			return t.px.arg.writes
-		}
-		return 0
+// tracer is the tracer that recorded n, or nil for an eager node.
+func (n *gradNode) tracer() *tracer {
+	if n.out.px != nil {
+		return n.out.px.tr
 	}
-	return t.v.Version()
+	return nil
+}
+
+// version is t's storage version as autograd compares it. In a node tr
+// traces it counts the writes tr recorded so far: of the argument t views,
+// or of a captured tensor's storage; values computed in the traced
+// function are never written.
+func (t *Tensor) version(tr *tracer) uint64 {
+	switch {
+	case tr == nil:
+		return t.v.Version()
+	case t.px == nil:
+		return tr.mut.count[t.v.StorageKey()]
+	case t.px.arg != nil:
+		return t.px.arg.writes
+	}
+	return 0
 }
 
 // noInPlaceOnGrad panics if t takes part in gradients and op would write

@@ -68,9 +68,10 @@
 // pointwise ones), and Backward runs the backward half from them. Its
 // first backward, which traces the joint graph, recomputes the forward
 // instead. Explain shows both halves and the saved values. A graph break in such a
-// function, more than one result requiring gradients, or an argument that
-// requires gradients but is not a leaf runs it eagerly instead (with one
-// warning). Not yet differentiable: the AsStrided writes.
+// function, more than one result requiring gradients, an in-place write
+// (the backward would run the function, and the write, again), or an
+// argument that requires gradients but is not a leaf runs it eagerly
+// instead (with one warning). Not yet differentiable: the AsStrided writes.
 //
 // Inside a compiled function gradients are traced too: Grad returns a
 // leaf's gradient as the call has it so far (what it held when the call

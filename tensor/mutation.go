@@ -38,11 +38,13 @@ type mutation struct {
 	stores   map[any]*array.Array // each written storage, whole
 	order    []any                // storages in the order of their first write
 	retrace  bool                 // a write to a storage not known from the start
+	count    map[any]uint64       // the writes of each storage so far: autograd's version of it
 }
 
 func (m *mutation) init() {
 	if m.known == nil {
 		m.known = map[any]bool{}
+		m.count = map[any]uint64{}
 	}
 }
 
@@ -182,6 +184,7 @@ func (tr *tracer) recordWrite(dst *Tensor, loc, title string, op *ir.Op, a ir.At
 	n, err := tr.g.Call(op, a, loc, args...)
 	check(err, title, append([]*Tensor{dst}, operands...)...)
 	tr.mut.versions[k] = n
+	tr.mut.count[k]++
 }
 
 // versionNodes lists the last versions of the storages written in this
