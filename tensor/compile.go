@@ -279,13 +279,13 @@ const defaultBackend = "inductor"
 // wrote (eagerly it would be a view, changed by later writes). Without
 // graph breaks, calls after the first write the argument in place where
 // nothing else in fn reads its old contents; otherwise the program writes
-// a copy, which the call copies back. A call
-// panics with an *Error if a written argument shares memory with another
-// argument or with a tensor fn captures (pass a Clone), or repeats
-// elements (an Expand view); writing an argument that requires gradients
-// is an error outside NoGrad, as it is eagerly. Calls writing different
-// arguments may run concurrently. Tensors fn computes cannot be written
-// in place: compute new ones (Where, IndexPut, Cat …).
+// a copy, which the call copies back. A call panics with an *Error if a
+// written argument shares memory with another argument or with a tensor
+// fn captures (pass a Clone), or repeats elements (an Expand view);
+// writing an argument that requires gradients is an error outside NoGrad,
+// as it is eagerly. Calls writing different arguments may run
+// concurrently. Tensors fn computes cannot be written in place: compute
+// new ones (Where, IndexPut, Cat …).
 //
 // Reading a traced tensor's values inside fn (Item, Float32s, String, …)
 // breaks the graph: the ops so far run, the read gets real values, and
