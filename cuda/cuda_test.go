@@ -1220,3 +1220,72 @@ func TestGPULaunchDependent(t *testing.T) {
 	check(t, exec.Launch(s))
 	expect("second replay", 3)
 }
+
+const chainKernel = `
+extern "C" __global__ void chain(const float* x, float* y, int n) {
+  asm volatile("griddepcontrol.launch_dependents;");
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) y[i] = x[i] * 2.f + 1.f;
+}
+`
+
+// BenchmarkGPUGraphChain times a CUDA graph of 256 dependent streaming
+// kernels (each reads what the one before wrote), launched plainly and as
+// programmatic dependents: what a dependent launch saves a kernel
+// boundary, for small (latency-bound) and large (bandwidth-bound) kernels.
+func BenchmarkGPUGraphChain(b *testing.B) {
+	d := requireGPU(b)
+	r, err := Compile(chainKernel, "chain.cu", d)
+	check(b, err)
+	m, err := d.LoadCompiled(r)
+	check(b, err)
+	f := fn(b, m, "chain")
+	for _, n := range []int{1 << 14, 1 << 18, 1 << 22} {
+		for _, dep := range []bool{false, true} {
+			b.Run(fmt.Sprintf("n=%d/dependent=%t", n, dep), func(b *testing.B) {
+				if dep && !d.CanLaunchDependent() {
+					b.Skip("no programmatic dependent launch")
+				}
+				s, err := d.NewStream()
+				check(b, err)
+				defer s.Destroy()
+				px, err := d.Malloc(4 * n)
+				check(b, err)
+				defer d.Free(px)
+				py, err := d.Malloc(4 * n)
+				check(b, err)
+				defer d.Free(py)
+				const kernels = 256
+				grid := Dim3{X: uint32(min(blocks(n, 256), uint32(4*d.SMCount)))}
+				args := NewArgs()
+				check(b, s.BeginCapture())
+				for i := range kernels {
+					src, dst := px, py
+					if i%2 == 1 {
+						src, dst = py, px
+					}
+					args.Reset().Ptr(src).Ptr(dst).I32(int32(n))
+					if dep {
+						check(b, s.LaunchDependent(f, grid, Dim3{X: 256}, 0, args))
+					} else {
+						check(b, s.Launch(f, grid, Dim3{X: 256}, 0, args))
+					}
+				}
+				g, err := s.EndCapture()
+				check(b, err)
+				defer g.Destroy()
+				exec, err := g.Instantiate()
+				check(b, err)
+				defer exec.Destroy()
+				check(b, exec.Launch(s))
+				check(b, s.Synchronize())
+				b.ResetTimer()
+				for range b.N {
+					check(b, exec.Launch(s))
+				}
+				check(b, s.Synchronize())
+				b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N*kernels), "µs/kernel")
+			})
+		}
+	}
+}

@@ -468,6 +468,9 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32) %[1]s(`+attentionParams
   const GC_ATTN_T zero = 0;
   // This lane's rows of the MMA tile: rr[0] = g, rr[1] = g + 8.
   const int rr[2] = {g, g + 8};
+  // q's feature pairs are 32-bit words: contiguous features, even
+  // strides, an aligned start.
+  const bool qpair = qe == 1 && ((qb | qh | ql) & 1) == 0 && ((unsigned long long)q & 3) == 0;
   bool live[2];
   long long mrow[2];
   int lrow[2];
@@ -487,8 +490,15 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32) %[1]s(`+attentionParams
       // With vector key loads step i's features are permuted (see below):
       // q follows the keys, as a dot product allows.
       const int e0 = vecK ? E / 4 * t + 4 * i : 16 * i + 2 * t, e1 = vecK ? e0 + 2 : e0 + 8;
-      qa[i][h] = live[h] ? gc_attn_pack(qr[e0 * qe], qr[(e0 + 1) * qe]) : 0u;
-      qa[i][2 + h] = live[h] ? gc_attn_pack(qr[e1 * qe], qr[(e1 + 1) * qe]) : 0u;
+      if (qpair) {
+        // Whole pairs: loads whose values the first MMA waits for, so they
+        // share a trip to memory with the keys'.
+        qa[i][h] = live[h] ? *(const unsigned*)(qr + e0) : 0u;
+        qa[i][2 + h] = live[h] ? *(const unsigned*)(qr + e1) : 0u;
+      } else {
+        qa[i][h] = live[h] ? gc_attn_pack(qr[e0 * qe], qr[(e0 + 1) * qe]) : 0u;
+        qa[i][2 + h] = live[h] ? gc_attn_pack(qr[e1 * qe], qr[(e1 + 1) * qe]) : 0u;
+      }
     }
   }
   float m[2] = {GC_NEG_INF, GC_NEG_INF}, sum[2] = {0.f, 0.f};
@@ -563,6 +573,15 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32) %[1]s(`+attentionParams
         vf[i][j][1] = gc_attn_pack(key + 8 < s1 ? v8[f] : zero, key + 9 < s1 ? v9[f] : zero);
       }
     }
+    // The mask's entries of this lane's scores, loaded with the keys.
+    bool mk[2][4][2];
+    #pragma unroll
+    for (int h = 0; h < 2; h++)
+      #pragma unroll
+      for (int n = 0; n < 4; n++)
+        #pragma unroll
+        for (int x = 0; x < 2; x++)
+          mk[h][n][x] = !GC_ATTN_MASK || !live[h] || mask[mrow[h] + (long long)min(j0 + 8 * n + 2 * t + x, s1 - 1) * ms] != 0;
     // Scores: this lane holds rows g, g+8 × keys 2t, 2t+1 of each tile.
     float sc[4][4];
     #pragma unroll
@@ -584,7 +603,7 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32) %[1]s(`+attentionParams
           const int key = j0 + 8 * n + 2 * t + x;
           bool keep = live[h] && key < s1;
           if (GC_ATTN_CAUSAL) keep = keep && key <= lrow[h];
-          if (GC_ATTN_MASK) keep = keep && mask[mrow[h] + (long long)min(key, s1 - 1) * ms] != 0;
+          if (GC_ATTN_MASK) keep = keep && mk[h][n][x];
           const float s = keep ? sc[n][2 * h + x] * scale : GC_NEG_INF;
           sc[n][2 * h + x] = s;
           mt = fmaxf(mt, s);
