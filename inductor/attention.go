@@ -53,8 +53,23 @@ func AttentionMMAFits(elem ir.DType, rows, e, ev int) bool {
 	return (elem == ir.BFloat16 || elem == ir.Float16) && rows <= 16 && e%16 == 0 && ev%8 == 0 && e <= 128 && ev <= 128
 }
 
-// AttentionWarps is the warps of a block.
+// AttentionWarps is the warps of a block of the scalar kernel, and of
+// the tensor-core kernel where eight warps' partial rows do not fit in
+// shared memory (see Warps).
 const AttentionWarps = 4
+
+// Warps is the warps of k's blocks. A block takes 128 keys of a split at a
+// time: the scalar kernel's four warps 32 keys each; the tensor-core
+// kernel's eight warps 16 keys each (two MMA column tiles), since one warp
+// a scheduler leaves a chunk's dependent instructions waiting on each
+// other, where two interleave, unless its partial rows overflow 48 KB of
+// shared memory (then four warps of 32 keys).
+func (k *AttentionKernel) Warps() int {
+	if k.MMA && 8*k.Rows*(2+k.Ev)*4 <= 48<<10 {
+		return 8
+	}
+	return AttentionWarps
+}
 
 // Name is the kernel's entry point.
 func (k *AttentionKernel) Name() string {
@@ -283,7 +298,7 @@ func (k *AttentionKernel) prologue(b *strings.Builder, form string) {
 #define GC_ATTN_MASK %t
 #define GC_ATTN_CAUSAL %t
 %s
-`, k.Rows, k.E, k.Ev, AttentionWarps, storageC(k.Elem), storeC("x", ir.F32, k.Elem), k.Mask, k.Causal, attentionWarpSums)
+`, k.Rows, k.E, k.Ev, k.Warps(), storageC(k.Elem), storeC("x", ir.F32, k.Elem), k.Mask, k.Causal, attentionWarpSums)
 }
 
 // attentionParams are both kernels' parameters (see Source).
@@ -430,15 +445,17 @@ const attentionTail = `  __syncthreads();
 `
 
 // mmaSource is the tensor-core kernel, for operands AttentionMMAFits
-// accepts. Its blocks, workspace and end are the scalar kernel's; a warp
-// computes a 32-key chunk as MMAs of m16n8k16 (16 rows, of which rows
-// past ROWS are zero): the scores S = q·kᵀ as 4 column tiles of 8 keys
-// over E/16 steps, then the weighted values P·v as EV/8 column tiles over
-// 2 steps of 16 keys, P split into two parts of the operands' type
-// (about 16 bits of each weight for bfloat16, 22 for float16, where one
-// part would keep 8 or 11). Lane (g, t) (g = lane/4, t = lane%4) holds rows g and g+8 of
-// the fragments; q's fragments are loaded once, k's and v's element by
-// element (any strides), every load of a chunk issued before its MMAs.
+// accepts. Its blocks, workspace and end are the scalar kernel's (with
+// Warps warps); a warp computes a chunk of KC keys (16 or 32) as MMAs of
+// m16n8k16 (16 rows, of which rows past ROWS are zero): the scores
+// S = q·kᵀ as NT column tiles of 8 keys over E/16 steps, then the
+// weighted values P·v as EV/8 column tiles over NT/2 steps of 16 keys, P
+// split into two parts of the operands' type (about 16 bits of each
+// weight for bfloat16, 22 for float16, where one part would keep 8 or
+// 11). Lane (g, t) (g = lane/4, t = lane%4) holds rows g and g+8 of the
+// fragments; q's fragments are loaded once, k's and v's in vector pieces
+// where rows are contiguous and aligned, else element by element (any
+// strides), every load of a chunk issued before its MMAs.
 // The online softmax keeps each row's maximum uniform over the four lanes
 // of a row, and each lane's share of the row's sum, added at the end.
 func (k *AttentionKernel) mmaSource() string {
@@ -452,6 +469,9 @@ func (k *AttentionKernel) mmaSource() string {
 		vw16 = k.Ev / 16
 	}
 	fmt.Fprintf(&b, "#define VW16 %d\n#define VWN %d\n", vw16, max(1, vw16))
+	// NT: a warp's chunk is NT column tiles of 8 keys, KC keys.
+	nt := 128 / k.Warps() / 8
+	fmt.Fprintf(&b, "#define NT %d\n#define KC %d\n", nt, 8*nt)
 	fmt.Fprintf(&b, `
 // Block (split, b·Hkv + hk): rows r = g·L + l are query head hk·G + g,
 // query l, of batch entry b. Warp w takes the split's 32-key chunks w,
@@ -507,15 +527,15 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32) %[1]s(`+attentionParams
   for (int j = 0; j < EV / 8; j++)
     #pragma unroll
     for (int c = 0; c < 4; c++) o[j][c] = 0.f;
-  for (int j0 = s0 + 32 * w; j0 < s1; j0 += 32 * WARPS) {
+  for (int j0 = s0 + KC * w; j0 < s1; j0 += KC * WARPS) {
     // Every load of the chunk first, so it costs one trip to memory: the
     // B fragments of the scores (column tile n is keys j0+8n.., this lane
     // loading key j0+8n+g's features) and of the weighted values (step i
     // is keys j0+16i.., this lane loading keys 2t, 2t+1, 2t+8, 2t+9 of
     // feature 8j+g). Keys past the split's end read zero values.
-    unsigned kf[4][E / 16][2], vf[2][EV / 8][2];
+    unsigned kf[NT][E / 16][2], vf[NT / 2][EV / 8][2];
     #pragma unroll
-    for (int n = 0; n < 4; n++) {
+    for (int n = 0; n < NT; n++) {
       const GC_ATTN_T* kr = kp + (long long)min(j0 + 8 * n + g, s1 - 1) * ks;
       if (vecK) {
         // The lane's quarter of the key row in vector loads: features
@@ -538,7 +558,7 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32) %[1]s(`+attentionParams
       }
     }
     #pragma unroll
-    for (int i = 0; i < 2 && VW16 && vecV; i++) {
+    for (int i = 0; i < NT / 2 && VW16 && vecV; i++) {
       // Vector value loads: output column g of tile j is feature
       // EV/8·g + j, so the lane's columns are one piece of each row it
       // reads; pairs of keys are packed from the pieces' halves.
@@ -560,7 +580,7 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32) %[1]s(`+attentionParams
       }
     }
     #pragma unroll
-    for (int i = 0; i < 2 && !(VW16 && vecV); i++) {
+    for (int i = 0; i < NT / 2 && !(VW16 && vecV); i++) {
       const int key = j0 + 16 * i + 2 * t;
       const GC_ATTN_T* v0 = vp + (long long)min(key, s1 - 1) * vs;
       const GC_ATTN_T* v1 = vp + (long long)min(key + 1, s1 - 1) * vs;
@@ -574,18 +594,18 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32) %[1]s(`+attentionParams
       }
     }
     // The mask's entries of this lane's scores, loaded with the keys.
-    bool mk[2][4][2];
+    bool mk[2][NT][2];
     #pragma unroll
     for (int h = 0; h < 2; h++)
       #pragma unroll
-      for (int n = 0; n < 4; n++)
+      for (int n = 0; n < NT; n++)
         #pragma unroll
         for (int x = 0; x < 2; x++)
           mk[h][n][x] = !GC_ATTN_MASK || !live[h] || mask[mrow[h] + (long long)min(j0 + 8 * n + 2 * t + x, s1 - 1) * ms] != 0;
     // Scores: this lane holds rows g, g+8 × keys 2t, 2t+1 of each tile.
-    float sc[4][4];
+    float sc[NT][4];
     #pragma unroll
-    for (int n = 0; n < 4; n++) {
+    for (int n = 0; n < NT; n++) {
       #pragma unroll
       for (int c = 0; c < 4; c++) sc[n][c] = 0.f;
       #pragma unroll
@@ -597,7 +617,7 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32) %[1]s(`+attentionParams
     for (int h = 0; h < 2; h++) {
       float mt = GC_NEG_INF;
       #pragma unroll
-      for (int n = 0; n < 4; n++)
+      for (int n = 0; n < NT; n++)
         #pragma unroll
         for (int x = 0; x < 2; x++) {
           const int key = j0 + 8 * n + 2 * t + x;
@@ -615,7 +635,7 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32) %[1]s(`+attentionParams
       c[h] = mn == GC_NEG_INF ? 1.f : expf(m[h] - mn);
       float ps = 0.f;
       #pragma unroll
-      for (int n = 0; n < 4; n++)
+      for (int n = 0; n < NT; n++)
         #pragma unroll
         for (int x = 0; x < 2; x++) {
           const float p = mn == GC_NEG_INF ? 0.f : expf(sc[n][2 * h + x] - mn);
@@ -633,7 +653,7 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32) %[1]s(`+attentionParams
     // Weighted values: step i is keys j0+16i.. ; P's A fragment is the
     // scores' C fragments of tiles 2i and 2i+1, rounded to the operand type.
     #pragma unroll
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < NT / 2; i++) {
       // P = hi + lo, both in the operand type: two MMAs keep about 16
       // (bfloat16) or 22 (float16) bits of each weight, one would keep 8 or 11.
       unsigned pa[4], pl[4];
@@ -674,6 +694,8 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32) %[1]s(`+attentionParams
 #undef GC_ATTN_LD
 #undef VW16
 #undef VWN
+#undef NT
+#undef KC
 %[3]s`, k.Name(), attentionTail, attentionUndefs)
 	return b.String()
 }

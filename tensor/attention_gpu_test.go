@@ -28,7 +28,7 @@ func TestGPUAttentionKernel(t *testing.T) {
 		for G*L > 32 {
 			G /= 2
 		}
-		S, E, Ev := pick(1, 31, 128, 129, 1000, 4097), pick(8, 16, 64, 96), pick(8, 64, 80)
+		S, E, Ev := pick(1, 31, 128, 129, 1000, 4097), pick(8, 16, 64, 96), pick(8, 64, 80, 128)
 		for G*L*E > 2048 || G*L*((Ev+31)/32*32) > 2048 {
 			L = max(1, L/2)
 			if L == 1 {
