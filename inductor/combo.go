@@ -8,13 +8,16 @@ import (
 	"gocompile/ir"
 )
 
-// ComboKernel runs several dense pointwise kernels (Members, each over its
-// own elements) as one launch: member i takes blocks [end(i-1), end(i)) of
+// ComboKernel runs several pointwise kernels (Members, each over its own
+// elements) as one launch: member i takes blocks [end(i-1), end(i)) of
 // the grid, as a multi-tensor kernel does, so that an optimizer's update
-// of every parameter, or any independent flat regions of different shapes
-// (fuse.Horizontal's combos), cost one launch instead of one each.
+// of every parameter, or any independent small regions of different
+// shapes (fuse.Horizontal's combos, such as the rotations of a decode
+// step's queries and keys), cost one launch instead of one each.
 type ComboKernel struct {
-	Members []PointwiseKernel // dense kernels (not Strided nor Tile)
+	// Members are dense kernels or N-d ones (Strided, with a geometry
+	// parameter of their own), not tiled ones.
+	Members []PointwiseKernel
 }
 
 // Name is the kernel's entry point, unique for its members (whose names
@@ -51,7 +54,9 @@ func (c *ComboKernel) generated() []PointwiseKernel {
 // function, then the kernel, which finds its block's member and calls its
 // body. Parameters, in order, per member: the member kernel's parameters
 // (see PointwiseKernel.Source: n, its pointers, scalars, aligned, inners),
-// then long long end, the first block past the member's.
+// then long long end, the first block past the member's. An N-d
+// member's parameters end with its geometry (PointwiseKernel.Bytes), and
+// its blocks are PointwiseKernel.Launch's grid.
 func (c *ComboKernel) Source() (string, error) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "// gocompile combo kernel of %d fused members, each a range of blocks\n", len(c.Members))
@@ -61,6 +66,7 @@ func (c *ComboKernel) Source() (string, error) {
 	}
 	b.WriteString(fast16(outs...))
 	b.WriteString(cudaPrelude)
+	b.WriteString(divisorC)
 	defined := map[string]bool{}
 	var params, calls []string
 	for i, k := range c.generated() {
@@ -68,8 +74,8 @@ func (c *ComboKernel) Source() (string, error) {
 		if err != nil {
 			return "", fmt.Errorf("combo member %d: %w", i, err)
 		}
-		if k.Strided || k.Tile {
-			return "", fmt.Errorf("combo member %d (%s) is not a dense kernel", i, k.Name())
+		if k.Tile {
+			return "", fmt.Errorf("combo member %d (%s) is a tiled kernel", i, k.Name())
 		}
 		if !defined[k.Name()] {
 			defined[k.Name()] = true

@@ -474,6 +474,9 @@ func (k *PointwiseKernel) bodyParams() (string, []string, error) {
 		if err := c.layoutBody(&b, params); err != nil {
 			return "", nil, fmt.Errorf("%s: %w", k.label(), err)
 		}
+		if k.member {
+			params = append(params, k.Name()+"_geo g")
+		}
 		return b.String(), params, nil
 	}
 	params = append(params, "int aligned")

@@ -198,6 +198,17 @@ func allKernels(t *testing.T) []source {
 			{DType: ir.Float32, Kind: ir.F32, Access: Uniform}, {DType: ir.BFloat16, Kind: ir.F32, Access: Dense}},
 			Extra: []ExtraOutput{{Expr: ir.Mul(ir.Arg(3), ir.Arg(3)), Compute: ir.F32, Out: ir.BFloat16},
 				{Expr: ir.Sub(ir.Arg(3), adam), Compute: ir.F32, Out: ir.BFloat16}}},
+		// N-d members (a rotation's halves into strided outputs), two of
+		// one expression at other ranks and index widths.
+		{Expr: ir.Sub(ir.Mul(ir.Arg(0), ir.Arg(1)), ir.Mul(ir.Arg(2), ir.Arg(3))), Label: "rot", Compute: ir.F32, Out: ir.BFloat16,
+			Strided: true, OutStrided: true, Rank: 3, Index32: true, Operands: []Operand{
+				{DType: ir.BFloat16, Kind: ir.F32, Access: InnerContiguous}, {DType: ir.Float32, Kind: ir.F32, Access: InnerBroadcast},
+				{DType: ir.BFloat16, Kind: ir.F32, Access: Strided}, {DType: ir.Float32, Kind: ir.F32, Access: Uniform}},
+			Extra: []ExtraOutput{{Expr: ir.Add(ir.Arg(0), ir.Arg(2)), Compute: ir.F32, Out: ir.BFloat16}}},
+		{Expr: ir.Sub(ir.Mul(ir.Arg(0), ir.Arg(1)), ir.Mul(ir.Arg(2), ir.Arg(3))), Label: "rot", Compute: ir.F32, Out: ir.BFloat16,
+			Strided: true, Rank: 2, Operands: []Operand{
+				{DType: ir.BFloat16, Kind: ir.F32, Access: InnerContiguous}, {DType: ir.Float32, Kind: ir.F32, Access: InnerBroadcast},
+				{DType: ir.BFloat16, Kind: ir.F32, Access: InnerContiguous}, {DType: ir.Float32, Kind: ir.F32, Access: InnerBroadcast}}},
 	}}
 	if src, err := combo.Source(); err != nil {
 		t.Fatal(err)
@@ -320,6 +331,12 @@ template <typename T> T __shfl_down_sync(unsigned, T v, int) { return v; }
 inline unsigned __umulhi(unsigned a, unsigned b) { return (unsigned)(((unsigned long long)a * b) >> 32); }
 struct float4 { float x, y, z, w; };
 struct uint4 { unsigned int x, y, z, w; };
+struct uint2 { unsigned int x, y; };
+inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {
+  unsigned long long v = (unsigned long long)y << 32 | x, r = 0;
+  for (int i = 0; i < 4; i++) r |= ((v >> (8 * ((s >> (4 * i)) & 7))) & 0xff) << (8 * i);
+  return (unsigned)r;
+}
 inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return {x, y, z, w}; }
 struct float2 { float x, y; };
 inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }

@@ -244,6 +244,7 @@ type kernelCtx struct {
 	k        *PointwiseKernel
 	nparams  int       // op parameters output 0 takes
 	outKinds []ir.Kind // the kind each output's function returns
+	bid, nb  string    // an N-d kernel's block index and block count
 }
 
 // fixed is the value of an operand that is the same at every index.
@@ -373,23 +374,37 @@ func (c *kernelCtx) layoutBody(b *strings.Builder, params []string) error {
 		}
 		return fmt.Sprintf("%s / g.size[%d]", n, d)
 	}
-	if k.Index32 {
+	// A combo's member (N-d only) is a device function over the blocks
+	// the combo gives it, with a geometry struct of its own name; the
+	// combo defines gc_div once.
+	geoName, bid, nb := "GcGeo", "blockIdx.x", "gridDim.x"
+	if k.member {
+		if k.Tile {
+			return fmt.Errorf("a tiled kernel cannot be a combo's member")
+		}
+		geoName, bid, nb = k.Name()+"_geo", "bid", "nb"
+	} else if k.Index32 {
 		b.WriteString(divisorC + "\n")
 	}
-	fmt.Fprintf(b, `// GcGeo is the layout the kernel walks: each tensor's strides in elements
+	fmt.Fprintf(b, `// %[5]s is the layout the kernel walks: each tensor's strides in elements
 // (outputs, then tensor operands) over %[1]d dims, innermost last; the sizes
 // and two counts derived from them (%[3]s); the work items; the head
 // and whether vector access is valid (N-d kernels); fast divisors of size.
-struct GcGeo {
+struct %[5]s {
   long long stride[%[2]d][%[1]d];
   long long size[%[4]d];
   long long count, head, vec;
   unsigned int magic[%[4]d], shift[%[4]d];
 };
 
-`, r, nt, map[bool]string{false: "chunks per row, unused", true: "tiles along the innermost and the second innermost dim"}[k.Tile], r+2)
-	params = append(params, "GcGeo g")
-	fmt.Fprintf(b, "extern \"C\" __global__ void %s(\n    %s) {\n  gc_launch_dependents();\n", k.Name(), strings.Join(params, ",\n    "))
+`, r, nt, map[bool]string{false: "chunks per row, unused", true: "tiles along the innermost and the second innermost dim"}[k.Tile], r+2, geoName)
+	params = append(params, geoName+" g")
+	if k.member {
+		fmt.Fprintf(b, "__device__ __forceinline__ void %s_body(\n    %s,\n    long long bid, long long nb) {\n", k.Name(), strings.Join(params, ",\n    "))
+	} else {
+		fmt.Fprintf(b, "extern \"C\" __global__ void %s(\n    %s) {\n  gc_launch_dependents();\n", k.Name(), strings.Join(params, ",\n    "))
+	}
+	c.bid, c.nb = bid, nb
 	c.uniforms(b)
 
 	// off declares the offset of every indexed tensor, summed over the
@@ -442,7 +457,7 @@ func (c *kernelCtx) ndBody(b *strings.Builder, geo map[int]int, offsets func(ind
 	outs := k.outputs()
 	fmt.Fprintf(b, "  // Chunk q covers up to %d consecutive elements along the innermost dim.\n", VectorWidth)
 	fmt.Fprintf(b, "  const %[1]s S = (%[1]s)g.size[%[2]d], nchunk = (%[1]s)g.size[%[3]d];\n", O, r-1, r)
-	fmt.Fprintf(b, "  for (%[1]s q = (%[1]s)blockIdx.x * blockDim.x + threadIdx.x; q < (%[1]s)g.count; q += (%[1]s)gridDim.x * blockDim.x) {\n", I)
+	fmt.Fprintf(b, "  for (%[1]s q = (%[1]s)%[2]s * blockDim.x + threadIdx.x; q < (%[1]s)g.count; q += (%[1]s)%[3]s * blockDim.x) {\n", I, c.bid, c.nb)
 	if r > 1 {
 		fmt.Fprintf(b, "    %s row = %s;\n", I, div("q", r))
 		fmt.Fprintf(b, "    const %s cq = (%s)(q - row * (%s)nchunk);\n", O, O, I)
