@@ -18,15 +18,21 @@ type ComboMember struct {
 	Kinds  []ir.Kind
 	Res    *Array
 	Extra  []*Array
+	// geo and blocks are an N-d member's geometry parameter and block
+	// count (comboPlan); nil for a dense member.
+	geo    []byte
+	blocks int
 }
 
 // GPUComboIn runs the members as launches of inductor.ComboKernels, each
 // member over a range of blocks, as few launches as the kernel parameters
 // allow (cuda.Device.MaxKernelParamBytes), with the kernels kept in cache c and the
 // launches queued on q when q is not nil. It returns the members it left
-// out, for the caller to run one by one: those that are no dense kernel
-// (an operand strided or broadcast along some dims, or not aligned for
-// vector loads), and any that a launch would hold alone.
+// out, for the caller to run one by one: those whose layouts need a
+// tiled kernel (a transposed operand) or more dims than a kernel indexes,
+// and any that a launch would hold alone. Members read element for
+// element run dense; others (strided or broadcast operands, views) as
+// N-d kernels over their own blocks.
 func GPUComboIn(c *Artifacts, q *LaunchQueue, ms []ComboMember) (left []int) {
 	var batch []int // members of the next launch
 	paramBytes, limit := 0, 4096
@@ -49,12 +55,13 @@ func GPUComboIn(c *Artifacts, q *LaunchQueue, ms []ComboMember) (left []int) {
 		if m.Res.Numel() == 0 {
 			continue
 		}
-		if !comboDense(m) {
+		if !comboPlan(m) {
 			left = append(left, i)
 			continue
 		}
-		// n, the result and the extra results, each operand, aligned, end.
-		bytes := 8 * (4 + len(m.Extra) + len(m.Args))
+		// n, the result and the extra results, each operand, aligned or
+		// the geometry, end.
+		bytes := 8*(4+len(m.Extra)+len(m.Args)) + len(m.geo)
 		if paramBytes+bytes > limit {
 			flush()
 		}
@@ -66,10 +73,11 @@ func GPUComboIn(c *Artifacts, q *LaunchQueue, ms []ComboMember) (left []int) {
 	return left
 }
 
-// comboDense reports whether member m runs as a dense kernel (its
-// operands element for element, aligned for vector loads), setting its
-// kernel's operands.
-func comboDense(m *ComboMember) bool {
+// comboPlan reports whether member m runs in a combo, setting its
+// kernel's operands and layout: as a dense kernel (its operands element
+// for element, aligned for vector loads) or an N-d one (m.geo set), not
+// a tiled one.
+func comboPlan(m *ComboMember) bool {
 	k := &m.Kernel
 	tensors := tensorsOf(m.Args)
 	var strides [][]int
@@ -96,7 +104,16 @@ func comboDense(m *ComboMember) bool {
 	}
 	k.Unroll = pointwiseUnroll
 	geo, inners, ok := planPointwise(k, m.Res.shape, strides, len(outs), k.Operands, lts)
-	return ok && geo == nil && len(inners) == 0
+	m.geo, m.blocks = nil, 0
+	switch {
+	case !ok || k.Tile:
+		return false
+	case geo != nil:
+		m.geo = k.Bytes(geo)
+		m.blocks, _ = k.Launch(geo, pointwiseBlock)
+		return m.blocks > 0
+	}
+	return len(inners) == 0
 }
 
 // launchCombo launches the members of ms at indices batch as one combo.
@@ -128,9 +145,14 @@ func launchCombo(c *Artifacts, q *LaunchQueue, ms []ComboMember, batch []int) {
 				addKind(args, m.Kinds[j], s.Value)
 			}
 		}
-		args.I32(1) // aligned
-		tile := k.TileElems(pointwiseBlock)
-		end += (n + tile - 1) / tile
+		if m.geo != nil {
+			args.Bytes(m.geo, 8)
+			end += m.blocks
+		} else {
+			args.I32(1) // aligned
+			tile := k.TileElems(pointwiseBlock)
+			end += (n + tile - 1) / tile
+		}
 		args.I64(int64(end))
 		uses = append(uses, m.Res)
 		uses = append(uses, m.Extra...)

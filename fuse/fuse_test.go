@@ -232,12 +232,21 @@ func TestHorizontal(t *testing.T) {
 			y := g.Input([]int{8}, ir.Float32, ir.CPU, "")
 			return []*ir.Node{call(t, g, ir.OpExp, ir.Attrs{}, x), call(t, g, ir.OpExp, ir.Attrs{}, y)}
 		}, "fused exp -> v2; fused exp -> v3"},
-		{"a broadcasting region stays apart from other shapes", func(g *ir.Graph) []*ir.Node {
+		{"a broadcasting region shares a combo with other shapes", func(g *ir.Graph) []*ir.Node {
 			x := g.Input([]int{4, 8}, ir.Float32, ir.CPU, "")
 			y := g.Input([]int{8}, ir.Float32, ir.CPU, "")
 			z := g.Input([]int{3, 8}, ir.Float32, ir.CPU, "")
 			return []*ir.Node{call(t, g, ir.OpExp, ir.Attrs{}, x), call(t, g, ir.OpAdd, ir.Attrs{}, z, y)}
-		}, "fused exp -> v3; fused add -> v4"},
+		}, "combo [fused exp -> v3 || fused add -> v4]"},
+		{"regions reading views of one value at other shapes share a combo", func(g *ir.Graph) []*ir.Node {
+			// A decode step's rotations of its queries and keys: slices
+			// of one projection, by one broadcast angle.
+			x := g.Input([]int{1, 40, 64}, ir.Float32, ir.CPU, "")
+			c := g.Input([]int{1, 1, 64}, ir.Float32, ir.CPU, "")
+			q := call(t, g, ir.OpSlice, ir.Attrs{Dim: 1, Start: 0, Stop: 32, Step: 1}, x)
+			k := call(t, g, ir.OpSlice, ir.Attrs{Dim: 1, Start: 32, Stop: 36, Step: 1}, x)
+			return []*ir.Node{call(t, g, ir.OpMul, ir.Attrs{}, q, c), call(t, g, ir.OpMul, ir.Attrs{}, k, c)}
+		}, "v2 (slice); v3 (slice); combo [fused mul -> v4 || fused mul -> v5]"},
 		{"an in-place write moves up after its source", func(g *ir.Graph) []*ir.Node {
 			m := g.Input([]int{8}, ir.Float32, ir.CPU, "")
 			x := g.Input([]int{4, 8}, ir.Float32, ir.CPU, "")

@@ -81,8 +81,8 @@ func (r *Region) Flat() bool {
 // shape, in one unit: the kernel then keeps them in registers (an
 // optimizer's parameter update and the moments it reads). An in-place
 // write of a storage (a write the graph marked KeepDim) and a view move up
-// to just after what they read, so that the regions reading them can join
-// groups early too; a write stays after everything that reads the
+// to just after what they read (a view of inputs only, to the start), so
+// that the regions reading them can join groups early too; a write stays after everything that reads the
 // storage's old contents, which it depends on. Other regions stay as they
 // are.
 func Horizontal(regions []*Region) []*Region {
@@ -90,8 +90,9 @@ func Horizontal(regions []*Region) []*Region {
 		r         *Region
 		followers []*Region // in-place writes placed right after r
 	}
-	pos := map[*ir.Node]int{} // the bucket of the region that computes a value
+	pos := map[*ir.Node]int{} // the bucket of the region that computes a value (-1: head)
 	var out []bucket
+	var head []*Region // views of inputs, first
 	ready := func(r *Region) int { // the last bucket r reads from
 		last := -1
 		for _, m := range r.Members() {
@@ -130,6 +131,12 @@ func Horizontal(regions []*Region) []*Region {
 				out[gi].followers = append(out[gi].followers, r)
 				pos[r.Root] = gi
 				placed = true
+			} else if r.Root.Op.Kind == ir.View {
+				// A view of inputs only goes first, so that its readers
+				// can join groups from the start.
+				head = append(head, r)
+				pos[r.Root] = -1
+				placed = true
 			}
 		}
 		if !placed {
@@ -139,7 +146,7 @@ func Horizontal(regions []*Region) []*Region {
 			out = append(out, bucket{r: r})
 		}
 	}
-	var flat []*Region
+	flat := head
 	for _, b := range out {
 		flat = append(flat, b.r)
 		flat = append(flat, b.followers...)
@@ -155,9 +162,12 @@ func groupable(g, r *Region) bool {
 	return lead.Fused() && lead.Row == nil && lead.Root.Device == r.Root.Device
 }
 
-// small reports whether m may be a combo's member: flat and at most
+// small reports whether m may be a combo's member: a fused pointwise
+// region (its inputs read through any views or broadcasts) of at most
 // MaxComboElems elements.
-func small(m *Region) bool { return m.Flat() && ir.Numel(m.Root.Shape) <= MaxComboElems }
+func small(m *Region) bool {
+	return m.Fused() && m.Group == nil && ir.Numel(m.Root.Shape) <= MaxComboElems
+}
 
 // join gives g (a region or group) with independent fused region r added,
 // or false where r may not join. Over g's iteration space (g not a

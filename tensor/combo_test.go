@@ -69,3 +69,59 @@ func TestCompiledForeachUpdates(t *testing.T) {
 		}
 	}
 }
+
+// Independent small regions of other shapes that read views (slices of
+// one projection, angles broadcast over heads: a decode step's rotary
+// embedding of its queries and of its keys) share one combo, whose
+// members index their operands N-d; on a GPU, one launch. Each result is
+// what float64 loops compute, in every floating dtype, at odd sizes.
+func TestCompiledComboOfViews(t *testing.T) {
+	for _, tc := range []struct{ hq, hk, half int }{{32, 4, 32}, {3, 1, 1}, {5, 7, 9}, {1, 2, 33}} {
+		for _, dt := range []DType{Float32, Float64, BFloat16, Float16} {
+			name := fmt.Sprintf("%v q%d k%d half %d", dt, tc.hq, tc.hk, tc.half)
+			hd := 2 * tc.half
+			x := Randn(1, Float32, 1, 1, (tc.hq+tc.hk)*hd).To(dt)
+			cos := Randn(2, Float32, 1, 1, tc.half).To(dt)
+			sin := Randn(3, Float32, 1, 1, tc.half).To(dt)
+			rope := func(x *Tensor) *Tensor {
+				x1, x2 := x.Narrow(3, 0, tc.half), x.Narrow(3, tc.half, tc.half)
+				return Cat([]*Tensor{x1.Mul(cos).Sub(x2.Mul(sin)), x2.Mul(cos).Add(x1.Mul(sin))}, 3)
+			}
+			f := func(x *Tensor) (*Tensor, *Tensor) {
+				q := rope(x.Narrow(2, 0, tc.hq*hd).Reshape(1, 1, tc.hq, hd))
+				k := rope(x.Narrow(2, tc.hq*hd, tc.hk*hd).Reshape(1, 1, tc.hk, hd))
+				return q, k
+			}
+			ex, err := Explain(f, x)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(strings.Join(ex.Regions, "\n"), "combo [") {
+				t.Errorf("%s: no combo:\n%s", name, strings.Join(ex.Regions, "\n"))
+			}
+			xs, cs, ss := vals(x), vals(cos), vals(sin)
+			want := func(h0, heads int) []float64 {
+				var out []float64
+				for h := range heads {
+					row := xs[(h0+h)*hd : (h0+h+1)*hd]
+					first := make([]float64, tc.half)
+					second := make([]float64, tc.half)
+					for i := range tc.half {
+						a, b := row[i], row[tc.half+i]
+						first[i] = quantize(quantize(a*cs[i], dt)-quantize(b*ss[i], dt), dt)
+						second[i] = quantize(quantize(b*cs[i], dt)+quantize(a*ss[i], dt), dt)
+					}
+					out = append(append(out, first...), second...)
+				}
+				return out
+			}
+			combos := stats.ComboLaunches.Load()
+			q, k := Compile(f)(x)
+			checkClose(t, name+" q", q, dt, []int{1, 1, tc.hq, hd}, want(0, tc.hq), 4)
+			checkClose(t, name+" k", k, dt, []int{1, 1, tc.hk, hd}, want(tc.hq, tc.hk), 4)
+			if x.Device() != CPU && stats.ComboLaunches.Load() == combos {
+				t.Errorf("%s: no combo launched", name)
+			}
+		}
+	}
+}
