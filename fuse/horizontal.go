@@ -92,7 +92,7 @@ func Horizontal(regions []*Region) []*Region {
 	}
 	pos := map[*ir.Node]int{} // the bucket of the region that computes a value (-1: head)
 	var out []bucket
-	var head []*Region // views of inputs, first
+	var head []*Region             // views of inputs, first
 	ready := func(r *Region) int { // the last bucket r reads from
 		last := -1
 		for _, m := range r.Members() {
