@@ -138,8 +138,8 @@ func gpuAttention(op string, a ir.Attrs, q, k, v, mask, res *Array) {
 	}
 	args.I32(int32(Hkv)).I32(int32(G)).I32(int32(L)).I32(int32(S)).I32(int32(per)).F32(scale).I32(flag(vecK)).I32(flag(vecV))
 	args.Ptr(ws.DevicePtr()).Ptr(counters).Ptr(res.DevicePtr())
-	err := g.stream.Launch(f, cuda.Dim3{X: uint32(splits), Y: uint32(B * Hkv), Z: 1},
-		cuda.Dim3{X: uint32(kern.Warps()) * 32, Y: 1, Z: 1}, 0, args)
+	err := g.LaunchSmall(f, cuda.Dim3{X: uint32(splits), Y: uint32(B * Hkv), Z: 1},
+		cuda.Dim3{X: uint32(kern.Warps()) * 32, Y: 1, Z: 1}, 0, args, res.Numel())
 	if err != nil {
 		panic(fmt.Sprintf("array: %s: launch: %v", op, err))
 	}

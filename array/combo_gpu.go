@@ -160,7 +160,11 @@ func launchCombo(c *Artifacts, q *LaunchQueue, ms []ComboMember, batch []int) {
 	}
 	grid := end
 	stats.ComboLaunches.Add(1)
-	KernelOrQueue(q, g, c, combo.Name(), combo.Source, func(fn *cuda.Function) { g.Launch("combo", fn, grid, pointwiseBlock, args) }, uses...)
+	elems := 0
+	for _, i := range batch {
+		elems += ms[i].Res.Numel()
+	}
+	KernelOrQueue(q, g, c, combo.Name(), combo.Source, func(fn *cuda.Function) { g.launchSmall("combo", fn, grid, pointwiseBlock, args, elems) }, uses...)
 }
 
 // MaxKernelParamBytes is the most parameter memory one kernel launch may

@@ -108,6 +108,41 @@ func (g *GPU) Launch(op string, fn *cuda.Function, grid, block int, args *cuda.A
 	}
 }
 
+// smallDependentElems is the most elements a kernel launched as a
+// programmatic dependent (LaunchSmall) computes. Small kernels replayed
+// from a graph spend much of their time starting; on an H200 a dependent
+// launch took a chain of 64 KB kernels from 1.02 to 0.73 µs each and one
+// of 1 MB kernels from 1.38 to 1.20, but one of 16 MB kernels from 7.1 to
+// 8.3 (cuda's BenchmarkGPUGraphChain).
+const smallDependentElems = 1 << 18
+
+// dependentLaunch says whether generated kernels launch as programmatic
+// dependents where they may; GOCOMPILE_DEPENDENT_LAUNCH=off turns it off,
+// to measure it.
+var dependentLaunch = os.Getenv("GOCOMPILE_DEPENDENT_LAUNCH") != "off"
+
+// LaunchSmall launches fn, a generated kernel that begins with
+// gc_dependent_entry, on g's stream with the given grid, block and
+// dynamic shared memory: as a programmatic dependent of the kernel ahead
+// where it computes few elements (elems, at most smallDependentElems)
+// and the launch is being captured into a CUDA graph by this goroutine
+// (there the kernel ahead is the program's own), else plainly.
+func (g *GPU) LaunchSmall(fn *cuda.Function, grid, block cuda.Dim3, shared int, args *cuda.Args, elems int) error {
+	if dependentLaunch && elems <= smallDependentElems && g.stream.CapturingHere() {
+		return g.stream.LaunchDependent(fn, grid, block, shared, args)
+	}
+	return g.stream.Launch(fn, grid, block, shared, args)
+}
+
+// launchSmall is Launch through LaunchSmall, for a kernel of elems
+// elements.
+func (g *GPU) launchSmall(op string, fn *cuda.Function, grid, block int, args *cuda.Args, elems int) {
+	err := g.LaunchSmall(fn, cuda.Dim3{X: uint32(grid), Y: 1, Z: 1}, cuda.Dim3{X: uint32(block), Y: 1, Z: 1}, 0, args, elems)
+	if err != nil {
+		panic(fmt.Sprintf("array: %s: launch: %v", op, err))
+	}
+}
+
 const threadsPerBlock = 256
 
 // gridFor is the number of blocks for work items handled by grid-stride
@@ -384,11 +419,11 @@ func (p *pointwisePlan) launch(c *Artifacts, q *LaunchQueue, tune bool, title st
 		} else { // tuned
 			fn = g.KernelIn(c, name, k.Source)
 		}
-		g.Launch(title, fn, grid, block, a)
+		g.launchSmall(title, fn, grid, block, a, n)
 		return
 	}
 	uses := append(append([]*Array{res}, extra...), tensorsOf(args)...)
-	KernelOrQueue(q, g, c, name, k.Source, func(fn *cuda.Function) { g.Launch(title, fn, grid, block, a) }, uses...)
+	KernelOrQueue(q, g, c, name, k.Source, func(fn *cuda.Function) { g.launchSmall(title, fn, grid, block, a, n) }, uses...)
 }
 
 // tunePointwise returns the unroll and block size MaxAutotune chose for
@@ -742,7 +777,7 @@ func gpuIndexWrite(op, name string, source func() string, dst *Array, d int, idx
 	defer g.PutArgs(args)
 	args.I64(int64(n)).Ptr(src.DevicePtr()).Ptr(idx.DevicePtr()).I64(int64(idx.Numel())).I64(int64(istride)).Ptr(dst.DevicePtr()).
 		I64(int64(d)).I64(int64(size)).Ptr(check).Bytes(geo.Bytes(), 8)
-	g.Launch(op, fn, g.gridFor(n), threadsPerBlock, args)
+	g.launchSmall(op, fn, g.gridFor(n), threadsPerBlock, args, n)
 	if !deferred {
 		g.readIndexCheck(op, size, bad, operands)
 	}

@@ -162,7 +162,7 @@ __device__ __forceinline__ void gc_attn_values(float (&vv)[VB][2 * EVG], const G
 // Block (split, b·Hkv + hk): rows r = g·L + l are query head hk·G + g,
 // query l, of batch entry b.
 extern "C" __global__ void __launch_bounds__(WARPS * 32) %[1]s(`+attentionParams+`) {
-  gc_launch_dependents();
+  gc_dependent_entry();
   const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
   const int split = blockIdx.x, splits = gridDim.x, bk = blockIdx.y, b = bk / Hkv, hk = bk %% Hkv;
   const int s0 = split * keysPerSplit, s1 = min(S, s0 + keysPerSplit);
@@ -477,7 +477,7 @@ func (k *AttentionKernel) mmaSource() string {
 // query l, of batch entry b. Warp w takes the split's 32-key chunks w,
 // w + WARPS, ...
 extern "C" __global__ void __launch_bounds__(WARPS * 32) %[1]s(`+attentionParams+`) {
-  gc_launch_dependents();
+  gc_dependent_entry();
   const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
   const int split = blockIdx.x, splits = gridDim.x, bk = blockIdx.y, b = bk / Hkv, hk = bk %% Hkv;
   const int s0 = split * keysPerSplit, s1 = min(S, s0 + keysPerSplit), rows = G * L;

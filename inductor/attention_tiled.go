@@ -159,7 +159,7 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32) %[1]s(
     long long vb, long long vh, long long vs, long long ve,
     long long mb, long long mh, long long ml, long long ms,
     int Hkv, int G, int L, int S, float scale, int vecK, int vecV, int vecM, GC_ATTN_T* __restrict__ out) {
-  gc_launch_dependents();
+  gc_dependent_entry();
   __align__(16) __shared__ GC_ATTN_T ksm[KEYS * KP];
   __align__(16) __shared__ GC_ATTN_T vsm[KEYS * VP];
   const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;

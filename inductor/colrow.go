@@ -384,7 +384,7 @@ func (k *ColKernel) body() (string, error) {
 		params = append(params, fmt.Sprintf("%s* __restrict__ partial", kindC(row.Stages[0].Compute)))
 	}
 	params = append(params, "ColGeometry g")
-	fmt.Fprintf(&b, "\nextern \"C\" __global__ void __launch_bounds__(TX * TY) %s(\n    %s) {\n  gc_launch_dependents();\n", k.Name(), strings.Join(params, ",\n    "))
+	fmt.Fprintf(&b, "\nextern \"C\" __global__ void __launch_bounds__(TX * TY) %s(\n    %s) {\n  gc_dependent_entry();\n", k.Name(), strings.Join(params, ",\n    "))
 	b.WriteString(`  // This thread's outputs: VEC of them from o0.
   const idx_t o0 = ((idx_t)blockIdx.x * TX + T_OUT) * VEC;
   const bool live = o0 < nOut;

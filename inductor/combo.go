@@ -95,7 +95,7 @@ func (c *ComboKernel) Source() (string, error) {
 		calls = append(calls, fmt.Sprintf("  if (b < end_m%d) {\n    %s_body(%s,\n        b - %s, end_m%d - %s);\n    return;\n  }\n",
 			i, k.Name(), strings.Join(names, ", "), start, i, start))
 	}
-	fmt.Fprintf(&b, "\nextern \"C\" __global__ void %s(\n    %s) {\n  gc_launch_dependents();\n  const long long b = blockIdx.x;\n%s}\n",
+	fmt.Fprintf(&b, "\nextern \"C\" __global__ void %s(\n    %s) {\n  gc_dependent_entry();\n  const long long b = blockIdx.x;\n%s}\n",
 		c.Name(), strings.Join(params, ",\n    "), strings.Join(calls, ""))
 	return b.String(), nil
 }

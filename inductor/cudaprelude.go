@@ -35,6 +35,17 @@ __device__ __forceinline__ void gc_grid_wait() {
 #endif
 }
 
+// gc_dependent_entry begins a kernel that may be launched as a
+// programmatic dependent (array.GPU.LaunchDependentSmall: a small kernel
+// replayed from a CUDA graph): it lets its own dependents start, then
+// waits for the kernel ahead before it reads anything. Launched early,
+// its blocks are resident and waiting when that kernel ends, which saves
+// most of a launch's latency.
+__device__ __forceinline__ void gc_dependent_entry() {
+  gc_launch_dependents();
+  gc_grid_wait();
+}
+
 // V4 is four values loaded or stored with one vector instruction.
 template <typename T> struct __align__(4 * sizeof(T)) V4 { T v[4]; };
 

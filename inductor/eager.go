@@ -493,7 +493,7 @@ func (k *PointwiseKernel) bodyParams() (string, []string, error) {
 		fmt.Fprintf(&b, "__device__ __forceinline__ void %s_body(\n    %s,\n    long long bid, long long nb) {\n", k.Name(), strings.Join(params, ",\n    "))
 		block, grid = "bid", "nb"
 	} else {
-		fmt.Fprintf(&b, "extern \"C\" __global__ void %s(\n    %s) {\n  gc_launch_dependents();\n", k.Name(), strings.Join(params, ",\n    "))
+		fmt.Fprintf(&b, "extern \"C\" __global__ void %s(\n    %s) {\n  gc_dependent_entry();\n", k.Name(), strings.Join(params, ",\n    "))
 	}
 	c.uniforms(&b)
 	// storeAll stores every output at index at, its operands loaded by load.

@@ -142,6 +142,7 @@ func indexWriteSource(name string, elem, index ir.DType, prologue, write string)
 	b.WriteString(indexGeometryC)
 	fmt.Fprintf(&b, `extern "C" __global__ void %[1]s(long long n, const %[2]s* __restrict__ src, const %[3]s* __restrict__ index,
     long long indexLen, long long indexStride, %[2]s* __restrict__ dst, long long dim, long long dimSize, long long* bad, Geometry g) {
+  gc_dependent_entry();
 %[5]s  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
     long long at, dof, sof;
     gc_index_at(i, g, dim, at, dof, sof);

@@ -402,7 +402,7 @@ struct %[5]s {
 	if k.member {
 		fmt.Fprintf(b, "__device__ __forceinline__ void %s_body(\n    %s,\n    long long bid, long long nb) {\n", k.Name(), strings.Join(params, ",\n    "))
 	} else {
-		fmt.Fprintf(b, "extern \"C\" __global__ void %s(\n    %s) {\n  gc_launch_dependents();\n", k.Name(), strings.Join(params, ",\n    "))
+		fmt.Fprintf(b, "extern \"C\" __global__ void %s(\n    %s) {\n  gc_dependent_entry();\n", k.Name(), strings.Join(params, ",\n    "))
 	}
 	c.bid, c.nb = bid, nb
 	c.uniforms(b)

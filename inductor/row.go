@@ -782,7 +782,7 @@ template <typename T, typename C> __device__ __forceinline__ T block_allreduce(T
 	if C > 1 {
 		attr = fmt.Sprintf("__cluster_dims__(%d, 1, 1) ", C)
 	}
-	fmt.Fprintf(&b, "\nextern \"C\" __global__ void __launch_bounds__(THREADS * GROUPS) %s%s(\n    %s) {\n  gc_launch_dependents();\n", attr, k.Name(), strings.Join(params, ",\n    "))
+	fmt.Fprintf(&b, "\nextern \"C\" __global__ void __launch_bounds__(THREADS * GROUPS) %s%s(\n    %s) {\n  gc_dependent_entry();\n", attr, k.Name(), strings.Join(params, ",\n    "))
 	b.WriteString("  // The thread's place in its row's group, and its group in the block.\n")
 	b.WriteString("  const int tid = GROUPS > 1 ? threadIdx.x % THREADS : threadIdx.x, grp = GROUPS > 1 ? threadIdx.x / THREADS : 0;\n")
 	if k.Stash {

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 
+	"gocompile/cuda"
 	"gocompile/internal/stats"
 )
 
@@ -208,5 +209,53 @@ func TestGPUReduceOverheadWritesCache(t *testing.T) {
 			t.Errorf("%v: a bad position in a replay: error %v, want one naming the index copy and the range", dt, err)
 		}
 		checkClose(t, fmt.Sprintf("%v: the cache after the bad step", dt), graphCache, dt, eagerCache.Shape(), eagerCache.Float64s(), 16)
+	}
+}
+
+// A replayed graph of small generated kernels, each reading what the one
+// before wrote (pointwise chains, a combo of slices, a row norm, a column
+// sum, an index write into a captured cache, a decode attention),
+// launches them as programmatic dependents (sm_90 on) and computes what
+// plain launches compute, bit for bit, call after call.
+func TestGPUReduceOverheadDependentKernels(t *testing.T) {
+	requireGPU(t)
+	dev := CUDA(0)
+	g := Randn(7, Float32, 64).To(dev)
+	cache := Zeros(Float32, 1, 2, 16, 32).To(dev)
+	f := func(x, pos *Tensor) *Tensor {
+		h := x.Mul(x).AddScalar(1).Sqrt() // [1, 1, 128]
+		q := h.Narrow(2, 0, 64).Reshape(1, 1, 2, 32).Sin()
+		k := h.Narrow(2, 64, 64).Reshape(1, 1, 2, 32).Cos().MulScalar(2)
+		cache.IndexCopyInPlace(2, pos, k.Transpose(1, 2))
+		a := ScaledDotProductAttention(q.Transpose(1, 2), cache, cache, nil, false, 0) // [1, 2, 1, 32]
+		y := a.Reshape(1, 1, 64).RMSNorm([]int{64}, g, 1e-5)
+		return y.Add(y.SumKeepDim(1)).Exp()
+	}
+	plain := Compile(f)
+	graphed := Compile(f, WithMode(ReduceOverhead))
+	before := cuda.DependentLaunches()
+	saved := cache.AddScalar(0)
+	for i := range 6 {
+		x := Randn(uint64(200+i), Float32, 1, 1, 128).To(dev)
+		pos := FromSlice([]int64{int64(i)}).To(dev)
+		cache.Copy(saved)
+		want := plain(x, pos).Float64s()
+		wantCache := cache.Float64s()
+		cache.Copy(saved)
+		got := graphed(x, pos).Float64s()
+		for j := range got {
+			if got[j] != want[j] {
+				t.Fatalf("call %d: element %d is %v replayed, %v launched plainly", i, j, got[j], want[j])
+			}
+		}
+		for j, v := range cache.Float64s() {
+			if v != wantCache[j] {
+				t.Fatalf("call %d: cache element %d is %v replayed, %v launched plainly", i, j, v, wantCache[j])
+			}
+		}
+		saved = cache.AddScalar(0)
+	}
+	if gpuArch(dev) >= 90 && cuda.DependentLaunches() == before {
+		t.Errorf("no kernel launched as a dependent")
 	}
 }

@@ -261,17 +261,17 @@ func (s *rowStep) runDimsGPU(args []*array.Array, full []int, nOut, nRed int, re
 	}
 	a.Ptr(res.DevicePtr()).Bytes(p.geoBytes, 8)
 	if q == nil {
-		s.launchCol(g, p, p.fn.Get(g, s.cache, p.name, k.Source), a)
+		s.launchCol(g, p, p.fn.Get(g, s.cache, p.name, k.Source), a, nOut*nRed)
 		return true
 	}
-	array.KernelOrQueue(q, g, s.cache, p.name, k.Source, func(fn *cuda.Function) { s.launchCol(g, p, fn, a) },
+	array.KernelOrQueue(q, g, s.cache, p.name, k.Source, func(fn *cuda.Function) { s.launchCol(g, p, fn, a, nOut*nRed) },
 		append([]*array.Array{res}, args...)...)
 	return true
 }
 
 // launchCol launches fn, p's kernel without Split, with arguments a.
-func (s *rowStep) launchCol(g *array.GPU, p *colPlanned, fn *cuda.Function, a *cuda.Args) {
-	if err := g.Stream().Launch(fn, p.grid, p.block, 0, a); err != nil {
+func (s *rowStep) launchCol(g *array.GPU, p *colPlanned, fn *cuda.Function, a *cuda.Args, elems int) {
+	if err := g.LaunchSmall(fn, p.grid, p.block, 0, a, elems); err != nil {
 		panic(fmt.Sprintf("gocompile: %s: launch: %v", s.title, err))
 	}
 }

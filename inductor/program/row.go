@@ -432,7 +432,7 @@ func launchRow(g *array.GPU, c *array.Artifacts, title string, fn *cuda.Function
 	if l.shared > 48<<10 {
 		allowShared(g, fn)
 	}
-	err := g.Stream().Launch(fn, cuda.Dim3{X: uint32(l.grid), Y: 1, Z: 1}, cuda.Dim3{X: uint32(l.block), Y: 1, Z: 1}, l.shared, a)
+	err := g.LaunchSmall(fn, cuda.Dim3{X: uint32(l.grid), Y: 1, Z: 1}, cuda.Dim3{X: uint32(l.block), Y: 1, Z: 1}, l.shared, a, l.rows*l.R)
 	if err != nil && l.k.Cluster > 1 {
 		if !clustersFail.Swap(true) {
 			logs.Warn("gocompile: a thread block cluster row kernel failed to launch; rows are planned without clusters", "kernel", l.name, "err", err)
