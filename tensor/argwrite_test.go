@@ -316,23 +316,23 @@ func TestGPUCompileWritesArguments(t *testing.T) {
 
 // Writes of arguments against plain numbers: a row of a tensor, a row of
 // a transposed one and an offset window of a bigger one, whose other
-// elements stay as they were.
+// elements stay as they were (on the default device, with every operand).
 func TestCompileWritesArgumentsValues(t *testing.T) {
 	f := Compile(func(x, y *Tensor) *Tensor {
 		x.Narrow(0, 1, 1).Copy(y)
 		return x.Sum(1)
 	})
-	x := seq(Float32, CPU, 3, 2) // [[0 1] [2 3] [4 5]]
+	x := seq(Float32, DefaultDevice(), 3, 2) // [[0 1] [2 3] [4 5]]
 	got := f(x, FromSlice([]float32{7, 9}, 1, 2))
 	checkClose(t, "a row: x", x, Float32, []int{3, 2}, []float64{0, 1, 7, 9, 4, 5}, 0)
 	checkClose(t, "a row: the sums", got, Float32, []int{3}, []float64{1, 16, 9}, 0)
 
-	p := seq(Float32, CPU, 2, 3) // [[0 1 2] [3 4 5]]; p.T() is [[0 3] [1 4] [2 5]]
+	p := seq(Float32, DefaultDevice(), 2, 3) // [[0 1 2] [3 4 5]]; p.T() is [[0 3] [1 4] [2 5]]
 	got = f(p.T(), FromSlice([]float32{-1, -2}, 1, 2))
 	checkClose(t, "a row of the transpose: the parent", p, Float32, []int{2, 3}, []float64{0, -1, 2, 3, -2, 5}, 0)
 	checkClose(t, "a row of the transpose: the sums", got, Float32, []int{3}, []float64{3, -3, 7}, 0)
 
-	big := seq(Float32, CPU, 5, 2)
+	big := seq(Float32, DefaultDevice(), 5, 2)
 	got = f(big.Narrow(0, 2, 3), FromSlice([]float32{8, 8}, 1, 2))
 	checkClose(t, "a window: the parent", big, Float32, []int{5, 2}, []float64{0, 1, 2, 3, 4, 5, 8, 8, 8, 9}, 0)
 	checkClose(t, "a window: the sums", got, Float32, []int{3}, []float64{9, 16, 17}, 0)
@@ -402,8 +402,8 @@ func TestCompileWrittenArgumentGuards(t *testing.T) {
 	var st CompileStats
 	f := Compile(fn, Dynamic(true), WithStats(&st))
 	for i, c := range []struct{ nx, ny int }{{4, 3}, {4, 5}, {4, 7}, {6, 5}, {6, 2}} {
-		xe, xc := seq(Float32, CPU, c.nx), seq(Float32, CPU, c.nx)
-		y := seq(Float32, CPU, c.ny)
+		xe, xc := seq(Float32, DefaultDevice(), c.nx), seq(Float32, DefaultDevice(), c.nx)
+		y := seq(Float32, DefaultDevice(), c.ny)
 		want := fn(xe, y)
 		what := fmt.Sprintf("call %d (x [%d], y [%d])", i, c.nx, c.ny)
 		checkClose(t, what, f(xc, y), Float32, nil, vals(want), 0)
@@ -431,7 +431,7 @@ func TestCompileWrittenArgumentGuards(t *testing.T) {
 		{"transposed again", func(p *Tensor) *Tensor { return p.Narrow(0, 2, 3).Narrow(1, 3, 3).T() }},
 	}
 	for i, l := range layouts {
-		pc, pe := seq(Float32, CPU, 6, 6), seq(Float32, CPU, 6, 6)
+		pc, pe := seq(Float32, DefaultDevice(), 6, 6), seq(Float32, DefaultDevice(), 6, 6)
 		x, xe := l.of(pc), l.of(pe)
 		if l.name == "contiguous rows" {
 			pc, pe = x, xe // a copy: its own parent
@@ -464,9 +464,9 @@ func TestCompileWrittenArgumentAcrossBreaks(t *testing.T) {
 		return []*Tensor{first, old, mid, head.AddScalar(v), x}
 	}
 	layouts := map[string]func() (parent, x *Tensor){
-		"contiguous": func() (*Tensor, *Tensor) { p := seq(Float32, CPU, 5); return p, p },
-		"a column":   func() (*Tensor, *Tensor) { p := seq(Float32, CPU, 5, 3); return p, p.Select(1, 1) },
-		"a window":   func() (*Tensor, *Tensor) { p := seq(Float32, CPU, 8); return p, p.Narrow(0, 2, 5) },
+		"contiguous": func() (*Tensor, *Tensor) { p := seq(Float32, DefaultDevice(), 5); return p, p },
+		"a column":   func() (*Tensor, *Tensor) { p := seq(Float32, DefaultDevice(), 5, 3); return p, p.Select(1, 1) },
+		"a window":   func() (*Tensor, *Tensor) { p := seq(Float32, DefaultDevice(), 8); return p, p.Narrow(0, 2, 5) },
 	}
 	for name, layout := range layouts {
 		var st CompileStats
@@ -582,7 +582,7 @@ func TestCompileWrittenArgumentGradients(t *testing.T) {
 	var st CompileStats
 	step := Compile(sgd, WithStats(&st))
 	for call := range 3 {
-		x := seq(Float32, CPU, 3).AddScalar(float64(call))
+		x := seq(Float32, DefaultDevice(), 3).AddScalar(float64(call))
 		want := sgd(pe, x)
 		got := step(pc, x)
 		what := fmt.Sprintf("step %d", call)
@@ -598,7 +598,7 @@ func TestCompileWrittenArgumentGradients(t *testing.T) {
 	// the backward must not run the function, and its write, again.
 	scaled := func(w, x *Tensor) *Tensor { x.Copy(x.MulScalar(2)); return x.Mul(w).Sum() }
 	we, wc := Ones(Float32, 3).SetRequiresGrad(true), Ones(Float32, 3).SetRequiresGrad(true)
-	xe, xc := seq(Float32, CPU, 3), seq(Float32, CPU, 3)
+	xe, xc := seq(Float32, DefaultDevice(), 3), seq(Float32, DefaultDevice(), 3)
 	f := Compile(scaled)
 	for call := range 3 {
 		want, got := scaled(we, xe), f(wc, xc)
