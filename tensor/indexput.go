@@ -21,12 +21,25 @@ func (t *Tensor) IndexPut(indices []*Tensor, values *Tensor, accumulate bool) *T
 	p := planIndexPut("IndexPut", t, indices, values, accumulate)
 	flat := t.Reshape(p.flatShape...)
 	var out *Tensor
-	if accumulate {
-		out = flat.IndexAdd(0, p.at, p.values)
-	} else {
-		out = flat.IndexCopy(0, p.at, p.values)
-	}
+	p.write("IndexPut", t, indices, values, func() {
+		if accumulate {
+			out = flat.IndexAdd(0, p.at, p.values)
+		} else {
+			out = flat.IndexCopy(0, p.at, p.values)
+		}
+	})
 	return out.Reshape(t.shape()...)
+}
+
+// write runs the index write of op, naming op's own index, dim and size
+// where the write rejects a position: on a device the write checks the
+// flat positions, which name neither.
+func (p indexPut) write(op string, t *Tensor, indices []*Tensor, values *Tensor, f func()) {
+	if err := Try(f); err != nil {
+		operands := append([]*Tensor{t, values}, indices...)
+		checkIndexValues(op, operands, indices, t.shape(), true)
+		panic(err)
+	}
 }
 
 // IndexPutInPlace is IndexPut written into t, as torch's index_put_, and
@@ -39,7 +52,7 @@ func (t *Tensor) IndexPutInPlace(indices []*Tensor, values *Tensor, accumulate b
 	p := planIndexPut("IndexPutInPlace", t, indices, values, accumulate)
 	t.noInPlaceOnProxy("IndexPutInPlace")
 	if _, ok := ir.ViewStrides(t.shape(), t.strides(), p.flatShape); ok && !accumulate {
-		t.View(p.flatShape...).IndexCopyInPlace(0, p.at, p.values)
+		p.write("IndexPutInPlace", t, indices, values, func() { t.View(p.flatShape...).IndexCopyInPlace(0, p.at, p.values) })
 		return t
 	}
 	return t.Copy(t.IndexPut(indices, values, accumulate))
@@ -91,7 +104,7 @@ func planIndexPut(op string, t *Tensor, indices []*Tensor, values *Tensor, accum
 		throw(op, operands, "give values that broadcast to the indexed shape (the indices' broadcast shape, then the tensor's other dims)",
 			"values of shape %s do not broadcast to %s", ir.FormatShape(values.shape()), ir.FormatShape(target))
 	}
-	checkIndexValues(op, operands, indices, shape)
+	checkIndexValues(op, operands, indices, shape, false)
 
 	// The flat position of each indexed entry: dims 0..k-1 taken as one,
 	// row-major, each index wrapped once where negative. A position out of
@@ -119,11 +132,13 @@ func planIndexPut(op string, t *Tensor, indices []*Tensor, values *Tensor, accum
 }
 
 // checkIndexValues rejects out-of-range indices on the host, with the
-// index, dim and size, where every index is a CPU tensor outside a
-// compiled function; elsewhere the index write checks them on the device.
-func checkIndexValues(op string, operands []*Tensor, indices []*Tensor, shape []int) {
+// index, dim and size, where every index is a CPU tensor (or, with
+// anyDevice, on any device: after a device's index write failed) outside
+// a compiled function; elsewhere the index write checks them on the
+// device.
+func checkIndexValues(op string, operands []*Tensor, indices []*Tensor, shape []int, anyDevice bool) {
 	for _, ix := range indices {
-		if ix.px != nil || ix.Device() != CPU {
+		if ix.px != nil || ix.Device() != CPU && !anyDevice {
 			return
 		}
 	}
