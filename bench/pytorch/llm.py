@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """The PyTorch side of examples/llm: the same LLaMA-style decoder loading the
-same safetensors file, gpt-fast style (a static KV cache, the decode step
-compiled with torch.compile(mode="reduce-overhead") where this PyTorch has
-it, and eager), printing tokens/s and writing the logits for parity.
+same safetensors file, gpt-fast style (an nn.Module whose weights and static
+KV cache are buffers, the cache written in place, attention by
+F.scaled_dot_product_attention, the decode step compiled whole with
+torch.compile(mode="reduce-overhead") where this PyTorch has it, and
+eager), printing tokens/s and writing the logits for parity.
 
     go run ./examples/llm -config tiny -tokens 1     # writes the weights file
     python3 bench/pytorch/llm.py --weights /tmp/gocompile-llm-tiny-float32.safetensors \\
@@ -53,20 +55,62 @@ def load_safetensors(path):
     return out
 
 
-class Decoder:
+class KVCache(torch.nn.Module):
+    """gpt-fast's static cache: registered buffers, written in place, so
+    torch.compile's CUDA graphs (reduce-overhead) take the writes."""
+
+    def __init__(self, heads, max_seq, hd, device, dtype):
+        super().__init__()
+        self.register_buffer("k", torch.zeros(1, heads, max_seq, hd, device=device, dtype=dtype), persistent=False)
+        self.register_buffer("v", torch.zeros(1, heads, max_seq, hd, device=device, dtype=dtype), persistent=False)
+
+    def update(self, pos, k, v):
+        self.k[:, :, pos] = k
+        self.v[:, :, pos] = v
+        return self.k, self.v
+
+
+def attention(q, k, v, mask, rep):
+    """Attention of q against the whole cache under mask, as gpt-fast's
+    F.scaled_dot_product_attention (grouped heads without copies where
+    this PyTorch takes enable_gqa); PyTorch before 2.0 in float32 ops."""
+    sdpa = getattr(torch.nn.functional, "scaled_dot_product_attention", None)
+    if sdpa is not None:
+        try:
+            return sdpa(q, k, v, attn_mask=mask, enable_gqa=True)
+        except TypeError:
+            return sdpa(q, k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1), attn_mask=mask)
+    k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)
+    s = (q.float() @ k.float().transpose(-2, -1)) / math.sqrt(q.shape[-1])
+    s = s.masked_fill(~mask, float("-inf"))
+    return (torch.softmax(s, -1) @ v.float()).to(q.dtype)
+
+
+class Decoder(torch.nn.Module):
     def __init__(self, w, c, device, dtype):
-        self.c, self.w = c, {k: v.to(device=device, dtype=dtype) for k, v in w.items()}
+        super().__init__()
+        self.c = c
+        w = {k: v.to(device=device, dtype=dtype) for k, v in w.items()}
         # gpt-fast's wqkv: the query, key and value weights as one.
         for i in range(c["layers"]):
             p = "layers.%d.attention." % i
-            self.w[p + "wqkv.weight"] = torch.cat([self.w.pop(p + n + ".weight") for n in ("wq", "wk", "wv")])
+            w[p + "wqkv.weight"] = torch.cat([w.pop(p + n + ".weight") for n in ("wq", "wk", "wv")])
+        # Buffers, as a module's weights are: fixed addresses for CUDA graphs.
+        self.names = {}
+        for k, v in w.items():
+            name = k.replace(".", "_")
+            self.register_buffer(name, v, persistent=False)
+            self.names[k] = name
         hd = c["dim"] // c["heads"]
-        self.k = [torch.zeros(1, c["kv_heads"], c["max_seq"], hd, device=device, dtype=dtype) for _ in range(c["layers"])]
-        self.v = [torch.zeros_like(k) for k in self.k]
+        self.caches = torch.nn.ModuleList(KVCache(c["kv_heads"], c["max_seq"], hd, device, dtype) for _ in range(c["layers"]))
         inv = torch.exp(torch.arange(0, hd, 2, dtype=torch.float64) / hd * -math.log(c["rope_base"]))
         ang = torch.arange(c["max_seq"], dtype=torch.float64)[:, None] * inv[None, :]
-        self.cos, self.sin = ang.cos().float().to(device), ang.sin().float().to(device)
-        self.key_pos = torch.arange(c["max_seq"], device=device)
+        self.register_buffer("cos", ang.cos().float().to(device), persistent=False)
+        self.register_buffer("sin", ang.sin().float().to(device), persistent=False)
+        self.register_buffer("key_pos", torch.arange(c["max_seq"], device=device), persistent=False)
+
+    def w(self, name):
+        return getattr(self, self.names[name])
 
     def rms(self, x, w):
         xf = x.float()
@@ -83,30 +127,25 @@ class Decoder:
         c, w = self.c, self.w
         t = tokens.shape[1]
         hd = c["dim"] // c["heads"]
-        x = w["tok_embeddings.weight"][tokens]
-        mask = self.key_pos[None, :] <= pos[:, None]
+        x = w("tok_embeddings.weight")[tokens]
+        mask = (self.key_pos[None, :] <= pos[:, None])[None, None]  # [1, 1, t, max seq]
         for i in range(c["layers"]):
             p = "layers.%d." % i
-            h = self.rms(x, w[p + "attention_norm.weight"])
+            h = self.rms(x, w(p + "attention_norm.weight"))
             kvd = c["kv_heads"] * hd
-            q, k, v = (h @ w[p + "attention.wqkv.weight"].T).split([c["dim"], kvd, kvd], -1)
+            q, k, v = (h @ w(p + "attention.wqkv.weight").T).split([c["dim"], kvd, kvd], -1)
             q = self.rope(q.view(1, t, c["heads"], hd), pos).transpose(1, 2)
             k = self.rope(k.view(1, t, c["kv_heads"], hd), pos).transpose(1, 2)
             v = v.view(1, t, c["kv_heads"], hd).transpose(1, 2)
-            self.k[i].index_copy_(2, pos, k)
-            self.v[i].index_copy_(2, pos, v)
-            rep = c["heads"] // c["kv_heads"]
-            kk, vv = self.k[i].repeat_interleave(rep, dim=1), self.v[i].repeat_interleave(rep, dim=1)
-            s = (q.float() @ kk.float().transpose(-2, -1)) / math.sqrt(hd)
-            s = s.masked_fill(~mask, float("-inf"))
-            y = (torch.softmax(s, -1) @ vv.float()).to(x.dtype)
+            kk, vv = self.caches[i].update(pos, k, v)
+            y = attention(q, kk, vv, mask, c["heads"] // c["kv_heads"])
             y = y.transpose(1, 2).reshape(1, t, c["dim"])
-            x = x + y @ w[p + "attention.wo.weight"].T
-            h = self.rms(x, w[p + "ffn_norm.weight"])
-            g = h @ w[p + "feed_forward.w1.weight"].T
-            x = x + (torch.nn.functional.silu(g) * (h @ w[p + "feed_forward.w3.weight"].T)) @ w[p + "feed_forward.w2.weight"].T
-        last = self.rms(x[:, -1], w["norm.weight"])
-        return (last @ w["output.weight"].T).float()
+            x = x + y @ w(p + "attention.wo.weight").T
+            h = self.rms(x, w(p + "ffn_norm.weight"))
+            g = h @ w(p + "feed_forward.w1.weight").T
+            x = x + (torch.nn.functional.silu(g) * (h @ w(p + "feed_forward.w3.weight").T)) @ w(p + "feed_forward.w2.weight").T
+        last = self.rms(x[:, -1], w("norm.weight"))
+        return (last @ w("output.weight").T).float()
 
 
 def main():
@@ -131,7 +170,9 @@ def main():
         prompt = [int(t) for t in args.prompt.split()]
     step, compiled = dec.forward, False
     if args.compile and hasattr(torch, "compile"):
-        step, compiled = torch.compile(dec.forward, mode="reduce-overhead"), True
+        # gpt-fast compiles its one-token step whole (fullgraph) with CUDA
+        # graphs; the cache writes are writes of module buffers.
+        step, compiled = torch.compile(dec.forward, mode="reduce-overhead", fullgraph=True), True
     follow = np.load(args.follow) if args.follow else None
     if follow is not None:
         args.steps = len(follow)
