@@ -1223,8 +1223,10 @@ func TestGPULaunchDependent(t *testing.T) {
 
 const chainKernel = `
 extern "C" __global__ void chain(const float* x, float* y, int n) {
+#if __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;");
   asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) y[i] = x[i] * 2.f + 1.f;
 }
 `

@@ -240,6 +240,9 @@ type Device struct {
 	paramLimit sync.Once
 	paramBytes int // MaxKernelParamBytes
 
+	dependent    sync.Once
+	canDependent bool // CanLaunchDependent, past the driver and capability
+
 	dev     int32     // CUdevice
 	ctx     uintptr   // primary CUcontext, retained once
 	ctxArgs []uintptr // {ctx}, read-only: the argument list of cuCtxSetCurrent
@@ -855,10 +858,19 @@ type launchAttribute struct {
 const launchAttrProgrammaticStreamSerialization = 6
 
 // CanLaunchDependent reports whether LaunchDependent overlaps kernels on
-// d: the driver has cuLaunchKernelEx and d is compute capability 9.0 or
-// later.
+// d: the driver has cuLaunchKernelEx, d is compute capability 9.0 or
+// later, and NVRTC compiles its kernels for sm_90 or later, so that their
+// griddepcontrol instructions (guarded by __CUDA_ARCH__) are compiled in:
+// a dependent kernel without its wait would read too early.
 func (d *Device) CanLaunchDependent() bool {
-	return drv.cuLaunchKernelEx != 0 && d.Major >= 9
+	if drv.cuLaunchKernelEx == 0 || d.Major < 9 {
+		return false
+	}
+	d.dependent.Do(func() {
+		arch, err := d.CompileArch()
+		d.canDependent = err == nil && arch >= 90
+	})
+	return d.canDependent
 }
 
 var launchConfigPool = sync.Pool{New: func() any { return &launchConfig{attrs: new(launchAttribute)} }}

@@ -200,6 +200,28 @@ func chooseArch(cc int, supported []int) (arch string, cubin bool) {
 	return "compute_" + strconv.Itoa(best), false
 }
 
+// compileArch is the --gpu-architecture Compile gives NVRTC for d, and
+// whether it makes CUBIN (else PTX); NVRTC is loaded.
+func compileArch(d *Device) (arch string, cubin bool) {
+	arch, cubin = chooseArch(d.Major*10+d.Minor, nv.archs)
+	if nv.cubin == 0 && cubin {
+		// NVRTC older than 11.1 makes only PTX.
+		arch, cubin = "compute_"+strconv.Itoa(d.Major*10+d.Minor), false
+	}
+	return arch, cubin
+}
+
+// CompileArch is the architecture Compile compiles d's kernels for, as a
+// number (90 for sm_90 or compute_90), which is what their __CUDA_ARCH__
+// says (times ten), or an error where NVRTC cannot be loaded.
+func (d *Device) CompileArch() (int, error) {
+	if err := initNVRTC(); err != nil {
+		return 0, err
+	}
+	arch, _ := compileArch(d)
+	return strconv.Atoi(arch[strings.IndexByte(arch, '_')+1:])
+}
+
 // Compile compiles the CUDA C++ source src (program name name, which appears
 // in the log's messages) for d's architecture with NVRTC: to CUBIN for
 // sm_XY when NVRTC supports the device, else to PTX for the newest
@@ -220,11 +242,7 @@ func Compile(src, name string, d *Device, extraOpts ...string) (*CompileResult, 
 	if name == "" {
 		name = "kernel.cu"
 	}
-	arch, wantCubin := chooseArch(d.Major*10+d.Minor, nv.archs)
-	if nv.cubin == 0 && wantCubin {
-		// NVRTC older than 11.1 makes only PTX.
-		arch, wantCubin = "compute_"+strconv.Itoa(d.Major*10+d.Minor), false
-	}
+	arch, wantCubin := compileArch(d)
 	opts := []string{"--gpu-architecture=" + arch, "-default-device", "--std=c++17"}
 	if nv.include != "" {
 		opts = append(opts, "-I"+nv.include)

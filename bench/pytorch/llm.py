@@ -2,9 +2,10 @@
 """The PyTorch side of examples/llm: the same LLaMA-style decoder loading the
 same safetensors file, gpt-fast style (an nn.Module whose weights and static
 KV cache are buffers, the cache written in place, attention by
-F.scaled_dot_product_attention, the decode step compiled whole with
-torch.compile(mode="reduce-overhead") where this PyTorch has it, and
-eager), printing tokens/s and writing the logits for parity.
+F.scaled_dot_product_attention over the repeated key heads, the decode step
+compiled whole with torch.compile(mode="reduce-overhead") where this
+PyTorch has it, and eager), printing tokens/s and writing the logits for
+parity.
 
     go run ./examples/llm -config tiny -tokens 1     # writes the weights file
     python3 bench/pytorch/llm.py --weights /tmp/gocompile-llm-tiny-float32.safetensors \\
@@ -70,17 +71,17 @@ class KVCache(torch.nn.Module):
         return self.k, self.v
 
 
+# F.scaled_dot_product_attention, which gpt-fast calls (PyTorch 2.0 on).
+SDPA = getattr(torch.nn.functional, "scaled_dot_product_attention", None)
+
+
 def attention(q, k, v, mask, rep):
-    """Attention of q against the whole cache under mask, as gpt-fast's
-    F.scaled_dot_product_attention (grouped heads without copies where
-    this PyTorch takes enable_gqa); PyTorch before 2.0 in float32 ops."""
-    sdpa = getattr(torch.nn.functional, "scaled_dot_product_attention", None)
-    if sdpa is not None:
-        try:
-            return sdpa(q, k, v, attn_mask=mask, enable_gqa=True)
-        except TypeError:
-            return sdpa(q, k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1), attn_mask=mask)
+    """Attention of q against the whole cache under mask as gpt-fast
+    computes it: the key heads repeated for their query heads, then
+    F.scaled_dot_product_attention; before PyTorch 2.0, in float32 ops."""
     k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)
+    if SDPA is not None:
+        return SDPA(q, k, v, attn_mask=mask)
     s = (q.float() @ k.float().transpose(-2, -1)) / math.sqrt(q.shape[-1])
     s = s.masked_fill(~mask, float("-inf"))
     return (torch.softmax(s, -1) @ v.float()).to(q.dtype)
@@ -185,7 +186,8 @@ def main():
             tok = int(follow[i]) if follow is not None else int(logits[-1][0].argmax())
             out.append(tok)
             p = len(prompt) + i
-            logits.append(step(torch.tensor([[tok]], device=args.device), torch.tensor([p], device=args.device)))
+            # A copy: a CUDA graph's replay overwrites its last outputs.
+            logits.append(step(torch.tensor([[tok]], device=args.device), torch.tensor([p], device=args.device)).clone())
         if args.device.startswith("cuda"):
             torch.cuda.synchronize()
         secs = time.perf_counter() - start
