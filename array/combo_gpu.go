@@ -19,9 +19,11 @@ type ComboMember struct {
 	Res    *Array
 	Extra  []*Array
 	// geo and blocks are an N-d member's geometry parameter and block
-	// count (comboPlan); nil for a dense member.
+	// count (comboPlan); nil for a dense member, whose broadcast operands'
+	// inner sizes are inners.
 	geo    []byte
 	blocks int
+	inners []int
 }
 
 // GPUComboIn runs the members as launches of inductor.ComboKernels, each
@@ -31,8 +33,8 @@ type ComboMember struct {
 // out, for the caller to run one by one: those whose layouts need a
 // tiled kernel (a transposed operand) or more dims than a kernel indexes,
 // and any that a launch would hold alone. Members read element for
-// element run dense; others (strided or broadcast operands, views) as
-// N-d kernels over their own blocks.
+// element, or broadcast along their rows or columns, run dense; others
+// (strided operands, views) as N-d kernels over their own blocks.
 func GPUComboIn(c *Artifacts, q *LaunchQueue, ms []ComboMember) (left []int) {
 	var batch []int // members of the next launch
 	paramBytes, limit := 0, 4096
@@ -59,9 +61,9 @@ func GPUComboIn(c *Artifacts, q *LaunchQueue, ms []ComboMember) (left []int) {
 			left = append(left, i)
 			continue
 		}
-		// n, the result and the extra results, each operand, aligned or
-		// the geometry, end.
-		bytes := 8*(4+len(m.Extra)+len(m.Args)) + len(m.geo)
+		// n, the result and the extra results, each operand, aligned and
+		// the inner sizes or the geometry, end.
+		bytes := 8*(4+len(m.Extra)+len(m.Args)+len(m.inners)) + len(m.geo)
 		if paramBytes+bytes > limit {
 			flush()
 		}
@@ -75,8 +77,8 @@ func GPUComboIn(c *Artifacts, q *LaunchQueue, ms []ComboMember) (left []int) {
 
 // comboPlan reports whether member m runs in a combo, setting its
 // kernel's operands and layout: as a dense kernel (its operands element
-// for element, aligned for vector loads) or an N-d one (m.geo set), not
-// a tiled one.
+// for element or broadcast, m.inners their inner sizes, aligned for
+// vector loads) or an N-d one (m.geo set), not a tiled one.
 func comboPlan(m *ComboMember) bool {
 	k := &m.Kernel
 	tensors := tensorsOf(m.Args)
@@ -104,7 +106,7 @@ func comboPlan(m *ComboMember) bool {
 	}
 	k.Unroll = pointwiseUnroll
 	geo, inners, ok := planPointwise(k, m.Res.shape, strides, len(outs), k.Operands, lts)
-	m.geo, m.blocks = nil, 0
+	m.geo, m.blocks, m.inners = nil, 0, inners
 	switch {
 	case !ok || k.Tile:
 		return false
@@ -113,7 +115,7 @@ func comboPlan(m *ComboMember) bool {
 		m.blocks, _ = k.Launch(geo, pointwiseBlock)
 		return m.blocks > 0
 	}
-	return len(inners) == 0
+	return true
 }
 
 // launchCombo launches the members of ms at indices batch as one combo.
@@ -150,6 +152,13 @@ func launchCombo(c *Artifacts, q *LaunchQueue, ms []ComboMember, batch []int) {
 			end += m.blocks
 		} else {
 			args.I32(1) // aligned
+			for _, inner := range m.inners {
+				if k.Index32 {
+					args.U32(uint32(inner))
+				} else {
+					args.I64(int64(inner))
+				}
+			}
 			tile := k.TileElems(pointwiseBlock)
 			end += (n + tile - 1) / tile
 		}

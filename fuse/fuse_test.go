@@ -238,6 +238,13 @@ func TestHorizontal(t *testing.T) {
 			z := g.Input([]int{3, 8}, ir.Float32, ir.CPU, "")
 			return []*ir.Node{call(t, g, ir.OpExp, ir.Attrs{}, x), call(t, g, ir.OpAdd, ir.Attrs{}, z, y)}
 		}, "combo [fused exp -> v3 || fused add -> v4]"},
+		{"broadcasting regions of one shape are a group, not a combo", func(g *ir.Graph) []*ir.Node {
+			a := g.Input([]int{4, 8}, ir.Float32, ir.CPU, "")
+			b := g.Input([]int{8}, ir.Float32, ir.CPU, "")
+			c := g.Input([]int{4, 8}, ir.Float32, ir.CPU, "")
+			d := g.Input([]int{8}, ir.Float32, ir.CPU, "")
+			return []*ir.Node{call(t, g, ir.OpAdd, ir.Attrs{}, a, b), call(t, g, ir.OpMul, ir.Attrs{}, c, d)}
+		}, "horizontal [fused add -> v4 | fused mul -> v5]"},
 		{"regions reading views of one value at other shapes share a combo", func(g *ir.Graph) []*ir.Node {
 			// A decode step's rotations of its queries and keys: slices
 			// of one projection, by one broadcast angle.

@@ -43,16 +43,17 @@ func (r *Region) SplitUnits() [][]*Region {
 	return out
 }
 
-// Combo reports whether r is a combo: units of different shapes, each of
-// flat members (see Flat), that its kernel runs over their own elements,
-// a range of blocks each, as a multi-tensor kernel does.
+// Combo reports whether r is a combo: units of different shapes (or of
+// one shape, flat and sharing no input), each of small fused members, that
+// its kernel runs over their own elements, a range of blocks each, as a
+// multi-tensor kernel does.
 func (r *Region) Combo() bool { return r.Units != nil }
 
 // Flat reports whether r is a fused pointwise region that reads every
 // input element for element or as one element: its value's element i
 // depends on element i of inputs of its own shape and on single-element
-// inputs only, with no views between, so that it can run over its flat
-// elements beside regions of other shapes.
+// inputs only, with no views between, so that it runs as a dense kernel
+// over its flat elements.
 func (r *Region) Flat() bool {
 	if !r.Fused() || r.Group != nil {
 		return false
@@ -71,20 +72,22 @@ func (r *Region) Flat() bool {
 // Horizontal merges pointwise regions into groups, each run as one
 // kernel: regions over the same iteration space (same shape and device)
 // into a group that reads every input once and writes every member's
-// value (x.Exp() and x.Sin() become one pass over x), and flat regions of
-// any shapes into a combo of such units (an optimizer's update of every
-// parameter becomes one launch). A region joins the earliest open group
-// whose position comes after everything the region reads, so the group can
-// run there; the order stays valid because a member's readers all came
-// after the member. A region may also join the group that computes some of
-// what it reads, when it reads those values element for element at its own
+// value (x.Exp() and x.Sin() become one pass over x), and small regions of
+// any shapes, reading their inputs through views and broadcasts or not,
+// into a combo of such units (an optimizer's update of every parameter, a
+// decode step's rotations of its queries and of its keys, become one
+// launch). A region joins the earliest open group whose position comes
+// after everything the region reads, so the group can run there; the
+// order stays valid because a member's readers all came after the
+// member. A region may also join the group that computes some of what it
+// reads, when it reads those values element for element at its own
 // shape, in one unit: the kernel then keeps them in registers (an
 // optimizer's parameter update and the moments it reads). An in-place
-// write of a storage (a write the graph marked KeepDim) and a view move up
-// to just after what they read (a view of inputs only, to the start), so
-// that the regions reading them can join groups early too; a write stays after everything that reads the
-// storage's old contents, which it depends on. Other regions stay as they
-// are.
+// write of a storage (a write the graph marked KeepDim) and a view move
+// up to just after what they read (a view of inputs only, to the start),
+// so that the regions reading them can join groups early too; a write
+// stays after everything that reads the storage's old contents, which it
+// depends on. Other regions stay as they are.
 func Horizontal(regions []*Region) []*Region {
 	type bucket struct {
 		r         *Region
@@ -172,15 +175,20 @@ func small(m *Region) bool {
 // join gives g (a region or group) with independent fused region r added,
 // or false where r may not join. Over g's iteration space (g not a
 // combo), r joins the group where it shares an input with it (the kernel
-// loads it once) or where either is too large for a combo, with room in
-// the group. Otherwise, all flat and small, r joins a combo: the unit of
-// its shape that shares an input with it, with room, or a unit of its own.
+// loads it once), where either is too large for a combo or either is not
+// flat, with room in the group. Otherwise, all small, r joins a combo: the
+// unit of its shape that shares an input with it, with room, or a unit of
+// its own.
 func join(g, r *Region) (*Region, bool) {
 	if !groupable(g, r) {
 		return nil, false
 	}
 	combo := small(r) && allSmall(g)
-	if !g.Combo() && ir.SameShape(g.Root.Shape, r.Root.Shape) && (!combo || sharesInput(g.Members(), r)) {
+	// Over one iteration space, a group unless both are flat and share no
+	// input: a combo runs members that read views or broadcasts each over
+	// its own blocks, a group in one pass.
+	same := !combo || sharesInput(g.Members(), r) || !r.Flat() || !allFlat(g)
+	if !g.Combo() && ir.SameShape(g.Root.Shape, r.Root.Shape) && same {
 		if len(g.Members()) >= MaxGroup { // a group over one iteration space: a combo only across shapes
 			return nil, false
 		}
@@ -296,6 +304,16 @@ func (g *Region) insert(u int, r *Region) *Region {
 		g.Units[i]++
 	}
 	return g
+}
+
+// allFlat reports whether every member of g is flat (see Flat).
+func allFlat(g *Region) bool {
+	for _, m := range g.Members() {
+		if !m.Flat() {
+			return false
+		}
+	}
+	return true
 }
 
 // allSmall reports whether every member of g may be a combo's.

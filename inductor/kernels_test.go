@@ -198,6 +198,10 @@ func allKernels(t *testing.T) []source {
 			{DType: ir.Float32, Kind: ir.F32, Access: Uniform}, {DType: ir.BFloat16, Kind: ir.F32, Access: Dense}},
 			Extra: []ExtraOutput{{Expr: ir.Mul(ir.Arg(3), ir.Arg(3)), Compute: ir.F32, Out: ir.BFloat16},
 				{Expr: ir.Sub(ir.Arg(3), adam), Compute: ir.F32, Out: ir.BFloat16}}},
+		// A dense member broadcasting a row and a column (inner sizes).
+		{Expr: ir.Mul(ir.Add(ir.Arg(0), ir.Arg(1)), ir.Arg(2)), Label: "bcast", Compute: ir.F32, Out: ir.Float32, Index32: true, Operands: []Operand{
+			{DType: ir.Float32, Kind: ir.F32, Access: Dense}, {DType: ir.BFloat16, Kind: ir.F32, Access: RowBroadcast},
+			{DType: ir.Float32, Kind: ir.F32, Access: ColBroadcast}}},
 		// N-d members (a rotation's halves into strided outputs), two of
 		// one expression at other ranks and index widths.
 		{Expr: ir.Sub(ir.Mul(ir.Arg(0), ir.Arg(1)), ir.Mul(ir.Arg(2), ir.Arg(3))), Label: "rot", Compute: ir.F32, Out: ir.BFloat16,

@@ -2,9 +2,11 @@ package tensor
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 
+	"gocompile/cuda"
 	"gocompile/internal/stats"
 )
 
@@ -123,5 +125,42 @@ func TestCompiledComboOfViews(t *testing.T) {
 				t.Errorf("%s: no combo launched", name)
 			}
 		}
+	}
+}
+
+// Small regions of other shapes that broadcast a row or a column of an
+// operand run dense, inner sizes passed, in one combo: on a GPU a call is
+// one launch. Each result is what float64 loops compute.
+func TestCompiledComboOfBroadcasts(t *testing.T) {
+	for _, dt := range []DType{Float32, BFloat16, Float16, Float64} {
+		x, b := Randn(1, Float32, 33, 31).To(dt), Randn(2, Float32, 31).To(dt)
+		y, c := Randn(3, Float32, 5, 7).To(dt), Randn(4, Float32, 5, 1).To(dt)
+		f := func(x, b, y, c *Tensor) (*Tensor, *Tensor) { return x.Add(b).Neg(), y.Mul(c).Abs() }
+		ex, err := Explain(f, x, b, y, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if regions := strings.Join(ex.Regions, "\n"); !strings.Contains(regions, "combo [") {
+			t.Errorf("%v: no combo:\n%s", dt, regions)
+		}
+		g := Compile(f)
+		g(x, b, y, c) // compiles
+		launches := cuda.Launches()
+		u, v := g(x, b, y, c)
+		if x.Device() != CPU {
+			if n := cuda.Launches() - launches; n != 1 {
+				t.Errorf("%v: %d launches a call, want 1 (one combo)", dt, n)
+			}
+		}
+		xs, bs, ys, cs := vals(x), vals(b), vals(y), vals(c)
+		wantU, wantV := make([]float64, len(xs)), make([]float64, len(ys))
+		for i := range xs {
+			wantU[i] = -quantize(xs[i]+bs[i%31], dt)
+		}
+		for i := range ys {
+			wantV[i] = math.Abs(quantize(ys[i]*cs[i/7], dt))
+		}
+		checkClose(t, fmt.Sprintf("%v row broadcast", dt), u, dt, []int{33, 31}, wantU, 4)
+		checkClose(t, fmt.Sprintf("%v column broadcast", dt), v, dt, []int{5, 7}, wantV, 4)
 	}
 }
