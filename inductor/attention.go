@@ -9,8 +9,8 @@ import (
 
 // AttentionKernel is ScaledDotProductAttention for few queries against
 // many keys (ir.OpAttention: a decode step against a KV cache), split
-// along the keys ("flash decoding") into blocks of AttentionWarps warps,
-// one for each split of the keys and each key head of each batch entry.
+// along the keys ("flash decoding") into blocks of Warps warps, one for
+// each split of the keys and each key head of each batch entry.
 //
 // A block computes the scores of the key head's Rows query rows (its query
 // heads times the queries) against the split's keys, keeps a running
@@ -474,7 +474,7 @@ func (k *AttentionKernel) mmaSource() string {
 	fmt.Fprintf(&b, "#define NT %d\n#define KC %d\n", nt, 8*nt)
 	fmt.Fprintf(&b, `
 // Block (split, b·Hkv + hk): rows r = g·L + l are query head hk·G + g,
-// query l, of batch entry b. Warp w takes the split's 32-key chunks w,
+// query l, of batch entry b. Warp w takes the split's KC-key chunks w,
 // w + WARPS, ...
 extern "C" __global__ void __launch_bounds__(WARPS * 32) %[1]s(`+attentionParams+`) {
   gc_dependent_entry();

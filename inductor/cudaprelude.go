@@ -36,7 +36,7 @@ __device__ __forceinline__ void gc_grid_wait() {
 }
 
 // gc_dependent_entry begins a kernel that may be launched as a
-// programmatic dependent (array.GPU.LaunchDependentSmall: a small kernel
+// programmatic dependent (array.GPU.LaunchSmall: a small kernel
 // replayed from a CUDA graph): it lets its own dependents start, then
 // waits for the kernel ahead before it reads anything. Launched early,
 // its blocks are resident and waiting when that kernel ends, which saves

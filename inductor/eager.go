@@ -397,9 +397,9 @@ func (k *PointwiseKernel) body() (string, error) {
 	return src, err
 }
 
-// bodyParams is body, and the declarations of a dense kernel's parameters
-// (a combo's kernel passes its members theirs; an N-d kernel's lack its
-// geometry).
+// bodyParams is body, and the declarations of the kernel's parameters (a
+// combo's kernel passes its members theirs; an N-d kernel's end with its
+// geometry only where it is a combo's member).
 func (k *PointwiseKernel) bodyParams() (string, []string, error) {
 	argKinds := make([]ir.Kind, len(k.Operands))
 	for i, o := range k.Operands {

@@ -36,8 +36,14 @@ func (t *Tensor) IndexPut(indices []*Tensor, values *Tensor, accumulate bool) *T
 // flat positions, which name neither.
 func (p indexPut) write(op string, t *Tensor, indices []*Tensor, values *Tensor, f func()) {
 	if err := Try(f); err != nil {
+		// Only op's own range error replaces the write's: reading the
+		// indices back may fail for reasons of its own.
 		operands := append([]*Tensor{t, values}, indices...)
-		checkIndexValues(op, operands, indices, t.shape(), true)
+		if e := Try(func() { checkIndexValues(op, operands, indices, t.shape(), true) }); e != nil {
+			if te, ok := e.(*Error); ok && te.Op == op {
+				panic(e)
+			}
+		}
 		panic(err)
 	}
 }

@@ -137,8 +137,8 @@ func (s *groupStep) newCombo(exprs []*ir.Expr) error {
 }
 
 // runCombo runs a combo's units, each over its own inputs: on a GPU as
-// one launch where every unit is a dense kernel (a few where the
-// parameters need), else one by one.
+// one launch of the units that run as dense or N-d kernels (a few where
+// the parameters need), the others (tiled) one by one.
 func (s *groupStep) runCombo(args []*array.Array, dst func(m int, dev ir.Device, dt ir.DType, shape []int) *array.Array, q *array.LaunchQueue) []*array.Array {
 	members := s.r.Members()
 	dev := args[0].Device()

@@ -320,7 +320,7 @@ func Plannable(r *fuse.Region) bool {
 
 // layoutVersion versions the fusion decisions a cached layout records:
 // bump it when Partition or Horizontal would decide differently.
-const layoutVersion = "9"
+const layoutVersion = "10"
 
 // partition splits g into regions and groups them, or rebuilds the
 // regions a previous compile of the same graph (in this process or an
