@@ -699,7 +699,9 @@ func TestMarkInPlaceArgument(t *testing.T) {
 }
 
 // A KV cache passed as an argument is written in place once the program
-// has run once: a step costs the written row, not copies of the cache.
+// has run once: a step costs the written row, not copies of the cache (on
+// the CPU, Go heap allocation per step; on a GPU, the peak of device
+// memory in use).
 func TestCompileWritesArgumentInPlace(t *testing.T) {
 	const rows, width = 1 << 12, 64 // 1 MiB of float32
 	step := Compile(func(cache, k, pos *Tensor) *Tensor {
@@ -716,6 +718,22 @@ func TestCompileWritesArgumentInPlace(t *testing.T) {
 	}
 	run(0)
 	run(1) // the first run of a program copies
+	if d := cache.Device(); d != CPU {
+		// On a GPU: the most device memory in use beyond the cache and
+		// what the steps started with.
+		ResetPeakMemoryStats(d)
+		before := MemoryStats(d).Allocated
+		for p := 2; p < 10; p++ {
+			run(p)
+		}
+		extra := MemoryStats(d).PeakAllocated - before
+		t.Logf("%d bytes of device memory at most beyond the start", extra)
+		if extra >= rows*width*4/2 {
+			t.Errorf("%d bytes of device memory in use beyond the start, for a cache of %d bytes: the write copies it", extra, rows*width*4)
+		}
+		checkSame(t, "the cache", cache, eager)
+		return
+	}
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
 	for p := 2; p < 10; p++ {
