@@ -26,10 +26,11 @@
 //     reductions over every dim, views) is a region of its own.
 //
 // Horizontal then groups pointwise regions: over one iteration space into
-// one kernel that reads each input once, and small flat regions of
-// different shapes (each reading its inputs element for element, up to
-// MaxComboElems elements) into combos of units, which a backend runs as
-// one multi-tensor launch: an optimizer's update of every parameter. A
+// one kernel that reads each input once, and small regions of different
+// shapes (up to MaxComboElems elements, reading their inputs element for
+// element or through views and broadcasts) into combos of units, which a
+// backend runs as one multi-tensor launch: an optimizer's update of every
+// parameter, a decode step's rotations of its queries and keys. A
 // region may join the group (or unit) that computes values it reads at its
 // own shape; the kernel then keeps them in registers and still stores
 // them (a parameter's moments and its update, which reads them). In-place

@@ -21,10 +21,10 @@
 //     offset tables (layout.go). Tiles of 32 read the other operands into
 //     registers before the staging barrier, so a tile takes one round trip
 //     to memory.
-//   - ComboKernel: dense fused kernels of different shapes (package fuse's
-//     combos, a kernel per unit, with Extra outputs for a unit's further
-//     members) as one launch, each member over a range of blocks, as a
-//     multi-tensor kernel.
+//   - ComboKernel: dense or N-d fused kernels of different shapes
+//     (package fuse's combos, a kernel per unit, with Extra outputs for a
+//     unit's further members) as one launch, each member over a range of
+//     blocks, as a multi-tensor kernel.
 //   - RowKernel: a row region of package fuse (softmax, layer norm, RMS
 //     norm, reductions with prologues) as one kernel with a block (or, for
 //     rows of up to 256 vectors, a warp or part of one) per row: persistent
