@@ -147,18 +147,10 @@ func launchCombo(c *Artifacts, q *LaunchQueue, ms []ComboMember, batch []int) {
 				addKind(args, m.Kinds[j], s.Value)
 			}
 		}
+		addLayoutArgs(args, k, m.geo, m.inners)
 		if m.geo != nil {
-			args.Bytes(m.geo, 8)
 			end += m.blocks
 		} else {
-			args.I32(1) // aligned
-			for _, inner := range m.inners {
-				if k.Index32 {
-					args.U32(uint32(inner))
-				} else {
-					args.I64(int64(inner))
-				}
-			}
 			tile := k.TileElems(pointwiseBlock)
 			end += (n + tile - 1) / tile
 		}

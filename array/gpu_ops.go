@@ -394,23 +394,12 @@ func (p *pointwisePlan) launch(c *Artifacts, q *LaunchQueue, tune bool, title st
 		addKind(a, kd, scalars[i])
 	}
 	k, name, grid, block := &p.k, p.name, p.grid, p.block
-	if p.geo != nil {
-		a.Bytes(p.geo, 8)
-	} else {
-		a.I32(1) // aligned
-		for _, inner := range p.inners {
-			if k.Index32 {
-				a.U32(uint32(inner))
-			} else {
-				a.I64(int64(inner))
-			}
-		}
-		if tune && !g.stream.CapturingHere() {
-			tuned := *k
-			tuned.Unroll, block = tunePointwise(c, q, g, &tuned, n, true, a)
-			k, name = &tuned, tuned.Name()
-			grid = p.denseGrid(n, k, block)
-		}
+	addLayoutArgs(a, k, p.geo, p.inners)
+	if p.geo == nil && tune && !g.stream.CapturingHere() {
+		tuned := *k
+		tuned.Unroll, block = tunePointwise(c, q, g, &tuned, n, true, a)
+		k, name = &tuned, tuned.Name()
+		grid = p.denseGrid(n, k, block)
 	}
 	if q == nil {
 		var fn *cuda.Function
@@ -424,6 +413,25 @@ func (p *pointwisePlan) launch(c *Artifacts, q *LaunchQueue, tune bool, title st
 	}
 	uses := append(append([]*Array{res}, extra...), tensorsOf(args)...)
 	KernelOrQueue(q, g, c, name, k.Source, func(fn *cuda.Function) { g.launchSmall(title, fn, grid, block, a, n) }, uses...)
+}
+
+// addLayoutArgs appends pointwise kernel k's layout parameters: its
+// geometry (geo: an N-d or tiled kernel), or aligned and its broadcasts'
+// inner sizes (a dense kernel; aligned always, as planPointwise plans a
+// dense kernel only for aligned tensors).
+func addLayoutArgs(a *cuda.Args, k *inductor.PointwiseKernel, geo []byte, inners []int) {
+	if geo != nil {
+		a.Bytes(geo, 8)
+		return
+	}
+	a.I32(1) // aligned
+	for _, inner := range inners {
+		if k.Index32 {
+			a.U32(uint32(inner))
+		} else {
+			a.I64(int64(inner))
+		}
+	}
 }
 
 // tunePointwise returns the unroll and block size MaxAutotune chose for
