@@ -3,6 +3,7 @@ package tensor
 import (
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -162,5 +163,106 @@ func TestCompiledComboOfBroadcasts(t *testing.T) {
 		}
 		checkClose(t, fmt.Sprintf("%v row broadcast", dt), u, dt, []int{33, 31}, wantU, 4)
 		checkClose(t, fmt.Sprintf("%v column broadcast", dt), v, dt, []int{5, 7}, wantV, 4)
+	}
+}
+
+// A seeded sweep of functions of a few independent small pointwise
+// results, each over operands reached through random views (a slice, a
+// transpose, a broadcast row or column) at its own random shape and
+// dtype: compiled (combos of dense, N-d and, left out of the launch,
+// tiled members) gives what eager gives, call after call.
+func TestCompiledComboSweep(t *testing.T) {
+	sizes := []int{1, 3, 5, 17, 31, 64}
+	tol := map[DType]float64{Float64: 1e-12, Float32: 1e-5, Float16: 4e-3, BFloat16: 3e-2}
+	const cases = 40
+	combos := 0 // cases whose regions form a combo
+	defer func() {
+		if combos < cases/2 {
+			t.Errorf("%d of %d cases formed a combo", combos, cases)
+		}
+	}()
+	for c := range cases {
+		rng := rand.New(rand.NewPCG(77, uint64(c)))
+		type member struct {
+			base, other *Tensor
+			view, op    int
+		}
+		var ms []member
+		var args []*Tensor
+		for range 2 + rng.IntN(3) {
+			dt := floatTypes[rng.IntN(len(floatTypes))]
+			r, cl := sizes[rng.IntN(len(sizes))], sizes[rng.IntN(len(sizes))]
+			m := member{view: rng.IntN(4), op: rng.IntN(4)}
+			seed := uint64(1000*c + len(args))
+			switch m.view {
+			case 0: // contiguous
+				m.base = Randn(seed, Float32, r, cl).To(dt)
+			case 1: // a slice of a wider tensor
+				m.base = Randn(seed, Float32, r, cl+7).To(dt)
+			case 2: // a transpose
+				m.base = Randn(seed, Float32, cl, r).To(dt)
+			case 3: // rows of a taller tensor, every other one
+				m.base = Randn(seed, Float32, 2*r, cl).To(dt)
+			}
+			// The other operand: a full tensor, a row or a column.
+			switch rng.IntN(3) {
+			case 0:
+				m.other = Randn(seed+1, Float32, r, cl).To(dt)
+			case 1:
+				m.other = Randn(seed+1, Float32, cl).To(dt)
+			case 2:
+				m.other = Randn(seed+1, Float32, r, 1).To(dt)
+			}
+			ms = append(ms, m)
+			args = append(args, m.base, m.other)
+		}
+		f := func(xs []*Tensor) []*Tensor {
+			var out []*Tensor
+			for i, m := range ms {
+				x, y := xs[2*i], xs[2*i+1]
+				switch m.view {
+				case 1:
+					x = x.Narrow(1, 3, x.Size(1)-7)
+				case 2:
+					x = x.T()
+				case 3:
+					x = x.Slice(0, 0, x.Size(0), 2)
+				}
+				switch m.op {
+				case 0:
+					out = append(out, x.Add(y).Neg())
+				case 1:
+					out = append(out, x.Mul(y).Sin())
+				case 2:
+					out = append(out, x.Sub(y).Abs().MulScalar(0.5))
+				case 3:
+					out = append(out, x.Mul(x).Add(y).Exp())
+				}
+			}
+			return out
+		}
+		if ex, err := Explain(f, args); err != nil {
+			t.Fatal(err)
+		} else if strings.Contains(strings.Join(ex.Regions, "\n"), "combo [") {
+			combos++
+		}
+		g := Compile(f)
+		want := f(args)
+		for call := range 2 {
+			got := g(args)
+			for i := range got {
+				dt := want[i].DType()
+				w, gv := vals(want[i]), vals(got[i])
+				if !shapeEq(got[i].Shape(), want[i].Shape()) || got[i].DType() != dt {
+					t.Fatalf("case %d call %d result %d: %v %v, eager %v %v", c, call, i, got[i].DType(), got[i].Shape(), dt, want[i].Shape())
+				}
+				for j := range w {
+					if d := math.Abs(gv[j] - w[j]); d > tol[dt]*(1+math.Abs(w[j])) {
+						t.Fatalf("case %d call %d result %d (%v, view %d, op %d) element %d: compiled %v, eager %v",
+							c, call, i, dt, ms[i].view, ms[i].op, j, gv[j], w[j])
+					}
+				}
+			}
+		}
 	}
 }
