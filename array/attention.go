@@ -113,10 +113,12 @@ func gpuAttention(op string, a ir.Attrs, q, k, v, mask, res *Array) {
 		return true
 	}
 	vecK := kst[3] == 1 && E%inductor.AttentionVector(q.dtype) == 0 && aligned(k.DevicePtr(), 16, kst[0], kst[1], kst[2])
-	vecV := vst[3] == 1 && Ev%2 == 0 && aligned(v.DevicePtr(), 2*size, vst[0], vst[1], vst[2])
+	var vecV bool
 	if kern.MMA {
 		// The tensor-core kernel reads pieces of Ev/8 features a lane.
 		vecV = vst[3] == 1 && Ev%16 == 0 && aligned(v.DevicePtr(), 16, vst[0], vst[1], vst[2])
+	} else {
+		vecV = vst[3] == 1 && Ev%2 == 0 && aligned(v.DevicePtr(), 2*size, vst[0], vst[1], vst[2])
 	}
 	flag := func(b bool) int32 {
 		if b {

@@ -128,11 +128,12 @@ func launchCombo(c *Artifacts, q *LaunchQueue, ms []ComboMember, batch []int) {
 	args := q.Args(g)
 	defer q.Release(g, args)
 	var uses []*Array
-	end := 0
+	end, elems := 0, 0
 	for j, i := range batch {
 		m := &ms[i]
 		k := &combo.Members[j]
 		n := m.Res.Numel()
+		elems += n
 		args.I64(int64(n))
 		tensors := tensorsOf(m.Args)
 		for _, t := range tensors {
@@ -161,10 +162,6 @@ func launchCombo(c *Artifacts, q *LaunchQueue, ms []ComboMember, batch []int) {
 	}
 	grid := end
 	stats.ComboLaunches.Add(1)
-	elems := 0
-	for _, i := range batch {
-		elems += ms[i].Res.Numel()
-	}
 	KernelOrQueue(q, g, c, combo.Name(), combo.Source, func(fn *cuda.Function) { g.launchSmall("combo", fn, grid, pointwiseBlock, args, elems) }, uses...)
 }
 

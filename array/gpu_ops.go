@@ -121,17 +121,25 @@ const smallDependentElems = 1 << 18
 // to measure it.
 var dependentLaunch = os.Getenv("GOCOMPILE_DEPENDENT_LAUNCH") != "off"
 
-// LaunchSmall launches fn, a generated kernel that begins with
-// gc_dependent_entry, on g's stream with the given grid, block and
-// dynamic shared memory: as a programmatic dependent of the kernel ahead
-// where it computes few elements (elems, at most smallDependentElems)
-// and the launch is being captured into a CUDA graph by this goroutine
-// (there the kernel ahead is the program's own), else plainly.
-func (g *GPU) LaunchSmall(fn *cuda.Function, grid, block cuda.Dim3, shared int, args *cuda.Args, elems int) error {
-	if dependentLaunch && elems <= smallDependentElems && g.stream.CapturingHere() {
+// LaunchMaybeDependent launches fn on g's stream with the given grid,
+// block and dynamic shared memory: as a programmatic dependent of the
+// kernel ahead where want says fn gains from it (and waits before reading
+// what that kernel writes) and the launch is being captured into a CUDA
+// graph by this goroutine, else plainly. Only in a capture: there the
+// kernel ahead is the program's own, recorded by the goroutine that holds
+// it; plain launches from several goroutines interleave on the stream.
+func (g *GPU) LaunchMaybeDependent(fn *cuda.Function, grid, block cuda.Dim3, shared int, args *cuda.Args, want bool) error {
+	if want && dependentLaunch && g.stream.CapturingHere() {
 		return g.stream.LaunchDependent(fn, grid, block, shared, args)
 	}
 	return g.stream.Launch(fn, grid, block, shared, args)
+}
+
+// LaunchSmall launches fn, a generated kernel that begins with
+// gc_dependent_entry, through LaunchMaybeDependent: as a dependent where
+// it computes few elements (elems, at most smallDependentElems).
+func (g *GPU) LaunchSmall(fn *cuda.Function, grid, block cuda.Dim3, shared int, args *cuda.Args, elems int) error {
+	return g.LaunchMaybeDependent(fn, grid, block, shared, args, elems <= smallDependentElems)
 }
 
 // launchSmall is Launch through LaunchSmall, for a kernel of elems
@@ -402,13 +410,7 @@ func (p *pointwisePlan) launch(c *Artifacts, q *LaunchQueue, tune bool, title st
 		grid = p.denseGrid(n, k, block)
 	}
 	if q == nil {
-		var fn *cuda.Function
-		if name == p.name {
-			fn = p.fn.Get(g, c, name, k.Source)
-		} else { // tuned
-			fn = g.KernelIn(c, name, k.Source)
-		}
-		g.launchSmall(title, fn, grid, block, a, n)
+		g.launchSmall(title, p.fn.For(g, c, p.name, name, k.Source), grid, block, a, n)
 		return
 	}
 	uses := append(append([]*Array{res}, extra...), tensorsOf(args)...)

@@ -45,3 +45,12 @@ func (l *LoadedKernel) Get(g *GPU, c *Artifacts, name string, gen func() (string
 	l.fn.Store(fn)
 	return fn
 }
+
+// For is the kernel name on g: the kept one where name is the plan's
+// (planned), else (a tuned variant) KernelIn's.
+func (l *LoadedKernel) For(g *GPU, c *Artifacts, planned, name string, gen func() (string, error)) *cuda.Function {
+	if name == planned {
+		return l.Get(g, c, name, gen)
+	}
+	return g.KernelIn(c, name, gen)
+}

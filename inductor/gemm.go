@@ -76,7 +76,7 @@ func (c GemmConfig) Takes(in ir.DType) bool {
 // no faster). Else the warp kernel as ChooseGemmConfig picks it for up to
 // 16 rows (row tiles of 16 beyond).
 func ChooseGemm16Config(m, n, k, sms, arch int, vec bool) GemmConfig {
-	c := GemmConfig{Tensor: true, Warps: 8, Split: 1}
+	c := GemmConfig{Tensor: true, Warps: tensor16Warps, Split: 1}
 	if m <= 8 {
 		c.MT = 8
 	}
@@ -92,10 +92,16 @@ func ChooseGemm16Config(m, n, k, sms, arch int, vec bool) GemmConfig {
 	return c
 }
 
-// tensor16Prefetch is the longest inner dimension whose weight loads the
-// 16-bit tensor-core kernel's warps issue before griddepcontrol.wait:
-// two steps of 4 chunks of 32 for each of 8 warps.
-const tensor16Prefetch = 2 * 4 * 32 * 8
+// The 16-bit tensor-core kernel: a warp's step loads tensor16U chunks of
+// 32 elements of each weight row, two steps ahead of griddepcontrol.wait,
+// in tensor16Warps warps (ChooseGemm16Config's). tensor16Prefetch is the
+// longest inner dimension whose weight loads its warps all issue before
+// the wait.
+const (
+	tensor16U        = 4
+	tensor16Warps    = 8
+	tensor16Prefetch = 2 * tensor16U * 32 * tensor16Warps
+)
 
 // GemmConfig is a GemmKernel's launch shape: a warp kernel (Split 0), or
 // a tiled kernel (Split > 0).
@@ -146,10 +152,11 @@ func (c GemmConfig) tileN() int {
 
 func (c GemmConfig) String() string {
 	if c.Tensor {
+		m8 := ""
 		if c.MT == 8 {
-			return fmt.Sprintf("x%dw%ds%dm8", c.NT, c.Warps, max(c.Split, 1))
+			m8 = "m8"
 		}
-		return fmt.Sprintf("x%dw%ds%d", c.NT, c.Warps, max(c.Split, 1))
+		return fmt.Sprintf("x%dw%ds%d%s", c.NT, c.Warps, max(c.Split, 1), m8)
 	}
 	suffix := ""
 	if c.tileN() != gemmTileN {
@@ -453,17 +460,8 @@ func (k *GemmKernel) body() (string, error) {
 func (k *GemmKernel) warpBody(b *strings.Builder, params []string, store string) {
 	c, in := k.Config, k.in()
 	ve, groups := 16/in.Size(), k.warpGroup()
+	b.WriteString(weightLoadC)
 	fmt.Fprintf(b, `
-// gc_wraw loads the 16-byte vector of B at p, which is read once: it
-// bypasses L1. Volatile, and coherent (not ld.global.nc): the loads stay
-// ahead of griddepcontrol.wait, past which NVVM would move a plain load
-// and ptxas a non-coherent one.
-__device__ __forceinline__ uint4 gc_wraw(const void* p) {
-  uint4 v;
-  asm volatile("ld.global.L1::no_allocate.v4.u32 {%%0, %%1, %%2, %%3}, [%%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
-  return v;
-}
-
 // gc_xraw loads the 16-byte vector of A at p with a plain load, cached in
 // L1 for the block's other warps: after griddepcontrol.wait the kernel
 // ahead's writes are visible to plain loads (not to the non-coherent
@@ -577,7 +575,7 @@ extern "C" __global__ void __launch_bounds__(%[1]d) %[2]s(
       }
     }
 }
-`, c.Threads(), k.Name(), storageC(k.Out), strings.ReplaceAll(strings.Join(prefixAll(", ", params), ""), "__restrict__ ", ""), c.MT, c.NT, c.Warps,
+`, c.Threads(), k.Name(), storageC(k.Out), unrestrictedParams(params), c.MT, c.NT, c.Warps,
 		store, vcvtC(in), storageC(in), ve, groups,
 		loadC("__ldg(b[j] + k)", in, ir.F32), loadC("a[i][k]", in, ir.F32))
 }
@@ -605,7 +603,7 @@ func (k *GemmKernel) PrefetchLoads() int {
 	c := k.Config
 	switch {
 	case c.Tensor && k.in() != ir.Float32:
-		return 2 * 4 * c.NT
+		return 2 * tensor16U * c.NT
 	case c.Tensor:
 		return c.NT
 	case c.Split == 0:
@@ -866,6 +864,27 @@ func storeAt(value, store string) string {
 `, value, store)
 }
 
+// weightLoadC defines gc_wraw, the kernels' load of 16 bytes of the
+// weight B at p, which is read once: it bypasses L1, leaving it to A,
+// which every block reads. Volatile, and coherent (not ld.global.nc): the
+// loads stay ahead of griddepcontrol.wait, past which NVVM would move a
+// plain load and ptxas a non-coherent one.
+const weightLoadC = `
+__device__ __forceinline__ uint4 gc_wraw(const void* p) {
+  uint4 v;
+  asm volatile("ld.global.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+  return v;
+}
+`
+
+// unrestrictedParams is the epilogue operands' params as the end of a
+// parameter list (each after ", ") without __restrict__, so that they are
+// read coherently, never through the non-coherent path: under a
+// dependent launch the kernel ahead writes them during this kernel's life.
+func unrestrictedParams(params []string) string {
+	return strings.ReplaceAll(strings.Join(prefixAll(", ", params), ""), "__restrict__ ", "")
+}
+
 func prefixAll(p string, ss []string) []string {
 	out := make([]string, len(ss))
 	for i, s := range ss {
@@ -1038,7 +1057,7 @@ extern "C" __global__ void __launch_bounds__(%[6]d * 32) %[8]s%[1]s(
   }
   // acc4[i][j][q] is row 16i + g + 8(q/2), column 8j + 2t + q%%2 of the tile.
 %[4]s}
-`, k.Name(), storageC(k.Out), strings.ReplaceAll(strings.Join(prefixAll(", ", params), ""), "__restrict__ ", ""), tensorReduce(c, store), 8*c.NT, c.Warps, c.Split, cluster, c.NT)
+`, k.Name(), storageC(k.Out), unrestrictedParams(params), tensorReduce(c, store), 8*c.NT, c.Warps, c.Split, cluster, c.NT)
 }
 
 // tensor16Body writes the tensor-core kernel for 16-bit operands; store
@@ -1067,17 +1086,8 @@ func (k *GemmKernel) tensor16Body(b *strings.Builder, params []string, store str
 	if in == ir.Float16 {
 		mma = "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
 	}
+	b.WriteString(weightLoadC)
 	fmt.Fprintf(b, `
-// gc_tc16_ldw loads 8 elements of B, which is read once: they bypass L1,
-// leaving it to A, which every block reads. Volatile, and coherent (not
-// ld.global.nc): the loads stay ahead of griddepcontrol.wait, past which
-// NVVM would move a plain load and ptxas a non-coherent one.
-__device__ __forceinline__ uint4 gc_tc16_ldw(const void* p) {
-  uint4 v;
-  asm volatile("ld.global.L1::no_allocate.v4.u32 {%%0, %%1, %%2, %%3}, [%%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
-  return v;
-}
-
 __device__ __forceinline__ void gc_tc16_mma(float (&c)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0, unsigned b1) {
   asm("%[9]s {%%0,%%1,%%2,%%3}, {%%4,%%5,%%6,%%7}, {%%8,%%9}, {%%0,%%1,%%2,%%3};"
       : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
@@ -1095,7 +1105,7 @@ extern "C" __global__ void __launch_bounds__(%[6]d * 32) %[1]s(
     const %[7]s* A, long long lda, const %[7]s* __restrict__ B, long long ldb,
     int M, int N, int K, int vec, %[2]s* __restrict__ out, long long ldo,
     float* __restrict__ ws, unsigned int* __restrict__ counters%[3]s) {
-  constexpr int NT = %[8]d, W = %[6]d, BN = 8 * NT, T = 16 * BN, U = 4, STEP = 32 * W * U, MT = %[10]d;
+  constexpr int NT = %[8]d, W = %[6]d, BN = 8 * NT, T = 16 * BN, U = %[11]d, STEP = 32 * W * U, MT = %[10]d;
   const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
   const int n0 = blockIdx.x * BN;
   // Rows and columns past the end read the last one, dropped at the
@@ -1124,8 +1134,8 @@ extern "C" __global__ void __launch_bounds__(%[6]d * 32) %[1]s(
     const int k = 32 * w + 32 * W * u;
     #pragma unroll
     for (int j = 0; j < NT; j++) {
-      bv[u][j] = k + 8 * t < K ? gc_tc16_ldw(b[j] + k) : zero;
-      bn[u][j] = k + STEP + 8 * t < K ? gc_tc16_ldw(b[j] + k + STEP) : zero;
+      bv[u][j] = k + 8 * t < K ? gc_wraw(b[j] + k) : zero;
+      bn[u][j] = k + STEP + 8 * t < K ? gc_wraw(b[j] + k + STEP) : zero;
     }
   }
   gc_grid_wait();
@@ -1167,7 +1177,7 @@ extern "C" __global__ void __launch_bounds__(%[6]d * 32) %[1]s(
         #pragma unroll
         for (int j = 0; j < NT; j++) {
           bv[u][j] = bn[u][j];
-          bn[u][j] = k + 8 * t < K ? gc_tc16_ldw(b[j] + k) : zero;
+          bn[u][j] = k + 8 * t < K ? gc_wraw(b[j] + k) : zero;
         }
       }
     }
@@ -1187,7 +1197,7 @@ extern "C" __global__ void __launch_bounds__(%[6]d * 32) %[1]s(
     const int m = f / BN, n = n0 + f %% BN;
 %[4]s  }
 }
-`, k.Name(), storageC(k.Out), strings.ReplaceAll(strings.Join(prefixAll(", ", params), ""), "__restrict__ ", ""), storeAt("v", store), 8*c.NT, c.Warps, storageC(in), c.NT, mma, c.tensor16Rows())
+`, k.Name(), storageC(k.Out), unrestrictedParams(params), storeAt("v", store), 8*c.NT, c.Warps, storageC(in), c.NT, mma, c.tensor16Rows(), tensor16U)
 }
 
 // tensor16Rows is how many rows a 16-bit tensor-core kernel computes:

@@ -2,7 +2,6 @@ package program
 
 import (
 	"fmt"
-	"os"
 	"slices"
 	"sync"
 
@@ -170,9 +169,9 @@ func (p *inductorProgram) runMatMul(s *inductorStep, vals []*array.Array, a *arr
 // types other than float32, bfloat16 and float16 (x's and y's the same),
 // more than inductor.GemmMaxM rows (inductor.Gemm16MaxM for 16-bit
 // types), y not read with unit stride along k, or epilogue operands not
-// indexable as [row, column]. With
-// dependent, a tensor-core kernel launches as a dependent of the kernel
-// ahead (findDependentProducts says when that is safe).
+// indexable as [row, column]. With dependent, a kernel that loads weights
+// ahead of its wait (GemmKernel.PrefetchLoads) launches as a dependent of
+// the kernel ahead (findDependentProducts says when that is safe).
 func gpuGemm(bc Config, tunedAt *sync.Map, dependent bool, q *array.LaunchQueue, x, y *array.Array, t *inductorStep, product int, ins []*array.Array, dst func(shape []int) *array.Array) *array.Array {
 	in := x.DType()
 	maxM := inductor.GemmMaxM
@@ -274,18 +273,12 @@ func gpuGemm(bc Config, tunedAt *sync.Map, dependent bool, q *array.LaunchQueue,
 		var err error
 		array.KernelOrQueue(q, g, bc.Artifacts, kern.Name(), kern.Source, func(fn *cuda.Function) {
 			grid, block := cuda.Dim3{X: uint32(gx), Y: uint32(gy), Z: uint32(gz)}, cuda.Dim3{X: uint32(cfg.Threads()), Y: 1, Z: 1}
-			// Only into a captured graph: there the kernel ahead is this
-			// program's own, recorded by the goroutine that holds the
-			// capture. Plain launches from several goroutines interleave
-			// on the stream, and a concurrent test saw wrong products
-			// when they launched as dependents. Only kernels that load
-			// weights ahead of griddepcontrol.wait gain from it (the tiled
-			// one does not wait at all).
-			if dependent && kern.PrefetchLoads() > 0 && dependentLaunches && g.Stream().CapturingHere() {
-				err = g.Stream().LaunchDependent(fn, grid, block, 0, args)
-			} else {
-				err = g.Stream().Launch(fn, grid, block, 0, args)
-			}
+			// Only kernels that load weights ahead of griddepcontrol.wait
+			// gain from a dependent launch (the tiled one does not wait at
+			// all); a concurrent test saw wrong products when plain
+			// launches from several goroutines went as dependents, which
+			// LaunchMaybeDependent allows only in a capture.
+			err = g.LaunchMaybeDependent(fn, grid, block, 0, args, dependent && kern.PrefetchLoads() > 0)
 			if q != nil {
 				array.Check(err, "MatMul", x, y)
 			}
@@ -336,8 +329,3 @@ func gpuGemm(bc Config, tunedAt *sync.Map, dependent bool, q *array.LaunchQueue,
 	array.Check(launch(cfg, q, dependent), "MatMul", x, y)
 	return out
 }
-
-// dependentLaunches is whether products captured into a CUDA graph
-// (ReduceOverhead) may launch as dependents of the kernel ahead;
-// GOCOMPILE_DEPENDENT_LAUNCH=off turns it off, to measure it.
-var dependentLaunches = os.Getenv("GOCOMPILE_DEPENDENT_LAUNCH") != "off"

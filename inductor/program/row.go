@@ -508,13 +508,7 @@ func (s *rowStep) runGPU(args []*array.Array, full []int, res *array.Array, q *a
 	}
 	k := &l.k
 	if q == nil {
-		var fn *cuda.Function
-		if l.name == m.l.name {
-			fn = m.fn.Get(g, s.cache, l.name, k.Source)
-		} else { // tuned
-			fn = g.KernelIn(s.cache, l.name, k.Source)
-		}
-		launchRow(g, s.cache, s.title, fn, &l, a)
+		launchRow(g, s.cache, s.title, m.fn.For(g, s.cache, m.l.name, l.name, k.Source), &l, a)
 		return
 	}
 	array.KernelOrQueue(q, g, s.cache, l.name, k.Source, func(fn *cuda.Function) { launchRow(g, s.cache, s.title, fn, &l, a) },
@@ -597,12 +591,11 @@ func (s *rowStep) splitGPU(g *array.GPU, k *inductor.RowKernel, args []*array.Ar
 		a.Ptr(t.DevicePtr())
 	}
 	a.Ptr(res.DevicePtr()).Ptr(partial.DevicePtr()).Bytes(geo.Bytes(), 8)
-	title := s.title
 	if err := g.Stream().Launch(fn, cuda.Dim3{X: uint32(rows), Y: uint32(parts), Z: 1}, cuda.Dim3{X: uint32(k.Threads), Y: 1, Z: 1}, 0, a); err != nil {
-		panic(fmt.Sprintf("gocompile: %s: launch: %v", title, err))
+		panic(fmt.Sprintf("gocompile: %s: launch: %v", s.title, err))
 	}
 	a.Reset().I64(int64(rows)).I64(int64(parts)).I64(int64(R)).Ptr(partial.DevicePtr()).Ptr(res.DevicePtr())
-	g.Launch(title, final, rows, k.Threads, a)
+	g.Launch(s.title, final, rows, k.Threads, a)
 }
 
 // splitChunk is the columns each of about parts blocks takes of a row of
@@ -626,7 +619,6 @@ func (s *rowStep) stagedGPU(g *array.GPU, k *inductor.RowKernel, args []*array.A
 	prev := array.New(res.Device(), k.PrevDType(), []int{rows * len(k.Stages)})
 	partial := array.New(res.Device(), ir.Float64, []int{rows * parts}) // room for any stage's accumulators
 	geoBytes := geo.Bytes()
-	title := s.title
 	a := g.GetArgs()
 	defer g.PutArgs(a)
 	for _, stage := range k.StagedPasses() {
@@ -639,14 +631,14 @@ func (s *rowStep) stagedGPU(g *array.GPU, k *inductor.RowKernel, args []*array.A
 		}
 		a.Ptr(res.DevicePtr()).Ptr(partial.DevicePtr()).Ptr(prev.DevicePtr()).Bytes(geoBytes, 8)
 		if err := g.Stream().Launch(fn, cuda.Dim3{X: uint32(rows), Y: uint32(parts), Z: 1}, cuda.Dim3{X: uint32(pk.Threads), Y: 1, Z: 1}, 0, a); err != nil {
-			panic(fmt.Sprintf("gocompile: %s: launch: %v", title, err))
+			panic(fmt.Sprintf("gocompile: %s: launch: %v", s.title, err))
 		}
 		if stage == len(k.Stages) {
 			continue // the root's pass has no final
 		}
 		final := g.KernelIn(s.cache, pk.Name()+"_final", pk.Source)
 		a.Reset().I64(int64(rows)).I64(int64(parts)).I64(int64(R)).Ptr(partial.DevicePtr()).Ptr(prev.DevicePtr()).Ptr(res.DevicePtr())
-		g.Launch(title, final, rows, pk.Threads, a)
+		g.Launch(s.title, final, rows, pk.Threads, a)
 	}
 }
 
