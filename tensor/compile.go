@@ -778,14 +778,15 @@ func (c *compiled) compileEntry(ge *guard.Entry, fa *flatArgs, args []reflect.Va
 			panic(&errGradEager{why: "more than one result requires gradients without Backward in the function"})
 		}
 	}
-	g.Outputs = resultNodes(tr, results)
+	rts := resultTensors(results)
+	g.Outputs = resultNodes(tr, rts)
 	e.nresults = len(g.Outputs)
 	versions, stores := tr.versionNodes()
 	g.Outputs = append(g.Outputs, versions...)
 	e.stores = stores
 	argVersions, _ := tr.argVersions()
 	g.Outputs = append(g.Outputs, argVersions...)
-	e.argWrites, e.resultArgs = tr.entryArgWrites(resultTensors(results))
+	e.argWrites, e.resultArgs = tr.entryArgWrites(rts)
 	for _, w := range e.argWrites {
 		// The writes' layouts are the traced sizes: a written argument's
 		// dims are static.
@@ -878,8 +879,7 @@ func (c *compiled) traceRun(tr *tracer, fa *flatArgs, args []reflect.Value) []re
 }
 
 // resultNodes lists the graph nodes of fn's tensor results.
-func resultNodes(tr *tracer, results []reflect.Value) []*ir.Node {
-	ts := resultTensors(results)
+func resultNodes(tr *tracer, ts []*Tensor) []*ir.Node {
 	nodes := make([]*ir.Node, len(ts))
 	for i, t := range ts {
 		if t == nil {
@@ -941,7 +941,14 @@ func (c *compiled) run(e *entry, fa *flatArgs, args []reflect.Value) []reflect.V
 		for i, w := range e.argWrites {
 			written[i] = fa.tensors[w.index]
 		}
-		// Results read before the writes keep what they read.
+		// Results read before the writes keep what they read; results
+		// that are written arguments themselves become the caller's
+		// tensors (giveArgs), with nothing to keep.
+		for k, i := range e.resultArgs {
+			if i >= 0 {
+				outs[k] = nil
+			}
+		}
 		detachAliases(outs, slices.Concat(e.stores, arraysOf(written)))
 		writeBack(e.stores, versions[:len(e.stores)])
 		writeArgs(written, versions[len(e.stores):])
@@ -959,7 +966,8 @@ func (c *compiled) run(e *entry, fa *flatArgs, args []reflect.Value) []reflect.V
 // finish runs the last segment of a traced run and puts real tensors in
 // place of the proxies among the results.
 func (c *compiled) finish(tr *tracer, results []reflect.Value) []reflect.Value {
-	nodes := resultNodes(tr, results)
+	rts := resultTensors(results)
+	nodes := resultNodes(tr, rts)
 	nres := len(nodes)
 	targets, grads := tr.gradOutputs()
 	for _, g := range grads {
@@ -968,7 +976,7 @@ func (c *compiled) finish(tr *tracer, results []reflect.Value) []reflect.Value {
 	vals := tr.finishSegment(nodes)
 	applyGrads(targets, vals[nres:], tr.args)
 	vals = vals[:nres]
-	giveArgs(vals, tr.resultArgs(resultTensors(results)), tr.args)
+	giveArgs(vals, tr.resultArgs(rts), tr.args)
 	k := 0
 	next := func() reflect.Value { k++; return reflect.ValueOf(vals[k-1]) }
 	out := make([]reflect.Value, len(results))

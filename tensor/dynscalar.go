@@ -42,7 +42,7 @@ func (c *compiled) compileDynamic(fa *flatArgs, args []reflect.Value) (*entry, s
 			return nil, res, tr
 		}
 		g := tr.g
-		g.Outputs = resultNodes(tr, res)
+		g.Outputs = resultNodes(tr, resultTensors(res))
 		ir.Decompose(g) // the passes that cannot depend on a scalar's value
 		ir.CSE(g)
 		ir.DCE(g)

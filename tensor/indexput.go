@@ -19,6 +19,11 @@ import (
 func (t *Tensor) IndexPut(indices []*Tensor, values *Tensor, accumulate bool) *Tensor {
 	defer rethrow()
 	p := planIndexPut("IndexPut", t, indices, values, accumulate)
+	return p.result(t, indices, values, accumulate)
+}
+
+// result is IndexPut's result for its plan p.
+func (p indexPut) result(t *Tensor, indices []*Tensor, values *Tensor, accumulate bool) *Tensor {
 	flat := t.Reshape(p.flatShape...)
 	var out *Tensor
 	p.write("IndexPut", t, indices, values, func() {
@@ -61,7 +66,7 @@ func (t *Tensor) IndexPutInPlace(indices []*Tensor, values *Tensor, accumulate b
 		p.write("IndexPutInPlace", t, indices, values, func() { t.View(p.flatShape...).IndexCopyInPlace(0, p.at, p.values) })
 		return t
 	}
-	return t.Copy(t.IndexPut(indices, values, accumulate))
+	return t.Copy(p.result(t, indices, values, accumulate))
 }
 
 // indexPut is an IndexPut as an index write along one dim: t's indexed
@@ -75,8 +80,8 @@ type indexPut struct {
 
 // planIndexPut checks op's operands and makes its index write.
 func planIndexPut(op string, t *Tensor, indices []*Tensor, values *Tensor, accumulate bool) indexPut {
-	mustOperands(op, append([]*Tensor{t, values}, indices...)...)
 	operands := append([]*Tensor{t, values}, indices...)
+	mustOperands(op, operands...)
 	shape := t.shape()
 	k := len(indices)
 	if k == 0 || k > len(shape) {
@@ -131,7 +136,7 @@ func planIndexPut(op string, t *Tensor, indices []*Tensor, values *Tensor, accum
 			at, bad = at.Add(term), bad.LogicalOr(out)
 		}
 	}
-	at = Where(bad, scalarOn(float64(n), Int64, t.Device()), at).Expand(b...).Reshape(-1)
+	at = at.MaskedFill(bad, float64(n)).Expand(b...).Reshape(-1)
 	flatShape := append([]int{n}, rest...)
 	vals := values.To(t.dtype()).Expand(target...).Reshape(append([]int{ir.Numel(b)}, rest...)...)
 	return indexPut{flatShape: flatShape, at: at, values: vals}

@@ -141,12 +141,7 @@ func (tr *tracer) readWritten(t *Tensor, loc string) *ir.Node {
 // write records dst.Copy(src) (op: Copy, Fill or Set) as a new version
 // of dst's storage, or of the argument dst views.
 func (tr *tracer) write(op string, dst, src *Tensor) {
-	loc := trace.Loc()
-	if dst.px != nil {
-		tr.writeArg(dst, loc, op, ir.OpAsStridedScatter, ir.StridedLayout(dst.v.Layout()), src)
-		return
-	}
-	tr.recordWrite(dst, loc, op, ir.OpAsStridedScatter, ir.StridedLayout(dst.v.Layout()), src)
+	tr.recordWrite(dst, trace.Loc(), op, ir.OpAsStridedScatter, ir.StridedLayout(dst.v.Layout()), src)
 }
 
 // writeIndex records dst.IndexCopyInPlace(dim, index, src) as a new
@@ -155,16 +150,17 @@ func (tr *tracer) writeIndex(dst *Tensor, dim int, index, src *Tensor) {
 	loc := trace.Loc()
 	a := ir.StridedLayout(dst.v.Layout())
 	a.Dim = dim
-	if dst.px != nil {
-		tr.writeArg(dst, loc, "IndexCopyInPlace", ir.OpAsStridedIndexCopy, a, index, src)
-		return
-	}
 	tr.recordWrite(dst, loc, "IndexCopyInPlace", ir.OpAsStridedIndexCopy, a, index, src)
 }
 
 // recordWrite records op (a write: the storage, then operands) of dst's
-// storage as its new version, claiming the storage on its first write.
+// storage as its new version, claiming the storage on its first write;
+// of the argument dst views, where dst is traced (writeArg).
 func (tr *tracer) recordWrite(dst *Tensor, loc, title string, op *ir.Op, a ir.Attrs, operands ...*Tensor) {
+	if dst.px != nil {
+		tr.writeArg(dst, loc, title, op, a, operands...)
+		return
+	}
 	tr.mut.init()
 	k := dst.v.StorageKey()
 	noArgumentOn(tr.args, []any{k})
