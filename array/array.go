@@ -50,6 +50,11 @@ type storage struct {
 // for a gradient was overwritten.
 func (t *Array) Version() uint64 { return t.st.version.Load() }
 
+// CountWrite counts a write into t's storage made by other means than
+// CopyInto and IndexCopyInto: a compiled program's kernel writing a
+// storage in place.
+func (t *Array) CountWrite() { t.st.version.Add(1) }
+
 // Shape is the array's sizes (not a copy).
 func (t *Array) Shape() []int { return t.shape }
 

@@ -201,6 +201,8 @@ func writeBack(stores []*array.Array, vals []*Tensor) {
 	for i, s := range stores {
 		if v := vals[i].v; !v.SharesStorage(s) || !ir.SameShape(v.Shape(), s.Shape()) || v.Layout().Offset != 0 {
 			array.CopyInto(s, v)
+		} else {
+			s.CountWrite() // written in place by the program
 		}
 	}
 }

@@ -2,6 +2,7 @@ package tensor
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 
@@ -588,5 +589,41 @@ func graphCaller(t *testing.T, g *ir.Graph) func(op *ir.Op, attrs ir.Attrs, args
 			t.Fatal(err)
 		}
 		return n
+	}
+}
+
+// A captured tensor the compiled function writes in place counts as
+// written for autograd, as eagerly: a gradient that saved it before the
+// call refuses to run after it, on every backend and mode.
+func TestCompileWriteInPlaceBumpsVersion(t *testing.T) {
+	modes := []struct {
+		name string
+		opts []Option
+	}{
+		{"default", nil},
+		{"reduce-overhead", []Option{WithMode(ReduceOverhead)}},
+		{"eager backend", []Option{WithBackend("eager")}},
+	}
+	for _, m := range modes {
+		for _, how := range []string{"IndexCopyInPlace", "Copy"} {
+			cache := Ones(Float32, 4, 2)
+			step := Compile(func(k, pos *Tensor) *Tensor {
+				if how == "Copy" {
+					cache.Narrow(0, 1, 1).Copy(k)
+				} else {
+					cache.IndexCopyInPlace(0, pos, k)
+				}
+				return k.Sum()
+			}, m.opts...)
+			for call := range 3 {
+				w := Ones(Float32, 4, 2).SetRequiresGrad(true)
+				y := cache.Mul(w).Sum() // saves cache for w's gradient
+				step(Full(float64(call), Float32, 1, 2), FromSlice([]int64{int64(call)}))
+				err := Try(func() { y.Backward() })
+				if err == nil || !strings.Contains(err.Error(), "written in place after it was used") {
+					t.Errorf("%s, %s, call %d: Backward after the write: %v, want the eager error", m.name, how, call, err)
+				}
+			}
+		}
 	}
 }
