@@ -36,6 +36,10 @@ type GemmKernel struct {
 	// float32 and run only in the warp kernel (see Takes), which streams
 	// B, the weight, with 16-byte loads of eight elements.
 	In ir.DType
+	// Prologue, when set, is the row region that computes A from its
+	// inputs (gemm_prologue.go), run by the warp kernel's blocks into
+	// PrologueBytes of dynamic shared memory; A's parameter is unused.
+	Prologue *RowKernel
 }
 
 // in is k's operand type.
@@ -344,6 +348,7 @@ func (k *GemmKernel) Name() string {
 	if in := k.in(); in != ir.Float32 {
 		b.WriteString("_" + in.String())
 	}
+	b.WriteString(k.prologueName())
 	b.WriteString("_to_" + k.Out.String() + "_" + k.Config.String())
 	return b.String()
 }
@@ -410,6 +415,16 @@ func (k *GemmKernel) body() (string, error) {
 			loads = append(loads, loadC(fmt.Sprintf("x%d[(long long)m * x%dm + (long long)n * x%dn]", i, i, i), o.DType, o.Kind))
 		}
 	}
+	if k.Prologue != nil {
+		if c.Tensor || c.Split != 0 {
+			return "", fmt.Errorf("gemm: a prologue runs in the warp kernel, not launch shape %v", c)
+		}
+		if k.Prologue.Out != k.in() || k.Prologue.Expr == nil {
+			return "", fmt.Errorf("gemm: a prologue must compute A per element, as %v (it gives %v)", k.in(), k.Prologue.Out)
+		}
+		params = append(params, k.prologueParams()...)
+		b.WriteString(k.prologueHelpers())
+	}
 	value := "acc[i][j]"
 	if k.Epilogue != nil {
 		value = "epilogue(" + strings.Join(loads, ", ") + ")"
@@ -439,7 +454,9 @@ func (k *GemmKernel) body() (string, error) {
 		return b.String(), nil
 	}
 
-	k.warpBody(&b, params, storeC(value, outKind, k.Out))
+	if err := k.warpBody(&b, params, storeC(value, outKind, k.Out)); err != nil {
+		return "", err
+	}
 	return b.String(), nil
 }
 
@@ -457,9 +474,23 @@ func (k *GemmKernel) body() (string, error) {
 // A. A and the epilogue's operands are read after the wait with plain
 // loads, never through the non-coherent path: under a dependent launch the
 // kernel ahead writes them while this one starts.
-func (k *GemmKernel) warpBody(b *strings.Builder, params []string, store string) {
+//
+// With a prologue the block fills its rows of A after the wait (every
+// warp takes part, so none returns early: warps past N compute the last
+// columns again and store nothing), and only the vector path runs: A's
+// rows in shared memory are whole vectors.
+func (k *GemmKernel) warpBody(b *strings.Builder, params []string, store string) error {
 	c, in := k.Config, k.in()
 	ve, groups := 16/in.Size(), k.warpGroup()
+	early, prologue, scalar := "if (n0 >= N) return;", "", "gc_grid_wait();"
+	if k.Prologue != nil {
+		code, err := k.prologueC()
+		if err != nil {
+			return err
+		}
+		early, prologue = "// Every warp fills A (no early return).", code
+		scalar = "gc_grid_wait(); // never run: a prologue is launched with vec only"
+	}
 	b.WriteString(weightLoadC)
 	fmt.Fprintf(b, `
 // gc_xraw loads the 16-byte vector of A at p with a plain load, cached in
@@ -479,7 +510,7 @@ extern "C" __global__ void __launch_bounds__(%[1]d) %[2]s(
   const int n0 = (blockIdx.x * %[7]d + (threadIdx.x >> 5)) * NT;
   const int m0 = blockIdx.y * MT;
   gc_launch_dependents();
-  if (n0 >= N) return;
+  %[15]s
   // Rows and columns past the end read the last one: their sums are
   // dropped at the store, and the loop stays free of branches.
   const %[10]s* a[MT];
@@ -510,7 +541,7 @@ extern "C" __global__ void __launch_bounds__(%[1]d) %[2]s(
     }
     // Everything above reads only B, which no kernel of the program writes.
     gc_grid_wait();
-    for (int k0 = lane * VE; k0 < K; k0 += step * G) {
+%[16]s    for (int k0 = lane * VE; k0 < K; k0 += step * G) {
       uint4 xv[G][MT];
       #pragma unroll
       for (int e = 0; e < G; e++)
@@ -544,7 +575,7 @@ extern "C" __global__ void __launch_bounds__(%[1]d) %[2]s(
       }
     }
   } else {
-    gc_grid_wait();
+    %[17]s
     for (int k = lane; k < K; k += 32) {
       float w[NT];
       #pragma unroll
@@ -577,7 +608,8 @@ extern "C" __global__ void __launch_bounds__(%[1]d) %[2]s(
 }
 `, c.Threads(), k.Name(), storageC(k.Out), unrestrictedParams(params), c.MT, c.NT, c.Warps,
 		store, vcvtC(in), storageC(in), ve, groups,
-		loadC("__ldg(b[j] + k)", in, ir.F32), loadC("a[i][k]", in, ir.F32))
+		loadC("__ldg(b[j] + k)", in, ir.F32), loadC("a[i][k]", in, ir.F32), early, prologue, scalar)
+	return nil
 }
 
 // warpGroup is how many vectors of each of its columns a lane of the warp

@@ -55,6 +55,28 @@ func gemmSources(t *testing.T) []source {
 			}
 		}
 	}
+	// Prologues (a norm computing A) in the warp kernel, for every
+	// operand type and row tile.
+	for _, in := range []ir.DType{ir.Float32, ir.BFloat16, ir.Float16} {
+		regions := rowRegions(t, in)
+		for _, name := range []string{"rms_norm", "layer_norm", "softmax"} {
+			for _, c := range []GemmConfig{{Warps: 4, NT: 1, MT: 1}, {Warps: 2, NT: 4, MT: 8}} {
+				for _, k := range gemmEpilogues()[:2] {
+					k.Config, k.In, k.Out = c, in, in
+					k.Prologue = NewRowKernel(regions[name])
+					if seen[k.Name()] {
+						continue
+					}
+					seen[k.Name()] = true
+					body, err := k.body()
+					if err != nil {
+						t.Fatalf("%s: %v", k.Name(), err)
+					}
+					ks = append(ks, source{k.Name(), body, k.Source})
+				}
+			}
+		}
+	}
 	return ks
 }
 

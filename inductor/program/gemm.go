@@ -2,6 +2,7 @@ package program
 
 import (
 	"fmt"
+	"os"
 	"slices"
 	"sync"
 
@@ -9,6 +10,7 @@ import (
 	"gocompile/cuda"
 	"gocompile/fuse"
 	"gocompile/inductor"
+	"gocompile/internal/stats"
 	"gocompile/ir"
 )
 
@@ -86,6 +88,46 @@ func (p *inductorProgram) findEpilogues() {
 	}
 }
 
+// gemmPrologue is a row region whose only use is the product right
+// after it, as its first operand (a norm ahead of a Linear layer): on a
+// GPU the product's kernel may compute it itself (inductor.GemmKernel's
+// Prologue), and the row step then runs only where it cannot.
+type gemmPrologue struct {
+	step   int                 // the row region's step, the one before the product's
+	kernel *inductor.RowKernel // the region, its inputs' access set per call
+}
+
+// productPrologues is false with GOCOMPILE_GEMM_PROLOGUE=off: row steps
+// run as kernels of their own, to measure what folding them gains.
+var productPrologues = os.Getenv("GOCOMPILE_GEMM_PROLOGUE") != "off"
+
+// findPrologues pairs each matrix-product step with the row step right
+// before it that computes its first operand and nothing else: a row over
+// the last dim with a value per element, read by the product alone.
+func (p *inductorProgram) findPrologues() {
+	if !productPrologues {
+		return
+	}
+	uses, outputs := p.g.Users(), p.g.IsOutput()
+	for i := 1; i < len(p.steps); i++ {
+		s, t := &p.steps[i], &p.steps[i-1]
+		mm := s.r.Root
+		if s.group != nil || s.row != nil || mm.Op != ir.OpMatMul || !gemmType(mm.DType) || t.row == nil {
+			continue
+		}
+		r := t.r
+		if r.Row.Dims != nil || r.Expr == nil || len(r.Members()) != 1 || outputs[r.Root] || mm.Args[0] != ir.Value(r.Root) {
+			continue
+		}
+		if u := uses[r.Root]; len(u) != 1 || u[0] != mm {
+			continue
+		}
+		k := t.row.kernel // a copy: the row step sets its own per call
+		s.prologue = &gemmPrologue{step: i - 1, kernel: &k}
+		t.deferred = true
+	}
+}
+
 // findDependentProducts marks the product steps that may launch as
 // dependents of the kernel ahead (inductorStep.dependent): a generated
 // kernel or product runs before them, and their second operand is an
@@ -104,7 +146,8 @@ func (p *inductorProgram) findDependentProducts() {
 			}
 			s.dependent = w != nil && (w.Kind == ir.InputNode || w.Kind == ir.ConstNode)
 		}
-		kernelBefore = kernelBefore || s.group != nil || s.row != nil || root.Op == ir.OpMatMul
+		// A row step a product may compute itself is no kernel before.
+		kernelBefore = kernelBefore || s.group != nil || s.row != nil && !s.deferred || root.Op == ir.OpMatMul
 	}
 }
 
@@ -124,6 +167,20 @@ func (p *inductorProgram) readsNode(r *fuse.Region, n *ir.Node) bool {
 // that applies (gpuLtGemm), else with the eager kernel (cuBLAS).
 func (p *inductorProgram) runMatMul(s *inductorStep, vals []*array.Array, a *array.Arena, q *array.LaunchQueue) {
 	n := s.r.Root
+	if pro := s.prologue; pro != nil && vals[p.steps[pro.step].roots[0]] == nil {
+		if p.runWithPrologue(s, vals, q) {
+			return
+		}
+		// The product's kernel cannot compute its operand: the row step
+		// runs now, into a tensor of its own (its planned buffer may hold
+		// values computed since).
+		t := &p.steps[pro.step]
+		args := make([]*array.Array, len(t.args))
+		for j, ai := range t.args {
+			args[j] = vals[ai]
+		}
+		vals[t.roots[0]] = t.row.run(args, nil, q)
+	}
 	args := array.NodeArgs(n, vals, p.index)
 	x, y := args[0].(*array.Array), args[1].(*array.Array)
 	if x.Device() != array.CPU {
@@ -141,7 +198,7 @@ func (p *inductorProgram) runMatMul(s *inductorStep, vals []*array.Array, a *arr
 			// still live here (the product's inputs among them), so it
 			// gets a tensor of its own.
 			dst := func(shape []int) *array.Array { return array.New(x.Device(), t.r.Root.DType, shape) }
-			if r := gpuGemm(p.cfg, s.tuned, s.dependent, q, x, y, t, e.product, ins, dst); r != nil {
+			if r := gpuGemm(p.cfg, s.tuned, s.dependent, q, x, y, nil, t, e.product, ins, dst); r != nil {
 				vals[t.roots[0]] = r
 				return
 			}
@@ -150,7 +207,7 @@ func (p *inductorProgram) runMatMul(s *inductorStep, vals []*array.Array, a *arr
 				return
 			}
 		}
-		if r := gpuGemm(p.cfg, s.tuned, s.dependent, q, x, y, nil, 0, nil, nil); r != nil {
+		if r := gpuGemm(p.cfg, s.tuned, s.dependent, q, x, y, nil, nil, 0, nil, nil); r != nil {
 			vals[s.roots[0]] = r
 			return
 		}
@@ -163,6 +220,76 @@ func (p *inductorProgram) runMatMul(s *inductorStep, vals []*array.Array, a *arr
 	vals[s.roots[0]] = array.RunNode(n, n.Attrs, args)
 }
 
+// runWithPrologue runs product step s with its kernel computing its
+// first operand from the prologue's inputs (and applying its epilogue,
+// if any), and reports whether it could: on a GPU, the warp kernel with
+// whole vectors, inputs read along the row contiguously or once a row.
+func (p *inductorProgram) runWithPrologue(s *inductorStep, vals []*array.Array, q *array.LaunchQueue) bool {
+	pro := s.prologue
+	t := &p.steps[pro.step]
+	ins := make([]*array.Array, len(t.args))
+	for j, ai := range t.args {
+		ins[j] = vals[ai]
+	}
+	if len(ins) == 0 || ins[0].Device() == array.CPU {
+		return false
+	}
+	full, _ := broadcastArgs(t.r.Root.Op, ins)
+	if len(full) == 0 {
+		return false
+	}
+	rows := ir.Numel(full[:len(full)-1])
+	outer, inner := rowLayout(ins, full)
+	a := &aPrologue{shape: full, ins: ins, kernel: *pro.kernel}
+	for j := range ins {
+		switch inner[j] {
+		case 1:
+			a.kernel.Inputs[j].Access = inductor.RowContig
+		case 0:
+			a.kernel.Inputs[j].Access = inductor.RowUniform
+		default:
+			return false
+		}
+		st, ok := ir.ViewStrides(full[:len(full)-1], outer[j], []int{rows})
+		if !ok {
+			return false
+		}
+		a.rowStrides = append(a.rowStrides, int64(st[0]))
+	}
+	y := vals[p.index[s.r.Root.Args[1].(*ir.Node)]]
+	if e := s.epilogue; e != nil {
+		u := &p.steps[e.step]
+		eins := make([]*array.Array, len(u.args))
+		for j, ai := range u.args {
+			if j != e.product {
+				eins[j] = vals[ai]
+			}
+		}
+		eins = viewInputs(u.group.inputs, eins)
+		dst := func(shape []int) *array.Array { return array.New(ins[0].Device(), u.r.Root.DType, shape) }
+		if r := gpuGemm(p.cfg, s.tuned, s.dependent, q, nil, y, a, u, e.product, eins, dst); r != nil {
+			vals[u.roots[0]] = r
+			return true
+		}
+		return false
+	}
+	if r := gpuGemm(p.cfg, s.tuned, s.dependent, q, nil, y, a, nil, 0, nil, nil); r != nil {
+		vals[s.roots[0]] = r
+		return true
+	}
+	return false
+}
+
+// aPrologue is the first operand of a product computed by its kernel: a
+// row region of the given full shape over inputs ins, each read through
+// its row stride.
+type aPrologue struct {
+	shape      []int
+	ins        []*array.Array
+	rowStrides []int64
+	kernel     inductor.RowKernel
+}
+
 // gpuGemm computes x·y (followed by epilogue step t, whose operand product
 // is the product, the others ins) with a GemmKernel into a tensor of
 // dst's (or a new one), or returns nil when the kernel does not apply:
@@ -171,12 +298,28 @@ func (p *inductorProgram) runMatMul(s *inductorStep, vals []*array.Array, a *arr
 // types), y not read with unit stride along k, or epilogue operands not
 // indexable as [row, column]. With dependent, a kernel that loads weights
 // ahead of its wait (GemmKernel.PrefetchLoads) launches as a dependent of
-// the kernel ahead (findDependentProducts says when that is safe).
-func gpuGemm(bc Config, tunedAt *sync.Map, dependent bool, q *array.LaunchQueue, x, y *array.Array, t *inductorStep, product int, ins []*array.Array, dst func(shape []int) *array.Array) *array.Array {
-	in := x.DType()
+// the kernel ahead (findDependentProducts says when that is safe). With
+// pro, x is nil: the kernel computes it (runWithPrologue), or gpuGemm
+// returns nil having launched nothing.
+func gpuGemm(bc Config, tunedAt *sync.Map, dependent bool, q *array.LaunchQueue, x, y *array.Array, pro *aPrologue, t *inductorStep, product int, ins []*array.Array, dst func(shape []int) *array.Array) *array.Array {
+	// A's type, shape, strides, device and address, and the arrays an
+	// error names.
+	var (
+		in               ir.DType
+		xShape, xStrides []int
+		xDev             ir.Device
+		xPtr             cuda.DevicePtr
+		named            = []*array.Array{x, y}
+	)
+	if pro != nil {
+		in, xShape, xStrides, xDev = pro.kernel.Out, pro.shape, ir.ContiguousStrides(pro.shape), pro.ins[0].Device()
+		named = append(slices.Clone(pro.ins), y)
+	} else {
+		in, xShape, xStrides, xDev, xPtr = x.DType(), x.Shape(), x.Strides(), x.Device(), x.DevicePtr()
+	}
 	maxM := inductor.GemmMaxM
 	switch {
-	case in != y.DType() || len(y.Shape()) != 2 || len(x.Shape()) == 0 || x.Device() != y.Device():
+	case in != y.DType() || len(y.Shape()) != 2 || len(xShape) == 0 || xDev != y.Device():
 		return nil
 	case in == ir.BFloat16 || in == ir.Float16:
 		maxM = inductor.Gemm16MaxM
@@ -184,14 +327,14 @@ func gpuGemm(bc Config, tunedAt *sync.Map, dependent bool, q *array.LaunchQueue,
 		return nil
 	}
 	k, n := y.Shape()[0], y.Shape()[1]
-	if x.Shape()[len(x.Shape())-1] != k {
+	if xShape[len(xShape)-1] != k {
 		return nil
 	}
-	m := ir.Numel(x.Shape()[:len(x.Shape())-1])
+	m := ir.Numel(xShape[:len(xShape)-1])
 	if m < 1 || m > maxM || k < 1 || n < 1 {
 		return nil
 	}
-	xst, ok := ir.ViewStrides(x.Shape(), x.Strides(), []int{m, k})
+	xst, ok := ir.ViewStrides(xShape, xStrides, []int{m, k})
 	if !ok || (xst[1] != 1 && k > 1) {
 		return nil
 	}
@@ -205,7 +348,7 @@ func gpuGemm(bc Config, tunedAt *sync.Map, dependent bool, q *array.LaunchQueue,
 	if n == 1 {
 		ldb = int64(k)
 	}
-	shape := append(append([]int(nil), x.Shape()[:len(x.Shape())-1]...), n)
+	shape := append(append([]int(nil), xShape[:len(xShape)-1]...), n)
 	kern := inductor.GemmKernel{Out: in, In: in}
 	var ops [][2]int64 // each epilogue operand's row and column stride
 	if t != nil {
@@ -218,7 +361,7 @@ func gpuGemm(bc Config, tunedAt *sync.Map, dependent bool, q *array.LaunchQueue,
 				ops = append(ops, [2]int64{})
 				continue
 			}
-			if in.Device() != x.Device() {
+			if in.Device() != xDev {
 				return nil
 			}
 			if b, err := ir.Broadcast("", shape, in.Shape()); err != nil || !slices.Equal(b, shape) {
@@ -232,15 +375,13 @@ func gpuGemm(bc Config, tunedAt *sync.Map, dependent bool, q *array.LaunchQueue,
 			ops = append(ops, [2]int64{int64(st[0]), int64(st[1])})
 		}
 	}
-	g := array.MustGPU("MatMul", x.Device())
-	var out *array.Array
-	if dst != nil {
-		out = dst(shape)
-	} else {
-		out = array.New(x.Device(), kern.Out, shape)
-	}
+	g := array.MustGPU("MatMul", xDev)
 	ve := 16 / in.Size() // elements a 16-byte load reads
-	vec := k%ve == 0 && lda%int64(ve) == 0 && ldb%int64(ve) == 0 && x.DevicePtr()%16 == 0 && y.DevicePtr()%16 == 0
+	vec := k%ve == 0 && lda%int64(ve) == 0 && ldb%int64(ve) == 0 && xPtr%16 == 0 && y.DevicePtr()%16 == 0
+	if pro != nil {
+		kern.Prologue = &pro.kernel
+	}
+	var out *array.Array
 	// launch launches the kernel with launch shape cfg, or queues the
 	// launch on q.
 	launch := func(cfg inductor.GemmConfig, q *array.LaunchQueue, dependent bool) error {
@@ -248,7 +389,7 @@ func gpuGemm(bc Config, tunedAt *sync.Map, dependent bool, q *array.LaunchQueue,
 		kern.Config = cfg
 		args := q.Args(g)
 		defer q.Release(g, args)
-		args.Ptr(x.DevicePtr()).I64(lda).Ptr(y.DevicePtr()).I64(ldb).I32(int32(m)).I32(int32(n)).I32(int32(k))
+		args.Ptr(xPtr).I64(lda).Ptr(y.DevicePtr()).I64(ldb).I32(int32(m)).I32(int32(n)).I32(int32(k))
 		if vec {
 			args.I32(1)
 		} else {
@@ -262,11 +403,16 @@ func gpuGemm(bc Config, tunedAt *sync.Map, dependent bool, q *array.LaunchQueue,
 			}
 			args.Ptr(ws).Ptr(ctr)
 		}
-		uses := []*array.Array{x, y, out}
+		uses := append([]*array.Array{y, out}, named[:len(named)-1]...)
 		for j, in := range ins {
 			if j != product {
 				args.Ptr(in.DevicePtr()).I64(ops[j][0]).I64(ops[j][1])
 				uses = append(uses, in)
+			}
+		}
+		if pro != nil {
+			for j, in := range pro.ins {
+				args.Ptr(in.DevicePtr()).I64(pro.rowStrides[j])
 			}
 		}
 		gx, gy, gz := cfg.Grid(m, n)
@@ -278,9 +424,9 @@ func gpuGemm(bc Config, tunedAt *sync.Map, dependent bool, q *array.LaunchQueue,
 			// all); a concurrent test saw wrong products when plain
 			// launches from several goroutines went as dependents, which
 			// LaunchMaybeDependent allows only in a capture.
-			err = g.LaunchMaybeDependent(fn, grid, block, 0, args, dependent && kern.PrefetchLoads() > 0)
+			err = g.LaunchMaybeDependent(fn, grid, block, kern.PrologueBytes(k), args, dependent && kern.PrefetchLoads() > 0)
 			if q != nil {
-				array.Check(err, "MatMul", x, y)
+				array.Check(err, "MatMul", named...)
 			}
 		}, uses...)
 		return err
@@ -309,9 +455,19 @@ func gpuGemm(bc Config, tunedAt *sync.Map, dependent bool, q *array.LaunchQueue,
 		in              ir.DType
 	}
 	sk := shapeKey{g.Dev().Ordinal, m, n, k, vec, in}
-	if v, ok := tunedAt.Load(sk); ok {
+	v, tuned := tunedAt.Load(sk)
+	if tuned {
 		cfg = v.(inductor.GemmConfig)
-	} else if bc.Autotune && !g.Stream().CapturingHere() {
+	}
+	if pro != nil && !inductor.PrologueFits(&pro.kernel, cfg, in, k, vec) {
+		return nil // before anything is allocated or launched
+	}
+	if dst != nil {
+		out = dst(shape)
+	} else {
+		out = array.New(xDev, kern.Out, shape)
+	}
+	if !tuned && pro == nil && bc.Autotune && !g.Stream().CapturingHere() {
 		q.Drain() // the search launches now
 		cands := slices.DeleteFunc(inductor.GemmCandidates(m, arch), func(c inductor.GemmConfig) bool { return !c.Fits(k, vec) || !c.Takes(in) })
 		names := make([]string, len(cands))
@@ -326,6 +482,9 @@ func gpuGemm(bc Config, tunedAt *sync.Map, dependent bool, q *array.LaunchQueue,
 		cfg = cands[best]
 		tunedAt.Store(sk, cfg)
 	}
-	array.Check(launch(cfg, q, dependent), "MatMul", x, y)
+	array.Check(launch(cfg, q, dependent), "MatMul", named...)
+	if pro != nil {
+		stats.ProductPrologues.Add(1)
+	}
 	return out
 }

@@ -81,6 +81,11 @@ type inductorStep struct {
 	// epilogue is the fused region a matrix product's kernel may apply
 	// before its store (gemm.go).
 	epilogue *gemmEpilogue
+	// prologue is the row step before a matrix product whose kernel may
+	// compute the product's first operand (gemm.go); deferred marks that
+	// row step, which then runs only where the kernel cannot.
+	prologue *gemmPrologue
+	deferred bool
 	tuned    *sync.Map // a product's step: the GEMM launch shape MaxAutotune chose, per shape
 	// stores gives, per member, the node index of the storage the member's
 	// value overwrites whole (an in-place write of it, its only use), or
@@ -142,6 +147,7 @@ func newInductorProgramWith(g *ir.Graph, cfg Config) (*inductorProgram, error) {
 		p.steps = append(p.steps, s)
 	}
 	p.findEpilogues()
+	p.findPrologues()
 	p.findDependentProducts()
 	p.findDirectStores()
 	p.findCatStores(regions)
@@ -159,9 +165,21 @@ func (p *inductorProgram) fusionPlan() (plan string, fused int) {
 	var b strings.Builder
 	tw := tabwriter.NewWriter(&b, 0, 8, 2, ' ', 0)
 	for _, s := range p.steps {
-		if s.group != nil || s.row != nil {
+		switch {
+		case s.group != nil || s.row != nil:
 			fmt.Fprintf(tw, "%s\t%s\n", s.r, s.r.Describe())
 			fused++
+		case s.prologue != nil || s.epilogue != nil:
+			// A product that may compute its operand or apply the region
+			// after it on a GPU.
+			var with []string
+			if s.prologue != nil {
+				with = append(with, "prologue "+p.steps[s.prologue.step].r.Root.Name())
+			}
+			if s.epilogue != nil {
+				with = append(with, "epilogue "+p.steps[s.epilogue.step].r.Root.Name())
+			}
+			fmt.Fprintf(tw, "%s\t%s\n", s.r, strings.Join(with, ", "))
 		}
 	}
 	tw.Flush()
@@ -244,6 +262,9 @@ func (p *inductorProgram) runWith(inputs []*array.Array, a *array.Arena, q *arra
 		args := make([]*array.Array, len(s.args))
 		for j, a := range s.args {
 			args[j] = vals[a]
+		}
+		if s.deferred && len(args) > 0 && args[0].Device() != array.CPU {
+			continue // the product after it computes it, or runs it (runMatMul)
 		}
 		// dst gives member m's planned buffer, or nil.
 		dst := func(m int, dev ir.Device, dt ir.DType, shape []int) *array.Array {
@@ -424,6 +445,9 @@ type Step struct {
 	// Dependent is set on a matrix product that may launch as a dependent
 	// of the kernel ahead (programmatic dependent launch, sm_90).
 	Dependent bool
+	// Prologue is set on a matrix product whose kernel may compute its
+	// first operand, the row region of the step before (a norm), on a GPU.
+	Prologue bool
 }
 
 // Steps describes p, a program Compile returned: its steps, and how many
@@ -434,7 +458,7 @@ func Steps(p array.Program) (steps []Step, bufferSlots int) {
 		return nil, 0
 	}
 	for _, s := range ip.steps {
-		st := Step{Region: s.r, Epilogue: s.epilogue != nil, Dependent: s.dependent}
+		st := Step{Region: s.r, Epilogue: s.epilogue != nil, Dependent: s.dependent, Prologue: s.prologue != nil}
 		switch {
 		case s.group != nil:
 			st.Kind = GroupStep

@@ -30,6 +30,9 @@ var (
 	// CatParts counts values fused kernels wrote into their slices of a
 	// Cat's result, which then copied nothing for them.
 	CatParts atomic.Int64
+	// ProductPrologues counts matrix-product kernels that computed their
+	// first operand from a row region (a norm) themselves.
+	ProductPrologues atomic.Int64
 	// ComboLaunches counts combo kernels launched (fused regions of
 	// different shapes run as one launch).
 	ComboLaunches atomic.Int64
