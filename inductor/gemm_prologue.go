@@ -36,7 +36,19 @@ func PrologueFits(p *RowKernel, c GemmConfig, in ir.DType, k int, vec bool) bool
 			return false
 		}
 	}
-	return c.MT*k*in.Size() <= 48<<10
+	return k%PrologueVector(p) == 0 && c.MT*k*in.Size() <= 48<<10
+}
+
+// PrologueVector is how many elements of a row the prologue p reads at a
+// time from each input read along the row: one 16-byte vector of the
+// widest. Those inputs' rows must start at multiples of it (in elements,
+// and of its bytes in memory).
+func PrologueVector(p *RowKernel) int {
+	pv := 8
+	for _, in := range p.Inputs {
+		pv = min(pv, 16/in.DType.Size())
+	}
+	return max(pv, 1)
 }
 
 // PrologueBytes is the dynamic shared memory a kernel with a prologue
@@ -77,26 +89,38 @@ func (k *GemmKernel) prologueParams() []string {
 // prologueC is the code, run by every thread of the block after
 // griddepcontrol.wait, that fills As (shared memory, MT rows of K
 // elements) with the block's rows of A and points a[i] at them. The
-// inputs are read with plain loads: the kernel ahead may have written
-// them.
+// inputs are read with plain loads (the kernel ahead may have written
+// them), in vectors of PrologueVector elements.
 func (k *GemmKernel) prologueC() (string, error) {
 	p := k.Prologue
 	kinds := p.leafKinds()
 	nIn := len(p.Inputs)
 	var b strings.Builder
-	// load declares the elements of the inputs e reads at column col.
-	load := func(indent string, e *ir.Expr, col string) string {
+	pv := PrologueVector(p)
+	// forEach is a loop over the thread's columns, PV at a time: the
+	// vectors of the inputs e reads (every load of an unrolled group of
+	// iterations in flight at once), then body per element, with x<i>
+	// input i's element.
+	forEach := func(e *ir.Expr, body string) string {
 		var s strings.Builder
+		fmt.Fprintf(&s, "      #pragma unroll 4\n      for (int k = tid * PV; k < K; k += %d * PV) {\n", k.Config.Threads())
+		for i, in := range p.Inputs {
+			if uses(e, i) && in.Access == RowContig {
+				fmt.Fprintf(&s, "        const VN<%s, PV> v%d = *(const VN<%[1]s, PV>*)(r%d + k);\n", storageC(in.DType), i, i)
+			}
+		}
+		s.WriteString("        #pragma unroll\n        for (int q = 0; q < PV; q++) {\n")
 		for i, in := range p.Inputs {
 			if !uses(e, i) {
 				continue
 			}
-			at := col
+			at := fmt.Sprintf("v%d.v[q]", i)
 			if in.Access == RowUniform {
-				at = "0"
+				at = fmt.Sprintf("r%d[0]", i)
 			}
-			fmt.Fprintf(&s, "%sconst %s x%d = %s;\n", indent, kindC(in.Kind), i, loadC(fmt.Sprintf("r%d[%s]", i, at), in.DType, in.Kind))
+			fmt.Fprintf(&s, "          const %s x%d = %s;\n", kindC(in.Kind), i, loadC(at, in.DType, in.Kind))
 		}
+		s.WriteString(body + "        }\n      }\n")
 		return s.String()
 	}
 	elem := func(i int) string {
@@ -109,7 +133,7 @@ func (k *GemmKernel) prologueC() (string, error) {
 	b.WriteString("#ifndef GC_EXTERN_SHARED\n#define GC_EXTERN_SHARED extern __shared__ __align__(16)\n#endif\n")
 	b.WriteString("    GC_EXTERN_SHARED unsigned char gc_prologue_smem[];\n")
 	fmt.Fprintf(&b, "    %s* As = (%[1]s*)gc_prologue_smem;\n", storageC(k.in()))
-	b.WriteString("    const int tid = threadIdx.x;\n    #pragma unroll 1\n    for (int i = 0; i < MT; i++) {\n")
+	fmt.Fprintf(&b, "    const int tid = threadIdx.x, PV = %d;\n    #pragma unroll 1\n    for (int i = 0; i < MT; i++) {\n", pv)
 	b.WriteString("      const long long m = min(m0 + i, M - 1);\n")
 	for i, in := range p.Inputs {
 		fmt.Fprintf(&b, "      const %s* r%d = p%d + m * p%dm;\n", storageC(in.DType), i, i, i)
@@ -130,7 +154,7 @@ func (k *GemmKernel) prologueC() (string, error) {
 		}
 		A := kindC(st.Compute)
 		fmt.Fprintf(&b, "      // %s: %v over the row of %s\n      %s acc%d = %s;\n", st.Name, st.Reducer, p.exprDoc(st.Expr), A, s, st.Reducer.CIdentity(st.Compute))
-		fmt.Fprintf(&b, "      for (int k = tid; k < K; k += %d) {\n%s        acc%d = combine%[3]d()(acc%[3]d, (%s)(%s));\n      }\n", k.Config.Threads(), load("        ", st.Expr, "k"), s, A, e)
+		b.WriteString(forEach(st.Expr, fmt.Sprintf("          acc%d = combine%[1]d()(acc%[1]d, (%s)(%s));\n", s, A, e)))
 		fmt.Fprintf(&b, "      acc%d = gc_prologue_allreduce(acc%[1]d, combine%[1]d());\n", s)
 		fin := fmt.Sprintf("acc%d", s)
 		if st.Reducer == ir.RMean {
@@ -143,8 +167,8 @@ func (k *GemmKernel) prologueC() (string, error) {
 		return "", err
 	}
 	fmt.Fprintf(&b, "      // the root, per element: %s\n", p.exprDoc(p.Expr))
-	fmt.Fprintf(&b, "      for (int k = tid; k < K; k += %d) {\n%s        As[i * K + k] = %s;\n      }\n    }\n",
-		k.Config.Threads(), load("        ", p.Expr, "k"), storeC(e, outKind, k.in()))
+	b.WriteString(forEach(p.Expr, fmt.Sprintf("          As[i * K + k + q] = %s;\n", storeC(e, outKind, k.in()))))
+	b.WriteString("    }\n")
 	b.WriteString("    __syncthreads();\n    #pragma unroll\n    for (int i = 0; i < MT; i++) a[i] = As + i * K;\n")
 	return b.String(), nil
 }

@@ -25,7 +25,8 @@ var normLinears = []normLinear{
 		return x.RMSNorm([]int{x.Shape()[x.Dim()-1]}, nw, 1e-6).Linear(w, nil)
 	}, true},
 	{"layer norm, linear with bias, residual", func(x, w, nw, nb, res *Tensor) *Tensor {
-		return x.LayerNorm([]int{x.Shape()[x.Dim()-1]}, nw, nb, 1e-5).Linear(w, nb.Narrow(0, 0, w.Shape()[0])).Add(res)
+		k, n := x.Shape()[x.Dim()-1], w.Shape()[0]
+		return x.LayerNorm([]int{k}, nw, nb.Narrow(0, 0, k), 1e-5).Linear(w, nb.Narrow(0, 0, n)).Add(res)
 	}, true},
 	{"softmax, product", func(x, w, nw, nb, res *Tensor) *Tensor {
 		return x.Softmax(-1).MatMul(w.T())

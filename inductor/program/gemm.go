@@ -256,6 +256,14 @@ func (p *inductorProgram) runWithPrologue(s *inductorStep, vals []*array.Array, 
 		}
 		a.rowStrides = append(a.rowStrides, int64(st[0]))
 	}
+	// Rows read along in whole vectors: each starts at one.
+	pv := inductor.PrologueVector(&a.kernel)
+	for j, in := range ins {
+		if a.kernel.Inputs[j].Access == inductor.RowContig &&
+			(in.DevicePtr()%cuda.DevicePtr(pv*in.DType().Size()) != 0 || rows > 1 && a.rowStrides[j]%int64(pv) != 0) {
+			return false
+		}
+	}
 	y := vals[p.index[s.r.Root.Args[1].(*ir.Node)]]
 	if e := s.epilogue; e != nil {
 		u := &p.steps[e.step]
