@@ -128,7 +128,10 @@ func TestGPUProductPrologue(t *testing.T) {
 	}
 
 	// A decoder's residual stream, replayed from a CUDA graph with the
-	// products launched as dependents: every call matches eager.
+	// products launched as dependents: every call is as close to the
+	// block computed in float64 as eager is (16-bit eager rounds every
+	// op's result, compiled only the stored ones: after three layers the
+	// two differ by a few of bfloat16's steps either way).
 	for _, dt := range []DType{BFloat16, Float32} {
 		const d, ffn = 256, 512
 		w1, w2 := Randn(6, Float32, ffn, d).MulScalar(0.06).To(dt).To(dev), Randn(7, Float32, d, ffn).MulScalar(0.04).To(dt).To(dev)
@@ -143,11 +146,30 @@ func TestGPUProductPrologue(t *testing.T) {
 			return x
 		}
 		replayed := Compile(block, WithMode(ReduceOverhead))
+		f64 := func(t *Tensor) *Tensor { return t.To(CPU).To(Float64) }
+		block64 := func(x *Tensor) *Tensor {
+			w1, w2, w3, n1, n2 := f64(w1), f64(w2), f64(w3), f64(n1), f64(n2)
+			for range 3 {
+				h := x.RMSNorm([]int{d}, n1, 1e-6).Linear(w1, nil).SiLU()
+				x = x.Add(h.Linear(w2, nil))
+				x = x.Add(x.RMSNorm([]int{d}, n2, 1e-6).Linear(w3, nil))
+			}
+			return x
+		}
 		for call := range 4 {
 			x := Randn(uint64(10+call), Float32, 1, d).To(dt).To(dev)
 			before := stats.ProductPrologues.Load()
-			got, want := replayed(x), block(x)
-			nearValues(t, fmt.Sprintf("%v decoder block, call %d", dt, call), got, want)
+			got, eager, ref := replayed(x).Float64s(), block(x).Float64s(), block64(f64(x)).Float64s()
+			worst := func(v []float64) (e float64) {
+				for i := range ref {
+					e = max(e, math.Abs(v[i]-ref[i])/(math.Abs(ref[i])+1))
+				}
+				return e
+			}
+			floor := map[DType]float64{Float32: 1e-5, BFloat16: 8e-3}[dt]
+			if ge, ee := worst(got), worst(eager); ge > max(2*ee, floor) {
+				t.Errorf("%v decoder block, call %d: compiled is %.3g from float64, eager %.3g", dt, call, ge, ee)
+			}
 			if call == 0 && stats.ProductPrologues.Load() == before {
 				t.Errorf("%v decoder block: no product computed its norm", dt)
 			}
