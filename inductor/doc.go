@@ -56,7 +56,9 @@
 //     cluster's shared memory on sm_90). ChooseGemmConfig and
 //     ChooseGemm16Config (bfloat16 and float16, m16n8k16 MMAs adding in
 //     float32) pick the launch shape; GemmCandidates lists the ones an
-//     autotuner times.
+//     autotuner times. The warp kernel may also compute A itself from a
+//     row region (a norm), its Prologue, into shared memory
+//     (gemm_prologue.go).
 //   - AttentionKernel: attention of few queries against many keys (a
 //     decode step against a KV cache) in one launch, split along the keys
 //     with an online softmax per split (m16n8k16 MMAs for 16-bit operands)

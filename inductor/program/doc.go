@@ -2,8 +2,9 @@
 // graph into fusion regions (package fuse), runs each region as one
 // kernel that package inductor generates (a fused pointwise region or
 // horizontal group, a row region such as softmax or layer norm, a matrix
-// product with its epilogue), and runs the remaining nodes with the eager
-// kernels of package array.
+// product with its epilogue, and with the norm ahead of it as its
+// prologue where its kernel can compute it), and runs the remaining nodes
+// with the eager kernels of package array.
 //
 // On the CPU fused regions run as block programs over all cores; on a GPU
 // as CUDA kernels compiled through NVRTC and kept in the artifact cache,
