@@ -184,20 +184,8 @@ func (p *inductorProgram) runMatMul(s *inductorStep, vals []*array.Array, a *arr
 	args := array.NodeArgs(n, vals, p.index)
 	x, y := args[0].(*array.Array), args[1].(*array.Array)
 	if x.Device() != array.CPU {
-		if e := s.epilogue; e != nil {
-			t := &p.steps[e.step]
-			ins := make([]*array.Array, len(t.args))
-			for j, ai := range t.args {
-				if j != e.product {
-					ins[j] = vals[ai]
-				}
-			}
-			ins = viewInputs(t.group.inputs, ins)
-			// The epilogue's value is computed now, at the product's step,
-			// not at its own: the buffer plan may give its slot to values
-			// still live here (the product's inputs among them), so it
-			// gets a tensor of its own.
-			dst := func(shape []int) *array.Array { return array.New(x.Device(), t.r.Root.DType, shape) }
+		if t, ins, dst := p.epilogueOf(s, vals, x.Device()); t != nil {
+			e := s.epilogue
 			if r := gpuGemm(p.cfg, s.tuned, s.dependent, q, x, y, nil, t, e.product, ins, dst); r != nil {
 				vals[t.roots[0]] = r
 				return
@@ -218,6 +206,27 @@ func (p *inductorProgram) runMatMul(s *inductorStep, vals []*array.Array, a *arr
 	}
 	q.Drain() // the eager kernel launches now
 	vals[s.roots[0]] = array.RunNode(n, n.Attrs, args)
+}
+
+// epilogueOf gives product step s's epilogue step, if it has one, with
+// its inputs (the product's nil) and where its value goes on dev. The
+// value is computed at the product's step, not at its own: the buffer
+// plan may give its slot to values still live here (the product's inputs
+// among them), so it gets a tensor of its own.
+func (p *inductorProgram) epilogueOf(s *inductorStep, vals []*array.Array, dev ir.Device) (*inductorStep, []*array.Array, func([]int) *array.Array) {
+	e := s.epilogue
+	if e == nil {
+		return nil, nil, nil
+	}
+	t := &p.steps[e.step]
+	ins := make([]*array.Array, len(t.args))
+	for j, ai := range t.args {
+		if j != e.product {
+			ins[j] = vals[ai]
+		}
+	}
+	dst := func(shape []int) *array.Array { return array.New(dev, t.r.Root.DType, shape) }
+	return t, viewInputs(t.group.inputs, ins), dst
 }
 
 // runWithPrologue runs product step s with its kernel computing its
@@ -265,17 +274,8 @@ func (p *inductorProgram) runWithPrologue(s *inductorStep, vals []*array.Array, 
 		}
 	}
 	y := vals[p.index[s.r.Root.Args[1].(*ir.Node)]]
-	if e := s.epilogue; e != nil {
-		u := &p.steps[e.step]
-		eins := make([]*array.Array, len(u.args))
-		for j, ai := range u.args {
-			if j != e.product {
-				eins[j] = vals[ai]
-			}
-		}
-		eins = viewInputs(u.group.inputs, eins)
-		dst := func(shape []int) *array.Array { return array.New(ins[0].Device(), u.r.Root.DType, shape) }
-		if r := gpuGemm(p.cfg, s.tuned, s.dependent, q, nil, y, a, u, e.product, eins, dst); r != nil {
+	if u, eins, dst := p.epilogueOf(s, vals, ins[0].Device()); u != nil {
+		if r := gpuGemm(p.cfg, s.tuned, s.dependent, q, nil, y, a, u, s.epilogue.product, eins, dst); r != nil {
 			vals[u.roots[0]] = r
 			return true
 		}
