@@ -185,11 +185,13 @@ func RunBlocks(blks []*ir.Block, args []ir.Value, params []float64, res []*Array
 		flat[j] = sameInts(cstrides[j], dense, cshape)
 	}
 	operands := make([]*Operand, len(args))
+	store := make([]Operand, len(cstrides)-len(res)) // the operands, allocated at once
 	ti := len(res) - 1
 	for i, v := range args {
 		if t, ok := v.(*Array); ok {
 			ti++
-			operands[i] = newOperand(t.st.data, t.dtype, cshape, cstrides[ti], t.offset)
+			store[ti-len(res)] = *newOperand(t.st.data, t.dtype, cshape, cstrides[ti], t.offset)
+			operands[i] = &store[ti-len(res)]
 		}
 	}
 	// user is, per operand, a program that reads it (all read it in the
@@ -218,8 +220,16 @@ func RunBlocks(blks []*ir.Block, args []ir.Value, params []float64, res []*Array
 	parallelFor(n, MinParallel, func(lo, hi int) {
 		frames := make([]*ir.Frame, len(blks))
 		for j, b := range blks {
-			frames[j] = b.NewFrame(min(BlockSize, hi-lo), params) // small ops get small frames
+			frames[j] = b.GetFrame(min(BlockSize, hi-lo), params) // small ops get small frames
 		}
+		defer func() {
+			for j, b := range blks {
+				b.PutFrame(frames[j])
+			}
+		}()
+		// One range covering the whole space runs alone: it reads the
+		// operands themselves, others copies of their scratch state.
+		whole := lo == 0 && hi == n
 		local := make([]*Operand, len(args))
 		bufs := make([]ir.Vec, len(args))
 		var idx []int // a strided result's multi-index
@@ -237,7 +247,10 @@ func RunBlocks(blks []*ir.Block, args []ir.Value, params []float64, res []*Array
 				}
 				continue
 			}
-			local[i], bufs[i] = operands[i].Clone(), frames[user[i]].ArgBuf(i)
+			local[i], bufs[i] = operands[i], frames[user[i]].ArgBuf(i)
+			if !whole {
+				local[i] = operands[i].Clone()
+			}
 		}
 		for s := lo; s < hi; s += BlockSize {
 			m := min(BlockSize, hi-s)

@@ -1,6 +1,9 @@
 package ir
 
-import "fmt"
+import (
+	"fmt"
+	"sync"
+)
 
 // Block is a pointwise expression compiled for evaluation over blocks of
 // values on the CPU: one tight loop per primitive per block, no per-element
@@ -15,8 +18,9 @@ type Block struct {
 	params  []fill // registers holding scalar parameters (value = index)
 	out     int    // register of the result
 	outKind Kind
-	fast    bool   // compiled with FastMath
-	live    []bool // registers the code reads or writes (folding drops some)
+	fast    bool      // compiled with FastMath
+	live    []bool    // registers the code reads or writes (folding drops some)
+	frames  sync.Pool // frames PutFrame returned, for GetFrame
 }
 
 type instr struct {
@@ -297,6 +301,34 @@ func (b *Block) NewFrame(capacity int, params []float64) *Frame {
 		}
 	}
 	return f
+}
+
+// GetFrame is NewFrame, reusing a frame PutFrame returned where one of
+// at least capacity values is free: a call over a small tensor then
+// allocates no registers.
+func (b *Block) GetFrame(capacity int, params []float64) *Frame {
+	if f, ok := b.frames.Get().(*Frame); ok && f.Cap >= capacity {
+		for _, p := range b.params {
+			if b.live[p.reg] {
+				f.regs[p.reg] = f.bufs[p.reg]
+				f.regs[p.reg].Fill(b.kinds[p.reg], params[int(p.value)])
+				f.uni[p.reg], f.filled[p.reg] = true, f.Cap
+			}
+		}
+		return f
+	}
+	return b.NewFrame(capacity, params)
+}
+
+// PutFrame gives f, which its caller no longer uses, to later GetFrames.
+// It drops the operands f read (the caller's memory).
+func (b *Block) PutFrame(f *Frame) {
+	for _, r := range b.argReg {
+		if r >= 0 {
+			f.regs[r] = f.bufs[r]
+		}
+	}
+	b.frames.Put(f)
 }
 
 // NewVec allocates a block of n values of kind k.
