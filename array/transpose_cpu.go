@@ -55,11 +55,46 @@ func crosses(t *Array) bool {
 			continue
 		}
 		if st := t.strides[d]; st != 0 && abs(st)*t.dtype.Size() < cacheLine {
-			return inner > crossingReuse && hasUnitStride(t)
+			if inner > crossingReuse && hasUnitStride(t) {
+				return true
+			}
+			_, e := shortRun(t.shape, t.strides, t.dtype.Size())
+			return e >= 0 && ir.Numel(t.shape[e+1:]) > crossingReuse
 		}
 		inner *= t.shape[d]
 	}
 	return false
+}
+
+// shortRun finds, for a view of shape and strides whose innermost dims
+// are contiguous, how many elements run contiguously in its order (run)
+// and, where that is less than a cache line of elements of size bytes,
+// the dim whose stride is run (e): its next index holds the rest of the
+// line. e is -1 where there is no such dim or the run fills lines. A
+// permutation that keeps the innermost dim but moves the next one
+// outward (a [26, 4, 38, 298, 27] tensor permuted (3, 1, 0, 2, 4)) runs
+// 27 elements and comes back to the line 4·26·38·27 elements later.
+func shortRun(shape, strides []int, size int) (run, e int) {
+	last := len(shape) - 1
+	for last >= 0 && shape[last] == 1 {
+		last--
+	}
+	if last < 0 || strides[last] != 1 {
+		return 0, -1
+	}
+	run = shape[last]
+	for d := last - 1; d >= 0 && (shape[d] == 1 || strides[d] == run); d-- {
+		run *= shape[d]
+	}
+	if run*size >= cacheLine {
+		return run, -1
+	}
+	for d := range shape {
+		if shape[d] > 1 && strides[d] == run {
+			return run, d
+		}
+	}
+	return run, -1
 }
 
 // cacheLine is the CPU's cache line, in bytes; crossingReuse the elements a
@@ -104,6 +139,14 @@ func copyTiled(dst, src *Array) {
 			p = d
 		}
 	}
+	// A run shorter than a line, innermost in both (Coalesce made it one
+	// dim): the tiles copy whole runs, and P is the dim along which src
+	// continues the run.
+	run := 1
+	if r, e := shortRun(shape, ss, src.dtype.Size()); e >= 0 && len(shape) > 1 && ds[len(shape)-1] == 1 && shape[len(shape)-1] == r {
+		last := len(shape) - 1
+		shape, ds, ss, run, p = shape[:last], ds[:last], ss[:last], r, e
+	}
 	if p < 0 {
 		copyInto(dst, src)
 		return
@@ -114,7 +157,7 @@ func copyTiled(dst, src *Array) {
 	for d := len(shape) - 1; d >= 0; d-- {
 		switch {
 		case d == p:
-		case nb < copyTileB:
+		case nb*run < copyTileB:
 			bdims = append(bdims, d)
 			nb *= shape[d]
 		default:
@@ -129,8 +172,8 @@ func copyTiled(dst, src *Array) {
 		outer *= shape[d]
 	}
 	g := tiling{shape: shape, ds: ds, ss: ss, p: p, odims: odims, dOff: dOff, sOff: sOff,
-		tiles: (shape[p] + copyTileP - 1) / copyTileP, offset: src.offset}
-	ParallelRows(outer*g.tiles, max(1, MinParallel/(copyTileP*nb)), func(lo, hi int) {
+		tiles: (shape[p] + copyTileP - 1) / copyTileP, offset: src.offset, run: run}
+	ParallelRows(outer*g.tiles, max(1, MinParallel/(copyTileP*nb*run)), func(lo, hi int) {
 		switch d := dst.st.data.(type) {
 		case []float32:
 			copyTiles(d, src.st.data.([]float32), &g, lo, hi)
@@ -149,7 +192,7 @@ func copyTiled(dst, src *Array) {
 }
 
 // tiling is copyTiled's plan: the coalesced shape with dst's and src's
-// strides, src's contiguous dim p, the other dims (inner to outer) that
+// strides, src's contiguous dim p (in runs, for a short run), the other dims (inner to outer) that
 // units run over, the B offset tables, the tiles along p, and src's
 // offset.
 type tiling struct {
@@ -158,6 +201,7 @@ type tiling struct {
 	odims         []int
 	dOff, sOff    []int
 	tiles, offset int
+	run           int // elements copied at each index: 1, or a short run (then src steps by it along p)
 }
 
 // The tile of copyTiled: copyTileP indices along src's contiguous dim by
@@ -184,6 +228,12 @@ func copyTiles[T any](d, s []T, g *tiling, lo, hi int) {
 		a1 := min(a0+copyTileP, g.shape[g.p])
 		for b := range g.dOff {
 			db, sb := dbase+g.dOff[b], sbase+g.sOff[b]
+			if r := g.run; r > 1 {
+				for a := a0; a < a1; a++ {
+					copy(d[db+a*dp:db+a*dp+r], s[sb+a*r:sb+a*r+r])
+				}
+				continue
+			}
 			for a := a0; a < a1; a++ {
 				d[db+a*dp] = s[sb+a]
 			}

@@ -40,6 +40,28 @@ func TestCopyTiled(t *testing.T) {
 			t.Fatalf("%s: copyTiled differs from Contiguous", name)
 		}
 	}
+	// Permutations that keep a short innermost dim (shorter than a cache
+	// line) and move the dim continuing it outward: copied a run at a time.
+	for ci, c := range []struct {
+		shape, perm []int
+	}{
+		{[]int{6, 4, 5, 30, 27}, []int{3, 1, 0, 2, 4}},
+		{[]int{3, 70, 5}, []int{1, 0, 2}},
+		{[]int{2, 33, 17, 3}, []int{2, 0, 1, 3}},
+		{[]int{40, 9, 1, 7}, []int{1, 2, 0, 3}},
+	} {
+		for _, dt := range []DType{ir.Float32, ir.Float16, ir.Int64, ir.Bool} {
+			src := Apply(ir.OpPermute, ir.Attrs{Dims: c.perm}, Apply(ir.OpCast, ir.Attrs{DType: dt}, randomValues(r, c.shape)))
+			if ci == 3 {
+				src = src.Slice(0, 1, src.shape[0], 2) // and stepped
+			}
+			dst := newArray(dt, src.shape)
+			copyTiled(dst, src)
+			if !slices.Equal(dst.Float64s(), Contiguous(src).Float64s()) {
+				t.Fatalf("%v %v perm %v: copyTiled of short runs differs from Contiguous", dt, c.shape, c.perm)
+			}
+		}
+	}
 	x := newArray(ir.Float32, []int{64, 128, 16})
 	for _, c := range []struct {
 		name string
@@ -51,6 +73,9 @@ func TestCopyTiled(t *testing.T) {
 		{"a transposed matrix of 16 columns", Apply(ir.OpPermute, ir.Attrs{Dims: []int{0, 2, 1}}, x), false},
 		{"a 4-element stride a dim inside", Apply(ir.OpPermute, ir.Attrs{Dims: []int{2, 1, 0}}, newArray(ir.Float32, []int{31, 2642, 4})), false},
 		{"stepped by a line everywhere", x.Slice(2, 0, 16, 16), false},
+		{"runs of 27 continued 106704 elements later", Apply(ir.OpPermute, ir.Attrs{Dims: []int{3, 1, 0, 2, 4}}, newArray(ir.Float16, []int{26, 4, 38, 298, 27})), true},
+		{"runs of 27 continued 27·38 elements later", Apply(ir.OpPermute, ir.Attrs{Dims: []int{0, 1, 3, 2, 4}}, newArray(ir.Float16, []int{26, 4, 38, 298, 27})), false},
+		{"runs of 32 float16 fill lines", Apply(ir.OpPermute, ir.Attrs{Dims: []int{1, 0, 2}}, newArray(ir.Float16, []int{300, 400, 32})), false},
 	} {
 		if got := crosses(c.v); got != c.want {
 			t.Errorf("%s: crosses(shape %v strides %v) = %v, want %v", c.name, c.v.shape, c.v.strides, got, c.want)
