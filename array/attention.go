@@ -13,8 +13,9 @@ import (
 
 // attentionKernel is ir.OpAttention: on a GPU the split-key kernels of
 // inductor.AttentionKernel for few queries, inductor.TiledAttentionKernel
-// for many, elsewhere (and on GPUs without tensor-core MMAs where the
-// split kernel does not fit) its meaning, op.Math, op by op.
+// for many; on the CPU a row at a time (cpuAttention); elsewhere (GPUs
+// without tensor-core MMAs where the split kernel does not fit) its
+// meaning, op.Math, op by op.
 func attentionKernel(op *ir.Op, a ir.Attrs, args []ir.Value) *Array {
 	q, k, v := args[0].(*Array), args[1].(*Array), args[2].(*Array)
 	var mask *Array
@@ -24,6 +25,9 @@ func attentionKernel(op *ir.Op, a ir.Attrs, args []ir.Value) *Array {
 		ts = append(ts, m)
 	}
 	shape, _, out := externTypes(op, &a, ts)
+	if q.st.dev == CPU && ir.Numel(shape) > 0 {
+		return cpuAttention(a, q, k, v, mask, out, shape)
+	}
 	if q.st.dev == CPU || ir.Numel(shape) == 0 || !attentionOnGPU(q, k, v) {
 		var mv ir.Value
 		if mask != nil {

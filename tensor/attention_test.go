@@ -121,3 +121,60 @@ func TestScaledDotProductAttention(t *testing.T) {
 	})
 	expectError(t, "integer operands", func() { ScaledDotProductAttention(q.To(Int32), q.To(Int32), q.To(Int32), nil, false, 0) })
 }
+
+// On the CPU, attention runs a query row at a time (array's cpuAttention):
+// it gives what the op's meaning gives op by op (ir.SDPAMath, which the
+// same mask as an additive one of 0 and −inf takes), also on special
+// values (a NaN key makes the rows that see it NaN, a row that sees
+// nothing is zeros), for a decode step's mask over a long cache, causal
+// rows, strided keys and every float dtype.
+func TestCPUAttentionMatchesMath(t *testing.T) {
+	const B, Hq, Hkv, S, E = 2, 6, 3, 40, 8
+	for _, dt := range floatTypes {
+		k := Randn(2, Float32, B, Hkv, E, S).To(dt).Transpose(2, 3) // strided keys
+		v := Randn(3, Float32, B, Hkv, S, E).To(dt)
+		// Special values, in batch 0: key 3 of key head 0 NaN, of key head 1
+		// +inf. (Where a mask hides them, the math's additive mask does
+		// not: NaN − inf is NaN. Every mask here shows key 3 or hides it
+		// by causality, which the math fills.)
+		k.Select(0, 0).Select(0, 0).Select(0, 3).Fill(math.NaN())
+		k.Select(0, 0).Select(0, 1).Select(0, 3).Fill(math.Inf(1))
+		// A decode step at position 12 of a 40-position cache, and a row
+		// (batch 1) that sees nothing.
+		visible := Arange(0, S, 1, Int64).LeScalar(12).Unsqueeze(0).Expand(B, S).Contiguous()
+		visible.Select(0, 1).Fill(0)
+		for _, c := range []struct {
+			name   string
+			mask   *Tensor // bool, or nil
+			causal bool
+			L      int
+		}{
+			{"decode mask", visible.Reshape(B, 1, 1, S), false, 1},
+			{"the special key alone", Arange(0, S, 1, Int64).EqScalar(3).Reshape(1, 1, 1, S), false, 1},
+			{"no mask", nil, false, 1},
+			{"causal", nil, true, 5},
+		} {
+			q := Randn(4, Float32, B, Hq, c.L, E).To(dt)
+			additive := Zeros(dt, B, 1, c.L, S) // the math's path: not the kernel's
+			if c.mask != nil {
+				additive = additive.MaskedFill(c.mask.LogicalNot(), math.Inf(-1))
+			}
+			got := ScaledDotProductAttention(q, k, v, c.mask, c.causal, 0)
+			want := ScaledDotProductAttention(q, k, v, additive, c.causal, 0)
+			g, w := vals(got), vals(want)
+			rtol := map[DType]float64{Float32: 1e-5, Float16: 2e-3, BFloat16: 1.6e-2}[dt]
+			nans := 0
+			for i := range w {
+				if math.IsNaN(w[i]) {
+					nans++
+				}
+				if !(g[i] == w[i] || math.IsNaN(g[i]) && math.IsNaN(w[i]) || math.Abs(g[i]-w[i]) <= rtol*(math.Abs(w[i])+1)) {
+					t.Fatalf("%v, %s: element %d is %v, the math gives %v", dt, c.name, i, g[i], w[i])
+				}
+			}
+			if nans == 0 {
+				t.Errorf("%v, %s: no NaN row: the special keys were not seen", dt, c.name)
+			}
+		}
+	}
+}
