@@ -62,31 +62,50 @@ func attentionDims(t *Array) (shape, strides []int) {
 	return t.shape, t.strides
 }
 
+// attentionLayout is attention's operands as rank 4: the sizes, the
+// strides of q, k and v, the scale, causality, and the mask's strides over
+// the scores [B, Hq, L, S] (nil without a mask).
+type attentionLayout struct {
+	B, Hq, Hkv, G, L, S, E, Ev int
+	qst, kst, vst, mst         []int
+	scale                      float64
+	causal                     bool
+}
+
+func newAttentionLayout(a ir.Attrs, q, k, v, mask *Array) attentionLayout {
+	qs, qst := attentionDims(q)
+	ks, kst := attentionDims(k)
+	vs, vst := attentionDims(v)
+	l := attentionLayout{B: qs[0], Hq: qs[1], L: qs[2], E: qs[3], Hkv: ks[1], S: ks[2], Ev: vs[3], qst: qst, kst: kst, vst: vst}
+	l.G = l.Hq / l.Hkv
+	l.scale = 1 / math.Sqrt(float64(l.E))
+	if len(a.Scalars) > 0 && a.Scalars[0] != 0 {
+		l.scale = a.Scalars[0]
+	}
+	l.causal = len(a.Scalars) > 1 && a.Scalars[1] != 0
+	if mask != nil {
+		scores := []int{l.B, l.Hq, l.L, l.S}
+		st := ir.BroadcastStrides(mask.shape, mask.strides, scores[4-len(q.shape):])
+		l.mst = append(make([]int, 4-len(st)), st...)
+	}
+	return l
+}
+
 // gpuAttention runs inductor.AttentionKernel or, for more queries than it
 // takes, inductor.TiledAttentionKernel for q, k, v (rank 3 or 4, as
 // ir.AttentionFits accepts them) and the optional bool mask into the
 // contiguous res.
 func gpuAttention(op string, a ir.Attrs, q, k, v, mask, res *Array) {
 	g := res.st.gpu.g
-	qs, qst := attentionDims(q)
-	ks, kst := attentionDims(k)
-	vs, vst := attentionDims(v)
-	B, Hq, L, E := qs[0], qs[1], qs[2], qs[3]
-	Hkv, S, Ev := ks[1], ks[2], vs[3]
-	G := Hq / Hkv
-	scale := float32(1 / math.Sqrt(float64(E)))
-	if len(a.Scalars) > 0 && a.Scalars[0] != 0 {
-		scale = float32(a.Scalars[0])
-	}
-	causal := len(a.Scalars) > 1 && a.Scalars[1] != 0
+	l := newAttentionLayout(a, q, k, v, mask)
+	qst, kst, vst := l.qst, l.kst, l.vst
+	B, Hkv, G, L, S, E, Ev, causal := l.B, l.Hkv, l.G, l.L, l.S, l.E, l.Ev, l.causal
+	scale := float32(l.scale)
 	var mst [4]int64
 	var mp cuda.DevicePtr
 	if mask != nil {
-		scores := []int{B, Hq, L, S}
-		st := ir.BroadcastStrides(mask.shape, mask.strides, scores[4-len(q.shape):])
-		st = append(make([]int, 4-len(st)), st...)
 		for i := range 4 {
-			mst[i] = int64(st[i])
+			mst[i] = int64(l.mst[i])
 		}
 		mp = mask.DevicePtr()
 	}

@@ -20,25 +20,12 @@ import (
 // new contiguous array of dtype out.
 func cpuAttention(a ir.Attrs, q, k, v, mask *Array, out DType, shape []int) *Array {
 	res := newArray(out, shape)
-	qs, qst := attentionDims(q)
-	ks, kst := attentionDims(k)
-	vs, vst := attentionDims(v)
-	B, Hq, L, E := qs[0], qs[1], qs[2], qs[3]
-	Hkv, S, Ev := ks[1], ks[2], vs[3]
-	G := Hq / Hkv
-	scale := 1 / math.Sqrt(float64(E))
-	if len(a.Scalars) > 0 && a.Scalars[0] != 0 {
-		scale = a.Scalars[0]
-	}
-	causal := len(a.Scalars) > 1 && a.Scalars[1] != 0
-	var mst []int // the mask's strides over the scores [B, Hq, L, S]
+	l := newAttentionLayout(a, q, k, v, mask)
+	qst, kst, vst, mst := l.qst, l.kst, l.vst, l.mst
+	B, Hq, Hkv, G, L, S, E, Ev := l.B, l.Hq, l.Hkv, l.G, l.L, l.S, l.E, l.Ev
+	scale, causal := l.scale, l.causal
 	var md []bool
 	if mask != nil {
-		scores := append(append([]int(nil), q.shape[:len(q.shape)-1]...), S)
-		mst = ir.BroadcastStrides(mask.shape, mask.strides, scores)
-		if len(mst) == 3 {
-			mst = append([]int{0}, mst...)
-		}
 		md = mask.st.data.([]bool)
 	}
 	ParallelRows(B*Hkv*L, max(1, 1<<14/max(1, S*(E+Ev)*G)), func(lo, hi int) {
@@ -50,11 +37,11 @@ func cpuAttention(a ir.Attrs, q, k, v, mask *Array, out DType, shape []int) *Arr
 		p := make([]float64, G)
 		outRow := make([]float32, Ev)
 		for u := lo; u < hi; u++ {
-			b, hk, l := u/(Hkv*L), u/L%Hkv, u%L
+			b, hk, i := u/(Hkv*L), u/L%Hkv, u%L
 			for g := range G {
 				h := hk*G + g
 				row := qrow[g*E : (g+1)*E]
-				readRow64(row, q, q.offset+b*qst[0]+h*qst[1]+l*qst[2], qst[3])
+				readRow64(row, q, q.offset+b*qst[0]+h*qst[1]+i*qst[2], qst[3])
 				for e := range row {
 					row[e] *= scale
 				}
@@ -64,12 +51,12 @@ func cpuAttention(a ir.Attrs, q, k, v, mask *Array, out DType, shape []int) *Arr
 			kbase := k.offset + b*kst[0] + hk*kst[1]
 			vbase := v.offset + b*vst[0] + hk*vst[1]
 			for j := range S {
-				if causal && j > l {
+				if causal && j > i {
 					break
 				}
 				seen := false
 				for g := range G {
-					see[g] = mask == nil || md[mask.offset+b*mst[0]+(hk*G+g)*mst[1]+l*mst[2]+j*mst[3]]
+					see[g] = mask == nil || md[mask.offset+b*mst[0]+(hk*G+g)*mst[1]+i*mst[2]+j*mst[3]]
 					seen = seen || see[g]
 				}
 				if !seen {
@@ -120,7 +107,7 @@ func cpuAttention(a ir.Attrs, q, k, v, mask *Array, out DType, shape []int) *Arr
 						outRow[e] = float32(acc[g*Ev+e] / sum[g])
 					}
 				}
-				storeFrom(res.st.data, res.dtype, ((b*Hq+h)*L+l)*Ev, outRow)
+				storeFrom(res.st.data, res.dtype, ((b*Hq+h)*L+i)*Ev, outRow)
 			}
 		}
 	})
