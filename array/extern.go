@@ -230,6 +230,10 @@ func (mt matrix) at(b int, batch, idx []int) matrix {
 // gemm computes c = a·b for an m×k a and a k×n b into c (row-major).
 func gemm(dt DType, a, b, c matrix, m, k, n int) {
 	impl := gonum.Implementation{}
+	if (dt == ir.Float32 || dt == ir.Float64) && m*n*k <= gemvMax && m <= 16 && min(m, n, k) > 0 {
+		gemvRows(dt, a, b, c, m, k, n)
+		return
+	}
 	ta, tb := blas.NoTrans, blas.NoTrans
 	if a.trans {
 		ta = blas.Trans
@@ -262,6 +266,41 @@ func gemm(dt DType, a, b, c matrix, m, k, n int) {
 					row[j] += av * bs[p*brs+j*bcs]
 				}
 			}
+		}
+	}
+}
+
+// gemvMax is the most multiply-adds of a product of few rows that runs
+// as a matrix-vector product a row at a time on the calling goroutine
+// (about 10 µs of work): gonum's Sgemm splits even a one-row product into
+// goroutines, which for a small model's decode step cost more than its
+// arithmetic (a tiny decoder's step spent a tenth of its time waking
+// them). Larger products gain from the cores.
+const gemvMax = 1 << 16
+
+// gemvRows computes C = A·B (as gemm) a row of A at a time with BLAS's
+// serial matrix-vector product.
+func gemvRows(dt DType, a, b, c matrix, m, k, n int) {
+	impl := gonum.Implementation{}
+	// Row i of A: k elements from a.off + i·lda (stride 1), or, for an A
+	// stored transposed, from a.off + i (stride lda).
+	row, inc := a.ld, 1
+	if a.trans {
+		row, inc = 1, a.ld
+	}
+	// c_i = Bᵀ·a_i for B stored k×n, or B·a_i for B stored n×k.
+	tb, rows, cols := blas.Trans, k, n
+	if b.trans {
+		tb, rows, cols = blas.NoTrans, n, k
+	}
+	for i := range m {
+		switch dt {
+		case ir.Float32:
+			impl.Sgemv(tb, rows, cols, 1, b.t.st.data.([]float32)[b.off:], b.ld,
+				a.t.st.data.([]float32)[a.off+i*row:], inc, 0, c.t.st.data.([]float32)[c.off+i*c.ld:], 1)
+		case ir.Float64:
+			impl.Dgemv(tb, rows, cols, 1, b.t.st.data.([]float64)[b.off:], b.ld,
+				a.t.st.data.([]float64)[a.off+i*row:], inc, 0, c.t.st.data.([]float64)[c.off+i*c.ld:], 1)
 		}
 	}
 }
