@@ -70,7 +70,8 @@ func copyInto(dst, src *Array) {
 	do := newOperand(dst.st.data, dst.dtype, cshape, cst[0], dst.offset)
 	parallelFor(n, MinParallel, func(lo, hi int) {
 		s := so.Clone()
-		buf := ir.NewVec(k, BlockSize)
+		size := min(BlockSize, hi-lo) // a small copy's buffers are small
+		buf := ir.NewVec(k, size)
 		var raw any
 		var idx []int
 		for b := lo; b < hi; b += BlockSize {
@@ -81,7 +82,7 @@ func copyInto(dst, src *Array) {
 				continue
 			}
 			if raw == nil {
-				raw = allocData(dst.dtype, BlockSize)
+				raw = allocData(dst.dtype, size)
 			}
 			store(raw, dst.dtype, 0, v, k, m)
 			scatterAny(dst.st.data, raw, do.shape, do.strides, do.offset, b, m, &idx)

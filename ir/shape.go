@@ -277,6 +277,17 @@ func InferShape(op string, shape, newShape []int) ([]int, error) {
 	if infer >= 0 {
 		out[infer] = 1
 	}
+	if n, ok := numelFits(shape); ok {
+		if k, ok := numelFits(out); ok { // the common case, in ints
+			switch {
+			case infer >= 0 && k != 0 && n%k == 0:
+				out[infer] = n / k
+				return out, nil
+			case infer < 0 && k == n:
+				return out, nil
+			}
+		}
+	}
 	numel, known := exactNumel(shape), exactNumel(out)
 	if infer >= 0 {
 		var q, r big.Int
@@ -295,6 +306,19 @@ func InferShape(op string, shape, newShape []int) ([]int, error) {
 			"shape %s holds %v elements, not %v", FormatShape(newShape), known, numel)
 	}
 	return out, nil
+}
+
+// numelFits is the number of elements of shape (of non-negative sizes),
+// and whether it fits an int.
+func numelFits(shape []int) (int, bool) {
+	n := 1
+	for _, d := range shape {
+		if d != 0 && n > math.MaxInt/d {
+			return 0, false
+		}
+		n *= d
+	}
+	return n, true
 }
 
 // exactNumel is the number of elements of shape (of non-negative sizes),

@@ -197,11 +197,13 @@ func (s *rowStep) rowsCPU(plan *cpuPlan, args []*array.Array, l cpuRows, res *ar
 		chunk := min(array.BlockSize, R)
 		frames := make([]*ir.Frame, len(stages))
 		for k, blk := range plan.stages {
-			frames[k] = blk.NewFrame(chunk, nil)
+			frames[k] = blk.GetFrame(chunk, nil)
+			defer blk.PutFrame(frames[k])
 		}
 		var rootFrame *ir.Frame
 		if plan.root != nil {
-			rootFrame = plan.root.NewFrame(chunk, nil)
+			rootFrame = plan.root.GetFrame(chunk, nil)
+			defer plan.root.PutFrame(rootFrame)
 		}
 		ops := make([]*array.Operand, nIn)
 		for i, t := range args {
@@ -292,7 +294,8 @@ func (s *rowStep) loneRows(blk *ir.Block, args []*array.Array, l cpuRows, res *a
 	for i, t := range args {
 		ops[i] = t.Operand(l.redShape[i], l.red[i], 0)
 	}
-	f := blk.NewFrame(min(array.BlockSize, l.R), nil)
+	f := blk.GetFrame(min(array.BlockSize, l.R), nil)
+	defer blk.PutFrame(f)
 	idx := make([]int, len(l.outerShape))
 	array.StoreRowResults(res, st.Reducer, false, l.R, lo, hi, func(row int) ir.Acc {
 		for i, t := range args {
