@@ -22,7 +22,9 @@ func apply(op *ir.Op, a ir.Attrs, args ...ir.Value) *Array {
 		return reduce(op, a, args[0].(*Array))
 	case ir.View:
 		t := args[0].(*Array)
-		l, err := op.View(t.layout(), &a)
+		av := new(ir.Attrs) // the view's own: a pointer to a would move every op's attributes to the heap
+		*av = a
+		l, err := op.View(t.layout(), av)
 		Check(err, op.Title, t)
 		Check(ir.CheckShape(op.Title, nil, l.Shape), op.Title, t) // Expand can grow a view past any size
 		return t.withLayout(l)
