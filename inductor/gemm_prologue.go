@@ -21,7 +21,8 @@ import (
 // columns of A with launch shape c and operands of type in: the warp
 // kernel (others read A in fragments), 16-byte vectors (vec), inputs
 // contiguous along the row or one value a row, a root per element of A's
-// type, and the block's MT rows of A within 48 KB of shared memory.
+// type, and the block's MT rows of A within prologueMaxBytes of shared
+// memory.
 func PrologueFits(p *RowKernel, c GemmConfig, in ir.DType, k int, vec bool) bool {
 	if p == nil || p.Expr == nil || p.Out != in || c.Tensor || c.Split != 0 || !vec {
 		return false
@@ -36,8 +37,13 @@ func PrologueFits(p *RowKernel, c GemmConfig, in ir.DType, k int, vec bool) bool
 			return false
 		}
 	}
-	return k%PrologueVector(p) == 0 && c.MT*k*in.Size() <= 48<<10
+	return k%PrologueVector(p) == 0 && c.MT*k*in.Size() <= prologueMaxBytes
 }
+
+// prologueMaxBytes is the most shared memory a prologue's rows of A take:
+// a block gets 48 KB without asking for more, the reductions' partial
+// sums included.
+const prologueMaxBytes = 47 << 10
 
 // PrologueVector is how many elements of a row the prologue p reads at a
 // time from each input read along the row: one 16-byte vector of the

@@ -281,3 +281,35 @@ func TestGPUGemmWeightLoadsBeforeWait(t *testing.T) {
 		}
 	}
 }
+
+// PrologueFits takes the warp kernel with whole vectors and rows of A that
+// leave room in a block's 48 KB of shared memory for the reductions'
+// partial sums, and nothing else.
+func TestPrologueFits(t *testing.T) {
+	rms := NewRowKernel(rowRegions(t, ir.BFloat16)["rms_norm"])
+	warp := GemmConfig{Warps: 4, NT: 4, MT: 1}
+	for _, c := range []struct {
+		name string
+		cfg  GemmConfig
+		k    int
+		vec  bool
+		want bool
+	}{
+		{"a decode step's norm", warp, 2048, true, true},
+		{"a row of 47 KB", warp, 47 << 9, true, true},
+		{"a row of 48 KB: no room for the partial sums", warp, 48 << 9, true, false},
+		{"eight rows of 2048", GemmConfig{Warps: 2, NT: 4, MT: 8}, 2048, true, true},
+		{"sixteen rows of 2048", GemmConfig{Warps: 2, NT: 4, MT: 16}, 2048, true, false},
+		{"k not whole vectors", warp, 2044, true, false},
+		{"unaligned operands", warp, 2048, false, false},
+		{"the tensor-core kernel", GemmConfig{Tensor: true, NT: 4, Warps: 8, Split: 1, MT: 8}, 2048, true, false},
+		{"the tiled kernel", GemmConfig{Split: 2}, 2048, true, false},
+	} {
+		if got := PrologueFits(rms, c.cfg, ir.BFloat16, c.k, c.vec); got != c.want {
+			t.Errorf("%s: PrologueFits = %v, want %v", c.name, got, c.want)
+		}
+	}
+	if PrologueFits(rms, warp, ir.Float32, 2048, true) {
+		t.Error("a bfloat16 norm should not compute a float32 product's operand")
+	}
+}
