@@ -35,22 +35,26 @@ func gemmEpilogues() []GemmKernel {
 func gemmSources(t *testing.T) []source {
 	var ks []source
 	seen := map[string]bool{}
+	add := func(k GemmKernel) {
+		if seen[k.Name()] {
+			return
+		}
+		seen[k.Name()] = true
+		body, err := k.body()
+		if err != nil {
+			t.Fatalf("%s: %v", k.Name(), err)
+		}
+		ks = append(ks, source{k.Name(), body, k.Source})
+	}
 	for _, m := range []int{1, 3, 32} {
 		for _, c := range GemmCandidates(m, 90) {
 			for _, k := range gemmEpilogues() {
 				k.Config = c
 				for _, in := range []ir.DType{ir.Float32, ir.BFloat16, ir.Float16} {
-					k := k
 					k.In = in
-					if !c.Takes(in) || seen[k.Name()] {
-						continue
+					if c.Takes(in) {
+						add(k)
 					}
-					seen[k.Name()] = true
-					body, err := k.body()
-					if err != nil {
-						t.Fatalf("%s: %v", k.Name(), err)
-					}
-					ks = append(ks, source{k.Name(), body, k.Source})
 				}
 			}
 		}
@@ -64,15 +68,7 @@ func gemmSources(t *testing.T) []source {
 				for _, k := range gemmEpilogues()[:2] {
 					k.Config, k.In, k.Out = c, in, in
 					k.Prologue = NewRowKernel(regions[name])
-					if seen[k.Name()] {
-						continue
-					}
-					seen[k.Name()] = true
-					body, err := k.body()
-					if err != nil {
-						t.Fatalf("%s: %v", k.Name(), err)
-					}
-					ks = append(ks, source{k.Name(), body, k.Source})
+					add(k)
 				}
 			}
 		}
