@@ -233,6 +233,15 @@ func NewRowKernel(r *fuse.Region) *RowKernel {
 	return k
 }
 
+// ForLayout is a copy of k whose inputs' accesses, vector width and
+// other launch choices may be set for one layout of its inputs without
+// touching k, which other calls (other goroutines) use too.
+func (k *RowKernel) ForLayout() RowKernel {
+	c := *k
+	c.Inputs = slices.Clone(k.Inputs)
+	return c
+}
+
 // rowLabel names a row region's kernel by a hash of its expressions.
 func rowLabel(stages []RowStage, root *ir.Expr) string {
 	h := fnv.New64a()

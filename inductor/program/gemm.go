@@ -94,7 +94,7 @@ func (p *inductorProgram) findEpilogues() {
 // Prologue), and the row step then runs only where it cannot.
 type gemmPrologue struct {
 	step   int                 // the row region's step, the one before the product's
-	kernel *inductor.RowKernel // the region, its inputs' access set per call
+	kernel *inductor.RowKernel // the region's kernel (each call lays out a copy, ForLayout)
 }
 
 // productPrologues is false with GOCOMPILE_GEMM_PROLOGUE=off: row steps
@@ -122,8 +122,7 @@ func (p *inductorProgram) findPrologues() {
 		if u := uses[r.Root]; len(u) != 1 || u[0] != mm {
 			continue
 		}
-		k := t.row.kernel // a copy: the row step sets its own per call
-		s.prologue = &gemmPrologue{step: i - 1, kernel: &k}
+		s.prologue = &gemmPrologue{step: i - 1, kernel: &t.row.kernel}
 		t.deferred = true
 	}
 }
@@ -249,7 +248,7 @@ func (p *inductorProgram) runWithPrologue(s *inductorStep, vals []*array.Array, 
 	}
 	rows := ir.Numel(full[:len(full)-1])
 	outer, inner := rowLayout(ins, full)
-	a := &aPrologue{shape: full, ins: ins, kernel: *pro.kernel}
+	a := &aPrologue{shape: full, ins: ins, kernel: pro.kernel.ForLayout()}
 	for j := range ins {
 		switch inner[j] {
 		case 1:

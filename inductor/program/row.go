@@ -223,9 +223,8 @@ func (s *rowStep) planGPU(args []*array.Array, full []int, g *array.GPU, out cud
 		array.Throw(s.r.Root.Op.Title, args, "make the inputs contiguous first",
 			"the rows have %d dims that cannot be merged; GPU kernels index at most %d", len(oshape), inductor.MaxRank)
 	}
-	l := rowLaunch{k: s.kernel, rows: ir.Numel(oshape), R: R} // k: a copy, for the layout of these inputs
+	l := rowLaunch{k: s.kernel.ForLayout(), rows: ir.Numel(oshape), R: R}
 	k := &l.k
-	k.Inputs = append([]inductor.RowInput(nil), s.kernel.Inputs...)
 	geo := inductor.RowGeometry{OuterRank: len(oshape), OuterStride: make([][inductor.MaxRank]int64, len(args)), InnerStride: make([]int64, len(args))}
 	for d, sz := range oshape {
 		geo.OuterSize[d] = int64(sz)
