@@ -294,13 +294,21 @@ func (b *Block) NewFrame(capacity int, params []float64) *Frame {
 			f.uni[c.reg], f.filled[c.reg] = true, capacity
 		}
 	}
+	f.setParams(params)
+	return f
+}
+
+// setParams fills the registers of the block's scalar parameters with
+// params, each standing for all Cap values.
+func (f *Frame) setParams(params []float64) {
+	b := f.b
 	for _, p := range b.params {
 		if b.live[p.reg] {
+			f.regs[p.reg] = f.bufs[p.reg]
 			f.regs[p.reg].Fill(b.kinds[p.reg], params[int(p.value)])
-			f.uni[p.reg], f.filled[p.reg] = true, capacity
+			f.uni[p.reg], f.filled[p.reg] = true, f.Cap
 		}
 	}
-	return f
 }
 
 // GetFrame is NewFrame, reusing a frame PutFrame returned where one of
@@ -308,13 +316,7 @@ func (b *Block) NewFrame(capacity int, params []float64) *Frame {
 // allocates no registers.
 func (b *Block) GetFrame(capacity int, params []float64) *Frame {
 	if f, ok := b.frames.Get().(*Frame); ok && f.Cap >= capacity {
-		for _, p := range b.params {
-			if b.live[p.reg] {
-				f.regs[p.reg] = f.bufs[p.reg]
-				f.regs[p.reg].Fill(b.kinds[p.reg], params[int(p.value)])
-				f.uni[p.reg], f.filled[p.reg] = true, f.Cap
-			}
-		}
+		f.setParams(params)
 		return f
 	}
 	return b.NewFrame(capacity, params)
