@@ -89,7 +89,7 @@ func runGemv(cfg *config, out io.Writer) error {
 	if cfg.gemvTune {
 		tuned = fmt.Sprintf(" %9s %13s", "tuned", "default/tuned")
 	}
-	fmt.Fprintf(out, "%-9s %5s %11s %7s %9s %9s %15s%s %9s %10s\n", "dtype", "rows", "weight", "copies", "eager", "compiled", "reduce-overhead", tuned, "GB/s", "% of copy")
+	fmt.Fprintf(out, "%-9s %5s %11s %7s %9s %9s %15s %9s%s %9s %10s\n", "dtype", "rows", "weight", "copies", "eager", "compiled", "reduce-overhead", "host", tuned, "GB/s", "% of copy")
 	var shares []float64
 	for _, c := range cases {
 		if cfg.only != "" && c.dt.String() != cfg.only {
@@ -135,6 +135,16 @@ func runGemv(cfg *config, out io.Writer) error {
 		med, _ := measure(cfg, n, fs...)
 		per := func(d time.Duration) float64 { return us(d) / float64(copies) }
 		eu, cu, gu := per(med[0]), per(med[1]), per(med[2])
+		// The host's share of a replayed call: the calls queued without
+		// waiting for the device (a call's time is the device's unless
+		// this is as long).
+		tensor.Synchronize(cfg.device)
+		t0 := time.Now()
+		for range n {
+			fs[2]()
+		}
+		hu := per(time.Since(t0) / time.Duration(n))
+		tensor.Synchronize(cfg.device)
 		bytes := float64(wbytes + (c.rows*c.k+c.rows*c.n)*c.dt.Size())
 		gbs := bytes / (min(cu, gu) * 1e3)
 		tunedCols := ""
@@ -144,7 +154,7 @@ func runGemv(cfg *config, out io.Writer) error {
 		}
 		share := 100 * gbs / cp.CopyGBs
 		shares = append(shares, share)
-		fmt.Fprintf(out, "%-9v %5d %11s %7d %9.2f %9.2f %15.2f%s %9.1f %9.1f%%\n", c.dt, c.rows, fmt.Sprintf("%d×%d", c.n, c.k), copies, eu, cu, gu, tunedCols, gbs, share)
+		fmt.Fprintf(out, "%-9v %5d %11s %7d %9.2f %9.2f %15.2f %9.2f%s %9.1f %9.1f%%\n", c.dt, c.rows, fmt.Sprintf("%d×%d", c.n, c.k), copies, eu, cu, gu, hu, tunedCols, gbs, share)
 	}
 	if len(shares) > 1 {
 		fmt.Fprintf(out, "%% of copy: median %.1f%%, lowest %.1f%%, %s\n", median(shares), slices.Min(shares), countAtLeast(shares, 80))

@@ -8,6 +8,7 @@ import (
 	"math/rand"
 	"reflect"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -1288,6 +1289,148 @@ func BenchmarkGPUGraphChain(b *testing.B) {
 				check(b, s.Synchronize())
 				b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N*kernels), "µs/kernel")
 			})
+		}
+	}
+}
+
+// streamKernel reads nvec 16-byte vectors of w, VPT a thread in a
+// grid-wide stride, and writes one sum a block (so the loads are kept).
+// With pre set the loads are issued before griddepcontrol.wait, as the
+// product kernels issue their weight loads: launched as a programmatic
+// dependent they stream while the kernel ahead runs.
+const streamKernel = `
+template <int VPT>
+__device__ void stream(const uint4* __restrict__ w, int nvec, float* out, int pre) {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;");
+#endif
+  const int tid = blockIdx.x * blockDim.x + threadIdx.x, all = gridDim.x * blockDim.x;
+  uint4 v[VPT];
+  if (!pre) {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+  }
+  #pragma unroll
+  for (int j = 0; j < VPT; j++) {
+    const int i = tid + j * all;
+    v[j] = i < nvec ? __ldg(w + i) : make_uint4(0, 0, 0, 0);
+  }
+  if (pre) {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+  }
+  float s = 0.f;
+  #pragma unroll
+  for (int j = 0; j < VPT; j++) s += __uint_as_float(v[j].x ^ v[j].y ^ v[j].z ^ v[j].w);
+  for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+  if ((threadIdx.x & 31) == 0) atomicAdd(out + blockIdx.x, s);
+}
+extern "C" __global__ void stream4(const uint4* w, int nvec, float* out, int pre) { stream<4>(w, nvec, out, pre); }
+extern "C" __global__ void stream8(const uint4* w, int nvec, float* out, int pre) { stream<8>(w, nvec, out, pre); }
+extern "C" __global__ void stream16(const uint4* w, int nvec, float* out, int pre) { stream<16>(w, nvec, out, pre); }
+extern "C" __global__ void streamall(const uint4* __restrict__ w, long long nvec, float* out) {
+  float s = 0.f;
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < nvec; i += (long long)gridDim.x * blockDim.x) {
+    const uint4 v = __ldg(w + i);
+    s += __uint_as_float(v.x ^ v.y ^ v.z ^ v.w);
+  }
+  for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+  if ((threadIdx.x & 31) == 0) atomicAdd(out + blockIdx.x % 1024, s);
+}
+`
+
+// BenchmarkGPUGraphStream times a CUDA graph of independent kernels each
+// reading its own buffer once (256 MB in all, past the L2), as a chain of
+// weight-streaming products does: launched plainly, as programmatic
+// dependents loading after griddepcontrol.wait, and as dependents loading
+// before it; against one kernel reading all the buffers. What a kernel
+// boundary costs a bandwidth-bound kernel of each size, and how much of
+// it a dependent launch can hide.
+func BenchmarkGPUGraphStream(b *testing.B) {
+	d := requireGPU(b)
+	r, err := Compile(streamKernel, "stream.cu", d)
+	check(b, err)
+	m, err := d.LoadCompiled(r)
+	check(b, err)
+	const total = 256 << 20
+	base, err := d.Malloc(total)
+	check(b, err)
+	defer d.Free(base)
+	s, err := d.NewStream()
+	check(b, err)
+	defer s.Destroy()
+	check(b, s.Memset8(base, 1, total))
+	out, err := d.Malloc(4 * 65536)
+	check(b, err)
+	defer d.Free(out)
+	// timeGraph times replays of the kernels' graph; with patch set, every
+	// replay first gives each kernel node a new out parameter, as a
+	// replayed program gives its outputs fresh buffers.
+	timeGraph := func(b *testing.B, launch func(i int) error, kernels int, bytes int, patch bool) {
+		check(b, s.BeginCapture())
+		for i := range kernels {
+			check(b, launch(i))
+		}
+		g, err := s.EndCapture()
+		check(b, err)
+		defer g.Destroy()
+		exec, err := g.Instantiate()
+		check(b, err)
+		defer exec.Destroy()
+		nodes, _, err := g.KernelNodes()
+		check(b, err)
+		check(b, exec.Launch(s))
+		check(b, s.Synchronize())
+		b.ResetTimer()
+		for it := range b.N {
+			if patch {
+				for i := range nodes {
+					params := slices.Clone(nodes[i].Params)
+					binary.LittleEndian.PutUint64(params[2], uint64(out)+uint64(4*(it%2)))
+					check(b, exec.SetKernelParams(&nodes[i], params))
+				}
+			}
+			check(b, exec.Launch(s))
+		}
+		check(b, s.Synchronize())
+		sec := b.Elapsed().Seconds() / float64(b.N)
+		b.ReportMetric(sec*1e6/float64(kernels), "µs/kernel")
+		b.ReportMetric(float64(kernels*bytes)/sec/1e9, "GB/s")
+	}
+	b.Run("one-kernel", func(b *testing.B) {
+		f := fn(b, m, "streamall")
+		args := NewArgs()
+		timeGraph(b, func(int) error {
+			return s.Launch(f, Dim3{X: uint32(8 * d.SMCount)}, Dim3{X: 512}, 0, args.Reset().Ptr(base).I64(total/16).Ptr(out))
+		}, 1, total, false)
+	})
+	for _, size := range []int{2 << 20, 8 << 20, 32 << 20} {
+		kernels := total / size
+		nvec := size / 16
+		for _, vpt := range []int{4, 8, 16} {
+			f := fn(b, m, fmt.Sprintf("stream%d", vpt))
+			grid := Dim3{X: blocks(nvec, 256*vpt)}
+			for _, mode := range []string{"plain", "dependent", "dependent-early", "dependent-early-patched"} {
+				b.Run(fmt.Sprintf("size=%dMB/vpt=%d/%s", size>>20, vpt, mode), func(b *testing.B) {
+					if mode != "plain" && !d.CanLaunchDependent() {
+						b.Skip("no programmatic dependent launch")
+					}
+					args := NewArgs()
+					timeGraph(b, func(i int) error {
+						pre := int32(0)
+						if strings.HasPrefix(mode, "dependent-early") {
+							pre = 1
+						}
+						args.Reset().Ptr(base + DevicePtr(i*size)).I32(int32(nvec)).Ptr(out).I32(pre)
+						if mode == "plain" {
+							return s.Launch(f, grid, Dim3{X: 256}, 0, args)
+						}
+						return s.LaunchDependent(f, grid, Dim3{X: 256}, 0, args)
+					}, kernels, size, strings.HasSuffix(mode, "patched"))
+				})
+			}
 		}
 	}
 }

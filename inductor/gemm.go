@@ -40,6 +40,13 @@ type GemmKernel struct {
 	// inputs (gemm_prologue.go), run by the warp kernel's blocks into
 	// PrologueBytes of dynamic shared memory; A's parameter is unused.
 	Prologue *RowKernel
+	// ReadyA is set when A, like B, is storage no kernel of the program
+	// writes (an input or a constant): the kernel then reads A before
+	// griddepcontrol.wait too, and waits only before its stores and the
+	// epilogue's operands. Launched as a programmatic dependent, its
+	// whole product then overlaps the kernel ahead, not only the weight
+	// loads. Not with a Prologue, which computes A from its inputs.
+	ReadyA bool
 }
 
 // in is k's operand type.
@@ -349,6 +356,9 @@ func (k *GemmKernel) Name() string {
 		b.WriteString("_" + in.String())
 	}
 	b.WriteString(k.prologueName())
+	if k.ReadyA && k.Prologue == nil {
+		b.WriteString("_readya")
+	}
 	b.WriteString("_to_" + k.Out.String() + "_" + k.Config.String())
 	return b.String()
 }
@@ -483,6 +493,10 @@ func (k *GemmKernel) warpBody(b *strings.Builder, params []string, store string)
 	c, in := k.Config, k.in()
 	ve, groups := 16/in.Size(), k.warpGroup()
 	early, prologue, scalar := "if (n0 >= N) return;", "", "gc_grid_wait();"
+	wait, storeWait := k.waits("B", "    ")
+	if k.readyA() {
+		scalar = "// A is ready too: the wait comes before the stores."
+	}
 	if k.Prologue != nil {
 		code, err := k.prologueC()
 		if err != nil {
@@ -539,8 +553,7 @@ extern "C" __global__ void __launch_bounds__(%[1]d) %[2]s(
         wn[e][j] = kn < K ? gc_wraw(b[j] + kn) : zero;
       }
     }
-    // Everything above reads only B, which no kernel of the program writes.
-    gc_grid_wait();
+    %[18]s
 %[16]s    for (int k0 = lane * VE; k0 < K; k0 += step * G) {
       uint4 xv[G][MT];
       #pragma unroll
@@ -588,7 +601,7 @@ extern "C" __global__ void __launch_bounds__(%[1]d) %[2]s(
       }
     }
   }
-  // Sum each partial across the warp; every lane ends with every sum.
+%[19]s  // Sum each partial across the warp; every lane ends with every sum.
   #pragma unroll
   for (int i = 0; i < MT; i++)
     #pragma unroll
@@ -608,7 +621,7 @@ extern "C" __global__ void __launch_bounds__(%[1]d) %[2]s(
 }
 `, c.Threads(), k.Name(), storageC(k.Out), unrestrictedParams(params), c.MT, c.NT, c.Warps,
 		store, vcvtC(in), storageC(in), ve, groups,
-		loadC("__ldg(b[j] + k)", in, ir.F32), loadC("a[i][k]", in, ir.F32), early, prologue, scalar)
+		loadC("__ldg(b[j] + k)", in, ir.F32), loadC("a[i][k]", in, ir.F32), early, prologue, scalar, wait, storeWait)
 	return nil
 }
 
@@ -967,6 +980,7 @@ func (k *GemmKernel) tensorBody(b *strings.Builder, params []string, store strin
 	if c.Split > 1 {
 		cluster = fmt.Sprintf("__cluster_dims__(1, 1, %d) ", c.Split)
 	}
+	wait, storeWait := k.waits("B", "  ")
 	fmt.Fprintf(b, `
 // gc_tc_ldw loads 4 floats of B, which is read once: they bypass L1,
 // leaving it to A, which every block of a row tile reads. Volatile, and
@@ -1044,8 +1058,7 @@ extern "C" __global__ void __launch_bounds__(%[6]d * 32) %[8]s%[1]s(
   float4 av[4], bv[NT];
   #pragma unroll
   for (int j = 0; j < NT; j++) bv[j] = kw > 0 ? gc_tc_ldw(b[j]) : make_float4(0.f, 0.f, 0.f, 0.f);
-  // Everything above reads only B, which no kernel of the program writes.
-  gc_grid_wait();
+  %[10]s
   #pragma unroll
   for (int r = 0; r < 4; r++) av[r] = kw > 0 ? __ldcg((const float4*)a[r]) : make_float4(0.f, 0.f, 0.f, 0.f);
   for (int k = 0; k < kw; k += 16) {
@@ -1088,8 +1101,8 @@ extern "C" __global__ void __launch_bounds__(%[6]d * 32) %[8]s%[1]s(
     }
   }
   // acc4[i][j][q] is row 16i + g + 8(q/2), column 8j + 2t + q%%2 of the tile.
-%[4]s}
-`, k.Name(), storageC(k.Out), unrestrictedParams(params), tensorReduce(c, store), 8*c.NT, c.Warps, c.Split, cluster, c.NT)
+%[11]s%[4]s}
+`, k.Name(), storageC(k.Out), unrestrictedParams(params), tensorReduce(c, store), 8*c.NT, c.Warps, c.Split, cluster, c.NT, wait, storeWait)
 }
 
 // tensor16Body writes the tensor-core kernel for 16-bit operands; store
@@ -1118,6 +1131,7 @@ func (k *GemmKernel) tensor16Body(b *strings.Builder, params []string, store str
 	if in == ir.Float16 {
 		mma = "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
 	}
+	wait, storeWait := k.waits("B", "  ")
 	b.WriteString(weightLoadC)
 	fmt.Fprintf(b, `
 __device__ __forceinline__ void gc_tc16_mma(float (&c)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0, unsigned b1) {
@@ -1170,7 +1184,7 @@ extern "C" __global__ void __launch_bounds__(%[6]d * 32) %[1]s(
       bn[u][j] = k + STEP + 8 * t < K ? gc_wraw(b[j] + k + STEP) : zero;
     }
   }
-  gc_grid_wait();
+  %[12]s
   // A's vectors of a step are loaded a step ahead, so their L2 latency
   // overlaps the step before.
   uint4 av0[U], av1[U];
@@ -1214,7 +1228,7 @@ extern "C" __global__ void __launch_bounds__(%[6]d * 32) %[1]s(
       }
     }
   }
-  // acc[j][q] is row g + 8(q/2), column 8j + 2t + q%%2 of the tile.
+%[13]s  // acc[j][q] is row g + 8(q/2), column 8j + 2t + q%%2 of the tile.
   __shared__ float red[W * T];
   #pragma unroll
   for (int j = 0; j < NT; j++)
@@ -1229,7 +1243,24 @@ extern "C" __global__ void __launch_bounds__(%[6]d * 32) %[1]s(
     const int m = f / BN, n = n0 + f %% BN;
 %[4]s  }
 }
-`, k.Name(), storageC(k.Out), unrestrictedParams(params), storeAt("v", store), 8*c.NT, c.Warps, storageC(in), c.NT, mma, c.tensor16Rows(), tensor16U)
+`, k.Name(), storageC(k.Out), unrestrictedParams(params), storeAt("v", store), 8*c.NT, c.Warps, storageC(in), c.NT, mma, c.tensor16Rows(), tensor16U, wait, storeWait)
+}
+
+// readyA reports whether k reads A before griddepcontrol.wait (ReadyA
+// applies).
+func (k *GemmKernel) readyA() bool { return k.ReadyA && k.Prologue == nil }
+
+// waits gives the kernel's griddepcontrol.wait after its early loads of
+// what (the weight), indented by indent, and the one before its stores:
+// the first, or with ReadyA the second, a comment in the other's place.
+func (k *GemmKernel) waits(what, indent string) (afterLoads, beforeStores string) {
+	if k.readyA() {
+		return "// A and " + what + " are inputs or constants, which no kernel of the program\n" +
+				indent + "// writes (ReadyA): the kernel waits only before its stores.",
+			"  // Nothing this kernel writes, nor the epilogue's operands, is touched\n" +
+				"  // before the kernel ahead ends.\n  gc_grid_wait();\n"
+	}
+	return "// Everything above reads only " + what + ", which no kernel of the program writes.\n" + indent + "gc_grid_wait();", ""
 }
 
 // tensor16Rows is how many rows a 16-bit tensor-core kernel computes:

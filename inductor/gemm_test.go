@@ -215,7 +215,8 @@ func TestChooseGemm16Config(t *testing.T) {
 // The weight loads a product's kernel issues before griddepcontrol.wait
 // stay there in the machine code the device's NVRTC makes: a load moved
 // past the wait would not overlap the kernel ahead under a programmatic
-// dependent launch (ptxas moves non-coherent loads there). It reads the
+// dependent launch (ptxas moves non-coherent loads there); with ReadyA,
+// some of A's loads precede the wait too. It reads the
 // SASS with cuobjdump, which a machine with the CUDA toolkit has.
 func TestGPUGemmWeightLoadsBeforeWait(t *testing.T) {
 	if ok, err := cuda.Available(); !ok {
@@ -244,35 +245,39 @@ func TestGPUGemmWeightLoadsBeforeWait(t *testing.T) {
 			ChooseGemmConfig(8, 2048, 2048, 132, 90, true),
 			ChooseGemmConfig(16, 2048, 2048, 132, 90, true),
 		} {
-			k := GemmKernel{Out: in, In: in, Config: c}
-			if !c.Takes(in) || k.PrefetchLoads() == 0 {
-				continue
-			}
-			src, err := k.Source()
-			if err != nil {
-				t.Fatal(err)
-			}
-			res, err := cuda.Compile(src, k.Name()+".cu", dev)
-			if err != nil {
-				t.Fatalf("%s: %v", k.Name(), err)
-			}
-			if res.CUBIN == nil {
-				t.Skip("NVRTC made PTX only: no machine code to read")
-			}
-			path := filepath.Join(t.TempDir(), k.Name()+".cubin")
-			if err := os.WriteFile(path, res.CUBIN, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			out, err := exec.Command(objdump, "-sass", path).CombinedOutput()
-			if err != nil {
-				t.Fatalf("cuobjdump: %v\n%s", err, out)
-			}
-			sass, _, found := strings.Cut(string(out), "ACQBULK")
-			if !found {
-				t.Fatalf("%s: no griddepcontrol.wait (ACQBULK) in its machine code", k.Name())
-			}
-			if n := strings.Count(sass, "LDG"); n < k.PrefetchLoads() {
-				t.Errorf("%s: %d loads before griddepcontrol.wait, want the %d weight loads", k.Name(), n, k.PrefetchLoads())
+			for _, ready := range []bool{false, true} {
+				k := GemmKernel{Out: in, In: in, Config: c, ReadyA: ready}
+				if !c.Takes(in) || k.PrefetchLoads() == 0 {
+					continue
+				}
+				src, err := k.Source()
+				if err != nil {
+					t.Fatal(err)
+				}
+				res, err := cuda.Compile(src, k.Name()+".cu", dev)
+				if err != nil {
+					t.Fatalf("%s: %v", k.Name(), err)
+				}
+				if res.CUBIN == nil {
+					t.Skip("NVRTC made PTX only: no machine code to read")
+				}
+				path := filepath.Join(t.TempDir(), k.Name()+".cubin")
+				if err := os.WriteFile(path, res.CUBIN, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				out, err := exec.Command(objdump, "-sass", path).CombinedOutput()
+				if err != nil {
+					t.Fatalf("cuobjdump: %v\n%s", err, out)
+				}
+				sass, _, found := strings.Cut(string(out), "ACQBULK")
+				if !found {
+					t.Fatalf("%s: no griddepcontrol.wait (ACQBULK) in its machine code", k.Name())
+				}
+				if n := strings.Count(sass, "LDG"); n < k.PrefetchLoads() {
+					t.Errorf("%s: %d loads before griddepcontrol.wait, want the %d weight loads", k.Name(), n, k.PrefetchLoads())
+				} else if ready && n == k.PrefetchLoads() {
+					t.Errorf("%s: only the %d weight loads before griddepcontrol.wait, want A's too (ReadyA)", k.Name(), n)
+				}
 			}
 		}
 	}

@@ -55,32 +55,36 @@ func TestInductorPairsMatMulEpilogues(t *testing.T) {
 
 // Products launch as dependents of the kernel ahead only when a kernel of
 // the program runs before them and their weight is an input seen through
-// views, never one the program computes.
+// views, never one the program computes; they read their first operand
+// ahead of the kernel ahead's end (ReadyA) only when it is an input too.
 func TestInductorDependentProducts(t *testing.T) {
 	prog := captureBackend("inductor-dependent-capture", program.Config{})
 	x, w, b := Randn(1, Float32, 3, 8), Randn(2, Float32, 8, 8), Randn(3, Float32, 8)
 	for _, tc := range []struct {
-		name string
-		f    func(x, w, b *Tensor) *Tensor
-		want []bool // per product, in program order
+		name        string
+		f           func(x, w, b *Tensor) *Tensor
+		want, ready []bool // per product, in program order
 	}{
-		{"one layer", func(x, w, b *Tensor) *Tensor { return x.Linear(w, b).GELU() }, []bool{false}},
-		{"two layers", func(x, w, b *Tensor) *Tensor { return x.Linear(w, b).GELU().Linear(w, b).GELU() }, []bool{false, true}},
-		{"after a pointwise kernel", func(x, w, b *Tensor) *Tensor { return x.Mul(x).Add(b).MatMul(w.T()) }, []bool{true}},
+		{"one layer", func(x, w, b *Tensor) *Tensor { return x.Linear(w, b).GELU() }, []bool{false}, []bool{false}},
+		{"two layers", func(x, w, b *Tensor) *Tensor { return x.Linear(w, b).GELU().Linear(w, b).GELU() }, []bool{false, true}, []bool{false, false}},
+		{"after a pointwise kernel", func(x, w, b *Tensor) *Tensor { return x.Mul(x).Add(b).MatMul(w.T()) }, []bool{true}, []bool{false}},
 		{"computed weight", func(x, w, b *Tensor) *Tensor {
 			return x.Linear(w, b).ReLU().MatMul(w.MulScalar(2).T())
-		}, []bool{false, false}},
+		}, []bool{false, false}, []bool{false, false}},
+		{"products of an input", func(x, w, b *Tensor) *Tensor {
+			return x.MatMul(w.T()).SiLU().Add(x.Narrow(0, 1, 2).T().MatMul(w.Narrow(0, 0, 2)).Sum(0))
+		}, []bool{false, true}, []bool{false, true}},
 	} {
 		prog.p = nil
 		Compile(tc.f, WithBackend("inductor-dependent-capture"))(x, w, b)
-		var got []bool
+		var got, ready []bool
 		for _, s := range prog.steps() {
 			if s.Kind == program.NodeStep && s.Region.Root.Op == ir.OpMatMul {
-				got = append(got, s.Dependent)
+				got, ready = append(got, s.Dependent), append(ready, s.ReadyA)
 			}
 		}
-		if !slices.Equal(got, tc.want) {
-			t.Errorf("%s: dependent products %v, want %v", tc.name, got, tc.want)
+		if !slices.Equal(got, tc.want) || !slices.Equal(ready, tc.ready) {
+			t.Errorf("%s: dependent products %v, reading A early %v; want %v and %v", tc.name, got, ready, tc.want, tc.ready)
 		}
 	}
 }
@@ -470,6 +474,53 @@ func TestGPUGemmDependent(t *testing.T) {
 				t.Errorf("%v, %d rows: %d products launched as dependents, want %d", dt, m, cuda.DependentLaunches()-before, layers-1)
 			}
 		}
+	}
+}
+
+// Products of the function's input replayed from a CUDA graph read the
+// input before the kernel ahead ends (ReadyA) and wait only before their
+// stores: a kernel ahead still reading the buffer a product writes (the
+// plan reuses buffers) must not see the product's values. Each product's
+// sum is consumed by the next kernel, call after call with new inputs.
+func TestGPUGemmReadyA(t *testing.T) {
+	requireGPU(t)
+	dev := CUDA(0)
+	for _, dt := range []DType{BFloat16, Float16, Float32} {
+		for _, m := range []int{1, 3, 8, 16} {
+			const width, products = 1024, 8
+			ws := make([]*Tensor, products)
+			for i := range ws {
+				ws[i] = Randn(uint64(60+i), Float32, width, width).MulScalar(1 / math.Sqrt(width)).To(dt).To(dev)
+			}
+			f := func(x *Tensor) *Tensor {
+				y := x.MatMul(ws[0].T())
+				for _, w := range ws[1:] {
+					y = x.MatMul(w.T()).Mul(y.SiLU()).Add(y)
+				}
+				return y
+			}
+			graphed := Compile(f, WithMode(ReduceOverhead))
+			for call := range 4 {
+				x := Randn(uint64(call+10), Float32, m, width).To(dt).To(dev)
+				want, got := f(x).Float64s(), graphed(x).Float64s()
+				scale, worst := 0.0, 0.0
+				for i := range want {
+					scale, worst = max(scale, math.Abs(want[i])), max(worst, math.Abs(got[i]-want[i]))
+				}
+				if tol := map[DType]float64{BFloat16: 0.05, Float16: 0.01, Float32: 1e-5}[dt]; !(worst <= tol*scale) {
+					t.Errorf("%v, %d rows, call %d: replayed products differ from eager by %g (largest value %g)", dt, m, call, worst, scale)
+				}
+			}
+		}
+	}
+	ready := 0
+	for name := range gemmKernelsLoaded(dev) {
+		if strings.Contains(name, "_readya_") {
+			ready++
+		}
+	}
+	if gpuArch(dev) >= 90 && ready == 0 {
+		t.Errorf("no GEMM kernel reading A early was loaded")
 	}
 }
 

@@ -139,15 +139,32 @@ func (p *inductorProgram) findDependentProducts() {
 		s := &p.steps[i]
 		root := s.r.Root
 		if s.group == nil && s.row == nil && root.Op == ir.OpMatMul && kernelBefore {
-			w, _ := root.Args[1].(*ir.Node)
-			for w != nil && w.Kind == ir.CallNode && w.Op.View != nil {
-				w, _ = w.Args[0].(*ir.Node)
-			}
-			s.dependent = w != nil && (w.Kind == ir.InputNode || w.Kind == ir.ConstNode)
+			s.dependent = unwritten(root.Args[1])
+			s.readyA = s.dependent && s.prologue == nil && unwritten(root.Args[0])
 		}
 		// A row step a product may compute itself is no kernel before.
 		kernelBefore = kernelBefore || s.group != nil || s.row != nil && !s.deferred || root.Op == ir.OpMatMul
 	}
+}
+
+// earlyLoads is what a product's kernel may read before
+// griddepcontrol.wait, launched as a dependent of the kernel ahead.
+type earlyLoads struct {
+	dependent bool // B, the weight: the kernel launches as a dependent
+	a         bool // A too: it waits only before its stores
+}
+
+// early is s's earlyLoads.
+func (s *inductorStep) early() earlyLoads { return earlyLoads{s.dependent, s.readyA} }
+
+// unwritten reports whether a is an input or constant seen through views:
+// storage no kernel of the program writes.
+func unwritten(a any) bool {
+	n, _ := a.(*ir.Node)
+	for n != nil && n.Kind == ir.CallNode && n.Op.View != nil {
+		n, _ = n.Args[0].(*ir.Node)
+	}
+	return n != nil && (n.Kind == ir.InputNode || n.Kind == ir.ConstNode)
 }
 
 // readsNode reports whether region r reads node n.
@@ -185,7 +202,7 @@ func (p *inductorProgram) runMatMul(s *inductorStep, vals []*array.Array, a *arr
 	if x.Device() != array.CPU {
 		if t, ins, dst := p.epilogueOf(s, vals, x.Device()); t != nil {
 			e := s.epilogue
-			if r := gpuGemm(p.cfg, s.tuned, s.dependent, q, x, y, nil, t, e.product, ins, dst); r != nil {
+			if r := gpuGemm(p.cfg, s.tuned, s.early(), q, x, y, nil, t, e.product, ins, dst); r != nil {
 				vals[t.roots[0]] = r
 				return
 			}
@@ -194,7 +211,7 @@ func (p *inductorProgram) runMatMul(s *inductorStep, vals []*array.Array, a *arr
 				return
 			}
 		}
-		if r := gpuGemm(p.cfg, s.tuned, s.dependent, q, x, y, nil, nil, 0, nil, nil); r != nil {
+		if r := gpuGemm(p.cfg, s.tuned, s.early(), q, x, y, nil, nil, 0, nil, nil); r != nil {
 			vals[s.roots[0]] = r
 			return
 		}
@@ -274,13 +291,13 @@ func (p *inductorProgram) runWithPrologue(s *inductorStep, vals []*array.Array, 
 	}
 	y := vals[p.index[s.r.Root.Args[1].(*ir.Node)]]
 	if u, eins, dst := p.epilogueOf(s, vals, ins[0].Device()); u != nil {
-		if r := gpuGemm(p.cfg, s.tuned, s.dependent, q, nil, y, a, u, s.epilogue.product, eins, dst); r != nil {
+		if r := gpuGemm(p.cfg, s.tuned, s.early(), q, nil, y, a, u, s.epilogue.product, eins, dst); r != nil {
 			vals[u.roots[0]] = r
 			return true
 		}
 		return false
 	}
-	if r := gpuGemm(p.cfg, s.tuned, s.dependent, q, nil, y, a, nil, 0, nil, nil); r != nil {
+	if r := gpuGemm(p.cfg, s.tuned, s.early(), q, nil, y, a, nil, 0, nil, nil); r != nil {
 		vals[s.roots[0]] = r
 		return true
 	}
@@ -303,12 +320,13 @@ type aPrologue struct {
 // types other than float32, bfloat16 and float16 (x's and y's the same),
 // more than inductor.GemmMaxM rows (inductor.Gemm16MaxM for 16-bit
 // types), y not read with unit stride along k, or epilogue operands not
-// indexable as [row, column]. With dependent, a kernel that loads weights
-// ahead of its wait (GemmKernel.PrefetchLoads) launches as a dependent of
-// the kernel ahead (findDependentProducts says when that is safe). With
+// indexable as [row, column]. With early.dependent, a kernel that loads
+// weights ahead of its wait (GemmKernel.PrefetchLoads) launches as a
+// dependent of the kernel ahead, reading A ahead of it too with early.a
+// (findDependentProducts says when each is safe). With
 // pro, x is nil: the kernel computes it (runWithPrologue), or gpuGemm
 // returns nil having launched nothing.
-func gpuGemm(bc Config, tunedAt *sync.Map, dependent bool, q *array.LaunchQueue, x, y *array.Array, pro *aPrologue, t *inductorStep, product int, ins []*array.Array, dst func(shape []int) *array.Array) *array.Array {
+func gpuGemm(bc Config, tunedAt *sync.Map, early earlyLoads, q *array.LaunchQueue, x, y *array.Array, pro *aPrologue, t *inductorStep, product int, ins []*array.Array, dst func(shape []int) *array.Array) *array.Array {
 	// A's type, shape, strides, device and address, and the arrays an
 	// error names.
 	var (
@@ -388,6 +406,7 @@ func gpuGemm(bc Config, tunedAt *sync.Map, dependent bool, q *array.LaunchQueue,
 	if pro != nil {
 		kern.Prologue = &pro.kernel
 	}
+	kern.ReadyA = early.a && pro == nil
 	var out *array.Array
 	// launch launches the kernel with launch shape cfg, or queues the
 	// launch on q.
@@ -489,7 +508,7 @@ func gpuGemm(bc Config, tunedAt *sync.Map, dependent bool, q *array.LaunchQueue,
 		cfg = cands[best]
 		tunedAt.Store(sk, cfg)
 	}
-	array.Check(launch(cfg, q, dependent), "MatMul", named...)
+	array.Check(launch(cfg, q, early.dependent), "MatMul", named...)
 	if pro != nil {
 		stats.ProductPrologues.Add(1)
 	}

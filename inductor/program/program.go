@@ -96,8 +96,11 @@ type inductorStep struct {
 	// dependent marks a product whose kernel may start before the
 	// kernel ahead of it finishes (cuda.Stream.LaunchDependent): its
 	// weight is an input or constant, which no kernel of the program
-	// writes, and a kernel of the program runs before it.
-	dependent bool
+	// writes, and a kernel of the program runs before it. readyA marks a
+	// dependent product whose first operand is an input or constant too:
+	// its kernel reads A ahead of the wait as well, and waits only before
+	// its stores (inductor.GemmKernel.ReadyA).
+	dependent, readyA bool
 	// catOut gives, per member, the part of an in-place Cat it writes
 	// (cat.go), or is nil; cat is a Cat step's catStore, plus one (0:
 	// none).
@@ -443,8 +446,10 @@ type Step struct {
 	// pointwise region that reads it before its store.
 	Epilogue bool
 	// Dependent is set on a matrix product that may launch as a dependent
-	// of the kernel ahead (programmatic dependent launch, sm_90).
-	Dependent bool
+	// of the kernel ahead (programmatic dependent launch, sm_90); ReadyA
+	// on one whose first operand, an input or constant, it may read
+	// before the kernel ahead ends.
+	Dependent, ReadyA bool
 	// Prologue is set on a matrix product whose kernel may compute its
 	// first operand, the row region of the step before (a norm), on a GPU.
 	Prologue bool
@@ -458,7 +463,7 @@ func Steps(p array.Program) (steps []Step, bufferSlots int) {
 		return nil, 0
 	}
 	for _, s := range ip.steps {
-		st := Step{Region: s.r, Epilogue: s.epilogue != nil, Dependent: s.dependent, Prologue: s.prologue != nil}
+		st := Step{Region: s.r, Epilogue: s.epilogue != nil, Dependent: s.dependent, ReadyA: s.readyA, Prologue: s.prologue != nil}
 		switch {
 		case s.group != nil:
 			st.Kind = GroupStep
