@@ -50,7 +50,9 @@
 //     residual) applied before its only store: a warp kernel that holds
 //     every row in one tile and streams the weight once, loading its first
 //     vectors before griddepcontrol.wait so that, replayed from a CUDA
-//     graph as a programmatic dependent, it overlaps the kernel ahead; a
+//     graph as a programmatic dependent, it overlaps the kernel ahead
+//     (with ReadyA, A being an input or constant, the whole product does,
+//     waiting only before its stores); a
 //     tensor-core kernel; or a tiled kernel that splits k across blocks and
 //     adds the partial sums in a fixed order (through a thread block
 //     cluster's shared memory on sm_90). ChooseGemmConfig and
