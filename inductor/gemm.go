@@ -40,12 +40,14 @@ type GemmKernel struct {
 	// inputs (gemm_prologue.go), run by the warp kernel's blocks into
 	// PrologueBytes of dynamic shared memory; A's parameter is unused.
 	Prologue *RowKernel
-	// ReadyA is set when A, like B, is storage no kernel of the program
-	// writes (an input or a constant): the kernel then reads A before
-	// griddepcontrol.wait too, and waits only before its stores and the
-	// epilogue's operands. Launched as a programmatic dependent, its
-	// whole product then overlaps the kernel ahead, not only the weight
-	// loads. Not with a Prologue, which computes A from its inputs.
+	// ReadyA is set when A, like B, is what no kernel ahead of this one
+	// may still be writing (an input or a constant, written in place if
+	// at all only after its readers): the warp and tensor-core kernels
+	// then read A before griddepcontrol.wait too, and wait only before
+	// their stores and the epilogue's operands. Launched as a
+	// programmatic dependent, the whole product then overlaps the kernel
+	// ahead, not only the weight loads. Not with a Prologue, which
+	// computes A from its inputs, nor the tiled kernel, which never waits.
 	ReadyA bool
 }
 
@@ -356,7 +358,7 @@ func (k *GemmKernel) Name() string {
 		b.WriteString("_" + in.String())
 	}
 	b.WriteString(k.prologueName())
-	if k.ReadyA && k.Prologue == nil {
+	if k.readyA() {
 		b.WriteString("_readya")
 	}
 	b.WriteString("_to_" + k.Out.String() + "_" + k.Config.String())
@@ -481,9 +483,10 @@ func (k *GemmKernel) body() (string, error) {
 // after a kernel that calls gc_launch_dependents) they stream while the
 // kernel ahead finishes, and a product whose weight a lane holds in two
 // groups (2048 bfloat16 elements a row at one column a warp) waits only for
-// A. A and the epilogue's operands are read after the wait with plain
-// loads, never through the non-coherent path: under a dependent launch the
-// kernel ahead writes them while this one starts.
+// A. A and the epilogue's operands are read with plain loads, never
+// through the non-coherent path, and after the wait (A before it with
+// ReadyA): under a dependent launch the kernel ahead writes them while
+// this one starts.
 //
 // With a prologue the block fills its rows of A after the wait (every
 // warp takes part, so none returns early: warps past N compute the last
@@ -1142,7 +1145,8 @@ __device__ __forceinline__ void gc_tc16_mma(float (&c)[4], unsigned a0, unsigned
 
 // Block x computes columns %[5]dx.. of all rows; its %[6]d warps split k.
 // A and the epilogue's operands are not __restrict__, and A is read with
-// plain loads after the wait: under a dependent launch the kernel ahead
+// plain loads after the wait (before it only where the kernel ahead
+// cannot write it, ReadyA): under a dependent launch the kernel ahead
 // writes them while this one starts, so the non-coherent read-only path
 // could return stale values; plain loads see them once the wait returns.
 // The first step's weight loads are issued before griddepcontrol.wait, so
@@ -1248,15 +1252,17 @@ extern "C" __global__ void __launch_bounds__(%[6]d * 32) %[1]s(
 
 // readyA reports whether k reads A before griddepcontrol.wait (ReadyA
 // applies).
-func (k *GemmKernel) readyA() bool { return k.ReadyA && k.Prologue == nil }
+func (k *GemmKernel) readyA() bool {
+	return k.ReadyA && k.Prologue == nil && (k.Config.Tensor || k.Config.Split == 0)
+}
 
 // waits gives the kernel's griddepcontrol.wait after its early loads of
 // what (the weight), indented by indent, and the one before its stores:
 // the first, or with ReadyA the second, a comment in the other's place.
 func (k *GemmKernel) waits(what, indent string) (afterLoads, beforeStores string) {
 	if k.readyA() {
-		return "// A and " + what + " are inputs or constants, which no kernel of the program\n" +
-				indent + "// writes (ReadyA): the kernel waits only before its stores.",
+		return "// A and " + what + " are inputs or constants, which no kernel ahead may still\n" +
+				indent + "// be writing (ReadyA): the kernel waits only before its stores.",
 			"  // Nothing this kernel writes, nor the epilogue's operands, is touched\n" +
 				"  // before the kernel ahead ends.\n  gc_grid_wait();\n"
 	}

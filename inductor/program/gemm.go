@@ -130,17 +130,25 @@ func (p *inductorProgram) findPrologues() {
 // findDependentProducts marks the product steps that may launch as
 // dependents of the kernel ahead (inductorStep.dependent): a generated
 // kernel or product runs before them, and their second operand is an
-// input or a constant seen through views, so the loads a GEMM kernel
-// issues before griddepcontrol.wait read nothing a kernel of the program
-// writes.
+// input or a constant seen through views. Those are written, if at all,
+// only in place after every read of the version before the write (whose
+// writer waits for the reads to end), so the loads a GEMM kernel issues
+// before griddepcontrol.wait read what they should; readyA marks those
+// whose first operand is an input or constant too. Each call checks that
+// the operands still are their inputs' storage (inductorStep.early).
 func (p *inductorProgram) findDependentProducts() {
 	kernelBefore := false
 	for i := range p.steps {
 		s := &p.steps[i]
+		s.aBase, s.bBase = -1, -1
 		root := s.r.Root
 		if s.group == nil && s.row == nil && root.Op == ir.OpMatMul && kernelBefore {
-			s.dependent = unwritten(root.Args[1])
-			s.readyA = s.dependent && s.prologue == nil && unwritten(root.Args[0])
+			if b := inputBase(root.Args[1]); b != nil {
+				s.dependent, s.bBase = true, p.index[b]
+				if a := inputBase(root.Args[0]); a != nil && s.prologue == nil {
+					s.readyA, s.aBase = true, p.index[a]
+				}
+			}
 		}
 		// A row step a product may compute itself is no kernel before.
 		kernelBefore = kernelBefore || s.group != nil || s.row != nil && !s.deferred || root.Op == ir.OpMatMul
@@ -154,17 +162,32 @@ type earlyLoads struct {
 	a         bool // A too: it waits only before its stores
 }
 
-// early is s's earlyLoads.
-func (s *inductorStep) early() earlyLoads { return earlyLoads{s.dependent, s.readyA} }
+// early is what s's kernel may read early in this call, x and y being
+// its operands: the plan's choice where they are still their inputs'
+// storage. A view may resolve to a copy at run time (a Reshape of a
+// strided argument), into a buffer the copy kernel writes while this one
+// would already be reading it.
+func (s *inductorStep) early(vals []*array.Array, x, y *array.Array) earlyLoads {
+	shares := func(t *array.Array, base int) bool {
+		return t != nil && base >= 0 && vals[base] != nil && t.SharesStorage(vals[base])
+	}
+	e := earlyLoads{dependent: s.dependent && shares(y, s.bBase)}
+	e.a = e.dependent && s.readyA && shares(x, s.aBase)
+	return e
+}
 
-// unwritten reports whether a is an input or constant seen through views:
-// storage no kernel of the program writes.
-func unwritten(a any) bool {
+// inputBase is the input or constant a is seen through views of, or nil:
+// storage no kernel of the program writes except in place, after its
+// readers.
+func inputBase(a any) *ir.Node {
 	n, _ := a.(*ir.Node)
 	for n != nil && n.Kind == ir.CallNode && n.Op.View != nil {
 		n, _ = n.Args[0].(*ir.Node)
 	}
-	return n != nil && (n.Kind == ir.InputNode || n.Kind == ir.ConstNode)
+	if n != nil && (n.Kind == ir.InputNode || n.Kind == ir.ConstNode) {
+		return n
+	}
+	return nil
 }
 
 // readsNode reports whether region r reads node n.
@@ -202,7 +225,7 @@ func (p *inductorProgram) runMatMul(s *inductorStep, vals []*array.Array, a *arr
 	if x.Device() != array.CPU {
 		if t, ins, dst := p.epilogueOf(s, vals, x.Device()); t != nil {
 			e := s.epilogue
-			if r := gpuGemm(p.cfg, s.tuned, s.early(), q, x, y, nil, t, e.product, ins, dst); r != nil {
+			if r := gpuGemm(p.cfg, s.tuned, s.early(vals, x, y), q, x, y, nil, t, e.product, ins, dst); r != nil {
 				vals[t.roots[0]] = r
 				return
 			}
@@ -211,7 +234,7 @@ func (p *inductorProgram) runMatMul(s *inductorStep, vals []*array.Array, a *arr
 				return
 			}
 		}
-		if r := gpuGemm(p.cfg, s.tuned, s.early(), q, x, y, nil, nil, 0, nil, nil); r != nil {
+		if r := gpuGemm(p.cfg, s.tuned, s.early(vals, x, y), q, x, y, nil, nil, 0, nil, nil); r != nil {
 			vals[s.roots[0]] = r
 			return
 		}
@@ -291,13 +314,13 @@ func (p *inductorProgram) runWithPrologue(s *inductorStep, vals []*array.Array, 
 	}
 	y := vals[p.index[s.r.Root.Args[1].(*ir.Node)]]
 	if u, eins, dst := p.epilogueOf(s, vals, ins[0].Device()); u != nil {
-		if r := gpuGemm(p.cfg, s.tuned, s.early(), q, nil, y, a, u, s.epilogue.product, eins, dst); r != nil {
+		if r := gpuGemm(p.cfg, s.tuned, s.early(vals, nil, y), q, nil, y, a, u, s.epilogue.product, eins, dst); r != nil {
 			vals[u.roots[0]] = r
 			return true
 		}
 		return false
 	}
-	if r := gpuGemm(p.cfg, s.tuned, s.early(), q, nil, y, a, nil, 0, nil, nil); r != nil {
+	if r := gpuGemm(p.cfg, s.tuned, s.early(vals, nil, y), q, nil, y, a, nil, 0, nil, nil); r != nil {
 		vals[s.roots[0]] = r
 		return true
 	}

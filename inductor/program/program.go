@@ -95,12 +95,13 @@ type inductorStep struct {
 	writes []*ir.Node // per member with a store, the write
 	// dependent marks a product whose kernel may start before the
 	// kernel ahead of it finishes (cuda.Stream.LaunchDependent): its
-	// weight is an input or constant, which no kernel of the program
-	// writes, and a kernel of the program runs before it. readyA marks a
-	// dependent product whose first operand is an input or constant too:
-	// its kernel reads A ahead of the wait as well, and waits only before
-	// its stores (inductor.GemmKernel.ReadyA).
+	// weight is an input or constant (node bBase), and a kernel of the
+	// program runs before it. readyA marks a dependent product whose
+	// first operand is an input or constant too (node aBase): its kernel
+	// reads A ahead of the wait as well, and waits only before its
+	// stores (inductor.GemmKernel.ReadyA). See findDependentProducts.
 	dependent, readyA bool
+	aBase, bBase      int
 	// catOut gives, per member, the part of an in-place Cat it writes
 	// (cat.go), or is nil; cat is a Cat step's catStore, plus one (0:
 	// none).
