@@ -65,17 +65,9 @@ func gemmSources(t *testing.T) []source {
 			}
 		}
 	}
-	// Prologues (a norm computing A, or SwiGLU's SiLU(g)·u, pointwise) in
-	// the warp kernel, for every operand type and row tile.
+	// Prologues (a norm computing A) in the warp kernel, for every
+	// operand type and row tile.
 	for _, in := range []ir.DType{ir.Float32, ir.BFloat16, ir.Float16} {
-		g := ir.Arg(0)
-		swiglu := &RowKernel{Label: "swiglu", Expr: ir.Mul(ir.Mul(g, ir.Recip(ir.Add(ir.Const(1), ir.Exp(ir.Neg(g))))), ir.Arg(1)),
-			Compute: ir.F32, Out: in, Inputs: []RowInput{{DType: in, Kind: ir.F32}, {DType: in, Kind: ir.F32}}}
-		for _, c := range []GemmConfig{{Warps: 4, NT: 1, MT: 1}, {Warps: 2, NT: 4, MT: 8}} {
-			k := gemmEpilogues()[0]
-			k.Config, k.In, k.Out, k.Prologue = c, in, in, swiglu
-			add(k)
-		}
 		regions := rowRegions(t, in)
 		for _, name := range []string{"rms_norm", "layer_norm", "softmax"} {
 			for _, c := range []GemmConfig{{Warps: 4, NT: 1, MT: 1}, {Warps: 2, NT: 4, MT: 8}} {

@@ -88,86 +88,43 @@ func (p *inductorProgram) findEpilogues() {
 	}
 }
 
-// gemmPrologue is a row region (a norm ahead of a Linear layer) or a
-// pointwise one (SwiGLU's SiLU·mul ahead of the down projection) whose
-// only use is the product right after it, as its first operand: on a GPU
-// the product's kernel may compute it itself (inductor.GemmKernel's
-// Prologue), and the region's step then runs only where it cannot.
+// gemmPrologue is a row region whose only use is the product right
+// after it, as its first operand (a norm ahead of a Linear layer): on a
+// GPU the product's kernel may compute it itself (inductor.GemmKernel's
+// Prologue), and the row step then runs only where it cannot.
 type gemmPrologue struct {
-	step   int                 // the region's step, the one before the product's
+	step   int                 // the row region's step, the one before the product's
 	kernel *inductor.RowKernel // the region's kernel (each call lays out a copy, ForLayout)
 }
 
-// productPrologues is false with GOCOMPILE_GEMM_PROLOGUE=off: row and
-// pointwise steps run as kernels of their own, to measure what folding
-// them gains.
+// productPrologues is false with GOCOMPILE_GEMM_PROLOGUE=off: row steps
+// run as kernels of their own, to measure what folding them gains.
 var productPrologues = os.Getenv("GOCOMPILE_GEMM_PROLOGUE") != "off"
 
-// findPrologues pairs each matrix-product step with the step right
-// before it that computes its first operand and nothing else, read by the
-// product alone: a row over the last dim with a value per element, or a
-// pointwise group of one value that is no product's epilogue (a row
-// kernel without stages).
+// findPrologues pairs each matrix-product step with the row step right
+// before it that computes its first operand and nothing else: a row over
+// the last dim with a value per element, read by the product alone.
 func (p *inductorProgram) findPrologues() {
 	if !productPrologues {
 		return
 	}
 	uses, outputs := p.g.Users(), p.g.IsOutput()
-	epilogue := map[int]bool{}
-	for _, s := range p.steps {
-		if s.epilogue != nil {
-			epilogue[s.epilogue.step] = true
-		}
-	}
 	for i := 1; i < len(p.steps); i++ {
 		s, t := &p.steps[i], &p.steps[i-1]
 		mm := s.r.Root
-		if s.group != nil || s.row != nil || mm.Op != ir.OpMatMul || !gemmType(mm.DType) {
+		if s.group != nil || s.row != nil || mm.Op != ir.OpMatMul || !gemmType(mm.DType) || t.row == nil {
 			continue
 		}
 		r := t.r
-		if outputs[r.Root] || mm.Args[0] != ir.Value(r.Root) || len(r.Members()) != 1 {
+		if r.Row.Dims != nil || r.Expr == nil || len(r.Members()) != 1 || outputs[r.Root] || mm.Args[0] != ir.Value(r.Root) {
 			continue
 		}
 		if u := uses[r.Root]; len(u) != 1 || u[0] != mm {
 			continue
 		}
-		var k *inductor.RowKernel
-		switch {
-		case t.row != nil && r.Row.Dims == nil && r.Expr != nil:
-			k = &t.row.kernel
-		case t.group != nil && t.group.combo == nil && !epilogue[i-1]:
-			k = t.group.rowKernel(r)
-		}
-		if k == nil {
-			continue
-		}
-		s.prologue = &gemmPrologue{step: i - 1, kernel: k}
+		s.prologue = &gemmPrologue{step: i - 1, kernel: &t.row.kernel}
 		t.deferred = true
 	}
-}
-
-// prologueInputs is the prologue step t's inputs in this call, as its
-// kernel reads them (a pointwise group's views applied).
-func prologueInputs(t *inductorStep, vals []*array.Array) []*array.Array {
-	ins := make([]*array.Array, len(t.args))
-	for j, ai := range t.args {
-		ins[j] = vals[ai]
-	}
-	if t.group != nil {
-		ins = viewInputs(t.group.inputs, ins)
-	}
-	return ins
-}
-
-// runPrologueStep runs the prologue step t on its own, into a tensor of
-// its own (its planned buffer may hold values computed since).
-func runPrologueStep(t *inductorStep, vals []*array.Array, q *array.LaunchQueue) *array.Array {
-	ins := prologueInputs(t, vals)
-	if t.row != nil {
-		return t.row.run(ins, nil, q)
-	}
-	return t.group.run(ins, func(int, ir.Device, ir.DType, []int) *array.Array { return nil }, q)[0]
 }
 
 // findDependentProducts marks the product steps that may launch as
@@ -193,8 +150,8 @@ func (p *inductorProgram) findDependentProducts() {
 				}
 			}
 		}
-		// A step a product may compute itself is no kernel before.
-		kernelBefore = kernelBefore || (s.group != nil || s.row != nil) && !s.deferred || root.Op == ir.OpMatMul
+		// A row step a product may compute itself is no kernel before.
+		kernelBefore = kernelBefore || s.group != nil || s.row != nil && !s.deferred || root.Op == ir.OpMatMul
 	}
 }
 
@@ -253,10 +210,15 @@ func (p *inductorProgram) runMatMul(s *inductorStep, vals []*array.Array, a *arr
 		if p.runWithPrologue(s, vals, q) {
 			return
 		}
-		// The product's kernel cannot compute its operand: its step runs
-		// now.
+		// The product's kernel cannot compute its operand: the row step
+		// runs now, into a tensor of its own (its planned buffer may hold
+		// values computed since).
 		t := &p.steps[pro.step]
-		vals[t.roots[0]] = runPrologueStep(t, vals, q)
+		args := make([]*array.Array, len(t.args))
+		for j, ai := range t.args {
+			args[j] = vals[ai]
+		}
+		vals[t.roots[0]] = t.row.run(args, nil, q)
 	}
 	args := array.NodeArgs(n, vals, p.index)
 	x, y := args[0].(*array.Array), args[1].(*array.Array)
@@ -313,7 +275,10 @@ func (p *inductorProgram) epilogueOf(s *inductorStep, vals []*array.Array, dev i
 func (p *inductorProgram) runWithPrologue(s *inductorStep, vals []*array.Array, q *array.LaunchQueue) bool {
 	pro := s.prologue
 	t := &p.steps[pro.step]
-	ins := prologueInputs(t, vals)
+	ins := make([]*array.Array, len(t.args))
+	for j, ai := range t.args {
+		ins[j] = vals[ai]
+	}
 	if len(ins) == 0 || ins[0].Device() == array.CPU {
 		return false
 	}

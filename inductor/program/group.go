@@ -60,20 +60,6 @@ func newGroupStep(r *fuse.Region) (*groupStep, error) {
 	return s, nil
 }
 
-// rowKernel is the group's one value as a row kernel without stages
-// (region r's), the form a product's prologue takes, or nil where its
-// expression takes op parameters (a prologue's code has none).
-func (s *groupStep) rowKernel(r *fuse.Region) *inductor.RowKernel {
-	if pk, _, err := s.kernel.Expr.ParamKinds(s.kinds, s.kernel.Compute); err != nil || len(pk) > 0 {
-		return nil
-	}
-	k := &inductor.RowKernel{Label: s.kernel.Label, Doc: r.Describe(), Expr: s.kernel.Expr, Compute: s.kernel.Compute, Out: s.kernel.Out}
-	for _, in := range s.inputs {
-		k.Inputs = append(k.Inputs, inductor.RowInput{DType: in.Node.DType, Kind: in.Kind})
-	}
-	return k
-}
-
 // fusedOutputs compiles members' expressions (over operands of kinds)
 // into a CPU program each and one kernel with an output per member: the
 // first member's its value, the others' its Extra outputs.
