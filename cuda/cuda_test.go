@@ -1261,36 +1261,52 @@ func BenchmarkGPUGraphChain(b *testing.B) {
 				const kernels = 256
 				grid := Dim3{X: uint32(min(blocks(n, 256), uint32(4*d.SMCount)))}
 				args := NewArgs()
-				check(b, s.BeginCapture())
-				for i := range kernels {
+				replayGraph(b, s, kernels, func(i int) error {
 					src, dst := px, py
 					if i%2 == 1 {
 						src, dst = py, px
 					}
 					args.Reset().Ptr(src).Ptr(dst).I32(int32(n))
 					if dep {
-						check(b, s.LaunchDependent(f, grid, Dim3{X: 256}, 0, args))
-					} else {
-						check(b, s.Launch(f, grid, Dim3{X: 256}, 0, args))
+						return s.LaunchDependent(f, grid, Dim3{X: 256}, 0, args)
 					}
-				}
-				g, err := s.EndCapture()
-				check(b, err)
-				defer g.Destroy()
-				exec, err := g.Instantiate()
-				check(b, err)
-				defer exec.Destroy()
-				check(b, exec.Launch(s))
-				check(b, s.Synchronize())
-				b.ResetTimer()
-				for range b.N {
-					check(b, exec.Launch(s))
-				}
-				check(b, s.Synchronize())
-				b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N*kernels), "µs/kernel")
+					return s.Launch(f, grid, Dim3{X: 256}, 0, args)
+				}, nil)
 			})
 		}
 	}
+}
+
+// replayGraph captures kernels launches on s into a graph and times b.N
+// replays of it, each after before (when not nil) has had its go at the
+// executable graph and its kernel nodes; it reports µs a kernel and
+// returns the seconds a replay.
+func replayGraph(b *testing.B, s *Stream, kernels int, launch func(i int) error, before func(exec *GraphExec, nodes []KernelNode, it int)) float64 {
+	check(b, s.BeginCapture())
+	for i := range kernels {
+		check(b, launch(i))
+	}
+	g, err := s.EndCapture()
+	check(b, err)
+	defer g.Destroy()
+	exec, err := g.Instantiate()
+	check(b, err)
+	defer exec.Destroy()
+	nodes, _, err := g.KernelNodes()
+	check(b, err)
+	check(b, exec.Launch(s))
+	check(b, s.Synchronize())
+	b.ResetTimer()
+	for it := range b.N {
+		if before != nil {
+			before(exec, nodes, it)
+		}
+		check(b, exec.Launch(s))
+	}
+	check(b, s.Synchronize())
+	sec := b.Elapsed().Seconds() / float64(b.N)
+	b.ReportMetric(sec*1e6/float64(kernels), "µs/kernel")
+	return sec
 }
 
 // streamKernel reads nvec 16-byte vectors of w, VPT a thread in a
@@ -1369,34 +1385,17 @@ func BenchmarkGPUGraphStream(b *testing.B) {
 	// replay first gives each kernel node a new out parameter, as a
 	// replayed program gives its outputs fresh buffers.
 	timeGraph := func(b *testing.B, launch func(i int) error, kernels int, bytes int, patch bool) {
-		check(b, s.BeginCapture())
-		for i := range kernels {
-			check(b, launch(i))
-		}
-		g, err := s.EndCapture()
-		check(b, err)
-		defer g.Destroy()
-		exec, err := g.Instantiate()
-		check(b, err)
-		defer exec.Destroy()
-		nodes, _, err := g.KernelNodes()
-		check(b, err)
-		check(b, exec.Launch(s))
-		check(b, s.Synchronize())
-		b.ResetTimer()
-		for it := range b.N {
-			if patch {
+		var before func(exec *GraphExec, nodes []KernelNode, it int)
+		if patch {
+			before = func(exec *GraphExec, nodes []KernelNode, it int) {
 				for i := range nodes {
 					params := slices.Clone(nodes[i].Params)
 					binary.LittleEndian.PutUint64(params[2], uint64(out)+uint64(4*(it%2)))
 					check(b, exec.SetKernelParams(&nodes[i], params))
 				}
 			}
-			check(b, exec.Launch(s))
 		}
-		check(b, s.Synchronize())
-		sec := b.Elapsed().Seconds() / float64(b.N)
-		b.ReportMetric(sec*1e6/float64(kernels), "µs/kernel")
+		sec := replayGraph(b, s, kernels, launch, before)
 		b.ReportMetric(float64(kernels*bytes)/sec/1e9, "GB/s")
 	}
 	b.Run("one-kernel", func(b *testing.B) {
