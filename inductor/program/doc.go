@@ -14,7 +14,11 @@
 // the Cat's result, each into its slice (fuse.InPlaceCats), so that the
 // Cat copies none of them. With Config.CUDAGraphs a program's runs on a GPU are
 // captured and replayed as CUDA graphs, and with Config.Autotune launch
-// shapes and library algorithms are timed on the device.
+// shapes and library algorithms are timed on the device. In a graph, a
+// product whose weight is an input or constant launches as a programmatic
+// dependent of the kernel ahead, loading its weight while that kernel
+// ends; where its first operand is one too, it runs wholly ahead and
+// waits only before its stores (findDependentProducts).
 //
 // A kernel that fails to build makes its program run with the eager
 // kernels from then on, with one warning.
