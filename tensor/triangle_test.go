@@ -46,6 +46,9 @@ func TestTrilTriu(t *testing.T) {
 	causal := func(s *Tensor) *Tensor {
 		return s.MaskedFill(Ones(Bool, 6, 6).Triu(1), math.Inf(-1)).Softmax(-1)
 	}
-	checkSame(t, "causal softmax, compiled", Compile(causal)(scores), causal(scores))
+	// Compiled, the softmax is one row region (its order of operations
+	// is not eager's): within float32's tolerance.
+	eager := causal(scores)
+	checkClose(t, "causal softmax, compiled", Compile(causal)(scores), Float32, eager.Shape(), vals(eager), 0)
 	expectError(t, "Tril of a vector", func() { Ones(Float32, 4).Tril(0) })
 }

@@ -112,8 +112,8 @@ func (s *rowStep) shape(full []int) []int {
 	return ir.ReduceShape(full, []int{len(full) - 1}, len(s.r.Root.Shape) == len(full))
 }
 
-// cpuShortRow is the row length below which row regions run op by op on
-// the CPU.
+// cpuShortRow is the row length below which row regions run on the CPU a
+// tile of rows to a program call (tilesCPU).
 const cpuShortRow = 64
 
 // loneReduction reports whether the region is a reduction of its inputs
@@ -139,18 +139,15 @@ func (s *rowStep) loneReduction() bool {
 // opByOp reports whether the region runs better op by op with the eager
 // kernels: on a GPU, few long rows that neither a lone reduction's split
 // nor a cluster keeping the row on chip spreads over the SMs (the eager
-// reductions split rows themselves); on the CPU, rows shorter than
-// cpuShortRow and lone reductions.
+// reductions split rows themselves); on the CPU, lone reductions.
 func (s *rowStep) opByOp(t *array.Array, rows, R int) bool {
 	if t.Device() == array.CPU {
 		// Few long rows: splitCPU splits them across the cores. Short
-		// rows: the row walk's cost per row (binding and running each
-		// stage's program) outweighs one pass of each eager op over the
-		// whole tensor; measured on 2 cores, row regions of 3 to 32
-		// columns ran 0.3-0.9x eager, of 64 and more 0.9-5x. A lone
-		// reduction is the eager reduction's own work, which its kernel
-		// does best.
-		return R < cpuShortRow || s.loneReduction()
+		// rows run a tile of rows to a program call (tilesCPU): a call
+		// per row cost more than one pass of each eager op over the whole
+		// tensor. A lone reduction is the eager reduction's own work,
+		// which its kernel does best.
+		return s.loneReduction()
 	}
 	if s.kernel.CanSplit() || s.kernel.CanStage() {
 		return false // planGPU splits rows that leave SMs idle

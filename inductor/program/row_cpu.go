@@ -2,6 +2,7 @@ package program
 
 import (
 	"runtime"
+	"slices"
 	"sync"
 	"weak"
 
@@ -164,6 +165,10 @@ func replace(e *ir.Expr, from, memo map[*ir.Expr]*ir.Expr) *ir.Expr {
 
 func (s *rowStep) runCPU(args []*array.Array, full []int, res *array.Array) {
 	l := s.cpuRows(args, full)
+	if l.R < cpuShortRow && s.r.Row.Dims == nil {
+		s.tilesCPU(args, full, l, res)
+		return
+	}
 	// Fewer rows than cores, and long: each row is split across the cores.
 	if ir.Numel(l.outerShape) < runtime.GOMAXPROCS(0) && l.R >= 2*array.MinParallel {
 		s.splitCPU(args, l, res)
@@ -283,6 +288,151 @@ func (s *rowStep) rowsCPU(plan *cpuPlan, args []*array.Array, l cpuRows, res *ar
 			}
 		}
 	})
+}
+
+// tilesCPU runs a region over the last dim whose rows are short (fewer
+// than cpuShortRow columns) a tile of rows at a time: each program runs
+// over the tile's elements in one call, as over one long row, instead of
+// a call per row, whose fixed cost outweighs a short row's work. Each
+// reduction then folds the tile's rows one by one, in the blocks and
+// order of rowsCPU (so with its values), and its results are spread over
+// their rows' elements for the programs after it; a stage computed once a
+// row takes its row's first element's value, as rowsCPU computes it.
+func (s *rowStep) tilesCPU(args []*array.Array, full []int, l cpuRows, res *array.Array) {
+	R, rows := l.R, ir.Numel(l.outerShape)
+	stages := s.r.Row.Stages
+	nIn := len(args)
+	tile := max(1, array.BlockSize/R) // rows a tile
+	// Each input over the full shape, its dims merged where its layout
+	// allows (a contiguous input is one run); repeats marks one that is the
+	// same row broadcast over all rows (a weight), read once a worker.
+	shapes, strides := make([][]int, nIn), make([][]int, nIn)
+	repeats := make([]bool, nIn)
+	for i, t := range args {
+		sh, st := array.Coalesce(full, ir.BroadcastStrides(t.Shape(), t.Strides(), full))
+		shapes[i], strides[i] = sh, st[0]
+		r := len(sh) - 1
+		repeats[i] = r >= 1 && sh[r] == R && st[0][r] == 1 && slices.Max(st[0][:r]) == 0 && slices.Min(st[0][:r]) == 0
+	}
+	array.ParallelRows(rows, max(tile, array.MinParallel/R), func(lo, hi int) {
+		n := tile * R
+		frames := make([]*ir.Frame, len(stages))
+		for k, blk := range s.stages {
+			frames[k] = blk.GetFrame(n, nil)
+			defer blk.PutFrame(frames[k])
+		}
+		var rootFrame *ir.Frame
+		if s.root != nil {
+			rootFrame = s.root.GetFrame(n, nil)
+			defer s.root.PutFrame(rootFrame)
+		}
+		ops := make([]*array.Operand, nIn)
+		for i, t := range args {
+			ops[i] = t.Operand(shapes[i], strides[i], t.Offset()) // the tile's elements in row-major order
+		}
+		// A repeated row's tile, per kind a program reads it in.
+		type repeat struct {
+			i int
+			k ir.Kind
+		}
+		tiles := map[repeat]ir.Vec{}
+		load := func(f *ir.Frame, blk *ir.Block, start, m int) {
+			for i, o := range ops {
+				if !blk.Uses(i) {
+					continue
+				}
+				if !repeats[i] {
+					f.SetArg(i, o.Load(start, m, f.ArgKind(i), f.ArgBuf(i)))
+					continue
+				}
+				key := repeat{i, f.ArgKind(i)}
+				v, ok := tiles[key]
+				if !ok {
+					v = ir.NewVec(key.k, n)
+					row := o.Load(0, R, key.k, ir.NewVec(key.k, R))
+					for r := range tile {
+						copyVec(v.Slice(r*R, r*R+R), row)
+					}
+					tiles[key] = v
+				}
+				f.SetArg(i, v.Slice(0, m))
+			}
+		}
+		perRow := make([]ir.Vec, len(stages)) // each stage's value for each row of the tile
+		spread := make([]ir.Vec, len(stages)) // and repeated over the row's elements
+		rounders := make([]*array.Rounder, len(stages))
+		for k, st := range stages {
+			perRow[k], spread[k] = ir.NewVec(st.Kind, tile), ir.NewVec(st.Kind, n)
+			rounders[k] = array.NewRounder(st.Node.DType, st.Kind)
+		}
+		// bind makes f read the inputs' elements [start, start+m) and the
+		// stages computed so far.
+		bind := func(f *ir.Frame, blk *ir.Block, start, m, done int) {
+			load(f, blk, start, m)
+			for k := range done {
+				f.SetArg(nIn+k, spread[k].Slice(0, m))
+			}
+		}
+		for r0 := lo; r0 < hi; r0 += tile {
+			t := min(tile, hi-r0)
+			start, m := r0*R, t*R
+			for k, st := range stages {
+				blk := s.stages[k]
+				bind(frames[k], blk, start, m, k)
+				v := frames[k].Run(m, nil)
+				for row := range t {
+					one := perRow[k].Slice(row, row+1)
+					if st.Reduce {
+						acc := array.FoldVec(st.Reducer, blk.OutKind(), 0, R, v.Slice(row*R, row*R+R))
+						rounders[k].Result(st.Reducer, acc, R, one)
+					} else {
+						rounders[k].Value(v.Slice(row*R, row*R+1), blk.OutKind(), one)
+					}
+				}
+				spreadRows(spread[k], perRow[k], t, R)
+			}
+			if s.root == nil {
+				res.Store(r0, perRow[len(stages)-1], stages[len(stages)-1].Kind, t)
+				continue
+			}
+			bind(rootFrame, s.root, start, m, len(stages))
+			k := s.root.OutKind()
+			if dst, ok := res.HostVec(start, start+m, k); ok && s.root.Computes() {
+				rootFrame.Run(m, &dst) // straight into the result
+				continue
+			}
+			res.StoreBlock(start, rootFrame.Run(m, nil), k, m)
+		}
+	})
+}
+
+// copyVec copies src into dst, of the same kind and length.
+func copyVec(dst, src ir.Vec) {
+	copy(dst.F32, src.F32)
+	copy(dst.F64, src.F64)
+	copy(dst.I64, src.I64)
+}
+
+// spreadRows writes each of the first rows values of per over its row's
+// r elements of spread.
+func spreadRows(spread, per ir.Vec, rows, r int) {
+	switch {
+	case per.F32 != nil:
+		spreadEach(spread.F32, per.F32, rows, r)
+	case per.F64 != nil:
+		spreadEach(spread.F64, per.F64, rows, r)
+	default:
+		spreadEach(spread.I64, per.I64, rows, r)
+	}
+}
+
+func spreadEach[T float32 | float64 | int64](spread, per []T, rows, r int) {
+	for i, v := range per[:rows] {
+		row := spread[i*r : (i+1)*r]
+		for j := range row {
+			row[j] = v
+		}
+	}
 }
 
 // loneRows folds rows [lo, hi) of a region that is one reduction of an

@@ -67,7 +67,8 @@ func TestCPURowKeptValuesSameBits(t *testing.T) {
 					planned = planned || p.(*cpuPlan) != nil
 					return true
 				})
-				// Rows shorter than cpuShortRow run op by op. Half-precision
+				// Rows shorter than cpuShortRow run a tile at a time
+				// (tilesCPU), which keeps no values. Half-precision
 				// values between ops are rounded through their
 				// dtype, so exp's values are not a stage's own there.
 				half := dt == ir.Float16 || dt == ir.BFloat16
@@ -193,6 +194,139 @@ func TestCPURowSplitSameBits(t *testing.T) {
 			}
 		}
 	}
+}
+
+// Short rows run a tile of rows to a program call (tilesCPU) and give the
+// bits of the same rows run one by one (rowsCPU), for every kind of row
+// region, dtype, row length under cpuShortRow and layout (a transposed
+// input, a weight broadcast along the rows), with NaN and infinite
+// values.
+func TestCPURowTilesSameBits(t *testing.T) {
+	call := func(g *ir.Graph, op *ir.Op, a ir.Attrs, args ...ir.Value) *ir.Node {
+		return mustCall(t, g, op, a, args...)
+	}
+	cases := []struct {
+		name string
+		f    func(g *ir.Graph, x, w *ir.Node, r int) *ir.Node
+	}{
+		{"softmax", func(g *ir.Graph, x, w *ir.Node, r int) *ir.Node { return call(g, ir.OpSoftmax, ir.Attrs{Dim: -1}, x) }},
+		{"log_softmax", func(g *ir.Graph, x, w *ir.Node, r int) *ir.Node {
+			return call(g, ir.OpLogSoftmax, ir.Attrs{Dim: -1}, x)
+		}},
+		{"layer_norm", func(g *ir.Graph, x, w *ir.Node, r int) *ir.Node {
+			return call(g, ir.OpLayerNorm, ir.Attrs{Dims: []int{r}, Scalars: []float64{1e-5}}, x, w, w)
+		}},
+		{"rms_norm", func(g *ir.Graph, x, w *ir.Node, r int) *ir.Node {
+			return call(g, ir.OpRMSNorm, ir.Attrs{Dims: []int{r}, Scalars: []float64{1e-6}}, x, w)
+		}},
+		{"var", func(g *ir.Graph, x, w *ir.Node, r int) *ir.Node {
+			return call(g, ir.OpVar, ir.Attrs{Dims: []int{-1}, Scalars: []float64{1}}, x)
+		}},
+		{"max of x·w", func(g *ir.Graph, x, w *ir.Node, r int) *ir.Node {
+			return call(g, ir.OpAMax, ir.Attrs{Dims: []int{-1}}, call(g, ir.OpMul, ir.Attrs{}, x, w))
+		}},
+		{"x minus its row's argmax", func(g *ir.Graph, x, w *ir.Node, r int) *ir.Node {
+			a := call(g, ir.OpArgMax, ir.Attrs{Dims: []int{-1}, KeepDim: true}, x)
+			return call(g, ir.OpSub, ir.Attrs{}, x, call(g, ir.OpCast, ir.Attrs{DType: x.DType}, a))
+		}},
+	}
+	rng := rand.New(rand.NewPCG(21, 22))
+	tested := 0
+	for _, c := range cases {
+		for _, dt := range []ir.DType{ir.Float32, ir.Float64, ir.Float16, ir.BFloat16} {
+			for _, sz := range [][2]int{{1, 1}, {3, 1}, {1000, 1}, {7, 2}, {1025, 3}, {4097, 9}, {3, 17}, {2049, 63}} {
+				for _, transposed := range []bool{false, true} {
+					rows, r := sz[0], sz[1]
+					name := fmt.Sprintf("%s/%v/%dx%d/transposed %v", c.name, dt, rows, r, transposed)
+					vals := make([]float64, rows*r)
+					for i := range vals {
+						switch u := rng.Float64(); {
+						case u < 0.01:
+							vals[i] = math.Inf(-1)
+						case u < 0.015:
+							vals[i] = math.NaN()
+						default:
+							vals[i] = rng.NormFloat64() * 2
+						}
+					}
+					wv := make([]float64, r)
+					for i := range wv {
+						wv[i] = rng.NormFloat64()
+					}
+					x := array.FromFloat64s(vals, dt, rows, r)
+					if transposed {
+						x = array.FromFloat64s(vals, dt, r, rows).WithLayout(ir.Layout{Shape: []int{rows, r}, Strides: []int{1, rows}})
+					}
+					w := array.FromFloat64s(wv, dt, r)
+					g := &ir.Graph{}
+					xn := g.Input([]int{rows, r}, dt, ir.CPU, "x")
+					wn := g.Input([]int{r}, dt, ir.CPU, "w")
+					g.Outputs = []*ir.Node{c.f(g, xn, wn, r)}
+					ir.Decompose(g)
+					p, err := Compile(g, Config{})
+					if err != nil {
+						t.Fatalf("%s: %v", name, err)
+					}
+					// The steps before the row region run as Run runs them.
+					ip := p.(*inductorProgram)
+					live := array.BindLeaves(ip.g, []*array.Array{x, w})
+					var row *rowStep
+					var args []*array.Array
+					for i := range ip.steps {
+						st := &ip.steps[i]
+						if st.row != nil {
+							row = st.row
+							for _, a := range st.args {
+								args = append(args, live[a])
+							}
+							break
+						}
+						n := st.r.Root
+						if st.group != nil {
+							res := st.group.run(viewInputs(st.group.inputs, argsOf(st, live)), func(int, ir.Device, ir.DType, []int) *array.Array { return nil }, nil)
+							for m, v := range res {
+								live[st.roots[m]] = v
+							}
+							continue
+						}
+						live[st.roots[0]] = array.RunNode(n, n.Attrs, array.NodeArgs(n, live, ip.index))
+					}
+					if row == nil || row.r.Row.Dims != nil || row.loneReduction() {
+						continue // no row region over the last dim that runs as one
+					}
+					full, _ := broadcastArgs(row.r.Root.Op, args)
+					shape := row.shape(full)
+					tiled, whole := array.New(array.CPU, row.r.Root.DType, shape), array.New(array.CPU, row.r.Root.DType, shape)
+					l := row.cpuRows(args, full)
+					row.tilesCPU(args, full, l, tiled)
+					plan := &cpuPlan{stages: row.stages, root: row.root, keep: make([]int, len(row.stages))}
+					for k := range plan.keep {
+						plan.keep[k] = -1
+					}
+					row.rowsCPU(plan, args, l, whole)
+					a, b := tiled.Float64s(), whole.Float64s()
+					for i := range a {
+						if math.Float64bits(a[i]) != math.Float64bits(b[i]) && !(math.IsNaN(a[i]) && math.IsNaN(b[i])) {
+							t.Fatalf("%s: element %d is %v tiled, %v row by row", name, i, a[i], b[i])
+						}
+					}
+					tested++
+				}
+			}
+		}
+	}
+	if tested < len(cases)*4*8 {
+		t.Errorf("%d layouts compared, want every case's", tested)
+	}
+}
+
+// argsOf is step s's inputs among the values live.
+func argsOf(s *inductorStep, live []*array.Array) []*array.Array {
+	out := make([]*array.Array, len(s.args))
+	for j, a := range s.args {
+		out[j] = live[a]
+	}
+	return out
 }
 
 // mustCall adds op's node to g, failing the test on an error.
