@@ -182,10 +182,12 @@ func sameKind(dt DType, k ir.Kind) bool {
 // registers, but eager code would have stored it): the storage's own
 // conversions, through a one-element cell. One per goroutine.
 type Rounder struct {
-	dt   DType
-	kind ir.Kind
-	cell any
-	f    [1]float64
+	dt      DType
+	kind    ir.Kind
+	cell    any
+	f       [1]float64
+	many    any // Results' and Values' cells
+	manyLen int
 }
 
 // NewRounder rounds values of kind k through dtype dt.
@@ -204,6 +206,31 @@ func (r *Rounder) Result(red ir.Reducer, acc ir.Acc, n int, v ir.Vec) {
 func (r *Rounder) Value(x ir.Vec, k ir.Kind, v ir.Vec) {
 	store(r.cell, r.dt, 0, x, k, 1)
 	convert(v, r.kind, r.cell, r.dt, 0, 1)
+}
+
+// Results rounds the floating results fs of reductions into v's first
+// len(fs) values: Result's rounding, for many values at once.
+func (r *Rounder) Results(fs []float64, v ir.Vec) {
+	cell := r.cells(len(fs))
+	storeFrom(cell, r.dt, 0, fs)
+	convert(v, r.kind, cell, r.dt, 0, len(fs))
+}
+
+// Values rounds the first n values of x, of kind k, into v: Value's
+// rounding, for many values at once.
+func (r *Rounder) Values(x ir.Vec, k ir.Kind, v ir.Vec, n int) {
+	cell := r.cells(n)
+	store(cell, r.dt, 0, x, k, n)
+	convert(v, r.kind, cell, r.dt, 0, n)
+}
+
+// cells is storage of the rounder's dtype for n values, kept for the
+// next call.
+func (r *Rounder) cells(n int) any {
+	if r.many == nil || r.manyLen < n {
+		r.many, r.manyLen = allocData(r.dt, n), n
+	}
+	return r.many
 }
 
 // Store writes n values of v (kind k) into t's storage from storage

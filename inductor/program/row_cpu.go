@@ -365,6 +365,8 @@ func (s *rowStep) tilesCPU(args []*array.Array, full []int, l cpuRows, res *arra
 			perRow[k], spread[k] = ir.NewVec(st.Kind, tile), ir.NewVec(st.Kind, n)
 			rounders[k] = array.NewRounder(st.Node.DType, st.Kind)
 		}
+		results := make([]float64, tile) // a reduction's results, before rounding
+		firsts := map[ir.Kind]ir.Vec{}   // the rows' first values of a stage computed once a row
 		// bind makes f read the inputs' elements [start, start+m) and the
 		// stages computed so far.
 		bind := func(f *ir.Frame, blk *ir.Block, start, m, done int) {
@@ -379,15 +381,21 @@ func (s *rowStep) tilesCPU(args []*array.Array, full []int, l cpuRows, res *arra
 			for k, st := range stages {
 				blk := s.stages[k]
 				bind(frames[k], blk, start, m, k)
-				v := frames[k].Run(m, nil)
-				for row := range t {
-					one := perRow[k].Slice(row, row+1)
-					if st.Reduce {
-						acc := array.FoldVec(st.Reducer, blk.OutKind(), 0, R, v.Slice(row*R, row*R+R))
-						rounders[k].Result(st.Reducer, acc, R, one)
-					} else {
-						rounders[k].Value(v.Slice(row*R, row*R+1), blk.OutKind(), one)
+				v, kind := frames[k].Run(m, nil), blk.OutKind()
+				if st.Reduce {
+					for row := range t {
+						acc := array.FoldVec(st.Reducer, kind, 0, R, v.Slice(row*R, row*R+R))
+						results[row] = st.Reducer.ResultF(acc, R)
 					}
+					rounders[k].Results(results[:t], perRow[k])
+				} else {
+					first, ok := firsts[kind]
+					if !ok {
+						first = ir.NewVec(kind, tile)
+						firsts[kind] = first
+					}
+					everyRth(first, v, t, R)
+					rounders[k].Values(first, kind, perRow[k], t)
 				}
 				spreadRows(spread[k], perRow[k], t, R)
 			}
@@ -404,6 +412,24 @@ func (s *rowStep) tilesCPU(args []*array.Array, full []int, l cpuRows, res *arra
 			res.StoreBlock(start, rootFrame.Run(m, nil), k, m)
 		}
 	})
+}
+
+// everyRth writes src's values 0, r, 2r, … (rows of them) into dst.
+func everyRth(dst, src ir.Vec, rows, r int) {
+	switch {
+	case src.F32 != nil:
+		pickEach(dst.F32, src.F32, rows, r)
+	case src.F64 != nil:
+		pickEach(dst.F64, src.F64, rows, r)
+	default:
+		pickEach(dst.I64, src.I64, rows, r)
+	}
+}
+
+func pickEach[T float32 | float64 | int64](dst, src []T, rows, r int) {
+	for i := range dst[:rows] {
+		dst[i] = src[i*r]
+	}
 }
 
 // copyVec copies src into dst, of the same kind and length.
