@@ -302,7 +302,7 @@ func (s *rowStep) tilesCPU(args []*array.Array, full []int, l cpuRows, res *arra
 	R, rows := l.R, ir.Numel(l.outerShape)
 	stages := s.r.Row.Stages
 	nIn := len(args)
-	tile := max(1, array.BlockSize/R) // rows a tile
+	tile := max(1, min(array.BlockSize/R, rows)) // rows a tile
 	// Each input over the full shape, its dims merged where its layout
 	// allows (a contiguous input is one run); repeats marks one that is the
 	// same row broadcast over all rows (a weight), read once a worker.
@@ -335,7 +335,7 @@ func (s *rowStep) tilesCPU(args []*array.Array, full []int, l cpuRows, res *arra
 			i int
 			k ir.Kind
 		}
-		tiles := map[repeat]ir.Vec{}
+		var tiles map[repeat]ir.Vec
 		load := func(f *ir.Frame, blk *ir.Block, start, m int) {
 			for i, o := range ops {
 				if !blk.Uses(i) {
@@ -348,6 +348,9 @@ func (s *rowStep) tilesCPU(args []*array.Array, full []int, l cpuRows, res *arra
 				key := repeat{i, f.ArgKind(i)}
 				v, ok := tiles[key]
 				if !ok {
+					if tiles == nil {
+						tiles = map[repeat]ir.Vec{}
+					}
 					v = ir.NewVec(key.k, n)
 					row := o.Load(0, R, key.k, ir.NewVec(key.k, R))
 					for r := range tile {
@@ -366,7 +369,7 @@ func (s *rowStep) tilesCPU(args []*array.Array, full []int, l cpuRows, res *arra
 			rounders[k] = array.NewRounder(st.Node.DType, st.Kind)
 		}
 		results := make([]float64, tile) // a reduction's results, before rounding
-		firsts := map[ir.Kind]ir.Vec{}   // the rows' first values of a stage computed once a row
+		var firsts map[ir.Kind]ir.Vec    // the rows' first values of a stage computed once a row
 		// bind makes f read the inputs' elements [start, start+m) and the
 		// stages computed so far.
 		bind := func(f *ir.Frame, blk *ir.Block, start, m, done int) {
@@ -391,6 +394,9 @@ func (s *rowStep) tilesCPU(args []*array.Array, full []int, l cpuRows, res *arra
 				} else {
 					first, ok := firsts[kind]
 					if !ok {
+						if firsts == nil {
+							firsts = map[ir.Kind]ir.Vec{}
+						}
 						first = ir.NewVec(kind, tile)
 						firsts[kind] = first
 					}

@@ -234,7 +234,7 @@ func TestCPURowTilesSameBits(t *testing.T) {
 	tested := 0
 	for _, c := range cases {
 		for _, dt := range []ir.DType{ir.Float32, ir.Float64, ir.Float16, ir.BFloat16} {
-			for _, sz := range [][2]int{{1, 1}, {3, 1}, {1000, 1}, {7, 2}, {1025, 3}, {4097, 9}, {3, 17}, {2049, 63}} {
+			for _, sz := range [][2]int{{1, 1}, {3, 1}, {1000, 1}, {7, 2}, {1025, 3}, {4097, 9}, {3, 17}, {2049, 63}, {513, 100}, {2, 127}} {
 				for _, transposed := range []bool{false, true} {
 					rows, r := sz[0], sz[1]
 					name := fmt.Sprintf("%s/%v/%dx%d/transposed %v", c.name, dt, rows, r, transposed)
@@ -315,7 +315,7 @@ func TestCPURowTilesSameBits(t *testing.T) {
 			}
 		}
 	}
-	if tested < len(cases)*4*8 {
+	if tested < len(cases)*4*10 {
 		t.Errorf("%d layouts compared, want every case's", tested)
 	}
 }
