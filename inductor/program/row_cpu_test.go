@@ -92,33 +92,9 @@ func TestCPURowKeptValuesSameBits(t *testing.T) {
 // same rows folded one per core (rowsCPU), for every kind of row region,
 // dtype and layout.
 func TestCPURowSplitSameBits(t *testing.T) {
-	call := func(g *ir.Graph, op *ir.Op, a ir.Attrs, args ...ir.Value) *ir.Node {
-		return mustCall(t, g, op, a, args...)
-	}
-	cases := []struct {
-		name string
-		f    func(g *ir.Graph, x, w *ir.Node, r int) *ir.Node
-	}{
-		{"softmax", func(g *ir.Graph, x, w *ir.Node, r int) *ir.Node { return call(g, ir.OpSoftmax, ir.Attrs{Dim: -1}, x) }},
-		{"log_softmax", func(g *ir.Graph, x, w *ir.Node, r int) *ir.Node {
-			return call(g, ir.OpLogSoftmax, ir.Attrs{Dim: -1}, x)
-		}},
-		{"layer_norm", func(g *ir.Graph, x, w *ir.Node, r int) *ir.Node {
-			return call(g, ir.OpLayerNorm, ir.Attrs{Dims: []int{r}, Scalars: []float64{1e-5}}, x, w, w)
-		}},
-		{"rms_norm", func(g *ir.Graph, x, w *ir.Node, r int) *ir.Node {
-			return call(g, ir.OpRMSNorm, ir.Attrs{Dims: []int{r}, Scalars: []float64{1e-6}}, x, w)
-		}},
-		{"var", func(g *ir.Graph, x, w *ir.Node, r int) *ir.Node {
-			return call(g, ir.OpVar, ir.Attrs{Dims: []int{-1}, Scalars: []float64{1}}, x)
-		}},
-		{"sum", func(g *ir.Graph, x, w *ir.Node, r int) *ir.Node {
-			return call(g, ir.OpSum, ir.Attrs{Dims: []int{-1}}, x)
-		}},
-		{"max of x·w", func(g *ir.Graph, x, w *ir.Node, r int) *ir.Node {
-			return call(g, ir.OpAMax, ir.Attrs{Dims: []int{-1}}, call(g, ir.OpMul, ir.Attrs{}, x, w))
-		}},
-	}
+	cases := append(rowRegionCases(t), rowRegionCase{"sum", func(g *ir.Graph, x, w *ir.Node, r int) *ir.Node {
+		return mustCall(t, g, ir.OpSum, ir.Attrs{Dims: []int{-1}}, x)
+	}})
 	rng := rand.New(rand.NewPCG(13, 14))
 	for _, c := range cases {
 		for _, dt := range []ir.DType{ir.Float32, ir.Float64, ir.BFloat16} {
@@ -126,48 +102,7 @@ func TestCPURowSplitSameBits(t *testing.T) {
 				for _, transposed := range []bool{false, true} {
 					rows, r := sz[0], sz[1]
 					name := fmt.Sprintf("%s/%v/%dx%d/transposed %v", c.name, dt, rows, r, transposed)
-					vals := make([]float64, rows*r)
-					for i := range vals {
-						vals[i] = rng.NormFloat64() * 2
-					}
-					wv := make([]float64, r)
-					for i := range wv {
-						wv[i] = rng.NormFloat64()
-					}
-					x := array.FromFloat64s(vals, dt, rows, r)
-					if transposed {
-						x = array.FromFloat64s(vals, dt, r, rows).WithLayout(ir.Layout{Shape: []int{rows, r}, Strides: []int{1, rows}})
-					}
-					w := array.FromFloat64s(wv, dt, r)
-					g := &ir.Graph{}
-					xn := g.Input([]int{rows, r}, dt, ir.CPU, "x")
-					wn := g.Input([]int{r}, dt, ir.CPU, "w")
-					g.Outputs = []*ir.Node{c.f(g, xn, wn, r)}
-					ir.Decompose(g)
-					p, err := Compile(g, Config{})
-					if err != nil {
-						t.Fatalf("%s: %v", name, err)
-					}
-					// The steps before the row region run as Run runs them.
-					ip := p.(*inductorProgram)
-					live := array.BindLeaves(ip.g, []*array.Array{x, w})
-					var row *rowStep
-					var args []*array.Array
-					for i := range ip.steps {
-						st := &ip.steps[i]
-						if st.row != nil {
-							row = st.row
-							for _, a := range st.args {
-								args = append(args, live[a])
-							}
-							break
-						}
-						if st.group != nil {
-							t.Fatalf("%s: a pointwise group before the row region", name)
-						}
-						n := st.r.Root
-						live[st.roots[0]] = array.RunNode(n, n.Attrs, array.NodeArgs(n, live, ip.index))
-					}
+					row, args := firstRowRegion(t, name, c.f, rowInputs(rng, dt, rows, r, transposed, 0))
 					if row == nil {
 						t.Fatalf("%s: no row region", name)
 					}
@@ -202,34 +137,10 @@ func TestCPURowSplitSameBits(t *testing.T) {
 // input, a weight broadcast along the rows), with NaN and infinite
 // values.
 func TestCPURowTilesSameBits(t *testing.T) {
-	call := func(g *ir.Graph, op *ir.Op, a ir.Attrs, args ...ir.Value) *ir.Node {
-		return mustCall(t, g, op, a, args...)
-	}
-	cases := []struct {
-		name string
-		f    func(g *ir.Graph, x, w *ir.Node, r int) *ir.Node
-	}{
-		{"softmax", func(g *ir.Graph, x, w *ir.Node, r int) *ir.Node { return call(g, ir.OpSoftmax, ir.Attrs{Dim: -1}, x) }},
-		{"log_softmax", func(g *ir.Graph, x, w *ir.Node, r int) *ir.Node {
-			return call(g, ir.OpLogSoftmax, ir.Attrs{Dim: -1}, x)
-		}},
-		{"layer_norm", func(g *ir.Graph, x, w *ir.Node, r int) *ir.Node {
-			return call(g, ir.OpLayerNorm, ir.Attrs{Dims: []int{r}, Scalars: []float64{1e-5}}, x, w, w)
-		}},
-		{"rms_norm", func(g *ir.Graph, x, w *ir.Node, r int) *ir.Node {
-			return call(g, ir.OpRMSNorm, ir.Attrs{Dims: []int{r}, Scalars: []float64{1e-6}}, x, w)
-		}},
-		{"var", func(g *ir.Graph, x, w *ir.Node, r int) *ir.Node {
-			return call(g, ir.OpVar, ir.Attrs{Dims: []int{-1}, Scalars: []float64{1}}, x)
-		}},
-		{"max of x·w", func(g *ir.Graph, x, w *ir.Node, r int) *ir.Node {
-			return call(g, ir.OpAMax, ir.Attrs{Dims: []int{-1}}, call(g, ir.OpMul, ir.Attrs{}, x, w))
-		}},
-		{"x minus its row's argmax", func(g *ir.Graph, x, w *ir.Node, r int) *ir.Node {
-			a := call(g, ir.OpArgMax, ir.Attrs{Dims: []int{-1}, KeepDim: true}, x)
-			return call(g, ir.OpSub, ir.Attrs{}, x, call(g, ir.OpCast, ir.Attrs{DType: x.DType}, a))
-		}},
-	}
+	cases := append(rowRegionCases(t), rowRegionCase{"x minus its row's argmax", func(g *ir.Graph, x, w *ir.Node, r int) *ir.Node {
+		a := mustCall(t, g, ir.OpArgMax, ir.Attrs{Dims: []int{-1}, KeepDim: true}, x)
+		return mustCall(t, g, ir.OpSub, ir.Attrs{}, x, mustCall(t, g, ir.OpCast, ir.Attrs{DType: x.DType}, a))
+	}})
 	rng := rand.New(rand.NewPCG(21, 22))
 	tested := 0
 	for _, c := range cases {
@@ -238,59 +149,7 @@ func TestCPURowTilesSameBits(t *testing.T) {
 				for _, transposed := range []bool{false, true} {
 					rows, r := sz[0], sz[1]
 					name := fmt.Sprintf("%s/%v/%dx%d/transposed %v", c.name, dt, rows, r, transposed)
-					vals := make([]float64, rows*r)
-					for i := range vals {
-						switch u := rng.Float64(); {
-						case u < 0.01:
-							vals[i] = math.Inf(-1)
-						case u < 0.015:
-							vals[i] = math.NaN()
-						default:
-							vals[i] = rng.NormFloat64() * 2
-						}
-					}
-					wv := make([]float64, r)
-					for i := range wv {
-						wv[i] = rng.NormFloat64()
-					}
-					x := array.FromFloat64s(vals, dt, rows, r)
-					if transposed {
-						x = array.FromFloat64s(vals, dt, r, rows).WithLayout(ir.Layout{Shape: []int{rows, r}, Strides: []int{1, rows}})
-					}
-					w := array.FromFloat64s(wv, dt, r)
-					g := &ir.Graph{}
-					xn := g.Input([]int{rows, r}, dt, ir.CPU, "x")
-					wn := g.Input([]int{r}, dt, ir.CPU, "w")
-					g.Outputs = []*ir.Node{c.f(g, xn, wn, r)}
-					ir.Decompose(g)
-					p, err := Compile(g, Config{})
-					if err != nil {
-						t.Fatalf("%s: %v", name, err)
-					}
-					// The steps before the row region run as Run runs them.
-					ip := p.(*inductorProgram)
-					live := array.BindLeaves(ip.g, []*array.Array{x, w})
-					var row *rowStep
-					var args []*array.Array
-					for i := range ip.steps {
-						st := &ip.steps[i]
-						if st.row != nil {
-							row = st.row
-							for _, a := range st.args {
-								args = append(args, live[a])
-							}
-							break
-						}
-						n := st.r.Root
-						if st.group != nil {
-							res := st.group.run(viewInputs(st.group.inputs, argsOf(st, live)), func(int, ir.Device, ir.DType, []int) *array.Array { return nil }, nil)
-							for m, v := range res {
-								live[st.roots[m]] = v
-							}
-							continue
-						}
-						live[st.roots[0]] = array.RunNode(n, n.Attrs, array.NodeArgs(n, live, ip.index))
-					}
+					row, args := firstRowRegion(t, name, c.f, rowInputs(rng, dt, rows, r, transposed, 0.015))
 					if row == nil || row.r.Row.Dims != nil || row.loneReduction() {
 						continue // no row region over the last dim that runs as one
 					}
@@ -318,6 +177,100 @@ func TestCPURowTilesSameBits(t *testing.T) {
 	if tested < len(cases)*4*10 {
 		t.Errorf("%d layouts compared, want every case's", tested)
 	}
+}
+
+// rowRegionCase builds a graph of x [rows, r] and w [r] with a row region
+// over the last dim.
+type rowRegionCase struct {
+	name string
+	f    func(g *ir.Graph, x, w *ir.Node, r int) *ir.Node
+}
+
+// rowRegionCases are the kinds of row region: reductions kept per
+// element, two-stage norms with a weight, a reduction of a product.
+func rowRegionCases(t *testing.T) []rowRegionCase {
+	call := func(g *ir.Graph, op *ir.Op, a ir.Attrs, args ...ir.Value) *ir.Node {
+		return mustCall(t, g, op, a, args...)
+	}
+	return []rowRegionCase{
+		{"softmax", func(g *ir.Graph, x, w *ir.Node, r int) *ir.Node { return call(g, ir.OpSoftmax, ir.Attrs{Dim: -1}, x) }},
+		{"log_softmax", func(g *ir.Graph, x, w *ir.Node, r int) *ir.Node {
+			return call(g, ir.OpLogSoftmax, ir.Attrs{Dim: -1}, x)
+		}},
+		{"layer_norm", func(g *ir.Graph, x, w *ir.Node, r int) *ir.Node {
+			return call(g, ir.OpLayerNorm, ir.Attrs{Dims: []int{r}, Scalars: []float64{1e-5}}, x, w, w)
+		}},
+		{"rms_norm", func(g *ir.Graph, x, w *ir.Node, r int) *ir.Node {
+			return call(g, ir.OpRMSNorm, ir.Attrs{Dims: []int{r}, Scalars: []float64{1e-6}}, x, w)
+		}},
+		{"var", func(g *ir.Graph, x, w *ir.Node, r int) *ir.Node {
+			return call(g, ir.OpVar, ir.Attrs{Dims: []int{-1}, Scalars: []float64{1}}, x)
+		}},
+		{"max of x·w", func(g *ir.Graph, x, w *ir.Node, r int) *ir.Node {
+			return call(g, ir.OpAMax, ir.Attrs{Dims: []int{-1}}, call(g, ir.OpMul, ir.Attrs{}, x, w))
+		}},
+	}
+}
+
+// rowInputs draws x [rows, r] (transposed in memory, or not) and w [r] of
+// dt, a share of x's values -Inf and a third of those NaN.
+func rowInputs(rng *rand.Rand, dt ir.DType, rows, r int, transposed bool, special float64) [2]*array.Array {
+	vals := make([]float64, rows*r)
+	for i := range vals {
+		switch u := rng.Float64(); {
+		case u < special*2/3:
+			vals[i] = math.Inf(-1)
+		case u < special:
+			vals[i] = math.NaN()
+		default:
+			vals[i] = rng.NormFloat64() * 2
+		}
+	}
+	wv := make([]float64, r)
+	for i := range wv {
+		wv[i] = rng.NormFloat64()
+	}
+	x := array.FromFloat64s(vals, dt, rows, r)
+	if transposed {
+		x = array.FromFloat64s(vals, dt, r, rows).WithLayout(ir.Layout{Shape: []int{rows, r}, Strides: []int{1, rows}})
+	}
+	return [2]*array.Array{x, array.FromFloat64s(wv, dt, r)}
+}
+
+// firstRowRegion compiles f of inputs x and w, runs the steps before its
+// first row region as Run runs them, and returns that region's step and
+// its inputs (nil where there is none).
+func firstRowRegion(t *testing.T, name string, f func(g *ir.Graph, x, w *ir.Node, r int) *ir.Node, in [2]*array.Array) (*rowStep, []*array.Array) {
+	t.Helper()
+	x, w := in[0], in[1]
+	r := w.Shape()[0]
+	g := &ir.Graph{}
+	xn := g.Input(x.Shape(), x.DType(), ir.CPU, "x")
+	wn := g.Input([]int{r}, w.DType(), ir.CPU, "w")
+	g.Outputs = []*ir.Node{f(g, xn, wn, r)}
+	ir.Decompose(g)
+	p, err := Compile(g, Config{})
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	ip := p.(*inductorProgram)
+	live := array.BindLeaves(ip.g, []*array.Array{x, w})
+	for i := range ip.steps {
+		st := &ip.steps[i]
+		switch {
+		case st.row != nil:
+			return st.row, argsOf(st, live)
+		case st.group != nil:
+			res := st.group.run(viewInputs(st.group.inputs, argsOf(st, live)), func(int, ir.Device, ir.DType, []int) *array.Array { return nil }, nil)
+			for m, v := range res {
+				live[st.roots[m]] = v
+			}
+		default:
+			n := st.r.Root
+			live[st.roots[0]] = array.RunNode(n, n.Attrs, array.NodeArgs(n, live, ip.index))
+		}
+	}
+	return nil, nil
 }
 
 // argsOf is step s's inputs among the values live.
