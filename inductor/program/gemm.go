@@ -214,11 +214,7 @@ func (p *inductorProgram) runMatMul(s *inductorStep, vals []*array.Array, a *arr
 		// runs now, into a tensor of its own (its planned buffer may hold
 		// values computed since).
 		t := &p.steps[pro.step]
-		args := make([]*array.Array, len(t.args))
-		for j, ai := range t.args {
-			args[j] = vals[ai]
-		}
-		vals[t.roots[0]] = t.row.run(args, nil, q)
+		vals[t.roots[0]] = t.row.run(t.argsIn(vals), nil, q)
 	}
 	args := array.NodeArgs(n, vals, p.index)
 	x, y := args[0].(*array.Array), args[1].(*array.Array)
@@ -258,12 +254,8 @@ func (p *inductorProgram) epilogueOf(s *inductorStep, vals []*array.Array, dev i
 		return nil, nil, nil
 	}
 	t := &p.steps[e.step]
-	ins := make([]*array.Array, len(t.args))
-	for j, ai := range t.args {
-		if j != e.product {
-			ins[j] = vals[ai]
-		}
-	}
+	ins := t.argsIn(vals)
+	ins[e.product] = nil // the product's kernel gives it
 	dst := func(shape []int) *array.Array { return array.New(dev, t.r.Root.DType, shape) }
 	return t, viewInputs(t.group.inputs, ins), dst
 }
@@ -275,10 +267,7 @@ func (p *inductorProgram) epilogueOf(s *inductorStep, vals []*array.Array, dev i
 func (p *inductorProgram) runWithPrologue(s *inductorStep, vals []*array.Array, q *array.LaunchQueue) bool {
 	pro := s.prologue
 	t := &p.steps[pro.step]
-	ins := make([]*array.Array, len(t.args))
-	for j, ai := range t.args {
-		ins[j] = vals[ai]
-	}
+	ins := t.argsIn(vals)
 	if len(ins) == 0 || ins[0].Device() == array.CPU {
 		return false
 	}
@@ -313,18 +302,18 @@ func (p *inductorProgram) runWithPrologue(s *inductorStep, vals []*array.Array, 
 		}
 	}
 	y := vals[p.index[s.r.Root.Args[1].(*ir.Node)]]
-	if u, eins, dst := p.epilogueOf(s, vals, ins[0].Device()); u != nil {
-		if r := gpuGemm(p.cfg, s.tuned, s.early(vals, nil, y), q, nil, y, a, u, s.epilogue.product, eins, dst); r != nil {
-			vals[u.roots[0]] = r
-			return true
-		}
+	// The value the kernel stores: the epilogue's, if the product has one.
+	u, eins, dst := p.epilogueOf(s, vals, ins[0].Device())
+	root, product := s.roots[0], 0
+	if u != nil {
+		root, product = u.roots[0], s.epilogue.product
+	}
+	r := gpuGemm(p.cfg, s.tuned, s.early(vals, nil, y), q, nil, y, a, u, product, eins, dst)
+	if r == nil {
 		return false
 	}
-	if r := gpuGemm(p.cfg, s.tuned, s.early(vals, nil, y), q, nil, y, a, nil, 0, nil, nil); r != nil {
-		vals[s.roots[0]] = r
-		return true
-	}
-	return false
+	vals[root] = r
+	return true
 }
 
 // aPrologue is the first operand of a product computed by its kernel: a

@@ -263,10 +263,7 @@ func (p *inductorProgram) runWith(inputs []*array.Array, a *array.Arena, q *arra
 			vals[s.roots[0]] = array.RunNode(n, attrs, array.NodeArgs(n, vals, p.index))
 			continue
 		}
-		args := make([]*array.Array, len(s.args))
-		for j, a := range s.args {
-			args[j] = vals[a]
-		}
+		args := s.argsIn(vals)
 		if s.deferred && len(args) > 0 && args[0].Device() != array.CPU {
 			continue // the product after it computes it, or runs it (runMatMul)
 		}
@@ -318,6 +315,15 @@ func (p *inductorProgram) runWith(inputs []*array.Array, a *array.Arena, q *arra
 	q.Drain()
 	p.ran.Store(true)
 	return array.OutputsOf(p.g, p.index, vals)
+}
+
+// argsIn is the step's inputs (its region's, in order) among vals.
+func (s *inductorStep) argsIn(vals []*array.Array) []*array.Array {
+	args := make([]*array.Array, len(s.args))
+	for j, a := range s.args {
+		args[j] = vals[a]
+	}
+	return args
 }
 
 // kernelStep makes step t, a lone pointwise op the eager kernel would run,

@@ -200,27 +200,14 @@ func (s *rowStep) rowsCPU(plan *cpuPlan, args []*array.Array, l cpuRows, res *ar
 	lone := len(stages) == 1 && stages[0].Reduce && plan.root == nil && !plan.stages[0].Computes()
 	array.ParallelRows(rows, max(1, array.MinParallel/R), func(lo, hi int) {
 		chunk := min(array.BlockSize, R)
-		frames := make([]*ir.Frame, len(stages))
-		for k, blk := range plan.stages {
-			frames[k] = blk.GetFrame(chunk, nil)
-			defer blk.PutFrame(frames[k])
-		}
-		var rootFrame *ir.Frame
-		if plan.root != nil {
-			rootFrame = plan.root.GetFrame(chunk, nil)
-			defer plan.root.PutFrame(rootFrame)
-		}
+		frames, rootFrame, put := takeFrames(plan.stages, plan.root, chunk)
+		defer put()
 		ops := make([]*array.Operand, nIn)
 		for i, t := range args {
 			ops[i] = t.Operand(l.redShape[i], l.red[i], 0)
 		}
-		one := make([]ir.Vec, len(stages)) // each stage's value
-		rounders := make([]*array.Rounder, len(stages))
-		for k, st := range stages {
-			one[k] = ir.NewVec(st.Kind, 1)
-			rounders[k] = array.NewRounder(st.Node.DType, st.Kind)
-		}
-		kept := make([]ir.Vec, plan.nKept) // the kept values of the row
+		one, rounders := stageValues(stages, 1) // each stage's value
+		kept := make([]ir.Vec, plan.nKept)      // the kept values of the row
 		for _, c := range plan.keep {
 			if c >= 0 {
 				kept[c] = ir.NewVec(plan.kinds[nKeep+c], R)
@@ -312,20 +299,12 @@ func (s *rowStep) tilesCPU(args []*array.Array, full []int, l cpuRows, res *arra
 		sh, st := array.Coalesce(full, ir.BroadcastStrides(t.Shape(), t.Strides(), full))
 		shapes[i], strides[i] = sh, st[0]
 		r := len(sh) - 1
-		repeats[i] = r >= 1 && sh[r] == R && st[0][r] == 1 && slices.Max(st[0][:r]) == 0 && slices.Min(st[0][:r]) == 0
+		repeats[i] = r >= 1 && sh[r] == R && st[0][r] == 1 && !slices.ContainsFunc(st[0][:r], func(s int) bool { return s != 0 })
 	}
 	array.ParallelRows(rows, max(tile, array.MinParallel/R), func(lo, hi int) {
 		n := tile * R
-		frames := make([]*ir.Frame, len(stages))
-		for k, blk := range s.stages {
-			frames[k] = blk.GetFrame(n, nil)
-			defer blk.PutFrame(frames[k])
-		}
-		var rootFrame *ir.Frame
-		if s.root != nil {
-			rootFrame = s.root.GetFrame(n, nil)
-			defer s.root.PutFrame(rootFrame)
-		}
+		frames, rootFrame, put := takeFrames(s.stages, s.root, n)
+		defer put()
 		ops := make([]*array.Operand, nIn)
 		for i, t := range args {
 			ops[i] = t.Operand(shapes[i], strides[i], t.Offset()) // the tile's elements in row-major order
@@ -361,12 +340,10 @@ func (s *rowStep) tilesCPU(args []*array.Array, full []int, l cpuRows, res *arra
 				f.SetArg(i, v.Slice(0, m))
 			}
 		}
-		perRow := make([]ir.Vec, len(stages)) // each stage's value for each row of the tile
-		spread := make([]ir.Vec, len(stages)) // and repeated over the row's elements
-		rounders := make([]*array.Rounder, len(stages))
+		perRow, rounders := stageValues(stages, tile) // each stage's value for each row of the tile
+		spread := make([]ir.Vec, len(stages))         // and repeated over the row's elements
 		for k, st := range stages {
-			perRow[k], spread[k] = ir.NewVec(st.Kind, tile), ir.NewVec(st.Kind, n)
-			rounders[k] = array.NewRounder(st.Node.DType, st.Kind)
+			spread[k] = ir.NewVec(st.Kind, n)
 		}
 		results := make([]float64, tile) // a reduction's results, before rounding
 		var firsts map[ir.Kind]ir.Vec    // the rows' first values of a stage computed once a row
@@ -420,24 +397,6 @@ func (s *rowStep) tilesCPU(args []*array.Array, full []int, l cpuRows, res *arra
 	})
 }
 
-// everyRth writes src's values 0, r, 2r, … (rows of them) into dst.
-func everyRth(dst, src ir.Vec, rows, r int) {
-	switch {
-	case src.F32 != nil:
-		pickEach(dst.F32, src.F32, rows, r)
-	case src.F64 != nil:
-		pickEach(dst.F64, src.F64, rows, r)
-	default:
-		pickEach(dst.I64, src.I64, rows, r)
-	}
-}
-
-func pickEach[T float32 | float64 | int64](dst, src []T, rows, r int) {
-	for i := range dst[:rows] {
-		dst[i] = src[i*r]
-	}
-}
-
 // copyVec copies src into dst, of the same kind and length.
 func copyVec(dst, src ir.Vec) {
 	copy(dst.F32, src.F32)
@@ -445,24 +404,62 @@ func copyVec(dst, src ir.Vec) {
 	copy(dst.I64, src.I64)
 }
 
-// spreadRows writes each of the first rows values of per over its row's
-// r elements of spread.
-func spreadRows(spread, per ir.Vec, rows, r int) {
-	switch {
-	case per.F32 != nil:
-		spreadEach(spread.F32, per.F32, rows, r)
-	case per.F64 != nil:
-		spreadEach(spread.F64, per.F64, rows, r)
-	default:
-		spreadEach(spread.I64, per.I64, rows, r)
+// takeFrames takes frames of n values for the stage programs and the
+// root (none where root is nil) from their pools; put gives them back.
+func takeFrames(stages []*ir.Block, root *ir.Block, n int) (frames []*ir.Frame, rootFrame *ir.Frame, put func()) {
+	frames = make([]*ir.Frame, len(stages))
+	for k, blk := range stages {
+		frames[k] = blk.GetFrame(n, nil)
+	}
+	if root != nil {
+		rootFrame = root.GetFrame(n, nil)
+	}
+	return frames, rootFrame, func() {
+		for k, blk := range stages {
+			blk.PutFrame(frames[k])
+		}
+		if root != nil {
+			root.PutFrame(rootFrame)
+		}
 	}
 }
 
-func spreadEach[T float32 | float64 | int64](spread, per []T, rows, r int) {
-	for i, v := range per[:rows] {
-		row := spread[i*r : (i+1)*r]
-		for j := range row {
-			row[j] = v
+// stageValues gives each stage n values of its kind, and the rounder that
+// rounds them through its node's dtype.
+func stageValues(stages []fuse.Stage, n int) ([]ir.Vec, []*array.Rounder) {
+	vals, rounders := make([]ir.Vec, len(stages)), make([]*array.Rounder, len(stages))
+	for k, st := range stages {
+		vals[k], rounders[k] = ir.NewVec(st.Kind, n), array.NewRounder(st.Node.DType, st.Kind)
+	}
+	return vals, rounders
+}
+
+// everyRth writes src's values 0, r, 2r, … (rows of them) into dst.
+func everyRth(dst, src ir.Vec, rows, r int) { copyGrid(dst, 1, 0, src, r, 0, rows, 1) }
+
+// spreadRows writes each of the first rows values of per over its row's
+// r elements of spread.
+func spreadRows(spread, per ir.Vec, rows, r int) { copyGrid(spread, r, 1, per, 1, 0, rows, r) }
+
+// copyGrid copies a grid of rows × cols values of src into dst (both of
+// one kind), value (i, j) at i·srcRow + j·srcCol in src and i·dstRow +
+// j·dstCol in dst.
+func copyGrid(dst ir.Vec, dstRow, dstCol int, src ir.Vec, srcRow, srcCol, rows, cols int) {
+	switch {
+	case src.F32 != nil:
+		copyGridOf(dst.F32, dstRow, dstCol, src.F32, srcRow, srcCol, rows, cols)
+	case src.F64 != nil:
+		copyGridOf(dst.F64, dstRow, dstCol, src.F64, srcRow, srcCol, rows, cols)
+	default:
+		copyGridOf(dst.I64, dstRow, dstCol, src.I64, srcRow, srcCol, rows, cols)
+	}
+}
+
+func copyGridOf[T float32 | float64 | int64](dst []T, dstRow, dstCol int, src []T, srcRow, srcCol, rows, cols int) {
+	for i := range rows {
+		d, s := dst[i*dstRow:], src[i*srcRow:]
+		for j := range cols {
+			d[j*dstCol] = s[j*srcCol]
 		}
 	}
 }
@@ -501,12 +498,7 @@ func (s *rowStep) splitCPU(args []*array.Array, l cpuRows, res *array.Array) {
 	chunk := min(array.BlockSize, R)
 	idx := make([]int, len(outerShape))
 	offsets := make([]int, nIn)
-	one := make([]ir.Vec, len(stages)) // each stage's value: read by all workers, written between
-	rounders := make([]*array.Rounder, len(stages))
-	for k, st := range stages {
-		one[k] = ir.NewVec(st.Kind, 1)
-		rounders[k] = array.NewRounder(st.Node.DType, st.Kind)
-	}
+	one, rounders := stageValues(stages, 1) // each stage's value: read by all workers, written between
 	// worker is one goroutine's program k (len(stages) for the root)
 	// reading the row at offsets, with the stages before it bound.
 	type worker struct {

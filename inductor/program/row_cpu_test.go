@@ -263,9 +263,9 @@ func firstRowRegion(t *testing.T, name string, f func(g *ir.Graph, x, w *ir.Node
 		st := &ip.steps[i]
 		switch {
 		case st.row != nil:
-			return st.row, argsOf(st, live)
+			return st.row, st.argsIn(live)
 		case st.group != nil:
-			res := st.group.run(viewInputs(st.group.inputs, argsOf(st, live)), func(int, ir.Device, ir.DType, []int) *array.Array { return nil }, nil)
+			res := st.group.run(viewInputs(st.group.inputs, st.argsIn(live)), func(int, ir.Device, ir.DType, []int) *array.Array { return nil }, nil)
 			for m, v := range res {
 				live[st.roots[m]] = v
 			}
@@ -275,15 +275,6 @@ func firstRowRegion(t *testing.T, name string, f func(g *ir.Graph, x, w *ir.Node
 		}
 	}
 	return nil, nil
-}
-
-// argsOf is step s's inputs among the values live.
-func argsOf(s *inductorStep, live []*array.Array) []*array.Array {
-	out := make([]*array.Array, len(s.args))
-	for j, a := range s.args {
-		out[j] = live[a]
-	}
-	return out
 }
 
 // mustCall adds op's node to g, failing the test on an error.
